@@ -1,0 +1,8 @@
+//! The engine library: model loading, CPU kernels, the paged KV cache and serial
+//! generation. The `engine` binary (main.rs) is a thin CLI over these modules; the
+//! HTTP server and the scheduler build on the same `Engine` so that the serial path
+//! and the batched path run exactly the same kernels.
+
+pub mod error;
+pub mod model;
+pub mod tokenizer;

@@ -1,0 +1,1 @@
+//! GGUF (placeholder, being written).

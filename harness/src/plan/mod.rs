@@ -1,0 +1,1 @@
+//! Plans (placeholder, being written).

@@ -1,0 +1,1 @@
+//! Traces (placeholder, being written).
