@@ -1,8 +1,13 @@
 //! The engine library: model loading, CPU kernels, the paged KV cache and serial
 //! generation. The `engine` binary (main.rs) is a thin CLI over these modules; the
-//! HTTP server and the scheduler build on the same `Engine` so that the serial path
-//! and the batched path run exactly the same kernels.
+//! HTTP server and the scheduler build on the same `Model` and `KvCache` so that
+//! the serial path and the batched path run exactly the same kernels.
 
 pub mod error;
+pub mod kernels;
+pub mod kv;
 pub mod model;
+pub mod runtime;
+pub mod sched;
+pub mod synth;
 pub mod tokenizer;

@@ -1,1 +1,407 @@
-fn main() {}
+//! The `engine` command line: `generate` (serial, in-process), `score`,
+//! `calibrate`, `synth` and `bench`. Errors are mapped to exit codes here and
+//! nowhere else: 2 for bad input or assets, 1 for anything else.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use engine::kv::{KvFormat, ValueScales};
+use engine::model::Arch;
+use engine::runtime::{Engine, EngineOptions};
+use engine::synth::{SynthDtype, SynthSpec, SynthTokenizer};
+use engine::tokenizer::ChatMessage;
+use std::path::{Path, PathBuf};
+
+mod bench;
+
+#[derive(Parser)]
+#[command(
+    name = "engine",
+    version,
+    about = "Inference engine for Qwen3-family and llama-architecture dense decoders"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Greedy generation, serial and in-process (the reference for serial parity).
+    Generate(GenerateArgs),
+    /// Per-token log-probabilities of a text (mean NLL in nats).
+    Score(ScoreArgs),
+    /// Per-layer k16v8 value scales from real activations: scale = max|v| / 448
+    /// per layer, over every value element of every calibration token.
+    Calibrate(CalibrateArgs),
+    /// Write a deterministic random-weight model directory (for tests and CI).
+    Synth(SynthArgs),
+    /// Prefill and decode throughput per KV format and thread count, as JSON.
+    Bench(bench::BenchArgs),
+}
+
+/// Options shared by every command that loads a model.
+#[derive(Args, Clone)]
+struct ModelArgs {
+    /// A .gguf file or a Hugging Face model directory.
+    #[arg(long)]
+    model: PathBuf,
+    /// KV cache storage format.
+    #[arg(long, default_value = "f16")]
+    kv_format: KvFormat,
+    /// Per-layer value scales (JSON from `engine calibrate`); required for k16v8.
+    #[arg(long)]
+    kv_scales: Option<PathBuf>,
+    /// KV cache budget, e.g. 512MiB or 2GiB.
+    #[arg(long, default_value = "256MiB", value_parser = parse_bytes)]
+    kv_budget: usize,
+    /// Kernel threads.
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Parses `1234`, `64KiB`, `512MiB`, `2GiB` (also KB/MB/GB as powers of 1000).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 512MiB or 2GiB"))?;
+    let mult: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} (use B, KiB, MiB, GiB, KB, MB or GB)"
+            ));
+        }
+    };
+    Ok((value * mult) as usize)
+}
+
+impl ModelArgs {
+    fn options(&self) -> Result<EngineOptions> {
+        let kv_scales = match &self.kv_scales {
+            Some(p) => Some(ValueScales::load(p)?),
+            None => None,
+        };
+        Ok(EngineOptions {
+            kv_format: self.kv_format,
+            kv_scales,
+            kv_budget_bytes: self.kv_budget,
+            threads: self.threads,
+        })
+    }
+
+    fn engine(&self) -> Result<Engine> {
+        let opts = self.options()?;
+        Engine::load(&self.model, &opts)
+            .with_context(|| format!("loading {}", self.model.display()))
+    }
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Prompt text.
+    #[arg(long, conflicts_with = "prompt_ids")]
+    prompt: Option<String>,
+    /// Prompt as comma-separated token IDs.
+    #[arg(long, value_delimiter = ',')]
+    prompt_ids: Option<Vec<u32>>,
+    /// Wrap the prompt as one user message in the model's chat template.
+    #[arg(long)]
+    chat: bool,
+    #[arg(long, default_value_t = 64)]
+    max_tokens: usize,
+    /// Keep generating past end-of-sequence tokens.
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ScoreArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[arg(long)]
+    text_file: PathBuf,
+    /// Character range of the file to score, START:END (Unicode scalar values).
+    #[arg(long)]
+    chars: Option<String>,
+    /// Score only the first N tokens.
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CalibrateArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Calibration text (UTF-8).
+    #[arg(long)]
+    text: PathBuf,
+    /// Use at most this many tokens of the text.
+    #[arg(long, default_value_t = 2048)]
+    max_tokens: usize,
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct SynthArgs {
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value = "qwen3", value_parser = parse_arch)]
+    arch: Arch,
+    #[arg(long, default_value_t = 256)]
+    hidden: usize,
+    #[arg(long, default_value_t = 512)]
+    intermediate: usize,
+    #[arg(long, default_value_t = 4)]
+    layers: usize,
+    #[arg(long, default_value_t = 4)]
+    heads: usize,
+    #[arg(long, default_value_t = 2)]
+    kv_heads: usize,
+    #[arg(long, default_value_t = 64)]
+    head_dim: usize,
+    #[arg(long, default_value_t = 4096)]
+    max_positions: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Weight dtype in model.safetensors: f32, f16 or bf16.
+    #[arg(long, default_value = "bf16")]
+    dtype: SynthDtype,
+    /// `byte` (small built-in byte-level tokenizer), a directory holding
+    /// tokenizer.json + tokenizer_config.json to copy, or `auto`: the real Qwen3
+    /// tokenizer at assets/qwen3-tokenizer when present, else `byte`.
+    #[arg(long, default_value = "auto")]
+    tokenizer: String,
+}
+
+fn parse_arch(s: &str) -> Result<Arch, String> {
+    match s {
+        "qwen3" => Ok(Arch::Qwen3),
+        "llama" => Ok(Arch::Llama),
+        o => Err(format!(
+            "unknown architecture {o:?}; expected qwen3 or llama"
+        )),
+    }
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(a) => generate(a),
+        Command::Score(a) => score(a),
+        Command::Calibrate(a) => calibrate(a),
+        Command::Synth(a) => synth(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("engine: error: {e:#}");
+        let input_error = e
+            .chain()
+            .any(|c| c.downcast_ref::<engine::error::EngineError>().is_some());
+        std::process::exit(if input_error { 2 } else { 1 });
+    }
+}
+
+fn generate(a: GenerateArgs) -> Result<()> {
+    let mut engine = a.model.engine()?;
+    let prompt_ids = match (&a.prompt, &a.prompt_ids) {
+        (Some(text), None) => {
+            let text = if a.chat {
+                engine.tokenizer.apply_chat_template(
+                    &[ChatMessage {
+                        role: "user".into(),
+                        content: text.clone(),
+                    }],
+                    true,
+                )?
+            } else {
+                text.clone()
+            };
+            engine.tokenizer.encode(&text, !a.chat)?
+        }
+        (None, Some(ids)) => {
+            if a.chat {
+                bail!("--chat needs --prompt (text), not --prompt-ids");
+            }
+            ids.clone()
+        }
+        _ => bail!("give exactly one of --prompt or --prompt-ids"),
+    };
+    let g = engine.generate_greedy(&prompt_ids, a.max_tokens, a.ignore_eos)?;
+    let text = engine.tokenizer.decode(&g.output_ids, true)?;
+    if a.json {
+        let out = serde_json::json!({
+            "prompt_ids": g.prompt_ids,
+            "output_ids": g.output_ids,
+            "text": text,
+            "finish_reason": g.finish_reason,
+            "kv_format": a.model.kv_format,
+        });
+        println!("{out}");
+    } else {
+        println!("{text}");
+        println!(
+            "[output ids: {:?}; finish_reason: {:?}]",
+            g.output_ids, g.finish_reason
+        );
+    }
+    Ok(())
+}
+
+fn read_text(path: &Path, chars: Option<&str>) -> Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let Some(range) = chars else { return Ok(text) };
+    let (s, e) = range.split_once(':').context("--chars must be START:END")?;
+    let (s, e): (usize, usize) = (
+        s.parse().context("--chars START")?,
+        e.parse().context("--chars END")?,
+    );
+    if s >= e {
+        bail!("--chars START must be below END");
+    }
+    Ok(text.chars().skip(s).take(e - s).collect())
+}
+
+fn score(a: ScoreArgs) -> Result<()> {
+    let mut engine = a.model.engine()?;
+    let text = read_text(&a.text_file, a.chars.as_deref())?;
+    let mut ids = engine.tokenizer.encode(&text, false)?;
+    if let Some(n) = a.max_tokens {
+        ids.truncate(n);
+    }
+    let logprobs = engine.score(&ids)?;
+    let mean_nll = -logprobs.iter().sum::<f64>() / logprobs.len() as f64;
+    if a.json {
+        let out = serde_json::json!({
+            "token_ids": ids,
+            "logprobs": logprobs,
+            "mean_nll": mean_nll,
+            "scored_tokens": logprobs.len(),
+            "kv_format": a.model.kv_format,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "{} tokens, {} scored, mean NLL {mean_nll:.6} nats ({} KV)",
+            ids.len(),
+            logprobs.len(),
+            a.model.kv_format
+        );
+    }
+    Ok(())
+}
+
+fn calibrate(a: CalibrateArgs) -> Result<()> {
+    let mut args = a.model.clone();
+    // Calibration observes values before they are stored, so the cache format
+    // does not matter; f16 needs no scales.
+    args.kv_format = KvFormat::F16;
+    args.kv_scales = None;
+    let mut engine = args.engine()?;
+    let text = read_text(&a.text, None)?;
+    let mut ids = engine.tokenizer.encode(&text, false)?;
+    ids.truncate(a.max_tokens);
+    let scales = engine.calibrate(&ids)?;
+    let out = serde_json::json!({
+        "rule": scales.rule,
+        "scales": scales.scales,
+        "model": a.model.model.display().to_string(),
+        "text": a.text.display().to_string(),
+        "tokens": ids.len(),
+    });
+    let tmp = a.out.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&out)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
+    eprintln!(
+        "engine: wrote {} scales to {}",
+        scales.scales.len(),
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn synth(a: SynthArgs) -> Result<()> {
+    let tokenizer = match a.tokenizer.as_str() {
+        "byte" => SynthTokenizer::ByteLevel,
+        "auto" => {
+            let real = Path::new("assets/qwen3-tokenizer");
+            if real.join("tokenizer.json").is_file() {
+                SynthTokenizer::CopyFrom(real.to_path_buf())
+            } else {
+                SynthTokenizer::ByteLevel
+            }
+        }
+        dir => SynthTokenizer::CopyFrom(PathBuf::from(dir)),
+    };
+    let spec = SynthSpec {
+        arch: a.arch,
+        hidden_size: a.hidden,
+        intermediate_size: a.intermediate,
+        num_hidden_layers: a.layers,
+        num_attention_heads: a.heads,
+        num_key_value_heads: a.kv_heads,
+        head_dim: a.head_dim,
+        max_position_embeddings: a.max_positions,
+        rope_theta: 1_000_000.0,
+        seed: a.seed,
+        dtype: a.dtype,
+        tokenizer,
+    };
+    let cfg = engine::synth::write_model(&spec, &a.out)?;
+    eprintln!(
+        "engine: wrote synthetic {:?} model to {} (vocab {}, hidden {}, {} layers)",
+        cfg.arch,
+        a.out.display(),
+        cfg.vocab_size,
+        cfg.hidden_size,
+        cfg.num_hidden_layers
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("1.5KB"), Ok(1500));
+        assert!(parse_bytes("2 parsecs").is_err());
+        assert!(parse_bytes("GiB").is_err());
+    }
+}

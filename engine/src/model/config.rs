@@ -84,9 +84,11 @@ impl ModelConfig {
             .unwrap_or(hf.hidden_size / hf.num_attention_heads);
         let eos_token_ids = match hf.eos_token_id {
             None | Some(serde_json::Value::Null) => Vec::new(),
-            Some(serde_json::Value::Number(n)) => n.as_u64().map(|v| vec![v as u32]).ok_or_else(
-                || EngineError::Config("eos_token_id must be a non-negative integer".into()),
-            )?,
+            Some(serde_json::Value::Number(n)) => {
+                n.as_u64().map(|v| vec![v as u32]).ok_or_else(|| {
+                    EngineError::Config("eos_token_id must be a non-negative integer".into())
+                })?
+            }
             Some(serde_json::Value::Array(items)) => items
                 .iter()
                 .map(|v| {
@@ -144,7 +146,10 @@ impl ModelConfig {
             ));
         }
         if self.head_dim % 2 != 0 {
-            return err(format!("head_dim ({}) must be even for RoPE", self.head_dim));
+            return err(format!(
+                "head_dim ({}) must be even for RoPE",
+                self.head_dim
+            ));
         }
         if !self.arch.has_qk_norm() && self.head_dim * self.num_attention_heads != self.hidden_size
         {
@@ -154,17 +159,27 @@ impl ModelConfig {
             ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
-            return err(format!("rope_theta must be positive, got {}", self.rope_theta));
+            return err(format!(
+                "rope_theta must be positive, got {}",
+                self.rope_theta
+            ));
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return err(format!("rms_norm_eps must be positive, got {}", self.rms_norm_eps));
+            return err(format!(
+                "rms_norm_eps must be positive, got {}",
+                self.rms_norm_eps
+            ));
         }
         if let Some(bos) = self.bos_token_id
             && bos as usize >= self.vocab_size
         {
             return err(format!("bos_token_id {bos} is outside the vocabulary"));
         }
-        if let Some(eos) = self.eos_token_ids.iter().find(|&&e| e as usize >= self.vocab_size) {
+        if let Some(eos) = self
+            .eos_token_ids
+            .iter()
+            .find(|&&e| e as usize >= self.vocab_size)
+        {
             return err(format!("eos_token_id {eos} is outside the vocabulary"));
         }
         Ok(())

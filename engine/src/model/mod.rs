@@ -4,4 +4,11 @@
 
 pub mod config;
 pub mod gguf;
+pub mod loader;
+pub mod qwen3;
+pub mod safetensors_dir;
 pub mod tensor;
+
+pub use config::{Arch, ModelConfig};
+pub use loader::{LoadedModel, load};
+pub use qwen3::{LogitsWanted, Model, SeqInput};

@@ -1,1 +1,40 @@
-//! Statistics (placeholder, being written).
+//! Statistics for paired block designs: pure functions, no I/O, no global
+//! state.
+//!
+//! Owns the numbers behind every claim (DESIGN sections 5-7):
+//! - `effects`: paired per-block effects, positive = candidate better;
+//! - `sign_test`: exact one-sided sign test (ties are non-wins);
+//! - `holm`: Holm step-down adjusted p-values over the whole family;
+//! - `median_interval`: sample median, median screen, order-statistic
+//!   interval with exact coverage;
+//! - `clopper_pearson`: one-sided exact binomial upper bound (quality gates);
+//! - `percentile`: the one percentile method (nearest rank) for all layers;
+//! - `decision`: supported / not supported (naming failed rules) / blocked.
+//!
+//! It must not read files, the plan or raw request records: callers pass
+//! numbers in and get numbers and claims out. Every failure is a `StatsError`.
+
+mod clopper_pearson;
+mod decision;
+mod effects;
+mod error;
+mod exact;
+mod holm;
+mod median_interval;
+mod percentile;
+mod sign_test;
+
+pub use clopper_pearson::clopper_pearson_upper;
+pub use decision::{Decision, HypothesisInput, HypothesisOutcome, Rule, decide, decide_family};
+pub use effects::{
+    BlockPair, EffectKind, block_effects, effect, latency_effect, throughput_effect,
+};
+pub use error::{Result, StatsError};
+pub use exact::MAX_EXACT_N;
+pub use holm::{HolmResult, holm};
+pub use median_interval::{
+    DEFAULT_INTERVAL_COVERAGE, MedianInterval, MedianScreen, median, median_interval,
+    median_interval_rank, median_screen,
+};
+pub use percentile::{nearest_rank, percentile, percentile_u64, percentiles};
+pub use sign_test::{SignTest, sign_test, sign_test_p_value};

@@ -1,0 +1,328 @@
+//! The linear layer `y[M,N] = x[M,K] · W[N,K]ᵀ` (weights in Hugging Face
+//! `[out, in]` layout), batch-invariant by construction.
+//!
+//! Why not a general GEMM library: BLAS-style GEMMs (the `gemm` crate included)
+//! choose their k-blocking and micro-kernels from the problem shape, and take a
+//! GEMV path when M = 1, so row i's result changes with M. Greedy decoding must
+//! not depend on what else is in the batch (nor on prefill chunking or
+//! recompute after preemption), so every output element here is computed by one
+//! fixed sequence of operations: eight lanes accumulate `x[k..k+8] * w[k..k+8]`
+//! for k = 0, 8, 16, ... (fused multiply-add where the CPU has it), the lanes are
+//! summed by a fixed pairwise tree, and the tail (K mod 8) is added in order.
+//! Tiles of several rows and columns only reuse loads; they never change that
+//! sequence. `engine bench` compares this kernel with the `gemm` crate.
+//!
+//! Parallelism: output columns are split into chunks across the installed rayon
+//! pool; each chunk reads its weight rows once for all M rows.
+
+use rayon::prelude::*;
+
+/// Columns per parallel task: large enough to amortise scheduling, small enough
+/// to balance 2..16 threads on the narrow projections of small models.
+const COLS_PER_TASK: usize = 32;
+
+/// `y = x · Wᵀ` where `x` is `[m, k]`, `w` is `[n, k]` and `y` is `[m, n]`.
+pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut y = vec![0.0f32; m * n];
+    matmul_into(x, w, m, k, n, &mut y);
+    y
+}
+
+/// As [`matmul`], writing into `y` (`[m, n]`, overwritten).
+pub fn matmul_into(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [f32]) {
+    assert_eq!(
+        x.len(),
+        m * k,
+        "matmul: x has {} values, expected {m}x{k}",
+        x.len()
+    );
+    assert_eq!(
+        w.len(),
+        n * k,
+        "matmul: w has {} values, expected {n}x{k}",
+        w.len()
+    );
+    assert_eq!(
+        y.len(),
+        m * n,
+        "matmul: y has {} values, expected {m}x{n}",
+        y.len()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    let kernel = Kernel::detect();
+    // Each task computes a block of columns for all rows; results land in a
+    // column-block buffer and are scattered, so tasks never share memory.
+    let blocks: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(COLS_PER_TASK))
+        .into_par_iter()
+        .map(|b| {
+            let c0 = b * COLS_PER_TASK;
+            let c1 = (c0 + COLS_PER_TASK).min(n);
+            let mut out = vec![0.0f32; m * (c1 - c0)];
+            kernel.block(x, w, m, k, c0, c1, &mut out);
+            (c0, out)
+        })
+        .collect();
+    for (c0, out) in blocks {
+        let width = out.len() / m;
+        for i in 0..m {
+            y[i * n + c0..i * n + c0 + width].copy_from_slice(&out[i * width..(i + 1) * width]);
+        }
+    }
+}
+
+/// Dot product with exactly the per-element operation sequence of [`matmul`]
+/// (used by tests and by single-row callers).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut y = [0.0f32];
+    Kernel::detect().block(a, b, 1, a.len(), 0, 1, &mut y);
+    y[0]
+}
+
+#[derive(Clone, Copy)]
+enum Kernel {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+}
+
+impl Kernel {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Kernel::Avx2Fma;
+            }
+        }
+        Kernel::Portable
+    }
+
+    /// Computes columns `c0..c1` of `y` for all `m` rows into `out` (`[m, c1-c0]`).
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        self,
+        x: &[f32],
+        w: &[f32],
+        m: usize,
+        k: usize,
+        c0: usize,
+        c1: usize,
+        out: &mut [f32],
+    ) {
+        match self {
+            Kernel::Portable => portable::block(x, w, m, k, c0, c1, out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 and FMA were detected at run time.
+            Kernel::Avx2Fma => unsafe { avx2::block(x, w, m, k, c0, c1, out) },
+        }
+    }
+}
+
+mod portable {
+    //! Eight-lane emulation without FMA: the same lane structure as the AVX2 path
+    //! (so it is batch-invariant too), used where AVX2/FMA are absent.
+
+    pub fn block(x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
+        let width = c1 - c0;
+        for i in 0..m {
+            let xr = &x[i * k..(i + 1) * k];
+            for j in c0..c1 {
+                let wr = &w[j * k..(j + 1) * k];
+                out[i * width + (j - c0)] = dot8(xr, wr);
+            }
+        }
+    }
+
+    fn dot8(a: &[f32], b: &[f32]) -> f32 {
+        let k = a.len();
+        let mut lanes = [0.0f32; 8];
+        let full = k / 8 * 8;
+        for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
+            for l in 0..8 {
+                lanes[l] += ca[l] * cb[l];
+            }
+        }
+        let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6]))
+            + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+        for t in full..k {
+            s += a[t] * b[t];
+        }
+        s
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! AVX2 + FMA micro-kernels. Every output element: one 8-lane accumulator,
+    //! FMA over k in steps of 8, then `hsum`, then the scalar tail with FMA.
+    use std::arch::x86_64::*;
+
+    /// Rows per tile and columns per tile; 4 x 3 = 12 accumulators + loads fit
+    /// the 16 YMM registers.
+    const MR: usize = 4;
+    const NR: usize = 3;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn block(
+        x: &[f32],
+        w: &[f32],
+        m: usize,
+        k: usize,
+        c0: usize,
+        c1: usize,
+        out: &mut [f32],
+    ) {
+        let width = c1 - c0;
+        let mut i = 0;
+        while i < m {
+            let rows = (m - i).min(MR);
+            let mut j = c0;
+            while j < c1 {
+                let cols = (c1 - j).min(NR);
+                // SAFETY: tile bounds are inside x, w and out (checked by caller's asserts).
+                unsafe {
+                    match (rows, cols) {
+                        (4, 3) => tile::<4, 3>(x, w, k, i, j, out, width, c0),
+                        (4, 2) => tile::<4, 2>(x, w, k, i, j, out, width, c0),
+                        (4, 1) => tile::<4, 1>(x, w, k, i, j, out, width, c0),
+                        (3, 3) => tile::<3, 3>(x, w, k, i, j, out, width, c0),
+                        (3, 2) => tile::<3, 2>(x, w, k, i, j, out, width, c0),
+                        (3, 1) => tile::<3, 1>(x, w, k, i, j, out, width, c0),
+                        (2, 3) => tile::<2, 3>(x, w, k, i, j, out, width, c0),
+                        (2, 2) => tile::<2, 2>(x, w, k, i, j, out, width, c0),
+                        (2, 1) => tile::<2, 1>(x, w, k, i, j, out, width, c0),
+                        (1, 3) => tile::<1, 3>(x, w, k, i, j, out, width, c0),
+                        (1, 2) => tile::<1, 2>(x, w, k, i, j, out, width, c0),
+                        _ => tile::<1, 1>(x, w, k, i, j, out, width, c0),
+                    }
+                }
+                j += cols;
+            }
+            i += rows;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile<const R: usize, const C: usize>(
+        x: &[f32],
+        w: &[f32],
+        k: usize,
+        i0: usize,
+        j0: usize,
+        out: &mut [f32],
+        width: usize,
+        c0: usize,
+    ) {
+        let full = k / 8 * 8;
+        let xp = x.as_ptr();
+        let wp = w.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let mut kk = 0;
+        while kk < full {
+            let mut wv = [_mm256_setzero_ps(); C];
+            for (c, wvc) in wv.iter_mut().enumerate() {
+                // SAFETY: (j0 + c) < n and kk + 8 <= k.
+                *wvc = unsafe { _mm256_loadu_ps(wp.add((j0 + c) * k + kk)) };
+            }
+            for (r, accr) in acc.iter_mut().enumerate() {
+                // SAFETY: (i0 + r) < m and kk + 8 <= k.
+                let xv = unsafe { _mm256_loadu_ps(xp.add((i0 + r) * k + kk)) };
+                for (c, a) in accr.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(xv, wv[c], *a);
+                }
+            }
+            kk += 8;
+        }
+        for (r, accr) in acc.iter().enumerate() {
+            for (c, a) in accr.iter().enumerate() {
+                let mut s = hsum(*a);
+                for t in full..k {
+                    s = x[(i0 + r) * k + t].mul_add(w[(j0 + c) * k + t], s);
+                }
+                out[(i0 + r) * width + (j0 + c - c0)] = s;
+            }
+        }
+    }
+
+    /// Fixed pairwise lane sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps::<1>(v);
+        let s4 = _mm_add_ps(lo, hi); // [l0+l4, l1+l5, l2+l6, l3+l7]
+        let sh = _mm_movehl_ps(s4, s4); // [l2+l6, l3+l7, ..]
+        let s2 = _mm_add_ps(s4, sh); // [(l0+l4)+(l2+l6), (l1+l5)+(l3+l7), ..]
+        let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
+        _mm_cvtss_f32(s1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pseudo(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_f64_reference() {
+        let (m, k, n) = (7, 83, 45);
+        let x = pseudo(m * k, 1);
+        let w = pseudo(n * k, 2);
+        let y = matmul(&x, &w, m, k, n);
+        for i in 0..m {
+            for j in 0..n {
+                let r: f64 = (0..k)
+                    .map(|t| x[i * k + t] as f64 * w[j * k + t] as f64)
+                    .sum();
+                assert!(
+                    (y[i * n + j] as f64 - r).abs() < 1e-4,
+                    "({i},{j}) {} vs {r}",
+                    y[i * n + j]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rows_do_not_depend_on_batch_size() {
+        let (k, n) = (576, 200);
+        let x = pseudo(13 * k, 3);
+        let w = pseudo(n * k, 4);
+        let full = matmul(&x, &w, 13, k, n);
+        for i in 0..13 {
+            let alone = matmul(&x[i * k..(i + 1) * k], &w, 1, k, n);
+            assert_eq!(
+                alone,
+                full[i * n..(i + 1) * n],
+                "row {i} differs alone vs in a batch of 13"
+            );
+        }
+        // Sub-batches starting at other offsets use other tile shapes.
+        let part = matmul(&x[5 * k..11 * k], &w, 6, k, n);
+        assert_eq!(part, full[5 * n..11 * n]);
+    }
+
+    #[test]
+    fn dot_is_the_same_operation_sequence() {
+        let k = 100;
+        let a = pseudo(k, 5);
+        let b = pseudo(k, 6);
+        assert_eq!(dot(&a, &b), matmul(&a, &b, 1, k, 1)[0]);
+    }
+}

@@ -1,1 +1,0 @@
-//! GGUF (placeholder, being written).

@@ -1,0 +1,258 @@
+//! ggml tensor types and their dequantization to f32. Owns the block layouts of
+//! every ggml type id (so the parser can bounds-check any tensor) and the
+//! decoders of the types we support: F32, F16, BF16, Q8_0, Q4_0, Q4_1. Any other
+//! type is reported by name, never guessed. Does not rename or permute tensors.
+
+use rayon::prelude::*;
+use std::fmt;
+
+/// A ggml tensor type (`enum ggml_type`), by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q8_1,
+    Q2K,
+    Q3K,
+    Q4K,
+    Q5K,
+    Q6K,
+    Q8K,
+    Iq2Xxs,
+    Iq2Xs,
+    Iq3Xxs,
+    Iq1S,
+    Iq4Nl,
+    Iq3S,
+    Iq2S,
+    Iq4Xs,
+    I8,
+    I16,
+    I32,
+    I64,
+    F64,
+    Iq1M,
+    Bf16,
+    Tq1_0,
+    Tq2_0,
+    Mxfp4,
+    /// An id this build does not know.
+    Unknown(u32),
+}
+
+impl GgmlType {
+    pub fn from_id(id: u32) -> Self {
+        use GgmlType::*;
+        match id {
+            0 => F32,
+            1 => F16,
+            2 => Q4_0,
+            3 => Q4_1,
+            6 => Q5_0,
+            7 => Q5_1,
+            8 => Q8_0,
+            9 => Q8_1,
+            10 => Q2K,
+            11 => Q3K,
+            12 => Q4K,
+            13 => Q5K,
+            14 => Q6K,
+            15 => Q8K,
+            16 => Iq2Xxs,
+            17 => Iq2Xs,
+            18 => Iq3Xxs,
+            19 => Iq1S,
+            20 => Iq4Nl,
+            21 => Iq3S,
+            22 => Iq2S,
+            23 => Iq4Xs,
+            24 => I8,
+            25 => I16,
+            26 => I32,
+            27 => I64,
+            28 => F64,
+            29 => Iq1M,
+            30 => Bf16,
+            34 => Tq1_0,
+            35 => Tq2_0,
+            39 => Mxfp4,
+            other => Unknown(other),
+        }
+    }
+
+    /// ggml's name for the type, as `gguf` and llama.cpp print it.
+    pub fn name(self) -> String {
+        use GgmlType::*;
+        let s = match self {
+            F32 => "F32",
+            F16 => "F16",
+            Q4_0 => "Q4_0",
+            Q4_1 => "Q4_1",
+            Q5_0 => "Q5_0",
+            Q5_1 => "Q5_1",
+            Q8_0 => "Q8_0",
+            Q8_1 => "Q8_1",
+            Q2K => "Q2_K",
+            Q3K => "Q3_K",
+            Q4K => "Q4_K",
+            Q5K => "Q5_K",
+            Q6K => "Q6_K",
+            Q8K => "Q8_K",
+            Iq2Xxs => "IQ2_XXS",
+            Iq2Xs => "IQ2_XS",
+            Iq3Xxs => "IQ3_XXS",
+            Iq1S => "IQ1_S",
+            Iq4Nl => "IQ4_NL",
+            Iq3S => "IQ3_S",
+            Iq2S => "IQ2_S",
+            Iq4Xs => "IQ4_XS",
+            I8 => "I8",
+            I16 => "I16",
+            I32 => "I32",
+            I64 => "I64",
+            F64 => "F64",
+            Iq1M => "IQ1_M",
+            Bf16 => "BF16",
+            Tq1_0 => "TQ1_0",
+            Tq2_0 => "TQ2_0",
+            Mxfp4 => "MXFP4",
+            Unknown(id) => return format!("unknown ggml type id {id}"),
+        };
+        s.to_string()
+    }
+
+    /// (elements per block, bytes per block), from ggml's type traits; `None`
+    /// for an unknown id.
+    pub fn block_layout(self) -> Option<(usize, usize)> {
+        use GgmlType::*;
+        const QK_K: usize = 256;
+        Some(match self {
+            F32 => (1, 4),
+            F16 => (1, 2),
+            Q4_0 => (32, 18),
+            Q4_1 => (32, 20),
+            Q5_0 => (32, 22),
+            Q5_1 => (32, 24),
+            Q8_0 => (32, 34),
+            Q8_1 => (32, 36),
+            Q2K => (QK_K, 84),
+            Q3K => (QK_K, 110),
+            Q4K => (QK_K, 144),
+            Q5K => (QK_K, 176),
+            Q6K => (QK_K, 210),
+            Q8K => (QK_K, 292),
+            Iq2Xxs => (QK_K, 66),
+            Iq2Xs => (QK_K, 74),
+            Iq3Xxs => (QK_K, 98),
+            Iq1S => (QK_K, 50),
+            Iq4Nl => (32, 18),
+            Iq3S => (QK_K, 110),
+            Iq2S => (QK_K, 82),
+            Iq4Xs => (QK_K, 136),
+            I8 => (1, 1),
+            I16 => (1, 2),
+            I32 => (1, 4),
+            I64 => (1, 8),
+            F64 => (1, 8),
+            Iq1M => (QK_K, 56),
+            Bf16 => (1, 2),
+            Tq1_0 => (QK_K, 54),
+            Tq2_0 => (QK_K, 66),
+            Mxfp4 => (32, 17),
+            Unknown(_) => return None,
+        })
+    }
+
+    /// Whether `dequantize` decodes this type.
+    pub fn is_supported(self) -> bool {
+        use GgmlType::*;
+        matches!(self, F32 | F16 | Bf16 | Q8_0 | Q4_0 | Q4_1)
+    }
+}
+
+impl fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+fn decode_block(ty: GgmlType, b: &[u8], out: &mut [f32]) {
+    match ty {
+        GgmlType::F32 => {
+            for (o, c) in out.iter_mut().zip(b.chunks_exact(4)) {
+                *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        GgmlType::F16 => {
+            for (o, c) in out.iter_mut().zip(b.chunks_exact(2)) {
+                *o = half::f16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        GgmlType::Bf16 => {
+            for (o, c) in out.iter_mut().zip(b.chunks_exact(2)) {
+                *o = half::bf16::from_le_bytes([c[0], c[1]]).to_f32();
+            }
+        }
+        // block_q8_0 { f16 d; i8 qs[32]; }: x = d * q
+        GgmlType::Q8_0 => {
+            for (blk, o) in b.chunks_exact(34).zip(out.chunks_exact_mut(32)) {
+                let d = f16_at(blk, 0);
+                for (x, &q) in o.iter_mut().zip(&blk[2..34]) {
+                    *x = d * (q as i8) as f32;
+                }
+            }
+        }
+        // block_q4_0 { f16 d; u8 qs[16]; }: low nibbles are elements 0..16,
+        // high nibbles 16..32; x = d * (q - 8)
+        GgmlType::Q4_0 => {
+            for (blk, o) in b.chunks_exact(18).zip(out.chunks_exact_mut(32)) {
+                let d = f16_at(blk, 0);
+                for (j, &q) in blk[2..18].iter().enumerate() {
+                    o[j] = d * ((q & 0x0f) as i32 - 8) as f32;
+                    o[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+                }
+            }
+        }
+        // block_q4_1 { f16 d; f16 m; u8 qs[16]; }: x = d * q + m
+        GgmlType::Q4_1 => {
+            for (blk, o) in b.chunks_exact(20).zip(out.chunks_exact_mut(32)) {
+                let d = f16_at(blk, 0);
+                let m = f16_at(blk, 2);
+                for (j, &q) in blk[4..20].iter().enumerate() {
+                    o[j] = d * (q & 0x0f) as f32 + m;
+                    o[j + 16] = d * (q >> 4) as f32 + m;
+                }
+            }
+        }
+        _ => unreachable!("dequantize checks is_supported first"),
+    }
+}
+
+/// Decodes `numel` elements of type `ty` from `bytes` (exactly the tensor's
+/// bytes), in parallel over chunks of whole blocks. `None` if the type is not
+/// supported or the byte count does not match.
+pub fn dequantize(ty: GgmlType, bytes: &[u8], numel: usize) -> Option<Vec<f32>> {
+    if !ty.is_supported() {
+        return None;
+    }
+    let (block, type_size) = ty.block_layout()?;
+    if numel % block != 0 || bytes.len() != (numel / block) * type_size {
+        return None;
+    }
+    let mut out = vec![0f32; numel];
+    // About 16K elements per task: large enough to amortise scheduling.
+    let blocks_per_task = (16_384 / block).max(1);
+    out.par_chunks_mut(blocks_per_task * block)
+        .zip(bytes.par_chunks(blocks_per_task * type_size))
+        .for_each(|(o, b)| decode_block(ty, b, o));
+    Some(out)
+}

@@ -1,0 +1,547 @@
+//! GGUF model files: a memory-mapped reader (`GgufFile`) with typed metadata,
+//! the model configuration read from `{arch}.*` keys, and weight loading that
+//! dequantizes every tensor to f32 under its Hugging Face name and layout
+//! (including the inverse of llama.cpp's Q/K row permutation for arch `llama`).
+//! Owns the GGUF format only: it does not build models, tokenizers (see
+//! `tokenizer`) or kernels, and it never trusts a length read from the file.
+
+mod dequant;
+mod names;
+mod parse;
+pub mod writer;
+
+pub use dequant::{GgmlType, dequantize};
+pub use names::{hf_name, unpermute_rows};
+
+use crate::error::{EngineError, Result};
+use crate::model::config::{Arch, ModelConfig};
+use crate::model::tensor::{Tensor, TensorMap};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A metadata value, of any GGUF value type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaValue {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    Bool(bool),
+    String(String),
+    Array(Vec<MetaValue>),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+}
+
+impl MetaValue {
+    /// The GGUF value type id (`gguf_type`).
+    pub fn type_id(&self) -> u32 {
+        match self {
+            MetaValue::U8(_) => 0,
+            MetaValue::I8(_) => 1,
+            MetaValue::U16(_) => 2,
+            MetaValue::I16(_) => 3,
+            MetaValue::U32(_) => 4,
+            MetaValue::I32(_) => 5,
+            MetaValue::F32(_) => 6,
+            MetaValue::Bool(_) => 7,
+            MetaValue::String(_) => 8,
+            MetaValue::Array(_) => 9,
+            MetaValue::U64(_) => 10,
+            MetaValue::I64(_) => 11,
+            MetaValue::F64(_) => 12,
+        }
+    }
+
+    /// Any integer value that is non-negative.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            MetaValue::U8(x) => Some(x as u64),
+            MetaValue::U16(x) => Some(x as u64),
+            MetaValue::U32(x) => Some(x as u64),
+            MetaValue::U64(x) => Some(x),
+            MetaValue::I8(x) => u64::try_from(x).ok(),
+            MetaValue::I16(x) => u64::try_from(x).ok(),
+            MetaValue::I32(x) => u64::try_from(x).ok(),
+            MetaValue::I64(x) => u64::try_from(x).ok(),
+            _ => None,
+        }
+    }
+
+    /// Any integer value.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            MetaValue::I8(x) => Some(x as i64),
+            MetaValue::I16(x) => Some(x as i64),
+            MetaValue::I32(x) => Some(x as i64),
+            MetaValue::I64(x) => Some(x),
+            _ => self.as_u64().and_then(|x| i64::try_from(x).ok()),
+        }
+    }
+
+    /// A float, or an integer read as a float.
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            MetaValue::F32(x) => Some(x as f64),
+            MetaValue::F64(x) => Some(x),
+            _ => self.as_i64().map(|x| x as f64),
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            MetaValue::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            MetaValue::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[MetaValue]> {
+        match self {
+            MetaValue::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// One tensor's header entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    /// GGUF (ggml `ne`) order: the fastest-varying dimension first.
+    pub dims: Vec<usize>,
+    pub ty: GgmlType,
+    /// Absolute byte offset of the data in the file.
+    pub offset: u64,
+    /// Size of the data; `None` only for an unknown type id.
+    pub n_bytes: Option<u64>,
+}
+
+impl TensorInfo {
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Hugging Face (row-major) shape: `dims` reversed.
+    pub fn hf_shape(&self) -> Vec<usize> {
+        self.dims.iter().rev().copied().collect()
+    }
+}
+
+enum Bytes {
+    Mmap(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mmap(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// An open GGUF file: parsed header plus the mapped bytes.
+pub struct GgufFile {
+    bytes: Bytes,
+    version: u32,
+    alignment: u64,
+    data_offset: u64,
+    metadata: Vec<(String, MetaValue)>,
+    meta_index: HashMap<String, usize>,
+    tensors: Vec<TensorInfo>,
+    tensor_index: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("version", &self.version)
+            .field("metadata", &self.metadata.len())
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+impl GgufFile {
+    /// Memory-maps and parses `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|e| EngineError::io(path, e))?;
+        let len = file.metadata().map_err(|e| EngineError::io(path, e))?.len();
+        if len == 0 {
+            return Err(EngineError::Gguf(format!("{}: empty file", path.display())));
+        }
+        // SAFETY: the map is read-only; the file must not be truncated while we
+        // hold it (the same contract every mmap-based model loader has).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(path, e))?;
+        Self::from_storage(Bytes::Mmap(map))
+            .map_err(|e| EngineError::Gguf(format!("{}: {}", path.display(), strip(e))))
+    }
+
+    /// Parses a GGUF file held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        Self::from_storage(Bytes::Owned(bytes))
+    }
+
+    fn from_storage(bytes: Bytes) -> Result<Self> {
+        let h = parse::parse(&bytes)?;
+        let mut meta_index = HashMap::with_capacity(h.metadata.len());
+        for (i, (k, _)) in h.metadata.iter().enumerate() {
+            if meta_index.insert(k.clone(), i).is_some() {
+                return Err(EngineError::Gguf(format!("duplicate metadata key {k:?}")));
+            }
+        }
+        let tensor_index = h
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(GgufFile {
+            bytes,
+            version: h.version,
+            alignment: h.alignment,
+            data_offset: h.data_offset,
+            metadata: h.metadata,
+            meta_index,
+            tensors: h.tensors,
+            tensor_index,
+        })
+    }
+
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+
+    /// All metadata, in file order.
+    pub fn metadata(&self) -> &[(String, MetaValue)] {
+        &self.metadata
+    }
+
+    pub fn get(&self, key: &str) -> Option<&MetaValue> {
+        self.meta_index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    /// A string value; `Ok(None)` if absent, an error if present with another type.
+    pub fn get_str(&self, key: &str) -> Result<Option<&str>> {
+        self.typed(key, "a string", MetaValue::as_str)
+    }
+
+    /// A non-negative integer value of any integer type.
+    pub fn get_u64(&self, key: &str) -> Result<Option<u64>> {
+        self.typed(key, "a non-negative integer", MetaValue::as_u64)
+    }
+
+    /// A float (or integer) value.
+    pub fn get_f64(&self, key: &str) -> Result<Option<f64>> {
+        self.typed(key, "a number", MetaValue::as_f64)
+    }
+
+    pub fn get_bool(&self, key: &str) -> Result<Option<bool>> {
+        self.typed(key, "a bool", MetaValue::as_bool)
+    }
+
+    /// An array value (elements of any one type).
+    pub fn get_array(&self, key: &str) -> Result<Option<&[MetaValue]>> {
+        self.typed(key, "an array", MetaValue::as_array)
+    }
+
+    /// An array of strings (e.g. `tokenizer.ggml.tokens`).
+    pub fn get_str_array(&self, key: &str) -> Result<Option<Vec<&str>>> {
+        let Some(items) = self.get_array(key)? else {
+            return Ok(None);
+        };
+        items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| bad_type(key, "an array of strings", v))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// An array of integers (e.g. `tokenizer.ggml.token_type`).
+    pub fn get_i64_array(&self, key: &str) -> Result<Option<Vec<i64>>> {
+        let Some(items) = self.get_array(key)? else {
+            return Ok(None);
+        };
+        items
+            .iter()
+            .map(|v| {
+                v.as_i64()
+                    .ok_or_else(|| bad_type(key, "an array of integers", v))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn typed<'a, T>(
+        &'a self,
+        key: &str,
+        what: &str,
+        f: impl Fn(&'a MetaValue) -> Option<T>,
+    ) -> Result<Option<T>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => f(v).map(Some).ok_or_else(|| bad_type(key, what, v)),
+        }
+    }
+
+    fn require_u64(&self, key: &str) -> Result<u64> {
+        self.get_u64(key)?
+            .ok_or_else(|| EngineError::Gguf(format!("missing metadata key {key}")))
+    }
+
+    /// `general.architecture`.
+    pub fn architecture(&self) -> Result<&str> {
+        self.get_str("general.architecture")?
+            .ok_or_else(|| EngineError::Gguf("missing metadata key general.architecture".into()))
+    }
+
+    /// Tensor infos, in file order.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    pub fn tensor_info(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The raw (encoded) bytes of a tensor.
+    pub fn tensor_bytes(&self, info: &TensorInfo) -> Result<&[u8]> {
+        let n = info.n_bytes.ok_or_else(|| unsupported(info))?;
+        // parse() checked offset + n_bytes against the file length.
+        let start = info.offset as usize;
+        self.bytes.get(start..start + n as usize).ok_or_else(|| {
+            EngineError::Gguf(format!("tensor {:?} lies outside the file", info.name))
+        })
+    }
+
+    /// One tensor dequantized to f32, by GGUF name, with its HF-order shape
+    /// (dims reversed) and no renaming or permutation.
+    pub fn dequantize_raw(&self, name: &str) -> Result<Tensor> {
+        let info = self
+            .tensor_info(name)
+            .ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+        self.decode(info)
+    }
+
+    fn decode(&self, info: &TensorInfo) -> Result<Tensor> {
+        if !info.ty.is_supported() {
+            return Err(unsupported(info));
+        }
+        let bytes = self.tensor_bytes(info)?;
+        let data = dequantize(info.ty, bytes, info.numel()).ok_or_else(|| {
+            EngineError::Gguf(format!(
+                "tensor {:?}: data size does not match its shape",
+                info.name
+            ))
+        })?;
+        Ok(Tensor::new(info.hf_shape(), data))
+    }
+
+    /// The model configuration from `{arch}.*` and `tokenizer.ggml.*` keys.
+    pub fn model_config(&self) -> Result<ModelConfig> {
+        let arch_name = self.architecture()?;
+        let arch = match arch_name {
+            "llama" => Arch::Llama,
+            "qwen3" => Arch::Qwen3,
+            other => {
+                return Err(EngineError::Config(format!(
+                    "unsupported GGUF general.architecture {other:?}; supported: llama, qwen3"
+                )));
+            }
+        };
+        let k = |s: &str| format!("{arch_name}.{s}");
+        let usize_of = |key: String| -> Result<usize> {
+            let v = self.require_u64(&key)?;
+            usize::try_from(v).map_err(|_| EngineError::Gguf(format!("{key} = {v} is too large")))
+        };
+        let hidden_size = usize_of(k("embedding_length"))?;
+        let num_attention_heads = usize_of(k("attention.head_count"))?;
+        let num_key_value_heads = match self.get_u64(&k("attention.head_count_kv"))? {
+            Some(v) => v as usize,
+            None => num_attention_heads,
+        };
+        let head_dim = match self.get_u64(&k("attention.key_length"))? {
+            Some(v) => v as usize,
+            None if num_attention_heads > 0 => hidden_size / num_attention_heads,
+            None => 0,
+        };
+        if let Some(v) = self.get_u64(&k("attention.value_length"))?
+            && v as usize != head_dim
+        {
+            return Err(EngineError::Config(format!(
+                "attention.value_length {v} differs from key_length {head_dim}: unsupported"
+            )));
+        }
+        if let Some(rot) = self.get_u64(&k("rope.dimension_count"))?
+            && rot as usize != head_dim
+        {
+            return Err(EngineError::Config(format!(
+                "partial rotary embedding (rope.dimension_count {rot} < head_dim {head_dim}) is unsupported"
+            )));
+        }
+        if let Some(s) = self.get_str(&k("rope.scaling.type"))?
+            && s != "none"
+        {
+            return Err(EngineError::Config(format!(
+                "RoPE scaling {s:?} is unsupported"
+            )));
+        }
+        let tokens = self.get_array("tokenizer.ggml.tokens")?;
+        let vocab_size = match self.get_u64(&k("vocab_size"))? {
+            Some(v) => v as usize,
+            None => match (tokens, self.tensor_info("token_embd.weight")) {
+                (Some(t), _) => t.len(),
+                (None, Some(t)) if t.dims.len() == 2 => t.dims[1],
+                _ => {
+                    return Err(EngineError::Gguf(format!(
+                        "cannot tell the vocabulary size: no {}, tokenizer.ggml.tokens or token_embd.weight",
+                        k("vocab_size")
+                    )));
+                }
+            },
+        };
+        let bos_token_id = self.token_id("tokenizer.ggml.bos_token_id")?;
+        let mut eos_token_ids = Vec::new();
+        for key in [
+            "tokenizer.ggml.eos_token_id",
+            "tokenizer.ggml.eot_token_id",
+            "tokenizer.ggml.eom_token_id",
+        ] {
+            if let Some(id) = self.token_id(key)? {
+                eos_token_ids.push(id);
+            }
+        }
+        if arch == Arch::Qwen3
+            && let Some(tokens) = tokens
+        {
+            for special in ["<|im_end|>", "<|endoftext|>"] {
+                if let Some(id) = tokens.iter().position(|t| t.as_str() == Some(special)) {
+                    eos_token_ids.push(id as u32);
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        eos_token_ids.retain(|id| seen.insert(*id));
+        let cfg = ModelConfig {
+            arch,
+            vocab_size,
+            hidden_size,
+            intermediate_size: usize_of(k("feed_forward_length"))?,
+            num_hidden_layers: usize_of(k("block_count"))?,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            rope_theta: self.get_f64(&k("rope.freq_base"))?.unwrap_or(10_000.0) as f32,
+            rms_norm_eps: self
+                .get_f64(&k("attention.layer_norm_rms_epsilon"))?
+                .ok_or_else(|| {
+                    EngineError::Gguf(format!(
+                        "missing metadata key {}",
+                        k("attention.layer_norm_rms_epsilon")
+                    ))
+                })? as f32,
+            max_position_embeddings: usize_of(k("context_length"))?,
+            tie_word_embeddings: self.tensor_info("output.weight").is_none(),
+            bos_token_id,
+            eos_token_ids,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn token_id(&self, key: &str) -> Result<Option<u32>> {
+        match self.get_u64(key)? {
+            None => Ok(None),
+            Some(v) => u32::try_from(v)
+                .map(Some)
+                .map_err(|_| EngineError::Gguf(format!("{key} = {v} is not a token id"))),
+        }
+    }
+
+    /// Every tensor dequantized to f32 under its Hugging Face name (unmapped
+    /// names are kept as they are), shaped `[out, in]`; for arch llama the
+    /// Q/K projections are un-permuted back to HF row order. Tensors decode in
+    /// parallel.
+    pub fn load_tensors(&self, cfg: &ModelConfig) -> Result<TensorMap> {
+        if let Some(bad) = self.tensors.iter().find(|t| !t.ty.is_supported()) {
+            return Err(unsupported(bad));
+        }
+        let loaded = self
+            .tensors
+            .par_iter()
+            .map(|info| {
+                let mut t = self.decode(info)?;
+                if cfg.arch == Arch::Llama
+                    && let Some(is_q) = names::qk_kind(&info.name)
+                {
+                    let n_head = if is_q {
+                        cfg.num_attention_heads
+                    } else {
+                        cfg.num_key_value_heads
+                    };
+                    let rows = t.shape[0];
+                    let cols = t.shape[1..].iter().product();
+                    t.data = unpermute_rows(&t.data, rows, cols, n_head).ok_or_else(|| {
+                        EngineError::Shape {
+                            name: info.name.clone(),
+                            expected: vec![n_head * cfg.head_dim, cfg.hidden_size],
+                            found: t.shape.clone(),
+                        }
+                    })?;
+                }
+                let name = hf_name(&info.name).unwrap_or_else(|| info.name.clone());
+                Ok((name, t))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(loaded.into_iter().collect())
+    }
+}
+
+fn bad_type(key: &str, what: &str, v: &MetaValue) -> EngineError {
+    EngineError::Gguf(format!(
+        "metadata key {key} should be {what}, found value type {}",
+        v.type_id()
+    ))
+}
+
+fn unsupported(info: &TensorInfo) -> EngineError {
+    EngineError::UnsupportedTensorType {
+        name: info.name.clone(),
+        ty: info.ty.name(),
+    }
+}
+
+/// The message of a Gguf error without its prefix, to re-wrap it with a path.
+fn strip(e: EngineError) -> String {
+    match e {
+        EngineError::Gguf(m) => m,
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

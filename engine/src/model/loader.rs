@@ -1,0 +1,66 @@
+//! One entry point for every supported checkpoint: a GGUF file or a Hugging
+//! Face directory becomes a validated `Model` and its `Tokenizer`.
+
+use super::config::ModelConfig;
+use super::gguf::GgufFile;
+use super::qwen3::Model;
+use super::safetensors_dir;
+use crate::error::{EngineError, Result};
+use crate::tokenizer::Tokenizer;
+use std::path::Path;
+
+pub struct LoadedModel {
+    pub model: Model,
+    pub tokenizer: Tokenizer,
+}
+
+/// Loads a `.gguf` file or a directory with config.json, safetensors and
+/// tokenizer.json (+ optional tokenizer_config.json).
+pub fn load(path: &Path) -> Result<LoadedModel> {
+    if !path.exists() {
+        return Err(EngineError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+        ));
+    }
+    if path.is_dir() {
+        let config = safetensors_dir::read_config(path)?;
+        let tensors = safetensors_dir::load_tensors(path)?;
+        let tok_json = path.join("tokenizer.json");
+        if !tok_json.is_file() {
+            return Err(EngineError::Tokenizer(format!(
+                "{} has no tokenizer.json",
+                path.display()
+            )));
+        }
+        let tok_cfg = path.join("tokenizer_config.json");
+        let tokenizer =
+            Tokenizer::from_hf_files(&tok_json, tok_cfg.is_file().then_some(tok_cfg.as_path()))?;
+        check_vocab(&config, &tokenizer)?;
+        Ok(LoadedModel {
+            model: Model::from_tensors(config, tensors)?,
+            tokenizer,
+        })
+    } else {
+        let gguf = GgufFile::open(path)?;
+        let config = gguf.model_config()?;
+        let tensors = gguf.load_tensors(&config)?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        check_vocab(&config, &tokenizer)?;
+        Ok(LoadedModel {
+            model: Model::from_tensors(config, tensors)?,
+            tokenizer,
+        })
+    }
+}
+
+fn check_vocab(config: &ModelConfig, tokenizer: &Tokenizer) -> Result<()> {
+    if tokenizer.vocab_size() > config.vocab_size {
+        return Err(EngineError::Config(format!(
+            "tokenizer has {} tokens but the model's vocabulary is {}",
+            tokenizer.vocab_size(),
+            config.vocab_size
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! The per-step scheduling decision (see the module doc of `sched`).
+
+use super::sequence::{SeqId, Sequence};
+use crate::kv::BlockAllocator;
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    pub max_num_seqs: usize,
+    pub max_num_batched_tokens: usize,
+    pub chunked_prefill: bool,
+}
+
+/// One sequence's work in a step: compute tokens `start..end` of its
+/// `tokens`; `sample` when that reaches the end (a new token follows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledChunk {
+    pub seq: SeqId,
+    pub start: usize,
+    pub end: usize,
+    pub sample: bool,
+}
+
+/// What a step does, and what the step receipt records.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StepPlan {
+    pub chunks: Vec<ScheduledChunk>,
+    /// Admitted for the first time in this step.
+    pub fresh: Vec<SeqId>,
+    /// Re-admitted after a preemption in this step.
+    pub resumed: Vec<SeqId>,
+    /// Preempted (pages freed, back to waiting) in this step.
+    pub preempted: Vec<SeqId>,
+    pub prefill_tokens: usize,
+    pub decode_tokens: usize,
+}
+
+impl StepPlan {
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+}
+
+pub struct Scheduler {
+    cfg: SchedulerConfig,
+    alloc: BlockAllocator,
+    waiting: VecDeque<Sequence>,
+    running: Vec<Sequence>,
+    admissions: u64,
+}
+
+impl Scheduler {
+    pub fn new(cfg: SchedulerConfig, alloc: BlockAllocator) -> Self {
+        Scheduler {
+            cfg,
+            alloc,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            admissions: 0,
+        }
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// Whether a sequence of `total_tokens` (prompt + max output) can ever be
+    /// scheduled: its pages fit the whole pool, and without chunked prefill its
+    /// prompt fits one step's budget. The server refuses others up front.
+    pub fn can_ever_fit(&self, total_tokens: usize) -> Result<(), String> {
+        let slots = self.alloc.total() * crate::kv::PAGE_SIZE;
+        if total_tokens > slots {
+            return Err(format!(
+                "the request needs {total_tokens} KV token slots but the whole cache holds {slots}"
+            ));
+        }
+        if !self.cfg.chunked_prefill && total_tokens > self.cfg.max_num_batched_tokens {
+            // A resumed sequence recomputes prompt + generated tokens in one step.
+            return Err(format!(
+                "prompt + max_tokens ({total_tokens}) exceeds max_num_batched_tokens ({}) and chunked prefill is off",
+                self.cfg.max_num_batched_tokens
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn add(&mut self, seq: Sequence) {
+        self.waiting.push_back(seq);
+    }
+
+    pub fn get(&self, id: SeqId) -> Option<&Sequence> {
+        self.running
+            .iter()
+            .find(|s| s.id == id)
+            .or_else(|| self.waiting.iter().find(|s| s.id == id))
+    }
+
+    pub fn get_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
+        match self.running.iter_mut().find(|s| s.id == id) {
+            Some(s) => Some(s),
+            None => self.waiting.iter_mut().find(|s| s.id == id),
+        }
+    }
+
+    /// Running sequences, in admission order.
+    pub fn running_mut(&mut self) -> &mut [Sequence] {
+        &mut self.running
+    }
+
+    /// Removes a sequence wherever it is (finished or aborted); its pages return
+    /// to the pool when it is dropped.
+    pub fn remove(&mut self, id: SeqId) -> Option<Sequence> {
+        if let Some(i) = self.running.iter().position(|s| s.id == id) {
+            return Some(self.running.remove(i));
+        }
+        let i = self.waiting.iter().position(|s| s.id == id)?;
+        self.waiting.remove(i)
+    }
+
+    /// Decides the next step.
+    pub fn schedule(&mut self) -> StepPlan {
+        let mut plan = StepPlan::default();
+        let mut budget = self.cfg.max_num_batched_tokens;
+        // Running first, oldest admission first.
+        self.running.sort_by_key(|s| s.admitted_order);
+        let mut i = 0;
+        while i < self.running.len() {
+            if budget == 0 {
+                break;
+            }
+            let pending = self.running[i].pending();
+            let take = if self.cfg.chunked_prefill {
+                pending.min(budget)
+            } else {
+                pending
+            };
+            if take > budget {
+                // Without chunking a running sequence only ever needs one token;
+                // a larger remainder waits for the next step.
+                i += 1;
+                continue;
+            }
+            let target = self.running[i].num_computed + take;
+            // Make room, preempting the most recently admitted sequences.
+            loop {
+                let fits = self.running[i]
+                    .table
+                    .as_mut()
+                    .map(|t| t.reserve(target))
+                    .unwrap_or(false);
+                if fits {
+                    break;
+                }
+                let victim = self.running.len() - 1;
+                let v = self.preempt(victim);
+                plan.preempted.push(v);
+                if victim == i {
+                    break;
+                }
+            }
+            if i >= self.running.len() {
+                break; // the sequence preempted itself
+            }
+            let s = &self.running[i];
+            let start = s.num_computed;
+            let sample = target == s.tokens.len();
+            if s.num_computed >= s.tokens.len() - 1 && take == 1 && start >= s.prompt_len {
+                plan.decode_tokens += 1;
+            } else {
+                plan.prefill_tokens += take;
+            }
+            plan.chunks.push(ScheduledChunk {
+                seq: s.id,
+                start,
+                end: target,
+                sample,
+            });
+            budget -= take;
+            i += 1;
+        }
+        // A chunk list may hold sequences preempted later in this step's loop.
+        plan.chunks.retain(|c| !plan.preempted.contains(&c.seq));
+        if !plan.preempted.is_empty() {
+            return plan; // no admissions in a step that preempted
+        }
+        while budget > 0 && self.running.len() < self.cfg.max_num_seqs {
+            let Some(front) = self.waiting.front() else {
+                break;
+            };
+            let pending = front.pending();
+            let take = if self.cfg.chunked_prefill {
+                pending.min(budget)
+            } else {
+                pending
+            };
+            if take > budget {
+                break; // FCFS: the head waits, nobody overtakes it
+            }
+            let mut table = self.alloc.new_table();
+            if !table.reserve(take) {
+                break;
+            }
+            let Some(mut s) = self.waiting.pop_front() else {
+                break;
+            };
+            s.table = Some(table);
+            s.num_computed = 0;
+            self.admissions += 1;
+            s.admitted_order = self.admissions;
+            if s.ever_admitted {
+                plan.resumed.push(s.id);
+            } else {
+                plan.fresh.push(s.id);
+            }
+            s.ever_admitted = true;
+            plan.prefill_tokens += take;
+            plan.chunks.push(ScheduledChunk {
+                seq: s.id,
+                start: 0,
+                end: take,
+                sample: take == s.tokens.len(),
+            });
+            budget -= take;
+            self.running.push(s);
+        }
+        plan
+    }
+
+    fn preempt(&mut self, index: usize) -> SeqId {
+        let mut s = self.running.remove(index);
+        s.table = None; // pages return to the pool
+        s.num_computed = 0;
+        s.preemptions += 1;
+        let id = s.id;
+        self.waiting.push_front(s);
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sched(blocks: usize, max_seqs: usize, budget: usize, chunked: bool) -> Scheduler {
+        Scheduler::new(
+            SchedulerConfig {
+                max_num_seqs: max_seqs,
+                max_num_batched_tokens: budget,
+                chunked_prefill: chunked,
+            },
+            BlockAllocator::new(blocks),
+        )
+    }
+
+    /// Applies a plan as the engine loop would: marks computed tokens and, for
+    /// sampling chunks, appends a token.
+    fn run(s: &mut Scheduler, plan: &StepPlan) {
+        for c in &plan.chunks {
+            let seq = s.get_mut(c.seq).unwrap();
+            seq.num_computed = c.end;
+            if c.sample {
+                seq.tokens.push(7);
+            }
+        }
+    }
+
+    #[test]
+    fn decode_first_then_fcfs_admission_under_limits() {
+        let mut s = sched(100, 2, 64, false);
+        s.add(Sequence::new(1, vec![1; 10]));
+        s.add(Sequence::new(2, vec![1; 20]));
+        s.add(Sequence::new(3, vec![1; 5]));
+        let p = s.schedule();
+        assert_eq!(p.fresh, vec![1, 2], "max_num_seqs = 2");
+        assert_eq!(p.prefill_tokens, 30);
+        run(&mut s, &p);
+        let p = s.schedule();
+        assert_eq!(p.decode_tokens, 2);
+        assert!(p.fresh.is_empty());
+        assert_eq!(
+            p.chunks.iter().map(|c| c.seq).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+    }
+
+    #[test]
+    fn without_chunking_a_large_prompt_waits_and_blocks_the_queue() {
+        let mut s = sched(100, 8, 32, false);
+        s.add(Sequence::new(1, vec![1; 20]));
+        s.add(Sequence::new(2, vec![1; 20]));
+        s.add(Sequence::new(3, vec![1; 4]));
+        let p = s.schedule();
+        assert_eq!(
+            p.fresh,
+            vec![1],
+            "seq 2 does not fit the remaining 12 tokens; seq 3 must not overtake"
+        );
+    }
+
+    #[test]
+    fn chunked_prefill_splits_long_prompts_and_interleaves_decode() {
+        let mut s = sched(100, 8, 16, true);
+        s.add(Sequence::new(1, vec![1; 40]));
+        let p = s.schedule();
+        assert_eq!(
+            p.chunks,
+            vec![ScheduledChunk {
+                seq: 1,
+                start: 0,
+                end: 16,
+                sample: false
+            }]
+        );
+        run(&mut s, &p);
+        s.add(Sequence::new(2, vec![1; 3]));
+        let p = s.schedule();
+        assert_eq!(
+            p.chunks,
+            vec![ScheduledChunk {
+                seq: 1,
+                start: 16,
+                end: 32,
+                sample: false
+            }]
+        );
+        run(&mut s, &p);
+        let p = s.schedule();
+        assert_eq!(
+            p.chunks,
+            vec![
+                ScheduledChunk {
+                    seq: 1,
+                    start: 32,
+                    end: 40,
+                    sample: true
+                },
+                ScheduledChunk {
+                    seq: 2,
+                    start: 0,
+                    end: 3,
+                    sample: true
+                }
+            ]
+        );
+        assert_eq!(p.fresh, vec![2]);
+    }
+
+    #[test]
+    fn preempts_most_recent_admission_and_admits_nothing_that_step() {
+        // 4 pages of 16 slots. Two sequences of 32 tokens take 2 pages each.
+        let mut s = sched(4, 8, 256, false);
+        s.add(Sequence::new(1, vec![1; 32]));
+        s.add(Sequence::new(2, vec![1; 32]));
+        let p = s.schedule();
+        assert_eq!(p.fresh, vec![1, 2]);
+        run(&mut s, &p); // both now hold 33 tokens: the next decode needs a 3rd page each
+        s.add(Sequence::new(3, vec![1; 2]));
+        let p = s.schedule();
+        assert_eq!(
+            p.preempted,
+            vec![2],
+            "the most recently admitted is preempted"
+        );
+        assert!(
+            p.fresh.is_empty() && p.resumed.is_empty(),
+            "no admissions in a preempting step"
+        );
+        assert_eq!(p.chunks.len(), 1);
+        assert_eq!(s.num_waiting(), 2);
+        run(&mut s, &p);
+        // Sequence 2 is at the front of the queue and resumes with all 33 tokens.
+        let seq2 = s.get(2).unwrap();
+        assert_eq!(
+            (seq2.num_computed, seq2.tokens.len(), seq2.preemptions),
+            (0, 33, 1)
+        );
+        s.remove(1);
+        let p = s.schedule();
+        assert_eq!(p.resumed, vec![2]);
+        assert_eq!(
+            p.chunks[0],
+            ScheduledChunk {
+                seq: 2,
+                start: 0,
+                end: 33,
+                sample: true
+            }
+        );
+        assert_eq!(p.fresh, vec![3]);
+    }
+
+    #[test]
+    fn a_lone_sequence_that_outgrows_the_pool_preempts_itself() {
+        let mut s = sched(1, 8, 256, false);
+        s.add(Sequence::new(1, vec![1; 16]));
+        let p = s.schedule();
+        run(&mut s, &p);
+        let p = s.schedule();
+        assert_eq!(p.preempted, vec![1]);
+        assert!(p.chunks.is_empty());
+    }
+
+    #[test]
+    fn never_fitting_requests_are_refused_up_front() {
+        let s = sched(2, 8, 64, false);
+        assert!(
+            s.can_ever_fit(33)
+                .unwrap_err()
+                .contains("whole cache holds 32")
+        );
+        assert!(s.can_ever_fit(30).is_ok());
+        let s = sched(100, 8, 64, false);
+        assert!(
+            s.can_ever_fit(70)
+                .unwrap_err()
+                .contains("max_num_batched_tokens")
+        );
+    }
+}
