@@ -9,5 +9,6 @@ pub mod kv;
 pub mod model;
 pub mod runtime;
 pub mod sched;
+pub mod serve;
 pub mod synth;
 pub mod tokenizer;

@@ -37,6 +37,55 @@ enum Command {
     Synth(SynthArgs),
     /// Prefill and decode throughput per KV format and thread count, as JSON.
     Bench(bench::BenchArgs),
+    /// OpenAI-compatible HTTP server with continuous batching.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Model name clients must send (default: the model file or directory name).
+    #[arg(long)]
+    served_model_name: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Most sequences in one batch.
+    #[arg(long, default_value_t = 64)]
+    max_num_seqs: usize,
+    /// Most tokens computed in one step (prefill + decode).
+    #[arg(long, default_value_t = 2048)]
+    max_num_batched_tokens: usize,
+    /// Longest prompt + output (default: the model's context length).
+    #[arg(long)]
+    max_model_len: Option<usize>,
+    /// Split long prompts across steps so decodes keep flowing.
+    #[arg(long)]
+    enable_chunked_prefill: bool,
+    /// Share full KV pages of identical prompt prefixes.
+    #[arg(long)]
+    enable_prefix_caching: bool,
+    /// Require `Authorization: Bearer KEY` on /v1/* (health and metrics stay open).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Write one JSON line per scheduler step to FILE.
+    #[arg(long)]
+    receipts: Option<PathBuf>,
+    /// Tokens per SSE event.
+    #[arg(long, default_value_t = 1)]
+    stream_interval: usize,
+    /// DEBUG KNOB: sleep this many microseconds after every step, to inject a
+    /// known slowdown (the harness's validity tests use it). Off by default.
+    #[arg(long, default_value_t = 0)]
+    debug_step_delay_us: u64,
+    /// Largest accepted request body.
+    #[arg(long, default_value = "8MiB", value_parser = parse_bytes)]
+    max_body: usize,
+    /// Seconds in-flight requests may run after SIGTERM before they are aborted.
+    #[arg(long, default_value_t = 5.0)]
+    shutdown_grace_s: f64,
 }
 
 /// Options shared by every command that loads a model.
@@ -222,6 +271,7 @@ fn main() {
         Command::Calibrate(a) => calibrate(a),
         Command::Synth(a) => synth(a),
         Command::Bench(a) => bench::run(a),
+        Command::Serve(a) => serve(a),
     };
     if let Err(e) = result {
         eprintln!("engine: error: {e:#}");
@@ -349,6 +399,37 @@ fn calibrate(a: CalibrateArgs) -> Result<()> {
         scales.scales.len(),
         a.out.display()
     );
+    Ok(())
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    if a.enable_prefix_caching {
+        bail!("--enable-prefix-caching is not implemented yet");
+    }
+    if a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 || a.stream_interval == 0 {
+        bail!("--max-num-seqs, --max-num-batched-tokens and --stream-interval must be positive");
+    }
+    let opts = engine::serve::ServeOptions {
+        model: a.model.model.clone(),
+        served_model_name: a.served_model_name,
+        host: a.host,
+        port: a.port,
+        kv_format: a.model.kv_format,
+        kv_scales: a.model.kv_scales.clone(),
+        kv_budget_bytes: a.model.kv_budget,
+        max_num_seqs: a.max_num_seqs,
+        max_num_batched_tokens: a.max_num_batched_tokens,
+        max_model_len: a.max_model_len,
+        chunked_prefill: a.enable_chunked_prefill,
+        threads: a.model.threads,
+        api_key: a.api_key,
+        receipts: a.receipts,
+        stream_interval: a.stream_interval,
+        debug_step_delay_us: a.debug_step_delay_us,
+        body_limit_bytes: a.max_body,
+        shutdown_grace: std::time::Duration::from_secs_f64(a.shutdown_grace_s.max(0.0)),
+    };
+    engine::serve::run(opts)?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use crate::model::{LogitsWanted, Model, SeqInput, load};
 use crate::tokenizer::Tokenizer;
 use serde::Serialize;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -53,7 +54,7 @@ const SCORE_CHUNK: usize = 256;
 
 pub struct Engine {
     pub model: Model,
-    pub tokenizer: Tokenizer,
+    pub tokenizer: Arc<Tokenizer>,
     pub cache: KvCache,
     pool: rayon::ThreadPool,
 }
@@ -83,10 +84,16 @@ impl Engine {
             })?;
         Ok(Engine {
             model,
-            tokenizer,
+            tokenizer: Arc::new(tokenizer),
             cache,
             pool,
         })
+    }
+
+    /// The model, the cache and the kernel pool, borrowed separately so a
+    /// caller can hold sequences' block tables while running a forward pass.
+    pub fn parts(&mut self) -> (&Model, &mut KvCache, &rayon::ThreadPool) {
+        (&self.model, &mut self.cache, &self.pool)
     }
 
     /// Runs `f` on the engine's kernel thread pool.

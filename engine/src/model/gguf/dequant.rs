@@ -245,7 +245,7 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], numel: usize) -> Option<Vec<f32>> 
         return None;
     }
     let (block, type_size) = ty.block_layout()?;
-    if numel % block != 0 || bytes.len() != (numel / block) * type_size {
+    if !numel.is_multiple_of(block) || bytes.len() != (numel / block) * type_size {
         return None;
     }
     let mut out = vec![0f32; numel];

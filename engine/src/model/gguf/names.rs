@@ -56,7 +56,11 @@ pub fn qk_kind(gguf: &str) -> Option<bool> {
 /// (NEOX/HF) RoPE rotates together. `None` if the rows do not divide into
 /// heads of even size.
 pub fn unpermute_rows(data: &[f32], rows: usize, cols: usize, n_head: usize) -> Option<Vec<f32>> {
-    if n_head == 0 || rows % n_head != 0 || (rows / n_head) % 2 != 0 || data.len() != rows * cols {
+    if n_head == 0
+        || !rows.is_multiple_of(n_head)
+        || !(rows / n_head).is_multiple_of(2)
+        || data.len() != rows * cols
+    {
         return None;
     }
     let head_dim = rows / n_head;

@@ -1,0 +1,469 @@
+//! The engine loop: a dedicated OS thread that owns the model, the KV cache and
+//! the scheduler, fed by a command channel. Each iteration takes new requests
+//! and aborts, drops requests whose client went away, asks the scheduler for a
+//! step, runs one batched forward pass on the kernel pool, samples, sends token
+//! events back to each request's HTTP task, writes the step receipt and updates
+//! the metrics. HTTP handlers never touch the model; this thread never touches
+//! sockets.
+
+use super::metrics::{FinishedLabel, Metrics};
+use super::receipts::{Receipt, ReceiptWriter};
+use super::sampling::{Sampler, SamplingParams, TokenLogprob, token_logprob};
+use crate::model::{LogitsWanted, SeqInput};
+use crate::runtime::Engine;
+use crate::sched::{ScheduledChunk, Scheduler, SchedulerConfig, SeqId, Sequence};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedSender;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    Stop,
+    Length,
+    Abort,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Abort => "abort",
+        }
+    }
+}
+
+/// What the engine tells a request's HTTP task.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Log-probabilities of prompt tokens 1.. (position 0 has none).
+    PromptLogprobs(Vec<TokenLogprob>),
+    /// A generated token; `finish` is set on the request's last token.
+    Token {
+        token: u32,
+        logprob: Option<TokenLogprob>,
+        finish: Option<FinishReason>,
+    },
+    /// The request ended without a final token (aborted).
+    Aborted,
+}
+
+pub struct NewRequest {
+    /// Echoed in responses and receipts.
+    pub id: String,
+    pub prompt: Vec<u32>,
+    pub params: SamplingParams,
+    pub seed: u64,
+    /// Events go here, tagged with `tag` (the choice index of the HTTP request).
+    pub events: UnboundedSender<(usize, Event)>,
+    pub tag: usize,
+    pub arrived: Instant,
+}
+
+pub enum Command {
+    Add(Box<NewRequest>),
+    /// Abort by request id (e.g. a stop string matched in the HTTP task).
+    Abort(String),
+    /// Abort everything and leave the loop.
+    Shutdown,
+}
+
+pub struct LoopConfig {
+    pub scheduler: SchedulerConfig,
+    pub step_delay: Duration,
+    pub eos_token_ids: Vec<u32>,
+}
+
+struct Active {
+    name: String,
+    params: SamplingParams,
+    sampler: Sampler,
+    events: UnboundedSender<(usize, Event)>,
+    tag: usize,
+    arrived: Instant,
+    last_token_at: Option<Instant>,
+    prompt_logprobs: Vec<TokenLogprob>,
+    prompt_logprobs_sent: bool,
+}
+
+pub struct EngineLoop {
+    engine: Engine,
+    sched: Scheduler,
+    cfg: LoopConfig,
+    metrics: Arc<Metrics>,
+    receipts: Option<ReceiptWriter>,
+    active: HashMap<SeqId, Active>,
+    by_name: HashMap<String, SeqId>,
+    next_id: SeqId,
+    step: u64,
+    started: Instant,
+}
+
+impl EngineLoop {
+    pub fn new(
+        engine: Engine,
+        cfg: LoopConfig,
+        metrics: Arc<Metrics>,
+        receipts: Option<ReceiptWriter>,
+        started: Instant,
+    ) -> Self {
+        let sched = Scheduler::new(cfg.scheduler.clone(), engine.cache.allocator().clone());
+        metrics.set_inventory(&engine.cache.inventory());
+        EngineLoop {
+            engine,
+            sched,
+            cfg,
+            metrics,
+            receipts,
+            active: HashMap::new(),
+            by_name: HashMap::new(),
+            next_id: 1,
+            step: 0,
+            started,
+        }
+    }
+
+    /// Runs until `Shutdown` or until every command sender is gone.
+    pub fn run(mut self, rx: Receiver<Command>) {
+        loop {
+            // Block while there is nothing to do; otherwise only drain.
+            if self.sched.is_idle() {
+                match rx.recv() {
+                    Ok(cmd) => {
+                        if !self.handle(cmd) {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            let mut stop = false;
+            loop {
+                match rx.try_recv() {
+                    Ok(cmd) => {
+                        if !self.handle(cmd) {
+                            stop = true;
+                            break;
+                        }
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        stop = true;
+                        break;
+                    }
+                }
+            }
+            if stop {
+                self.abort_all();
+                break;
+            }
+            self.drop_disconnected();
+            if self.sched.is_idle() {
+                self.update_gauges();
+                continue;
+            }
+            let worked = self.step_once();
+            if !worked {
+                // Nothing schedulable right now (cannot happen for requests that
+                // passed the fit check, but never spin).
+                match rx.recv_timeout(Duration::from_millis(1)) {
+                    Ok(cmd) => {
+                        if !self.handle(cmd) {
+                            self.abort_all();
+                            break;
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.abort_all();
+                        break;
+                    }
+                }
+            }
+        }
+        self.update_gauges();
+    }
+
+    /// Returns false when the loop must stop.
+    fn handle(&mut self, cmd: Command) -> bool {
+        match cmd {
+            Command::Add(req) => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let req = *req;
+                self.by_name.insert(req.id.clone(), id);
+                self.active.insert(
+                    id,
+                    Active {
+                        name: req.id,
+                        sampler: Sampler::new(req.seed),
+                        params: req.params,
+                        events: req.events,
+                        tag: req.tag,
+                        arrived: req.arrived,
+                        last_token_at: None,
+                        prompt_logprobs: Vec::new(),
+                        prompt_logprobs_sent: false,
+                    },
+                );
+                self.sched.add(Sequence::new(id, req.prompt));
+                true
+            }
+            Command::Abort(name) => {
+                if let Some(id) = self.by_name.get(&name).copied() {
+                    self.finish(id, FinishReason::Abort);
+                }
+                true
+            }
+            Command::Shutdown => false,
+        }
+    }
+
+    fn abort_all(&mut self) {
+        let ids: Vec<SeqId> = self.active.keys().copied().collect();
+        for id in ids {
+            self.finish(id, FinishReason::Abort);
+        }
+    }
+
+    fn drop_disconnected(&mut self) {
+        let gone: Vec<SeqId> = self
+            .active
+            .iter()
+            .filter(|(_, a)| a.events.is_closed())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            self.finish(id, FinishReason::Abort);
+        }
+    }
+
+    fn finish(&mut self, id: SeqId, reason: FinishReason) {
+        self.sched.remove(id); // pages return to the pool on drop
+        if let Some(a) = self.active.remove(&id) {
+            self.by_name.remove(&a.name);
+            if reason == FinishReason::Abort {
+                let _ = a.events.send((a.tag, Event::Aborted));
+            }
+            self.metrics
+                .request_success
+                .get_or_create(&FinishedLabel {
+                    finished_reason: reason.as_str().to_string(),
+                })
+                .inc();
+            self.metrics
+                .e2e_request_latency
+                .observe(a.arrived.elapsed().as_secs_f64());
+        }
+    }
+
+    fn update_gauges(&self) {
+        self.metrics
+            .num_requests_running
+            .set(self.sched.num_running() as i64);
+        self.metrics
+            .num_requests_waiting
+            .set(self.sched.num_waiting() as i64);
+        let alloc = self.engine.cache.allocator();
+        self.metrics
+            .kv_cache_usage_perc
+            .set(alloc.used_count() as f64 / alloc.total().max(1) as f64);
+    }
+
+    /// One scheduler step; false when nothing could be scheduled.
+    fn step_once(&mut self) -> bool {
+        let plan = self.sched.schedule();
+        let now = Instant::now();
+        for id in plan.fresh.iter() {
+            if let (Some(a), Some(s)) = (self.active.get(id), self.sched.get(*id)) {
+                self.metrics
+                    .request_queue_time
+                    .observe(now.duration_since(a.arrived).as_secs_f64());
+                self.metrics.prompt_tokens.inc_by(s.prompt_len as u64);
+            }
+        }
+        self.metrics
+            .num_preemptions
+            .inc_by(plan.preempted.len() as u64);
+        if plan.is_empty() {
+            self.write_receipt(&plan, &[]);
+            return !plan.preempted.is_empty();
+        }
+        let chunks: HashMap<SeqId, ScheduledChunk> =
+            plan.chunks.iter().map(|c| (c.seq, c.clone())).collect();
+        // Which sequences want every row's logits (prompt logprobs, first pass).
+        let wants_all: HashMap<SeqId, bool> = plan
+            .chunks
+            .iter()
+            .map(|c| {
+                let a = &self.active[&c.seq];
+                let want = a.params.prompt_logprobs.is_some() && !a.prompt_logprobs_sent;
+                (c.seq, want)
+            })
+            .collect();
+        let (model, cache, pool) = self.engine.parts();
+        let mut order: Vec<ScheduledChunk> = Vec::with_capacity(chunks.len());
+        let mut inputs: Vec<SeqInput<'_>> = Vec::with_capacity(chunks.len());
+        for seq in self.sched.running_mut() {
+            let Some(c) = chunks.get(&seq.id) else {
+                continue;
+            };
+            let Sequence { tokens, table, .. } = seq;
+            let Some(table) = table.as_mut() else {
+                continue;
+            };
+            let logits = if wants_all[&c.seq] {
+                LogitsWanted::All
+            } else if c.sample {
+                LogitsWanted::Last
+            } else {
+                LogitsWanted::None
+            };
+            inputs.push(SeqInput {
+                tokens: &tokens[c.start..c.end],
+                table,
+                logits,
+            });
+            order.push(c.clone());
+        }
+        let result = pool.install(|| model.forward(cache, &mut inputs, None));
+        drop(inputs);
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("forward pass failed: {e}; aborting the step's requests");
+                for c in &order {
+                    self.finish(c.seq, FinishReason::Abort);
+                }
+                return true;
+            }
+        };
+        let mut finished = Vec::new();
+        for (c, rows) in order.iter().zip(logits) {
+            if let Some(done) = self.after_forward(c, rows) {
+                finished.push((c.seq, done));
+            }
+        }
+        self.write_receipt(&plan, &finished);
+        for (id, reason) in finished {
+            self.finish(id, reason);
+        }
+        self.update_gauges();
+        self.step += 1;
+        if !self.cfg.step_delay.is_zero() {
+            std::thread::sleep(self.cfg.step_delay);
+        }
+        true
+    }
+
+    /// Records a chunk's results; returns a finish reason when the sequence ends.
+    fn after_forward(&mut self, c: &ScheduledChunk, rows: Vec<Vec<f32>>) -> Option<FinishReason> {
+        let seq = self.sched.get_mut(c.seq)?;
+        seq.num_computed = c.end;
+        let prompt_len = seq.prompt_len;
+        let a = self.active.get_mut(&c.seq)?;
+        if let Some(k) = a.params.prompt_logprobs
+            && !a.prompt_logprobs_sent
+            && rows.len() == c.end - c.start
+        {
+            for (j, row) in rows.iter().enumerate() {
+                let pos = c.start + j;
+                if pos + 1 < prompt_len && pos + 1 > a.prompt_logprobs.len() {
+                    a.prompt_logprobs
+                        .push(token_logprob(row, seq.tokens[pos + 1], k));
+                }
+            }
+            if a.prompt_logprobs.len() + 1 >= prompt_len {
+                a.prompt_logprobs_sent = true;
+                let _ = a.events.send((
+                    a.tag,
+                    Event::PromptLogprobs(std::mem::take(&mut a.prompt_logprobs)),
+                ));
+            }
+        }
+        if !c.sample {
+            return None;
+        }
+        let row = rows.last()?;
+        let generated = seq.tokens.len() - prompt_len;
+        let banned: Vec<u32> = if generated < a.params.min_tokens {
+            let mut b = a.params.stop_token_ids.clone();
+            if !a.params.ignore_eos {
+                b.extend(&self.cfg.eos_token_ids);
+            }
+            b
+        } else {
+            Vec::new()
+        };
+        let tok = a.sampler.sample(row, &a.params, &banned);
+        let logprob = a.params.logprobs.map(|k| token_logprob(row, tok, k));
+        seq.tokens.push(tok);
+        let now = Instant::now();
+        match a.last_token_at {
+            None => self
+                .metrics
+                .time_to_first_token
+                .observe(now.duration_since(a.arrived).as_secs_f64()),
+            Some(t) => self
+                .metrics
+                .time_per_output_token
+                .observe(now.duration_since(t).as_secs_f64()),
+        }
+        a.last_token_at = Some(now);
+        self.metrics.generation_tokens.inc();
+        let generated = generated + 1;
+        let is_eos = !a.params.ignore_eos && self.cfg.eos_token_ids.contains(&tok);
+        let finish = if generated >= a.params.min_tokens
+            && (is_eos || a.params.stop_token_ids.contains(&tok))
+        {
+            Some(FinishReason::Stop)
+        } else if generated >= a.params.max_tokens {
+            Some(FinishReason::Length)
+        } else {
+            None
+        };
+        let _ = a.events.send((
+            a.tag,
+            Event::Token {
+                token: tok,
+                logprob,
+                finish,
+            },
+        ));
+        finish
+    }
+
+    fn write_receipt(&mut self, plan: &crate::sched::StepPlan, finished: &[(SeqId, FinishReason)]) {
+        let Some(w) = self.receipts.as_mut() else {
+            return;
+        };
+        let name = |id: &SeqId| {
+            self.active
+                .get(id)
+                .map(|a| a.name.clone())
+                .unwrap_or_else(|| format!("#{id}"))
+        };
+        let alloc = self.engine.cache.allocator();
+        let r = Receipt {
+            step: self.step,
+            t_ns: self.started.elapsed().as_nanos() as u64,
+            admitted: plan.fresh.iter().map(name).collect(),
+            resumed: plan.resumed.iter().map(name).collect(),
+            preempted: plan.preempted.iter().map(name).collect(),
+            finished: finished.iter().map(|(id, _)| name(id)).collect(),
+            scheduled: plan.chunks.len(),
+            prefill_tokens: plan.prefill_tokens,
+            decode_tokens: plan.decode_tokens,
+            running: self.sched.num_running(),
+            waiting: self.sched.num_waiting(),
+            kv_blocks_used: alloc.used_count(),
+            kv_blocks_total: alloc.total(),
+        };
+        if let Err(e) = w.write(&r) {
+            tracing::error!("cannot write step receipt: {e}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! API errors, OpenAI-shaped: `{"error": {"message", "type", "param", "code"}}`,
+//! each mapped to its HTTP status here and nowhere else.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiError {
+    /// 400: malformed JSON, wrong types, values out of range.
+    BadRequest {
+        message: String,
+        param: Option<String>,
+    },
+    /// 401: missing or wrong API key.
+    Unauthorized,
+    /// 404: unknown model.
+    ModelNotFound(String),
+    /// 413: body over the size limit.
+    TooLarge(String),
+    /// 503: still loading, shutting down, or overloaded.
+    Unavailable(String),
+    /// 500: the engine failed.
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad(message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    pub fn bad_param(param: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::ModelNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        let (message, ty, param, code) = match self {
+            ApiError::BadRequest { message, param } => (
+                message.clone(),
+                "invalid_request_error",
+                param.clone(),
+                None,
+            ),
+            ApiError::Unauthorized => (
+                "missing or invalid API key (send Authorization: Bearer <key>)".to_string(),
+                "authentication_error",
+                None,
+                Some("invalid_api_key"),
+            ),
+            ApiError::ModelNotFound(m) => (
+                format!("the model {m:?} does not exist"),
+                "invalid_request_error",
+                Some("model".into()),
+                Some("model_not_found"),
+            ),
+            ApiError::TooLarge(m) => (
+                m.clone(),
+                "invalid_request_error",
+                None,
+                Some("request_too_large"),
+            ),
+            ApiError::Unavailable(m) => {
+                (m.clone(), "server_error", None, Some("service_unavailable"))
+            }
+            ApiError::Internal(m) => (m.clone(), "server_error", None, None),
+        };
+        serde_json::json!({"error": {"message": message, "type": ty, "param": param, "code": code}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status(), Json(self.body())).into_response()
+    }
+}
+
+/// Parses a JSON body, naming the offending field on a type error.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::bad(format!("malformed JSON body: {inner}"))
+        } else if path == "." {
+            ApiError::bad(format!("invalid request: {inner}"))
+        } else {
+            ApiError::bad_param(path.clone(), format!("invalid value for {path}: {inner}"))
+        }
+    })
+}
