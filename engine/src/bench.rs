@@ -44,34 +44,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    let loaded =
-        engine::model::load(&a.model).with_context(|| format!("loading {}", a.model.display()))?;
+    let loaded = engine::model::load(&a.model).with_context(|| format!("loading {}", a.model.display()))?;
     let cfg = loaded.model.config.clone();
     let prompt: Vec<u32> = match &a.text {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             let ids = loaded.tokenizer.encode(&text, false)?;
-            anyhow::ensure!(
-                ids.len() >= a.prefill_tokens,
-                "{} has only {} tokens",
-                p.display(),
-                ids.len()
-            );
+            anyhow::ensure!(ids.len() >= a.prefill_tokens, "{} has only {} tokens", p.display(), ids.len());
             ids[..a.prefill_tokens].to_vec()
         }
-        None => (0..a.prefill_tokens as u32)
-            .map(|i| 100 + i % (cfg.vocab_size as u32 - 100))
-            .collect(),
+        None => (0..a.prefill_tokens as u32).map(|i| 100 + i % (cfg.vocab_size as u32 - 100)).collect(),
     };
     let mut engine = Engine::new(loaded.model, loaded.tokenizer, &EngineOptions::default())?;
     let scales = engine.calibrate(&prompt)?;
     let model = engine.model;
     let mut rows = Vec::new();
     for &threads in &a.threads {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()?;
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
         for &format in &a.kv_formats {
             let mut cache = engine::kv::KvCache::with_budget(
                 format,
@@ -90,19 +79,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
             let (mut prefill, mut decode) = (Vec::new(), Vec::new());
             for _ in 0..a.repeats.max(1) {
                 let mut table = cache.new_table();
-                anyhow::ensure!(
-                    table.reserve(a.prefill_tokens + a.decode_tokens),
-                    "KV budget too small"
-                );
+                anyhow::ensure!(table.reserve(a.prefill_tokens + a.decode_tokens), "KV budget too small");
                 let t0 = Instant::now();
                 let logits = pool.install(|| {
                     model.forward(
                         &mut cache,
-                        &mut [SeqInput {
-                            tokens: &prompt,
-                            table: &mut table,
-                            logits: LogitsWanted::Last,
-                        }],
+                        &mut [SeqInput { tokens: &prompt, table: &mut table, logits: LogitsWanted::Last }],
                         None,
                     )
                 })?;
@@ -113,11 +95,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     let l = pool.install(|| {
                         model.forward(
                             &mut cache,
-                            &mut [SeqInput {
-                                tokens: &[tok],
-                                table: &mut table,
-                                logits: LogitsWanted::Last,
-                            }],
+                            &mut [SeqInput { tokens: &[tok], table: &mut table, logits: LogitsWanted::Last }],
                             None,
                         )
                     })?;
@@ -139,12 +117,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             rows.push(row);
         }
     }
-    let kernels = kernel_comparison(
-        &a.threads,
-        cfg.hidden_size,
-        cfg.intermediate_size,
-        a.prefill_tokens,
-    )?;
+    let kernels = kernel_comparison(&a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?;
     let out = serde_json::json!({
         "model": a.model.display().to_string(),
         "config": cfg,
@@ -163,18 +136,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
 /// Our batch-invariant linear kernel against `gemm::gemm` on the same shapes,
 /// and whether each one's row 0 is the same at M = 1 and at M = prefill.
-fn kernel_comparison(
-    threads: &[usize],
-    k: usize,
-    n: usize,
-    m_big: usize,
-) -> Result<Vec<serde_json::Value>> {
-    let x: Vec<f32> = (0..m_big * k)
-        .map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5)
-        .collect();
-    let w: Vec<f32> = (0..n * k)
-        .map(|i| ((i * 104729 % 1000) as f32 / 1000.0) - 0.5)
-        .collect();
+fn kernel_comparison(threads: &[usize], k: usize, n: usize, m_big: usize) -> Result<Vec<serde_json::Value>> {
+    let x: Vec<f32> = (0..m_big * k).map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5).collect();
+    let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 1000) as f32 / 1000.0) - 0.5).collect();
     let mut out = Vec::new();
     for &t in threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
@@ -204,8 +168,7 @@ fn kernel_comparison(
         }
     }
     let ours_invariant = matmul(&x[..k], &w, 1, k, n) == matmul(&x, &w, m_big, k, n)[..n];
-    let gemm_invariant =
-        gemm_crate(&x[..k], &w, 1, k, n, 1) == gemm_crate(&x, &w, m_big, k, n, 1)[..n];
+    let gemm_invariant = gemm_crate(&x[..k], &w, 1, k, n, 1) == gemm_crate(&x, &w, m_big, k, n, 1)[..n];
     out.push(serde_json::json!({
         "row0_identical_at_m1_and_m_big": {"ours": ours_invariant, "gemm_crate": gemm_invariant, "m_big": m_big}
     }));
@@ -214,11 +177,7 @@ fn kernel_comparison(
 
 fn gemm_crate(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, threads: usize) -> Vec<f32> {
     let mut y = vec![0.0f32; m * n];
-    let par = if threads > 1 {
-        gemm::Parallelism::Rayon(threads)
-    } else {
-        gemm::Parallelism::None
-    };
+    let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // SAFETY: the strides describe x as [m,k] row-major, Wᵀ as [k,n] (W is [n,k]
     // row-major) and y as [m,n] row-major; all buffers have exactly those sizes.
     unsafe {

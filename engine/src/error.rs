@@ -21,11 +21,7 @@ pub enum EngineError {
     #[error("missing tensor {0}")]
     MissingTensor(String),
     #[error("tensor {name}: expected shape {expected:?}, found {found:?}")]
-    Shape {
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    Shape { name: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("invalid safetensors file: {0}")]
     Safetensors(String),
     #[error("tokenizer: {0}")]
@@ -42,10 +38,7 @@ pub enum EngineError {
 
 impl EngineError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        EngineError::Io {
-            path: path.into(),
-            source,
-        }
+        EngineError::Io { path: path.into(), source }
     }
 }
 

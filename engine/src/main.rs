@@ -14,11 +14,7 @@ use std::path::{Path, PathBuf};
 mod bench;
 
 #[derive(Parser)]
-#[command(
-    name = "engine",
-    version,
-    about = "Inference engine for Qwen3-family and llama-architecture dense decoders"
-)]
+#[command(name = "engine", version, about = "Inference engine for Qwen3-family and llama-architecture dense decoders")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -109,21 +105,15 @@ struct ModelArgs {
 }
 
 fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// Parses `1234`, `64KiB`, `512MiB`, `2GiB` (also KB/MB/GB as powers of 1000).
 fn parse_bytes(s: &str) -> Result<usize, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size like 512MiB or 2GiB"))?;
+    let value: f64 = num.parse().map_err(|_| format!("{s:?} is not a size like 512MiB or 2GiB"))?;
     let mult: f64 = match unit.trim() {
         "" | "B" => 1.0,
         "KiB" => 1024.0,
@@ -133,9 +123,7 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         "MB" => 1e6,
         "GB" => 1e9,
         u => {
-            return Err(format!(
-                "unknown size unit {u:?} (use B, KiB, MiB, GiB, KB, MB or GB)"
-            ));
+            return Err(format!("unknown size unit {u:?} (use B, KiB, MiB, GiB, KB, MB or GB)"));
         }
     };
     Ok((value * mult) as usize)
@@ -157,8 +145,7 @@ impl ModelArgs {
 
     fn engine(&self) -> Result<Engine> {
         let opts = self.options()?;
-        Engine::load(&self.model, &opts)
-            .with_context(|| format!("loading {}", self.model.display()))
+        Engine::load(&self.model, &opts).with_context(|| format!("loading {}", self.model.display()))
     }
 }
 
@@ -251,18 +238,14 @@ fn parse_arch(s: &str) -> Result<Arch, String> {
     match s {
         "qwen3" => Ok(Arch::Qwen3),
         "llama" => Ok(Arch::Llama),
-        o => Err(format!(
-            "unknown architecture {o:?}; expected qwen3 or llama"
-        )),
+        o => Err(format!("unknown architecture {o:?}; expected qwen3 or llama")),
     }
 }
 
 fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -275,9 +258,7 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("engine: error: {e:#}");
-        let input_error = e
-            .chain()
-            .any(|c| c.downcast_ref::<engine::error::EngineError>().is_some());
+        let input_error = e.chain().any(|c| c.downcast_ref::<engine::error::EngineError>().is_some());
         std::process::exit(if input_error { 2 } else { 1 });
     }
 }
@@ -287,13 +268,9 @@ fn generate(a: GenerateArgs) -> Result<()> {
     let prompt_ids = match (&a.prompt, &a.prompt_ids) {
         (Some(text), None) => {
             let text = if a.chat {
-                engine.tokenizer.apply_chat_template(
-                    &[ChatMessage {
-                        role: "user".into(),
-                        content: text.clone(),
-                    }],
-                    true,
-                )?
+                engine
+                    .tokenizer
+                    .apply_chat_template(&[ChatMessage { role: "user".into(), content: text.clone() }], true)?
             } else {
                 text.clone()
             };
@@ -320,23 +297,16 @@ fn generate(a: GenerateArgs) -> Result<()> {
         println!("{out}");
     } else {
         println!("{text}");
-        println!(
-            "[output ids: {:?}; finish_reason: {:?}]",
-            g.output_ids, g.finish_reason
-        );
+        println!("[output ids: {:?}; finish_reason: {:?}]", g.output_ids, g.finish_reason);
     }
     Ok(())
 }
 
 fn read_text(path: &Path, chars: Option<&str>) -> Result<String> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let Some(range) = chars else { return Ok(text) };
     let (s, e) = range.split_once(':').context("--chars must be START:END")?;
-    let (s, e): (usize, usize) = (
-        s.parse().context("--chars START")?,
-        e.parse().context("--chars END")?,
-    );
+    let (s, e): (usize, usize) = (s.parse().context("--chars START")?, e.parse().context("--chars END")?);
     if s >= e {
         bail!("--chars START must be below END");
     }
@@ -391,14 +361,9 @@ fn calibrate(a: CalibrateArgs) -> Result<()> {
         "tokens": ids.len(),
     });
     let tmp = a.out.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&out)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(&tmp, serde_json::to_string_pretty(&out)?).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
-    eprintln!(
-        "engine: wrote {} scales to {}",
-        scales.scales.len(),
-        a.out.display()
-    );
+    eprintln!("engine: wrote {} scales to {}", scales.scales.len(), a.out.display());
     Ok(())
 }
 

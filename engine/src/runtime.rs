@@ -24,12 +24,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions {
-            kv_format: KvFormat::F16,
-            kv_scales: None,
-            kv_budget_bytes: 256 << 20,
-            threads: 1,
-        }
+        EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 256 << 20, threads: 1 }
     }
 }
 
@@ -79,15 +74,8 @@ impl Engine {
             .num_threads(opts.threads.max(1))
             .thread_name(|i| format!("engine-kernel-{i}"))
             .build()
-            .map_err(|e| {
-                EngineError::Config(format!("cannot start {} kernel threads: {e}", opts.threads))
-            })?;
-        Ok(Engine {
-            model,
-            tokenizer: Arc::new(tokenizer),
-            cache,
-            pool,
-        })
+            .map_err(|e| EngineError::Config(format!("cannot start {} kernel threads: {e}", opts.threads)))?;
+        Ok(Engine { model, tokenizer: Arc::new(tokenizer), cache, pool })
     }
 
     /// The model, the cache and the kernel pool, borrowed separately so a
@@ -103,19 +91,12 @@ impl Engine {
 
     /// Greedy generation of up to `max_tokens` tokens after `prompt`, serial and
     /// in-process. Stops at an end-of-sequence token unless `ignore_eos`.
-    pub fn generate_greedy(
-        &mut self,
-        prompt: &[u32],
-        max_tokens: usize,
-        ignore_eos: bool,
-    ) -> Result<Generation> {
+    pub fn generate_greedy(&mut self, prompt: &[u32], max_tokens: usize, ignore_eos: bool) -> Result<Generation> {
         if prompt.is_empty() {
             return Err(EngineError::InvalidRequest("the prompt is empty".into()));
         }
         if max_tokens == 0 {
-            return Err(EngineError::InvalidRequest(
-                "max_tokens must be at least 1".into(),
-            ));
+            return Err(EngineError::InvalidRequest("max_tokens must be at least 1".into()));
         }
         let limit = self.model.max_positions();
         if prompt.len() + max_tokens > limit {
@@ -125,9 +106,7 @@ impl Engine {
             )));
         }
         let eos = self.tokenizer.eos_token_ids().to_vec();
-        let Engine {
-            model, cache, pool, ..
-        } = self;
+        let Engine { model, cache, pool, .. } = self;
         let mut table = cache.new_table();
         let mut output = Vec::with_capacity(max_tokens);
         let mut next_input: Vec<u32> = prompt.to_vec();
@@ -143,11 +122,7 @@ impl Engine {
             let logits = pool.install(|| {
                 model.forward(
                     cache,
-                    &mut [SeqInput {
-                        tokens: &next_input,
-                        table: &mut table,
-                        logits: LogitsWanted::Last,
-                    }],
+                    &mut [SeqInput { tokens: &next_input, table: &mut table, logits: LogitsWanted::Last }],
                     None,
                 )
             })?;
@@ -161,19 +136,13 @@ impl Engine {
             }
             next_input = vec![tok];
         };
-        Ok(Generation {
-            prompt_ids: prompt.to_vec(),
-            output_ids: output,
-            finish_reason: finish,
-        })
+        Ok(Generation { prompt_ids: prompt.to_vec(), output_ids: output, finish_reason: finish })
     }
 
     /// Natural-log probabilities of `ids[1..]`, each given the tokens before it.
     pub fn score(&mut self, ids: &[u32]) -> Result<Vec<f64>> {
         if ids.len() < 2 {
-            return Err(EngineError::InvalidRequest(
-                "scoring needs at least 2 tokens".into(),
-            ));
+            return Err(EngineError::InvalidRequest("scoring needs at least 2 tokens".into()));
         }
         if ids.len() > self.model.max_positions() {
             return Err(EngineError::InvalidRequest(format!(
@@ -182,26 +151,17 @@ impl Engine {
                 self.model.max_positions()
             )));
         }
-        let Engine {
-            model, cache, pool, ..
-        } = self;
+        let Engine { model, cache, pool, .. } = self;
         let mut table = cache.new_table();
         if !table.reserve(ids.len()) {
-            return Err(EngineError::Kv(format!(
-                "the KV budget cannot hold {} tokens",
-                ids.len()
-            )));
+            return Err(EngineError::Kv(format!("the KV budget cannot hold {} tokens", ids.len())));
         }
         let mut logprobs = Vec::with_capacity(ids.len() - 1);
         for (ci, chunk) in ids.chunks(SCORE_CHUNK).enumerate() {
             let logits = pool.install(|| {
                 model.forward(
                     cache,
-                    &mut [SeqInput {
-                        tokens: chunk,
-                        table: &mut table,
-                        logits: LogitsWanted::All,
-                    }],
+                    &mut [SeqInput { tokens: chunk, table: &mut table, logits: LogitsWanted::All }],
                     None,
                 )
             })?;
@@ -220,21 +180,14 @@ impl Engine {
     /// so that the largest observed value maps to the top of the FP8 range.
     pub fn calibrate(&mut self, ids: &[u32]) -> Result<ValueScales> {
         if ids.is_empty() {
-            return Err(EngineError::InvalidRequest(
-                "calibration text has no tokens".into(),
-            ));
+            return Err(EngineError::InvalidRequest("calibration text has no tokens".into()));
         }
         let layers = self.model.config.num_hidden_layers;
         let mut absmax = vec![0.0f32; layers];
-        let Engine {
-            model, cache, pool, ..
-        } = self;
+        let Engine { model, cache, pool, .. } = self;
         let mut table = cache.new_table();
         if !table.reserve(ids.len()) {
-            return Err(EngineError::Kv(format!(
-                "the KV budget cannot hold {} tokens",
-                ids.len()
-            )));
+            return Err(EngineError::Kv(format!("the KV budget cannot hold {} tokens", ids.len())));
         }
         for chunk in ids.chunks(SCORE_CHUNK) {
             let mut observe = |layer: usize, v: &[f32]| {
@@ -244,31 +197,12 @@ impl Engine {
             pool.install(|| {
                 model.forward(
                     cache,
-                    &mut [SeqInput {
-                        tokens: chunk,
-                        table: &mut table,
-                        logits: LogitsWanted::None,
-                    }],
+                    &mut [SeqInput { tokens: chunk, table: &mut table, logits: LogitsWanted::None }],
                     Some(&mut observe),
                 )
             })?;
         }
-        let scales = absmax
-            .iter()
-            .map(|&m| {
-                if m > 0.0 && m.is_finite() {
-                    m / E4M3_MAX
-                } else {
-                    1.0
-                }
-            })
-            .collect();
-        Ok(ValueScales {
-            rule: format!(
-                "max|v| / {E4M3_MAX} per layer over {} calibration tokens",
-                ids.len()
-            ),
-            scales,
-        })
+        let scales = absmax.iter().map(|&m| if m > 0.0 && m.is_finite() { m / E4M3_MAX } else { 1.0 }).collect();
+        Ok(ValueScales { rule: format!("max|v| / {E4M3_MAX} per layer over {} calibration tokens", ids.len()), scales })
     }
 }

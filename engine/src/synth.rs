@@ -30,9 +30,7 @@ impl std::str::FromStr for SynthDtype {
             "f32" => Ok(SynthDtype::F32),
             "f16" => Ok(SynthDtype::F16),
             "bf16" => Ok(SynthDtype::Bf16),
-            o => Err(EngineError::Config(format!(
-                "unknown dtype {o:?}; expected f32, f16 or bf16"
-            ))),
+            o => Err(EngineError::Config(format!("unknown dtype {o:?}; expected f32, f16 or bf16"))),
         }
     }
 }
@@ -101,10 +99,8 @@ pub fn write_model(spec: &SynthSpec, out: &Path) -> Result<ModelConfig> {
     };
     write_file(&out.join("tokenizer.json"), &tok_json)?;
     write_file(&out.join("tokenizer_config.json"), &tok_cfg)?;
-    let tok = tokenizer::Tokenizer::from_hf_files(
-        &out.join("tokenizer.json"),
-        Some(&out.join("tokenizer_config.json")),
-    )?;
+    let tok =
+        tokenizer::Tokenizer::from_hf_files(&out.join("tokenizer.json"), Some(&out.join("tokenizer_config.json")))?;
     // Round up to a multiple of 64, as real checkpoints pad their embeddings.
     let vocab_size = tok.vocab_size().div_ceil(64) * 64;
     let eos: Vec<u32> = tok.eos_token_ids().to_vec();
@@ -144,124 +140,60 @@ pub fn write_model(spec: &SynthSpec, out: &Path) -> Result<ModelConfig> {
         "torch_dtype": match spec.dtype { SynthDtype::F32 => "float32", SynthDtype::F16 => "float16", SynthDtype::Bf16 => "bfloat16" },
         "synthetic": {"seed": spec.seed, "generator": "xoshiro256++", "note": "random weights from `engine synth`"}
     });
-    write_file(
-        &out.join("config.json"),
-        &serde_json::to_string_pretty(&hf_config).unwrap_or_default(),
-    )?;
+    write_file(&out.join("config.json"), &serde_json::to_string_pretty(&hf_config).unwrap_or_default())?;
 
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     let mut uniform = |shape: Vec<usize>, fan_in: usize| {
         let a = (3.0 / fan_in as f64).sqrt() as f32;
         let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n)
-            .map(|_| (rng.random::<f32>() * 2.0 - 1.0) * a)
-            .collect();
+        let data: Vec<f32> = (0..n).map(|_| (rng.random::<f32>() * 2.0 - 1.0) * a).collect();
         (shape, data)
     };
     let h = spec.hidden_size;
     let (q_dim, kv_dim) = (config.q_dim(), config.kv_dim());
-    let mut push =
-        |name: String, (shape, data): (Vec<usize>, Vec<f32>)| tensors.push((name, shape, data));
-    push(
-        "model.embed_tokens.weight".into(),
-        uniform(vec![vocab_size, h], 3),
-    );
+    let mut push = |name: String, (shape, data): (Vec<usize>, Vec<f32>)| tensors.push((name, shape, data));
+    push("model.embed_tokens.weight".into(), uniform(vec![vocab_size, h], 3));
     for i in 0..spec.num_hidden_layers {
         let p = format!("model.layers.{i}");
-        push(
-            format!("{p}.self_attn.q_proj.weight"),
-            uniform(vec![q_dim, h], h),
-        );
-        push(
-            format!("{p}.self_attn.k_proj.weight"),
-            uniform(vec![kv_dim, h], h),
-        );
-        push(
-            format!("{p}.self_attn.v_proj.weight"),
-            uniform(vec![kv_dim, h], h),
-        );
-        push(
-            format!("{p}.self_attn.o_proj.weight"),
-            uniform(vec![h, q_dim], q_dim),
-        );
-        push(
-            format!("{p}.mlp.gate_proj.weight"),
-            uniform(vec![spec.intermediate_size, h], h),
-        );
-        push(
-            format!("{p}.mlp.up_proj.weight"),
-            uniform(vec![spec.intermediate_size, h], h),
-        );
-        push(
-            format!("{p}.mlp.down_proj.weight"),
-            uniform(vec![h, spec.intermediate_size], spec.intermediate_size),
-        );
+        push(format!("{p}.self_attn.q_proj.weight"), uniform(vec![q_dim, h], h));
+        push(format!("{p}.self_attn.k_proj.weight"), uniform(vec![kv_dim, h], h));
+        push(format!("{p}.self_attn.v_proj.weight"), uniform(vec![kv_dim, h], h));
+        push(format!("{p}.self_attn.o_proj.weight"), uniform(vec![h, q_dim], q_dim));
+        push(format!("{p}.mlp.gate_proj.weight"), uniform(vec![spec.intermediate_size, h], h));
+        push(format!("{p}.mlp.up_proj.weight"), uniform(vec![spec.intermediate_size, h], h));
+        push(format!("{p}.mlp.down_proj.weight"), uniform(vec![h, spec.intermediate_size], spec.intermediate_size));
         let (s, d) = uniform(vec![h], 300);
-        push(
-            format!("{p}.input_layernorm.weight"),
-            (s, d.iter().map(|v| 1.0 + v).collect()),
-        );
+        push(format!("{p}.input_layernorm.weight"), (s, d.iter().map(|v| 1.0 + v).collect()));
         let (s, d) = uniform(vec![h], 300);
-        push(
-            format!("{p}.post_attention_layernorm.weight"),
-            (s, d.iter().map(|v| 1.0 + v).collect()),
-        );
+        push(format!("{p}.post_attention_layernorm.weight"), (s, d.iter().map(|v| 1.0 + v).collect()));
         if spec.arch.has_qk_norm() {
             let (s, d) = uniform(vec![spec.head_dim], 300);
-            push(
-                format!("{p}.self_attn.q_norm.weight"),
-                (s, d.iter().map(|v| 1.0 + v).collect()),
-            );
+            push(format!("{p}.self_attn.q_norm.weight"), (s, d.iter().map(|v| 1.0 + v).collect()));
             let (s, d) = uniform(vec![spec.head_dim], 300);
-            push(
-                format!("{p}.self_attn.k_norm.weight"),
-                (s, d.iter().map(|v| 1.0 + v).collect()),
-            );
+            push(format!("{p}.self_attn.k_norm.weight"), (s, d.iter().map(|v| 1.0 + v).collect()));
         }
     }
     let (s, d) = uniform(vec![h], 300);
-    push(
-        "model.norm.weight".into(),
-        (s, d.iter().map(|v| 1.0 + v).collect()),
-    );
+    push("model.norm.weight".into(), (s, d.iter().map(|v| 1.0 + v).collect()));
 
     let (dtype, encoded): (Dtype, Vec<(String, Vec<usize>, Vec<u8>)>) = match spec.dtype {
         SynthDtype::F32 => (
             Dtype::F32,
-            tensors
-                .into_iter()
-                .map(|(n, s, d)| (n, s, d.iter().flat_map(|v| v.to_le_bytes()).collect()))
-                .collect(),
+            tensors.into_iter().map(|(n, s, d)| (n, s, d.iter().flat_map(|v| v.to_le_bytes()).collect())).collect(),
         ),
         SynthDtype::F16 => (
             Dtype::F16,
             tensors
                 .into_iter()
-                .map(|(n, s, d)| {
-                    (
-                        n,
-                        s,
-                        d.iter()
-                            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-                            .collect(),
-                    )
-                })
+                .map(|(n, s, d)| (n, s, d.iter().flat_map(|&v| f16::from_f32(v).to_le_bytes()).collect()))
                 .collect(),
         ),
         SynthDtype::Bf16 => (
             Dtype::BF16,
             tensors
                 .into_iter()
-                .map(|(n, s, d)| {
-                    (
-                        n,
-                        s,
-                        d.iter()
-                            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
-                            .collect(),
-                    )
-                })
+                .map(|(n, s, d)| (n, s, d.iter().flat_map(|&v| bf16::from_f32(v).to_le_bytes()).collect()))
                 .collect(),
         ),
     };

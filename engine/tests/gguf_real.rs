@@ -11,13 +11,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn smollm2() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "missing test asset {}: run scripts/fetch-assets first",
-        p.display()
-    );
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(p.is_file(), "missing test asset {}: run scripts/fetch-assets first", p.display());
     p
 }
 
@@ -38,20 +33,13 @@ fn reference_rows(path: &PathBuf) -> serde_json::Value {
 }
 
 fn floats(v: &serde_json::Value) -> Vec<f32> {
-    v.as_array()
-        .expect("array of floats")
-        .iter()
-        .map(|x| x.as_f64().expect("float") as f32)
-        .collect()
+    v.as_array().expect("array of floats").iter().map(|x| x.as_f64().expect("float") as f32).collect()
 }
 
 fn assert_close(ours: &[f32], want: &[f32], what: &str) {
     assert_eq!(ours.len(), want.len(), "{what}: length");
     for (i, (a, b)) in ours.iter().zip(want).enumerate() {
-        assert!(
-            (a - b).abs() <= 1e-6,
-            "{what}[{i}]: ours {a}, reference {b}"
-        );
+        assert!((a - b).abs() <= 1e-6, "{what}[{i}]: ours {a}, reference {b}");
     }
 }
 
@@ -69,31 +57,13 @@ fn smollm2_header_and_config() {
     assert_eq!(by_type.get(&GgmlType::Q4_1), Some(&210));
     assert_eq!(by_type.get(&GgmlType::F32), Some(&61));
     assert_eq!(by_type.get(&GgmlType::Q8_0), Some(&1));
-    assert_eq!(
-        g.tensor_info("token_embd.weight").unwrap().ty,
-        GgmlType::Q8_0
-    );
+    assert_eq!(g.tensor_info("token_embd.weight").unwrap().ty, GgmlType::Q8_0);
     assert!(g.tensor_info("output.weight").is_none());
     assert_eq!(g.get_str("tokenizer.ggml.model").unwrap(), Some("gpt2"));
     assert_eq!(g.get_str("tokenizer.ggml.pre").unwrap(), Some("smollm"));
-    assert_eq!(
-        g.get_str_array("tokenizer.ggml.tokens")
-            .unwrap()
-            .unwrap()
-            .len(),
-        49152
-    );
-    assert_eq!(
-        g.get_str_array("tokenizer.ggml.merges")
-            .unwrap()
-            .unwrap()
-            .len(),
-        48900
-    );
-    assert_eq!(
-        g.get_bool("tokenizer.ggml.add_bos_token").unwrap(),
-        Some(false)
-    );
+    assert_eq!(g.get_str_array("tokenizer.ggml.tokens").unwrap().unwrap().len(), 49152);
+    assert_eq!(g.get_str_array("tokenizer.ggml.merges").unwrap().unwrap().len(), 48900);
+    assert_eq!(g.get_bool("tokenizer.ggml.add_bos_token").unwrap(), Some(false));
 
     let c = g.model_config().unwrap();
     assert_eq!(c.arch, Arch::Llama);
@@ -121,16 +91,9 @@ fn smollm2_tensors_match_the_python_reference() {
     let cfg = g.model_config().unwrap();
     let t0 = std::time::Instant::now();
     let tensors = g.load_tensors(&cfg).unwrap();
-    eprintln!(
-        "load_tensors: {} tensors in {:.2?}",
-        tensors.len(),
-        t0.elapsed()
-    );
+    eprintln!("load_tensors: {} tensors in {:.2?}", tensors.len(), t0.elapsed());
     assert_eq!(tensors.len(), 272);
-    assert!(
-        tensors.keys().all(|k| k.starts_with("model.")),
-        "unmapped tensor names"
-    );
+    assert!(tensors.keys().all(|k| k.starts_with("model.")), "unmapped tensor names");
     assert!(!tensors.contains_key("lm_head.weight"));
     for l in 0..30 {
         for m in [
@@ -154,12 +117,8 @@ fn smollm2_tensors_match_the_python_reference() {
     let mut checked_types = std::collections::HashSet::new();
     for (hf_name, want) in entries {
         let t = &tensors[hf_name];
-        let shape: Vec<usize> = want["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap() as usize)
-            .collect();
+        let shape: Vec<usize> =
+            want["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
         assert_eq!(t.shape, shape, "{hf_name}: shape");
         checked_types.insert(want["ggml_type"].as_str().unwrap().to_string());
         let cols = *t.shape.last().unwrap();
@@ -175,18 +134,12 @@ fn smollm2_tensors_match_the_python_reference() {
         // q/k: the stored (permuted) rows are what dequantize_raw returns, and
         // they differ from the HF rows we load.
         if let Some(stored) = want.get("stored_rows") {
-            let raw = g
-                .dequantize_raw(want["gguf_name"].as_str().unwrap())
-                .unwrap();
+            let raw = g.dequantize_raw(want["gguf_name"].as_str().unwrap()).unwrap();
             let mut differs = false;
             for (row, values) in stored.as_object().unwrap() {
                 let r: usize = row.parse().unwrap();
                 let raw_row = &raw.data[r * cols..(r + 1) * cols];
-                assert_close(
-                    raw_row,
-                    &floats(values),
-                    &format!("{hf_name} stored row {row}"),
-                );
+                assert_close(raw_row, &floats(values), &format!("{hf_name} stored row {row}"));
                 differs |= raw_row != &t.data[r * cols..(r + 1) * cols];
             }
             assert!(differs, "{hf_name}: un-permutation changed nothing");

@@ -9,12 +9,7 @@ use engine::runtime::{Engine, EngineOptions};
 use engine::tokenizer::ChatMessage;
 
 fn engine(format: KvFormat, scales: Option<ValueScales>) -> Engine {
-    let opts = EngineOptions {
-        kv_format: format,
-        kv_scales: scales,
-        kv_budget_bytes: 64 << 20,
-        threads: 2,
-    };
+    let opts = EngineOptions { kv_format: format, kv_scales: scales, kv_budget_bytes: 64 << 20, threads: 2 };
     Engine::load(&common::smollm2(), &opts).expect("load SmolLM2")
 }
 
@@ -29,19 +24,13 @@ fn hamlet_ids(engine: &Engine) -> Vec<u32> {
 #[test]
 fn chat_answer_names_paris() {
     let mut e = engine(KvFormat::F16, None);
-    let msgs = [ChatMessage {
-        role: "user".into(),
-        content: "What is the capital of France?".into(),
-    }];
+    let msgs = [ChatMessage { role: "user".into(), content: "What is the capital of France?".into() }];
     let text = e.tokenizer.apply_chat_template(&msgs, true).unwrap();
     let ids = e.tokenizer.encode(&text, false).unwrap();
     let g = e.generate_greedy(&ids, 24, false).unwrap();
     let answer = e.tokenizer.decode(&g.output_ids, true).unwrap();
     eprintln!("answer: {answer:?} ({:?})", g.output_ids);
-    assert!(
-        answer.contains("Paris"),
-        "answer does not name Paris: {answer:?}"
-    );
+    assert!(answer.contains("Paris"), "answer does not name Paris: {answer:?}");
 }
 
 #[test]
@@ -66,48 +55,27 @@ fn hamlet_nll_matches_reference_and_formats_differ_slightly() {
     );
     let ref_nll = common::f64s(&reference["nll"]);
     let ref_mean = reference["mean_nll"].as_f64().unwrap();
-    let per_token = ours_lp
-        .iter()
-        .zip(&ref_nll)
-        .map(|(o, r)| (-o - r).abs())
-        .fold(0.0f64, f64::max);
+    let per_token = ours_lp.iter().zip(&ref_nll).map(|(o, r)| (-o - r).abs()).fold(0.0f64, f64::max);
     eprintln!(
         "mean NLL: engine f16 {ours:.6}, numpy float64 reference {ref_mean:.6}; max per-token diff {per_token:.2e}"
     );
     // The reference is float64 with unrounded K/V; f16 KV rounding moves
     // per-token NLL by about 1e-3 at most on this text.
-    assert!(
-        (ours - ref_mean).abs() < 2e-3,
-        "mean NLL {ours} vs reference {ref_mean}"
-    );
-    assert!(
-        per_token < 2e-2,
-        "per-token NLL differs by up to {per_token}"
-    );
-    assert!(
-        (3.7..4.0).contains(&ref_mean),
-        "reference NLL {ref_mean} is far from the expected ~3.85"
-    );
+    assert!((ours - ref_mean).abs() < 2e-3, "mean NLL {ours} vs reference {ref_mean}");
+    assert!(per_token < 2e-2, "per-token NLL differs by up to {per_token}");
+    assert!((3.7..4.0).contains(&ref_mean), "reference NLL {ref_mean} is far from the expected ~3.85");
 
     // k16v8 with scales calibrated on another play; bf16 as well.
     let macbeth = std::fs::read_to_string(common::asset("texts/macbeth_gut.txt")).unwrap();
-    let cal_ids: Vec<u32> = f16
-        .tokenizer
-        .encode(
-            &macbeth.chars().skip(5000).take(8000).collect::<String>(),
-            false,
-        )
-        .unwrap();
+    let cal_ids: Vec<u32> =
+        f16.tokenizer.encode(&macbeth.chars().skip(5000).take(8000).collect::<String>(), false).unwrap();
     let scales = f16.calibrate(&cal_ids[..1024.min(cal_ids.len())]).unwrap();
     let k16v8 = nll(&engine(KvFormat::K16v8, Some(scales)).score(&ids).unwrap());
     let bf16 = nll(&engine(KvFormat::Bf16, None).score(&ids).unwrap());
     eprintln!("mean NLL over 255 predictions: f16 {ours:.6}, bf16 {bf16:.6}, k16v8 {k16v8:.6}");
     for (name, v) in [("bf16", bf16), ("k16v8", k16v8)] {
         let d = (v - ours).abs();
-        assert!(
-            d > 0.0,
-            "{name} NLL is identical to f16: the format is not applied"
-        );
+        assert!(d > 0.0, "{name} NLL is identical to f16: the format is not applied");
         assert!(d < 0.05, "{name} NLL differs from f16 by {d}");
     }
 }
@@ -115,10 +83,7 @@ fn hamlet_nll_matches_reference_and_formats_differ_slightly() {
 #[test]
 fn kv_inventory_k16v8_is_75_percent_of_f16() {
     let f16 = engine(KvFormat::F16, None).cache.inventory();
-    let scales = ValueScales {
-        rule: "test".into(),
-        scales: vec![0.05; 30],
-    };
+    let scales = ValueScales { rule: "test".into(), scales: vec![0.05; 30] };
     let k16v8 = engine(KvFormat::K16v8, Some(scales)).cache.inventory();
     assert_eq!(f16.bytes_per_token, 30 * 3 * 64 * 4);
     assert_eq!(k16v8.bytes_per_token * 4, f16.bytes_per_token * 3);

@@ -11,54 +11,28 @@ use engine::synth::{SynthSpec, SynthTokenizer, write_model};
 
 fn synth_dir(arch: engine::model::Arch) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = SynthSpec {
-        arch,
-        tokenizer: SynthTokenizer::ByteLevel,
-        seed: 7,
-        ..SynthSpec::default()
-    };
+    let spec = SynthSpec { arch, tokenizer: SynthTokenizer::ByteLevel, seed: 7, ..SynthSpec::default() };
     write_model(&spec, dir.path()).expect("synth");
     dir
 }
 
 fn cache_for(model: &Model, format: KvFormat, blocks: usize) -> KvCache {
     let c = &model.config;
-    let scales = ValueScales {
-        rule: "test".into(),
-        scales: vec![0.01; c.num_hidden_layers],
-    };
-    KvCache::new_poisoned(
-        format,
-        c.num_hidden_layers,
-        c.num_key_value_heads,
-        c.head_dim,
-        blocks,
-        Some(&scales),
-    )
-    .unwrap()
+    let scales = ValueScales { rule: "test".into(), scales: vec![0.01; c.num_hidden_layers] };
+    KvCache::new_poisoned(format, c.num_hidden_layers, c.num_key_value_heads, c.head_dim, blocks, Some(&scales))
+        .unwrap()
 }
 
 fn prompt(n: usize, salt: u32) -> Vec<u32> {
-    (0..n as u32)
-        .map(|i| 3 + (i * 37 + salt * 11) % 250)
-        .collect()
+    (0..n as u32).map(|i| 3 + (i * 37 + salt * 11) % 250).collect()
 }
 
 /// Logits of every position of `ids`, computed in one prefill.
 fn all_logits(model: &Model, cache: &mut KvCache, ids: &[u32]) -> Vec<Vec<f32>> {
     let mut t = cache.new_table();
     assert!(t.reserve(ids.len()));
-    let mut out = model
-        .forward(
-            cache,
-            &mut [SeqInput {
-                tokens: ids,
-                table: &mut t,
-                logits: LogitsWanted::All,
-            }],
-            None,
-        )
-        .unwrap();
+    let mut out =
+        model.forward(cache, &mut [SeqInput { tokens: ids, table: &mut t, logits: LogitsWanted::All }], None).unwrap();
     out.remove(0)
 }
 
@@ -90,19 +64,9 @@ fn qwen3_logits_match_numpy_reference() {
             max_err = max_err.max((ours[p][v] as f64 - w).abs());
             max_abs = max_abs.max(w.abs());
         }
-        let argmax_ref = want
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .unwrap()
-            .0;
+        let argmax_ref = want.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
         let ours_row = &ours[p];
-        let argmax_ours = ours_row
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .unwrap()
-            .0;
+        let argmax_ours = ours_row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
         assert_eq!(argmax_ours, argmax_ref, "argmax differs at position {p}");
     }
     // Tolerance: the reference is float64 with unrounded K/V; the engine computes
@@ -110,10 +74,7 @@ fn qwen3_logits_match_numpy_reference() {
     // logits are large (tens), so the bound is relative to the largest logit:
     // 5e-4 of it, about four times the difference observed.
     eprintln!("max |logit diff| = {max_err:.3e} (max |logit| {max_abs:.3})");
-    assert!(
-        max_err < 5e-4 * max_abs,
-        "max logit difference {max_err} exceeds 5e-4 x {max_abs}"
-    );
+    assert!(max_err < 5e-4 * max_abs, "max logit difference {max_err} exceeds 5e-4 x {max_abs}");
 }
 
 #[test]
@@ -136,17 +97,10 @@ fn llama_logits_match_numpy_reference() {
     );
     let want = common::f64s(&reference["logits_last"]);
     let last = ours.last().unwrap();
-    let max_err = want
-        .iter()
-        .zip(last)
-        .map(|(w, &o)| (o as f64 - w).abs())
-        .fold(0.0, f64::max);
+    let max_err = want.iter().zip(last).map(|(w, &o)| (o as f64 - w).abs()).fold(0.0, f64::max);
     let max_abs = want.iter().fold(0.0f64, |a, w| a.max(w.abs()));
     eprintln!("llama max |logit diff| = {max_err:.3e} (max |logit| {max_abs:.3})");
-    assert!(
-        max_err < 5e-4 * max_abs,
-        "max logit difference {max_err} exceeds 5e-4 x {max_abs}"
-    );
+    assert!(max_err < 5e-4 * max_abs, "max logit difference {max_err} exceeds 5e-4 x {max_abs}");
 }
 
 #[test]
@@ -160,10 +114,7 @@ fn results_do_not_depend_on_batch_chunking_or_decode() {
         let mut cache = cache_for(&model, format, 64);
         let alone = all_logits(&model, &mut cache, &a);
         for row in &alone {
-            assert!(
-                row.iter().all(|v| v.is_finite()),
-                "{format}: non-finite logits (an unwritten slot was read?)"
-            );
+            assert!(row.iter().all(|v| v.is_finite()), "{format}: non-finite logits (an unwritten slot was read?)");
         }
 
         // Batched with two other sequences.
@@ -173,21 +124,9 @@ fn results_do_not_depend_on_batch_chunking_or_decode() {
             .forward(
                 &mut cache,
                 &mut [
-                    SeqInput {
-                        tokens: &b,
-                        table: &mut tb,
-                        logits: LogitsWanted::Last,
-                    },
-                    SeqInput {
-                        tokens: &a,
-                        table: &mut ta,
-                        logits: LogitsWanted::All,
-                    },
-                    SeqInput {
-                        tokens: &c,
-                        table: &mut tc,
-                        logits: LogitsWanted::None,
-                    },
+                    SeqInput { tokens: &b, table: &mut tb, logits: LogitsWanted::Last },
+                    SeqInput { tokens: &a, table: &mut ta, logits: LogitsWanted::All },
+                    SeqInput { tokens: &c, table: &mut tc, logits: LogitsWanted::None },
                 ],
                 None,
             )
@@ -198,15 +137,7 @@ fn results_do_not_depend_on_batch_chunking_or_decode() {
         let mut t = cache.new_table();
         assert!(t.reserve(50));
         let mut chunked = model
-            .forward(
-                &mut cache,
-                &mut [SeqInput {
-                    tokens: &a[..17],
-                    table: &mut t,
-                    logits: LogitsWanted::All,
-                }],
-                None,
-            )
+            .forward(&mut cache, &mut [SeqInput { tokens: &a[..17], table: &mut t, logits: LogitsWanted::All }], None)
             .unwrap()
             .remove(0);
         let mut other = cache.new_table();
@@ -215,16 +146,8 @@ fn results_do_not_depend_on_batch_chunking_or_decode() {
             .forward(
                 &mut cache,
                 &mut [
-                    SeqInput {
-                        tokens: &a[17..37],
-                        table: &mut t,
-                        logits: LogitsWanted::All,
-                    },
-                    SeqInput {
-                        tokens: &b[..20],
-                        table: &mut other,
-                        logits: LogitsWanted::Last,
-                    },
+                    SeqInput { tokens: &a[17..37], table: &mut t, logits: LogitsWanted::All },
+                    SeqInput { tokens: &b[..20], table: &mut other, logits: LogitsWanted::Last },
                 ],
                 None,
             )
@@ -234,20 +157,13 @@ fn results_do_not_depend_on_batch_chunking_or_decode() {
             let out = model
                 .forward(
                     &mut cache,
-                    &mut [SeqInput {
-                        tokens: &[tok],
-                        table: &mut t,
-                        logits: LogitsWanted::Last,
-                    }],
+                    &mut [SeqInput { tokens: &[tok], table: &mut t, logits: LogitsWanted::Last }],
                     None,
                 )
                 .unwrap();
             chunked.extend(out.into_iter().next().unwrap());
         }
-        assert_eq!(
-            chunked, alone,
-            "{format}: chunked/decode logits differ from one prefill"
-        );
+        assert_eq!(chunked, alone, "{format}: chunked/decode logits differ from one prefill");
     }
 }
 
@@ -256,10 +172,7 @@ fn formats_differ_slightly() {
     let dir = synth_dir(engine::model::Arch::Qwen3);
     let loaded = load(dir.path()).unwrap();
     let ids = prompt(40, 6);
-    let opts = EngineOptions {
-        kv_budget_bytes: 8 << 20,
-        ..EngineOptions::default()
-    };
+    let opts = EngineOptions { kv_budget_bytes: 8 << 20, ..EngineOptions::default() };
     let mut e = Engine::new(loaded.model, loaded.tokenizer, &opts).unwrap();
     let scales = e.calibrate(&prompt(64, 9)).unwrap();
     let model = &e.model;
@@ -267,27 +180,12 @@ fn formats_differ_slightly() {
     let f16 = all_logits(model, &mut cache_for(model, KvFormat::F16, 8), &ids);
     let max_abs = f16.iter().flatten().fold(0.0f32, |a, v| a.max(v.abs()));
     for format in [KvFormat::Bf16, KvFormat::K16v8] {
-        let mut cache = KvCache::new(
-            format,
-            c.num_hidden_layers,
-            c.num_key_value_heads,
-            c.head_dim,
-            8,
-            Some(&scales),
-        )
-        .unwrap();
+        let mut cache =
+            KvCache::new(format, c.num_hidden_layers, c.num_key_value_heads, c.head_dim, 8, Some(&scales)).unwrap();
         let other = all_logits(model, &mut cache, &ids);
-        let diff = f16
-            .iter()
-            .flatten()
-            .zip(other.iter().flatten())
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let diff = f16.iter().flatten().zip(other.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         eprintln!("{format}: max |logit - f16 logit| = {diff} (max |logit| {max_abs})");
-        assert!(
-            diff > 0.0 && diff < 0.05 * max_abs,
-            "{format}: max logit difference to f16 is {diff}"
-        );
+        assert!(diff > 0.0 && diff < 0.05 * max_abs, "{format}: max logit difference to f16 is {diff}");
     }
 }
 
@@ -299,30 +197,11 @@ fn a_table_without_room_is_an_error_not_a_panic() {
     let mut t = cache.new_table();
     assert!(t.reserve(10));
     let ids = prompt(20, 1);
-    let e = model.forward(
-        &mut cache,
-        &mut [SeqInput {
-            tokens: &ids,
-            table: &mut t,
-            logits: LogitsWanted::Last,
-        }],
-        None,
-    );
+    let e =
+        model.forward(&mut cache, &mut [SeqInput { tokens: &ids, table: &mut t, logits: LogitsWanted::Last }], None);
     assert!(e.err().unwrap().to_string().contains("needs 20"));
     let bad = [100_000u32];
-    let e = model.forward(
-        &mut cache,
-        &mut [SeqInput {
-            tokens: &bad,
-            table: &mut t,
-            logits: LogitsWanted::Last,
-        }],
-        None,
-    );
-    assert!(
-        e.err()
-            .unwrap()
-            .to_string()
-            .contains("outside the vocabulary")
-    );
+    let e =
+        model.forward(&mut cache, &mut [SeqInput { tokens: &bad, table: &mut t, logits: LogitsWanted::Last }], None);
+    assert!(e.err().unwrap().to_string().contains("outside the vocabulary"));
 }

@@ -12,14 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 fn asset(rel: &str) -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../assets")
-        .join(rel);
-    assert!(
-        p.exists(),
-        "missing test asset {}: run scripts/fetch-assets first",
-        p.display()
-    );
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets").join(rel);
+    assert!(p.exists(), "missing test asset {}: run scripts/fetch-assets first", p.display());
     p
 }
 
@@ -32,15 +26,12 @@ fn qwen3() -> Tokenizer {
 }
 
 fn smollm2() -> Tokenizer {
-    Tokenizer::from_gguf(&GgufFile::open(asset("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap())
-        .unwrap()
+    Tokenizer::from_gguf(&GgufFile::open(asset("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap()).unwrap()
 }
 
 /// Runs a reference script with `texts` as JSON on stdin; returns its JSON.
 fn python(script: &str, arg: &PathBuf, texts: &[String]) -> serde_json::Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/reference")
-        .join(script);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/reference").join(script);
     let mut child = Command::new("python3")
         .arg(&path)
         .arg(arg)
@@ -61,11 +52,7 @@ fn python(script: &str, arg: &PathBuf, texts: &[String]) -> serde_json::Value {
 }
 
 fn ids_of(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
 const MIXED: &str = "Digits 12345 and 3.14, naïve café 日本語 🙂\n<|im_start|>user\nhi<|im_end|>\n";
@@ -96,25 +83,15 @@ fn qwen3_tokenizer_json_matches_python_tokenizers() {
     assert_eq!(t.eos_token_ids(), &[151_645]);
     assert_eq!(t.bos_token_id(), None);
     // Reference IDs from the Python `tokenizers` 0.23.3 package.
-    assert_eq!(
-        t.encode("12345 and 3.14", false).unwrap(),
-        vec![16, 17, 18, 19, 20, 323, 220, 18, 13, 16, 19]
-    );
+    assert_eq!(t.encode("12345 and 3.14", false).unwrap(), vec![16, 17, 18, 19, 20, 323, 220, 18, 13, 16, 19]);
     assert_eq!(
         t.encode("naïve café 日本語 🙂", false).unwrap(),
         vec![3376, 37572, 586, 51950, 75402, 21894, 102819, 27484]
     );
-    assert_eq!(
-        t.encode("<|im_start|>user\nhi<|im_end|>", true).unwrap(),
-        vec![151644, 872, 198, 6023, 151645]
-    );
+    assert_eq!(t.encode("<|im_start|>user\nhi<|im_end|>", true).unwrap(), vec![151644, 872, 198, 6023, 151645]);
 
     let texts = texts();
-    let reference = python(
-        "hf_tokenize.py",
-        &asset("qwen3-tokenizer/tokenizer.json"),
-        &texts,
-    );
+    let reference = python("hf_tokenize.py", &asset("qwen3-tokenizer/tokenizer.json"), &texts);
     for (i, text) in texts.iter().enumerate() {
         let ids = t.encode(text, false).unwrap();
         assert_eq!(ids, ids_of(&reference["ids"][i]), "text #{i} {text:?}");
@@ -131,37 +108,22 @@ fn smollm2_gguf_vocab_matches_the_independent_python_bpe() {
     assert_eq!(t.eos_token_ids(), &[2]);
     assert_eq!(t.bos_token_id(), Some(1));
     // Reference IDs from tests/reference/gpt2_bpe.py (digits one per token).
-    assert_eq!(
-        t.encode("12345 and 3.14", false).unwrap(),
-        vec![33, 34, 35, 36, 37, 284, 216, 35, 30, 33, 36]
-    );
+    assert_eq!(t.encode("12345 and 3.14", false).unwrap(), vec![33, 34, 35, 36, 37, 284, 216, 35, 30, 33, 36]);
     assert_eq!(
         t.encode("naïve café 日本語 🙂", false).unwrap(),
-        vec![
-            3546, 46494, 37366, 17097, 241, 115, 40993, 179, 120, 248, 47526
-        ]
+        vec![3546, 46494, 37366, 17097, 241, 115, 40993, 179, 120, 248, 47526]
     );
-    assert_eq!(
-        t.encode("<|im_start|>user\nhi<|im_end|>", true).unwrap(),
-        vec![1, 4093, 198, 6004, 2]
-    );
+    assert_eq!(t.encode("<|im_start|>user\nhi<|im_end|>", true).unwrap(), vec![1, 4093, 198, 6004, 2]);
 
     let texts = texts();
-    let reference = python(
-        "gpt2_bpe.py",
-        &asset("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
-        &texts,
-    );
+    let reference = python("gpt2_bpe.py", &asset("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"), &texts);
     for (i, text) in texts.iter().enumerate() {
         let ids = t.encode(text, false).unwrap();
         assert_eq!(ids, ids_of(&reference[i]), "text #{i} {text:?}");
         assert_eq!(t.decode(&ids, false).unwrap(), *text, "round trip #{i}");
     }
     let ids = t.encode(MIXED, false).unwrap();
-    assert_eq!(
-        t.decode(&ids, true).unwrap(),
-        MIXED.replace("<|im_start|>", "").replace("<|im_end|>", "")
-    );
+    assert_eq!(t.decode(&ids, true).unwrap(), MIXED.replace("<|im_start|>", "").replace("<|im_end|>", ""));
 }
 
 #[test]
@@ -216,11 +178,7 @@ fn incremental_decoding_on_real_vocabularies() {
             held += delta.is_empty() as usize;
             so_far.push_str(&delta);
             let full = t.decode(&ids[..=i], false).unwrap();
-            assert_eq!(
-                so_far,
-                full.trim_end_matches('\u{FFFD}'),
-                "{name}: after id #{i}"
-            );
+            assert_eq!(so_far, full.trim_end_matches('\u{FFFD}'), "{name}: after id #{i}");
         }
         so_far.push_str(&d.finish(&t).unwrap());
         assert_eq!(so_far, text, "{name}");
@@ -232,17 +190,11 @@ fn incremental_decoding_on_real_vocabularies() {
 /// convert_hf_to_gguf would store it, tokenizes like the tokenizer.json.
 #[test]
 fn gguf_qwen2_pre_tokenizer_matches_qwen3_tokenizer_json() {
-    let doc: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(asset("qwen3-tokenizer/tokenizer.json")).unwrap(),
-    )
-    .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(asset("qwen3-tokenizer/tokenizer.json")).unwrap()).unwrap();
     let vocab = doc["model"]["vocab"].as_object().unwrap();
     let added = doc["added_tokens"].as_array().unwrap();
-    let n = added
-        .iter()
-        .map(|a| a["id"].as_u64().unwrap() as usize + 1)
-        .max()
-        .unwrap();
+    let n = added.iter().map(|a| a["id"].as_u64().unwrap() as usize + 1).max().unwrap();
     let mut tokens = vec![String::new(); n];
     let mut token_types = vec![1i64; n];
     for (tok, id) in vocab {
@@ -251,11 +203,7 @@ fn gguf_qwen2_pre_tokenizer_matches_qwen3_tokenizer_json() {
     for a in added {
         let id = a["id"].as_u64().unwrap() as usize;
         tokens[id] = a["content"].as_str().unwrap().to_string();
-        token_types[id] = if a["special"].as_bool().unwrap() {
-            3
-        } else {
-            4
-        };
+        token_types[id] = if a["special"].as_bool().unwrap() { 3 } else { 4 };
     }
     let merges = doc["model"]["merges"]
         .as_array()

@@ -53,12 +53,7 @@ pub struct KvCache {
 
 impl KvCache {
     /// Payload bytes one token slot takes in `format` (keys + values, all layers).
-    pub fn bytes_per_token(
-        format: KvFormat,
-        layers: usize,
-        kv_heads: usize,
-        head_dim: usize,
-    ) -> usize {
+    pub fn bytes_per_token(format: KvFormat, layers: usize, kv_heads: usize, head_dim: usize) -> usize {
         layers * kv_heads * head_dim * (format.key_bytes() + format.value_bytes())
     }
 
@@ -102,9 +97,7 @@ impl KvCache {
         blocks: usize,
         scales: Option<&ValueScales>,
     ) -> Result<Self> {
-        Self::build(
-            format, layers, kv_heads, head_dim, blocks, scales, 0x7FFF, 0x7F,
-        )
+        Self::build(format, layers, kv_heads, head_dim, blocks, scales, 0x7FFF, 0x7F)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -126,7 +119,8 @@ impl KvCache {
             }
             (true, None) => {
                 return Err(EngineError::KvScales(
-                    "the k16v8 format needs per-layer value scales (--kv-scales FILE, written by `engine calibrate`)".into(),
+                    "the k16v8 format needs per-layer value scales (--kv-scales FILE, written by `engine calibrate`)"
+                        .into(),
                 ));
             }
             (false, _) => vec![1.0; layers],
@@ -199,10 +193,7 @@ impl KvCache {
     pub fn write(&mut self, layer: usize, table: &BlockTable, start: usize, k: &[f32], v: &[f32]) {
         let kv_dim = self.kv_heads * self.head_dim;
         let rows = k.len() / kv_dim;
-        assert!(
-            start + rows <= table.capacity(),
-            "KV write past the table's pages"
-        );
+        assert!(start + rows <= table.capacity(), "KV write past the table's pages");
         let format = self.format;
         let inv_scale = self.inv_scales[layer];
         for r in 0..rows {
@@ -238,11 +229,7 @@ impl KvCache {
         k_out: &mut Vec<f32>,
         v_out: &mut Vec<f32>,
     ) {
-        assert!(
-            len <= table.len(),
-            "KV read of unwritten positions ({len} > {})",
-            table.len()
-        );
+        assert!(len <= table.len(), "KV read of unwritten positions ({len} > {})", table.len());
         let hd = self.head_dim;
         k_out.clear();
         v_out.clear();
@@ -252,22 +239,12 @@ impl KvCache {
         let scale = self.scales[layer];
         for pos in 0..len {
             let off = self.offset(table, pos) + kv_head * hd;
-            k_out.extend(
-                lkv.k[off..off + hd]
-                    .iter()
-                    .map(|&b| self.format.decode16(b)),
-            );
+            k_out.extend(lkv.k[off..off + hd].iter().map(|&b| self.format.decode16(b)));
             match &lkv.v {
-                ValueStore::Half(store) => v_out.extend(
-                    store[off..off + hd]
-                        .iter()
-                        .map(|&b| self.format.decode16(b)),
-                ),
-                ValueStore::E4m3(store) => v_out.extend(
-                    store[off..off + hd]
-                        .iter()
-                        .map(|&b| self.e4m3[b as usize] * scale),
-                ),
+                ValueStore::Half(store) => v_out.extend(store[off..off + hd].iter().map(|&b| self.format.decode16(b))),
+                ValueStore::E4m3(store) => {
+                    v_out.extend(store[off..off + hd].iter().map(|&b| self.e4m3[b as usize] * scale))
+                }
             }
         }
     }
@@ -288,26 +265,16 @@ mod tests {
         let k16v8 = KvCache::bytes_per_token(KvFormat::K16v8, 30, 3, 64);
         assert_eq!(f16, 30 * 3 * 64 * 4);
         assert_eq!(k16v8 * 4, f16 * 3, "k16v8 must be exactly 75% of f16");
-        let scales = ValueScales {
-            rule: String::new(),
-            scales: vec![1.0; 2],
-        };
-        let a = KvCache::with_budget(KvFormat::F16, 2, 2, 8, 1 << 20, None)
-            .unwrap()
-            .inventory();
-        let b = KvCache::with_budget(KvFormat::K16v8, 2, 2, 8, 1 << 20, Some(&scales))
-            .unwrap()
-            .inventory();
+        let scales = ValueScales { rule: String::new(), scales: vec![1.0; 2] };
+        let a = KvCache::with_budget(KvFormat::F16, 2, 2, 8, 1 << 20, None).unwrap().inventory();
+        let b = KvCache::with_budget(KvFormat::K16v8, 2, 2, 8, 1 << 20, Some(&scales)).unwrap().inventory();
         assert_eq!(b.bytes_per_token * 4, a.bytes_per_token * 3);
         assert!(b.logical_token_slots > a.logical_token_slots);
     }
 
     #[test]
     fn round_trips_through_pages() {
-        let scales = ValueScales {
-            rule: String::new(),
-            scales: vec![0.5],
-        };
+        let scales = ValueScales { rule: String::new(), scales: vec![0.5] };
         for format in [KvFormat::F16, KvFormat::Bf16, KvFormat::K16v8] {
             let mut c = KvCache::new_poisoned(format, 1, 2, 4, 4, Some(&scales)).unwrap();
             let mut t = c.new_table();
@@ -327,14 +294,8 @@ mod tests {
                         KvFormat::F16 => 1e-3 * want_k.abs().max(1.0),
                         _ => 0.07 * want_k.abs().max(1.0),
                     };
-                    assert!(
-                        (ko[pos * 4 + d] - want_k).abs() <= tol,
-                        "{format} k {pos} {d}"
-                    );
-                    assert!(
-                        (vo[pos * 4 + d] - want_v).abs() <= 0.07 * want_v.abs().max(1.0),
-                        "{format} v"
-                    );
+                    assert!((ko[pos * 4 + d] - want_k).abs() <= tol, "{format} k {pos} {d}");
+                    assert!((vo[pos * 4 + d] - want_v).abs() <= 0.07 * want_v.abs().max(1.0), "{format} v");
                     assert!(ko[pos * 4 + d].is_finite() && vo[pos * 4 + d].is_finite());
                 }
             }
@@ -343,19 +304,10 @@ mod tests {
 
     #[test]
     fn k16v8_without_scales_is_refused() {
-        let e = KvCache::new(KvFormat::K16v8, 2, 1, 4, 2, None)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = KvCache::new(KvFormat::K16v8, 2, 1, 4, 2, None).err().unwrap().to_string();
         assert!(e.contains("--kv-scales"), "{e}");
-        let wrong = ValueScales {
-            rule: String::new(),
-            scales: vec![1.0; 3],
-        };
-        let e = KvCache::new(KvFormat::K16v8, 2, 1, 4, 2, Some(&wrong))
-            .err()
-            .unwrap()
-            .to_string();
+        let wrong = ValueScales { rule: String::new(), scales: vec![1.0; 3] };
+        let e = KvCache::new(KvFormat::K16v8, 2, 1, 4, 2, Some(&wrong)).err().unwrap().to_string();
         assert!(e.contains("2 layers"), "{e}");
     }
 

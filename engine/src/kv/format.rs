@@ -28,9 +28,7 @@ impl std::str::FromStr for KvFormat {
             "f16" => Ok(KvFormat::F16),
             "bf16" => Ok(KvFormat::Bf16),
             "k16v8" => Ok(KvFormat::K16v8),
-            other => Err(EngineError::Kv(format!(
-                "unknown KV format {other:?}; expected f16, bf16 or k16v8"
-            ))),
+            other => Err(EngineError::Kv(format!("unknown KV format {other:?}; expected f16, bf16 or k16v8"))),
         }
     }
 }
@@ -113,8 +111,8 @@ pub struct ValueScales {
 impl ValueScales {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| EngineError::io(path, e))?;
-        let parsed: ValueScales = serde_json::from_str(&text)
-            .map_err(|e| EngineError::KvScales(format!("{}: {e}", path.display())))?;
+        let parsed: ValueScales =
+            serde_json::from_str(&text).map_err(|e| EngineError::KvScales(format!("{}: {e}", path.display())))?;
         parsed.validate()?;
         Ok(parsed)
     }
@@ -125,9 +123,7 @@ impl ValueScales {
         }
         for (layer, &s) in self.scales.iter().enumerate() {
             if !s.is_finite() || s <= 0.0 {
-                return Err(EngineError::KvScales(format!(
-                    "layer {layer}: scale {s} must be finite and positive"
-                )));
+                return Err(EngineError::KvScales(format!("layer {layer}: scale {s} must be finite and positive")));
             }
         }
         Ok(())
@@ -166,26 +162,12 @@ mod tests {
     #[test]
     fn scales_must_be_positive_and_finite() {
         for bad in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
-            let s = ValueScales {
-                rule: String::new(),
-                scales: vec![1.0, bad],
-            };
+            let s = ValueScales { rule: String::new(), scales: vec![1.0, bad] };
             let e = s.validate().unwrap_err().to_string();
-            assert!(
-                e.contains("layer 1") && e.contains("finite and positive"),
-                "{e}"
-            );
+            assert!(e.contains("layer 1") && e.contains("finite and positive"), "{e}");
         }
-        let s = ValueScales {
-            rule: String::new(),
-            scales: vec![1.0; 3],
-        };
-        assert!(
-            s.check_layers(4)
-                .unwrap_err()
-                .to_string()
-                .contains("4 layers")
-        );
+        let s = ValueScales { rule: String::new(), scales: vec![1.0; 3] };
+        assert!(s.check_layers(4).unwrap_err().to_string().contains("4 layers"));
     }
 
     #[test]

@@ -22,13 +22,7 @@ impl BlockAllocator {
     pub fn new(total: usize) -> Self {
         // Pop from the end: lowest indices are handed out first.
         let free = (0..total as u32).rev().collect();
-        BlockAllocator {
-            state: Arc::new(Mutex::new(PoolState {
-                free,
-                refcount: vec![0; total],
-            })),
-            total,
-        }
+        BlockAllocator { state: Arc::new(Mutex::new(PoolState { free, refcount: vec![0; total] })), total }
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
@@ -51,11 +45,7 @@ impl BlockAllocator {
 
     /// An empty table bound to this pool.
     pub fn new_table(&self) -> BlockTable {
-        BlockTable {
-            blocks: Vec::new(),
-            len: 0,
-            alloc: self.clone(),
-        }
+        BlockTable { blocks: Vec::new(), len: 0, alloc: self.clone() }
     }
 
     fn take(&self, n: usize) -> Option<Vec<u32>> {
@@ -112,9 +102,7 @@ impl BlockTable {
 
     /// Pages needed to hold `new_len` tokens beyond those already held.
     pub fn blocks_needed(&self, new_len: usize) -> usize {
-        new_len
-            .div_ceil(PAGE_SIZE)
-            .saturating_sub(self.blocks.len())
+        new_len.div_ceil(PAGE_SIZE).saturating_sub(self.blocks.len())
     }
 
     /// Makes room for `new_len` tokens; false (and no change) if the pool is short.

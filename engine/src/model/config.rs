@@ -61,8 +61,7 @@ struct HfConfig {
 impl ModelConfig {
     /// Parses a Hugging Face `config.json` text.
     pub fn from_hf_json(text: &str) -> Result<Self> {
-        let hf: HfConfig = serde_json::from_str(text)
-            .map_err(|e| EngineError::Config(format!("config.json: {e}")))?;
+        let hf: HfConfig = serde_json::from_str(text).map_err(|e| EngineError::Config(format!("config.json: {e}")))?;
         let model_type = hf.model_type.clone().unwrap_or_default();
         let arch = match model_type.as_str() {
             "qwen3" => Arch::Qwen3,
@@ -75,32 +74,25 @@ impl ModelConfig {
             }
         };
         if hf.num_attention_heads == 0 {
-            return Err(EngineError::Config(
-                "num_attention_heads must be positive".into(),
-            ));
+            return Err(EngineError::Config("num_attention_heads must be positive".into()));
         }
-        let head_dim = hf
-            .head_dim
-            .unwrap_or(hf.hidden_size / hf.num_attention_heads);
+        let head_dim = hf.head_dim.unwrap_or(hf.hidden_size / hf.num_attention_heads);
         let eos_token_ids = match hf.eos_token_id {
             None | Some(serde_json::Value::Null) => Vec::new(),
-            Some(serde_json::Value::Number(n)) => {
-                n.as_u64().map(|v| vec![v as u32]).ok_or_else(|| {
-                    EngineError::Config("eos_token_id must be a non-negative integer".into())
-                })?
-            }
+            Some(serde_json::Value::Number(n)) => n
+                .as_u64()
+                .map(|v| vec![v as u32])
+                .ok_or_else(|| EngineError::Config("eos_token_id must be a non-negative integer".into()))?,
             Some(serde_json::Value::Array(items)) => items
                 .iter()
                 .map(|v| {
-                    v.as_u64().map(|v| v as u32).ok_or_else(|| {
-                        EngineError::Config("eos_token_id entries must be integers".into())
-                    })
+                    v.as_u64()
+                        .map(|v| v as u32)
+                        .ok_or_else(|| EngineError::Config("eos_token_id entries must be integers".into()))
                 })
                 .collect::<Result<Vec<_>>>()?,
             Some(other) => {
-                return Err(EngineError::Config(format!(
-                    "eos_token_id has unexpected value {other}"
-                )));
+                return Err(EngineError::Config(format!("eos_token_id has unexpected value {other}")));
             }
         };
         let cfg = ModelConfig {
@@ -146,40 +138,26 @@ impl ModelConfig {
             ));
         }
         if self.head_dim % 2 != 0 {
-            return err(format!(
-                "head_dim ({}) must be even for RoPE",
-                self.head_dim
-            ));
+            return err(format!("head_dim ({}) must be even for RoPE", self.head_dim));
         }
-        if !self.arch.has_qk_norm() && self.head_dim * self.num_attention_heads != self.hidden_size
-        {
+        if !self.arch.has_qk_norm() && self.head_dim * self.num_attention_heads != self.hidden_size {
             return err(format!(
                 "hidden_size ({}) != num_attention_heads ({}) x head_dim ({})",
                 self.hidden_size, self.num_attention_heads, self.head_dim
             ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
-            return err(format!(
-                "rope_theta must be positive, got {}",
-                self.rope_theta
-            ));
+            return err(format!("rope_theta must be positive, got {}", self.rope_theta));
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0) {
-            return err(format!(
-                "rms_norm_eps must be positive, got {}",
-                self.rms_norm_eps
-            ));
+            return err(format!("rms_norm_eps must be positive, got {}", self.rms_norm_eps));
         }
         if let Some(bos) = self.bos_token_id
             && bos as usize >= self.vocab_size
         {
             return err(format!("bos_token_id {bos} is outside the vocabulary"));
         }
-        if let Some(eos) = self
-            .eos_token_ids
-            .iter()
-            .find(|&&e| e as usize >= self.vocab_size)
-        {
+        if let Some(eos) = self.eos_token_ids.iter().find(|&&e| e as usize >= self.vocab_size) {
             return err(format!("eos_token_id {eos} is outside the vocabulary"));
         }
         Ok(())

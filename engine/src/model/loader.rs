@@ -28,29 +28,19 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
         let tensors = safetensors_dir::load_tensors(path)?;
         let tok_json = path.join("tokenizer.json");
         if !tok_json.is_file() {
-            return Err(EngineError::Tokenizer(format!(
-                "{} has no tokenizer.json",
-                path.display()
-            )));
+            return Err(EngineError::Tokenizer(format!("{} has no tokenizer.json", path.display())));
         }
         let tok_cfg = path.join("tokenizer_config.json");
-        let tokenizer =
-            Tokenizer::from_hf_files(&tok_json, tok_cfg.is_file().then_some(tok_cfg.as_path()))?;
+        let tokenizer = Tokenizer::from_hf_files(&tok_json, tok_cfg.is_file().then_some(tok_cfg.as_path()))?;
         check_vocab(&config, &tokenizer)?;
-        Ok(LoadedModel {
-            model: Model::from_tensors(config, tensors)?,
-            tokenizer,
-        })
+        Ok(LoadedModel { model: Model::from_tensors(config, tensors)?, tokenizer })
     } else {
         let gguf = GgufFile::open(path)?;
         let config = gguf.model_config()?;
         let tensors = gguf.load_tensors(&config)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&config, &tokenizer)?;
-        Ok(LoadedModel {
-            model: Model::from_tensors(config, tensors)?,
-            tokenizer,
-        })
+        Ok(LoadedModel { model: Model::from_tensors(config, tensors)?, tokenizer })
     }
 }
 

@@ -112,33 +112,19 @@ struct Take<'a> {
 
 impl Take<'_> {
     fn get(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let t = self
-            .tensors
-            .remove(name)
-            .ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+        let t = self.tensors.remove(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
         if t.shape != shape {
-            return Err(EngineError::Shape {
-                name: name.to_string(),
-                expected: shape.to_vec(),
-                found: t.shape,
-            });
+            return Err(EngineError::Shape { name: name.to_string(), expected: shape.to_vec(), found: t.shape });
         }
         Ok(t.data)
     }
 
     fn linear(&mut self, name: &str, out_features: usize, in_features: usize) -> Result<Linear> {
-        Ok(Linear {
-            weight: self.get(name, &[out_features, in_features])?,
-            out_features,
-            in_features,
-        })
+        Ok(Linear { weight: self.get(name, &[out_features, in_features])?, out_features, in_features })
     }
 
     fn norm(&mut self, name: &str, dim: usize, eps: f32) -> Result<RmsNorm> {
-        Ok(RmsNorm {
-            weight: self.get(name, &[dim])?,
-            eps,
-        })
+        Ok(RmsNorm { weight: self.get(name, &[dim])?, eps })
     }
 }
 
@@ -149,9 +135,7 @@ impl Model {
         config.validate()?;
         let c = &config;
         let (h, eps) = (c.hidden_size, c.rms_norm_eps);
-        let mut t = Take {
-            tensors: &mut tensors,
-        };
+        let mut t = Take { tensors: &mut tensors };
         let embed_tokens = t.get("model.embed_tokens.weight", &[c.vocab_size, h])?;
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for i in 0..c.num_hidden_layers {
@@ -174,28 +158,12 @@ impl Model {
                     k_norm,
                 },
                 mlp: Mlp {
-                    gate_proj: t.linear(
-                        &format!("{p}.mlp.gate_proj.weight"),
-                        c.intermediate_size,
-                        h,
-                    )?,
-                    up_proj: t.linear(
-                        &format!("{p}.mlp.up_proj.weight"),
-                        c.intermediate_size,
-                        h,
-                    )?,
-                    down_proj: t.linear(
-                        &format!("{p}.mlp.down_proj.weight"),
-                        h,
-                        c.intermediate_size,
-                    )?,
+                    gate_proj: t.linear(&format!("{p}.mlp.gate_proj.weight"), c.intermediate_size, h)?,
+                    up_proj: t.linear(&format!("{p}.mlp.up_proj.weight"), c.intermediate_size, h)?,
+                    down_proj: t.linear(&format!("{p}.mlp.down_proj.weight"), h, c.intermediate_size)?,
                 },
                 input_layernorm: t.norm(&format!("{p}.input_layernorm.weight"), h, eps)?,
-                post_attention_layernorm: t.norm(
-                    &format!("{p}.post_attention_layernorm.weight"),
-                    h,
-                    eps,
-                )?,
+                post_attention_layernorm: t.norm(&format!("{p}.post_attention_layernorm.weight"), h, eps)?,
             });
         }
         let norm = t.norm("model.norm.weight", h, eps)?;
@@ -204,19 +172,10 @@ impl Model {
         } else if c.tie_word_embeddings {
             None
         } else {
-            return Err(EngineError::MissingTensor(
-                "lm_head.weight (and tie_word_embeddings is false)".into(),
-            ));
+            return Err(EngineError::MissingTensor("lm_head.weight (and tie_word_embeddings is false)".into()));
         };
         let rope = RopeTable::new(c.head_dim, c.rope_theta, c.max_position_embeddings);
-        Ok(Model {
-            config,
-            embed_tokens,
-            layers,
-            norm,
-            lm_head,
-            rope,
-        })
+        Ok(Model { config, embed_tokens, layers, norm, lm_head, rope })
     }
 
     pub fn max_positions(&self) -> usize {
@@ -248,9 +207,7 @@ impl Model {
             let start = s.table.len();
             let n = s.tokens.len();
             if n == 0 {
-                return Err(EngineError::InvalidRequest(format!(
-                    "sequence {i} has no new tokens"
-                )));
+                return Err(EngineError::InvalidRequest(format!("sequence {i} has no new tokens")));
             }
             if start + n > self.max_positions() {
                 return Err(EngineError::InvalidRequest(format!(
@@ -285,15 +242,8 @@ impl Model {
                 x.extend_from_slice(&self.embed_tokens[t as usize * h..(t as usize + 1) * h]);
             }
         }
-        let positions: Vec<usize> = starts
-            .iter()
-            .flat_map(|&(_, start, n)| start..start + n)
-            .collect();
-        let shape = AttnShape {
-            heads: c.num_attention_heads,
-            kv_heads: c.num_key_value_heads,
-            head_dim: hd,
-        };
+        let positions: Vec<usize> = starts.iter().flat_map(|&(_, start, n)| start..start + n).collect();
+        let shape = AttnShape { heads: c.num_attention_heads, kv_heads: c.num_key_value_heads, head_dim: hd };
         let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
 
         for (li, layer) in self.layers.iter().enumerate() {
@@ -314,21 +264,13 @@ impl Model {
                 obs(li, &v);
             }
             for (s, &(row, start, n)) in seqs.iter().zip(&starts) {
-                let (k_rows, v_rows) = (
-                    &k[row * kv_dim..(row + n) * kv_dim],
-                    &v[row * kv_dim..(row + n) * kv_dim],
-                );
+                let (k_rows, v_rows) = (&k[row * kv_dim..(row + n) * kv_dim], &v[row * kv_dim..(row + n) * kv_dim]);
                 cache.write(li, s.table, start, k_rows, v_rows);
             }
             let attn_seqs: Vec<AttnSeq<'_>> = seqs
                 .iter()
                 .zip(&starts)
-                .map(|(s, &(row, start, n))| AttnSeq {
-                    table: &*s.table,
-                    q_row: row,
-                    rows: n,
-                    start_pos: start,
-                })
+                .map(|(s, &(row, start, n))| AttnSeq { table: &*s.table, q_row: row, rows: n, start_pos: start })
                 .collect();
             let attn = paged_attention(&q, &attn_seqs, cache, li, shape);
             add_in_place(&mut x, &a.o_proj.forward(&attn));
@@ -350,13 +292,7 @@ impl Model {
             picked.extend_from_slice(&x[r * h..(r + 1) * h]);
         }
         let normed = self.norm.forward(&picked);
-        let logits = matmul(
-            &normed,
-            self.lm_head_weight(),
-            wanted_rows.len(),
-            h,
-            c.vocab_size,
-        );
+        let logits = matmul(&normed, self.lm_head_weight(), wanted_rows.len(), h, c.vocab_size);
         let mut rows = logits.chunks_exact(c.vocab_size).map(|r| r.to_vec());
         let mut out = Vec::with_capacity(seqs.len());
         for (s, &(_, _, n)) in seqs.iter().zip(&starts) {

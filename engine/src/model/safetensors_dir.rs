@@ -31,16 +31,13 @@ fn shard_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
             dir.display()
         ))
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| EngineError::Safetensors(format!("{}: {e}", index.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| EngineError::Safetensors(format!("{}: {e}", index.display())))?;
     let map = v
         .get("weight_map")
         .and_then(|m| m.as_object())
         .ok_or_else(|| EngineError::Safetensors(format!("{}: no weight_map", index.display())))?;
-    let files: BTreeSet<String> = map
-        .values()
-        .filter_map(|f| f.as_str().map(String::from))
-        .collect();
+    let files: BTreeSet<String> = map.values().filter_map(|f| f.as_str().map(String::from)).collect();
     Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
 
@@ -55,23 +52,11 @@ pub fn load_tensors(dir: &Path) -> Result<TensorMap> {
         for (name, view) in st.tensors() {
             let bytes = view.data();
             let data: Vec<f32> = match view.dtype() {
-                Dtype::F32 => bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-                Dtype::F16 => bytes
-                    .chunks_exact(2)
-                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect(),
-                Dtype::BF16 => bytes
-                    .chunks_exact(2)
-                    .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect(),
+                Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+                Dtype::F16 => bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+                Dtype::BF16 => bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
                 other => {
-                    return Err(EngineError::UnsupportedTensorType {
-                        name,
-                        ty: format!("{other:?}"),
-                    });
+                    return Err(EngineError::UnsupportedTensorType { name, ty: format!("{other:?}") });
                 }
             };
             out.insert(name, Tensor::new(view.shape().to_vec(), data));

@@ -9,6 +9,20 @@ pub struct SchedulerConfig {
     pub max_num_seqs: usize,
     pub max_num_batched_tokens: usize,
     pub chunked_prefill: bool,
+    /// With chunked prefill, while requests are waiting, a running sequence's
+    /// prefill chunk takes at most this many tokens, so that a short request
+    /// arriving behind a long prompt is admitted in the same step (vLLM's
+    /// `long_prefill_token_threshold`). 0 means half of `max_num_batched_tokens`.
+    pub long_prefill_token_threshold: usize,
+}
+
+impl SchedulerConfig {
+    fn prefill_cap(&self) -> usize {
+        match self.long_prefill_token_threshold {
+            0 => (self.max_num_batched_tokens / 2).max(1),
+            n => n,
+        }
+    }
 }
 
 /// One sequence's work in a step: compute tokens `start..end` of its
@@ -51,13 +65,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(cfg: SchedulerConfig, alloc: BlockAllocator) -> Self {
-        Scheduler {
-            cfg,
-            alloc,
-            waiting: VecDeque::new(),
-            running: Vec::new(),
-            admissions: 0,
-        }
+        Scheduler { cfg, alloc, waiting: VecDeque::new(), running: Vec::new(), admissions: 0 }
     }
 
     pub fn config(&self) -> &SchedulerConfig {
@@ -82,9 +90,7 @@ impl Scheduler {
     pub fn can_ever_fit(&self, total_tokens: usize) -> Result<(), String> {
         let slots = self.alloc.total() * crate::kv::PAGE_SIZE;
         if total_tokens > slots {
-            return Err(format!(
-                "the request needs {total_tokens} KV token slots but the whole cache holds {slots}"
-            ));
+            return Err(format!("the request needs {total_tokens} KV token slots but the whole cache holds {slots}"));
         }
         if !self.cfg.chunked_prefill && total_tokens > self.cfg.max_num_batched_tokens {
             // A resumed sequence recomputes prompt + generated tokens in one step.
@@ -101,10 +107,7 @@ impl Scheduler {
     }
 
     pub fn get(&self, id: SeqId) -> Option<&Sequence> {
-        self.running
-            .iter()
-            .find(|s| s.id == id)
-            .or_else(|| self.waiting.iter().find(|s| s.id == id))
+        self.running.iter().find(|s| s.id == id).or_else(|| self.waiting.iter().find(|s| s.id == id))
     }
 
     pub fn get_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
@@ -133,65 +136,73 @@ impl Scheduler {
     pub fn schedule(&mut self) -> StepPlan {
         let mut plan = StepPlan::default();
         let mut budget = self.cfg.max_num_batched_tokens;
-        // Running first, oldest admission first.
+        // Running sequences first: decodes, then continuing prefill chunks, each
+        // in admission order.
         self.running.sort_by_key(|s| s.admitted_order);
-        let mut i = 0;
-        while i < self.running.len() {
+        let decodes = self.running.iter().filter(|s| s.pending() == 1).map(|s| s.id);
+        let prefills = self.running.iter().filter(|s| s.pending() > 1).map(|s| s.id);
+        let order: Vec<SeqId> = decodes.chain(prefills).collect();
+        let mut taken: Vec<(SeqId, usize)> = Vec::new();
+        for id in order {
             if budget == 0 {
                 break;
             }
+            let Some(i) = self.running.iter().position(|s| s.id == id) else {
+                continue; // preempted earlier in this step
+            };
             let pending = self.running[i].pending();
-            let take = if self.cfg.chunked_prefill {
-                pending.min(budget)
-            } else {
+            let take = if !self.cfg.chunked_prefill {
                 pending
+            } else if pending > 1 && !self.waiting.is_empty() {
+                pending.min(budget).min(self.cfg.prefill_cap())
+            } else {
+                pending.min(budget)
             };
             if take > budget {
-                // Without chunking a running sequence only ever needs one token;
-                // a larger remainder waits for the next step.
-                i += 1;
-                continue;
+                continue; // without chunking, a running remainder that does not fit waits
             }
             let target = self.running[i].num_computed + take;
             // Make room, preempting the most recently admitted sequences.
+            let mut preempted_self = false;
             loop {
-                let fits = self.running[i]
-                    .table
-                    .as_mut()
-                    .map(|t| t.reserve(target))
-                    .unwrap_or(false);
-                if fits {
+                let i = match self.running.iter().position(|s| s.id == id) {
+                    Some(i) => i,
+                    None => break,
+                };
+                if self.running[i].table.as_mut().map(|t| t.reserve(target)).unwrap_or(false) {
                     break;
                 }
                 let victim = self.running.len() - 1;
                 let v = self.preempt(victim);
                 plan.preempted.push(v);
-                if victim == i {
+                if let Some(k) = taken.iter().position(|(t, _)| *t == v) {
+                    budget += taken.remove(k).1; // its chunk is dropped below
+                }
+                if v == id {
+                    preempted_self = true;
                     break;
                 }
             }
-            if i >= self.running.len() {
-                break; // the sequence preempted itself
+            if preempted_self {
+                continue;
             }
-            let s = &self.running[i];
+            let Some(s) = self.running.iter().find(|s| s.id == id) else { continue };
             let start = s.num_computed;
             let sample = target == s.tokens.len();
-            if s.num_computed >= s.tokens.len() - 1 && take == 1 && start >= s.prompt_len {
+            plan.chunks.push(ScheduledChunk { seq: s.id, start, end: target, sample });
+            taken.push((id, take));
+            budget -= take;
+        }
+        // Chunks of sequences preempted later in the loop are dropped.
+        plan.chunks.retain(|c| !plan.preempted.contains(&c.seq));
+        for c in &plan.chunks {
+            let s = self.running.iter().find(|s| s.id == c.seq);
+            if c.end - c.start == 1 && s.is_some_and(|s| s.num_computed >= s.prompt_len) {
                 plan.decode_tokens += 1;
             } else {
-                plan.prefill_tokens += take;
+                plan.prefill_tokens += c.end - c.start;
             }
-            plan.chunks.push(ScheduledChunk {
-                seq: s.id,
-                start,
-                end: target,
-                sample,
-            });
-            budget -= take;
-            i += 1;
         }
-        // A chunk list may hold sequences preempted later in this step's loop.
-        plan.chunks.retain(|c| !plan.preempted.contains(&c.seq));
         if !plan.preempted.is_empty() {
             return plan; // no admissions in a step that preempted
         }
@@ -200,11 +211,7 @@ impl Scheduler {
                 break;
             };
             let pending = front.pending();
-            let take = if self.cfg.chunked_prefill {
-                pending.min(budget)
-            } else {
-                pending
-            };
+            let take = if self.cfg.chunked_prefill { pending.min(budget) } else { pending };
             if take > budget {
                 break; // FCFS: the head waits, nobody overtakes it
             }
@@ -226,12 +233,7 @@ impl Scheduler {
             }
             s.ever_admitted = true;
             plan.prefill_tokens += take;
-            plan.chunks.push(ScheduledChunk {
-                seq: s.id,
-                start: 0,
-                end: take,
-                sample: take == s.tokens.len(),
-            });
+            plan.chunks.push(ScheduledChunk { seq: s.id, start: 0, end: take, sample: take == s.tokens.len() });
             budget -= take;
             self.running.push(s);
         }
@@ -259,6 +261,7 @@ mod tests {
                 max_num_seqs: max_seqs,
                 max_num_batched_tokens: budget,
                 chunked_prefill: chunked,
+                long_prefill_token_threshold: 0,
             },
             BlockAllocator::new(blocks),
         )
@@ -289,10 +292,7 @@ mod tests {
         let p = s.schedule();
         assert_eq!(p.decode_tokens, 2);
         assert!(p.fresh.is_empty());
-        assert_eq!(
-            p.chunks.iter().map(|c| c.seq).collect::<Vec<_>>(),
-            vec![1, 2]
-        );
+        assert_eq!(p.chunks.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![1, 2]);
     }
 
     #[test]
@@ -302,59 +302,28 @@ mod tests {
         s.add(Sequence::new(2, vec![1; 20]));
         s.add(Sequence::new(3, vec![1; 4]));
         let p = s.schedule();
-        assert_eq!(
-            p.fresh,
-            vec![1],
-            "seq 2 does not fit the remaining 12 tokens; seq 3 must not overtake"
-        );
+        assert_eq!(p.fresh, vec![1], "seq 2 does not fit the remaining 12 tokens; seq 3 must not overtake");
     }
 
     #[test]
     fn chunked_prefill_splits_long_prompts_and_interleaves_decode() {
+        let chunk = |seq, start, end, sample| ScheduledChunk { seq, start, end, sample };
         let mut s = sched(100, 8, 16, true);
         s.add(Sequence::new(1, vec![1; 40]));
         let p = s.schedule();
-        assert_eq!(
-            p.chunks,
-            vec![ScheduledChunk {
-                seq: 1,
-                start: 0,
-                end: 16,
-                sample: false
-            }]
-        );
+        assert_eq!(p.chunks, vec![chunk(1, 0, 16, false)]);
         run(&mut s, &p);
         s.add(Sequence::new(2, vec![1; 3]));
+        // With a request waiting, the running prefill takes at most half the
+        // budget and the newcomer is admitted in the same step.
         let p = s.schedule();
-        assert_eq!(
-            p.chunks,
-            vec![ScheduledChunk {
-                seq: 1,
-                start: 16,
-                end: 32,
-                sample: false
-            }]
-        );
-        run(&mut s, &p);
-        let p = s.schedule();
-        assert_eq!(
-            p.chunks,
-            vec![
-                ScheduledChunk {
-                    seq: 1,
-                    start: 32,
-                    end: 40,
-                    sample: true
-                },
-                ScheduledChunk {
-                    seq: 2,
-                    start: 0,
-                    end: 3,
-                    sample: true
-                }
-            ]
-        );
+        assert_eq!(p.chunks, vec![chunk(1, 16, 24, false), chunk(2, 0, 3, true)]);
         assert_eq!(p.fresh, vec![2]);
+        run(&mut s, &p);
+        // Nobody waiting: decodes first, then the prefill takes what is left.
+        let p = s.schedule();
+        assert_eq!(p.chunks, vec![chunk(2, 3, 4, true), chunk(1, 24, 39, false)]);
+        assert_eq!((p.decode_tokens, p.prefill_tokens), (1, 15));
     }
 
     #[test]
@@ -368,36 +337,18 @@ mod tests {
         run(&mut s, &p); // both now hold 33 tokens: the next decode needs a 3rd page each
         s.add(Sequence::new(3, vec![1; 2]));
         let p = s.schedule();
-        assert_eq!(
-            p.preempted,
-            vec![2],
-            "the most recently admitted is preempted"
-        );
-        assert!(
-            p.fresh.is_empty() && p.resumed.is_empty(),
-            "no admissions in a preempting step"
-        );
+        assert_eq!(p.preempted, vec![2], "the most recently admitted is preempted");
+        assert!(p.fresh.is_empty() && p.resumed.is_empty(), "no admissions in a preempting step");
         assert_eq!(p.chunks.len(), 1);
         assert_eq!(s.num_waiting(), 2);
         run(&mut s, &p);
         // Sequence 2 is at the front of the queue and resumes with all 33 tokens.
         let seq2 = s.get(2).unwrap();
-        assert_eq!(
-            (seq2.num_computed, seq2.tokens.len(), seq2.preemptions),
-            (0, 33, 1)
-        );
+        assert_eq!((seq2.num_computed, seq2.tokens.len(), seq2.preemptions), (0, 33, 1));
         s.remove(1);
         let p = s.schedule();
         assert_eq!(p.resumed, vec![2]);
-        assert_eq!(
-            p.chunks[0],
-            ScheduledChunk {
-                seq: 2,
-                start: 0,
-                end: 33,
-                sample: true
-            }
-        );
+        assert_eq!(p.chunks[0], ScheduledChunk { seq: 2, start: 0, end: 33, sample: true });
         assert_eq!(p.fresh, vec![3]);
     }
 
@@ -415,17 +366,9 @@ mod tests {
     #[test]
     fn never_fitting_requests_are_refused_up_front() {
         let s = sched(2, 8, 64, false);
-        assert!(
-            s.can_ever_fit(33)
-                .unwrap_err()
-                .contains("whole cache holds 32")
-        );
+        assert!(s.can_ever_fit(33).unwrap_err().contains("whole cache holds 32"));
         assert!(s.can_ever_fit(30).is_ok());
         let s = sched(100, 8, 64, false);
-        assert!(
-            s.can_ever_fit(70)
-                .unwrap_err()
-                .contains("max_num_batched_tokens")
-        );
+        assert!(s.can_ever_fit(70).unwrap_err().contains("max_num_batched_tokens"));
     }
 }

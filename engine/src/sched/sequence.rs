@@ -47,9 +47,4 @@ impl Sequence {
     pub fn generated(&self) -> &[u32] {
         &self.tokens[self.prompt_len..]
     }
-
-    /// Whether the prompt (first pass) is fully computed.
-    pub fn in_prefill(&self) -> bool {
-        self.num_computed < self.tokens.len().saturating_sub(1) || self.num_computed == 0
-    }
 }

@@ -3,7 +3,7 @@
 //! (`ignore_eos`, `min_tokens`, `stop_token_ids`, `return_token_ids`,
 //! `prompt_logprobs`, `top_k`). Unknown fields are ignored, as OpenAI does.
 
-use super::error::ApiError;
+use super::error::{ApiError, fields, parse_object};
 use super::sampling::SamplingParams;
 use crate::tokenizer::{ChatMessage, Tokenizer};
 use serde::Deserialize;
@@ -44,14 +44,20 @@ pub struct CommonFields {
     pub n: Option<usize>,
 }
 
+/// Fields only `/v1/completions` reads.
 #[derive(Debug, Deserialize)]
-pub struct CompletionRequest {
+pub struct CompletionFields {
+    #[serde(default)]
     pub prompt: Value,
     /// Completions: number of top alternatives per token (0 = only the chosen one).
     pub logprobs: Option<usize>,
     #[serde(default)]
     pub echo: bool,
-    #[serde(flatten)]
+}
+
+#[derive(Debug)]
+pub struct CompletionRequest {
+    pub fields: CompletionFields,
     pub common: CommonFields,
 }
 
@@ -61,8 +67,10 @@ pub struct ChatMessageIn {
     pub content: Value,
 }
 
+/// Fields only `/v1/chat/completions` reads.
 #[derive(Debug, Deserialize)]
-pub struct ChatRequest {
+pub struct ChatFields {
+    #[serde(default)]
     pub messages: Vec<ChatMessageIn>,
     pub max_completion_tokens: Option<i64>,
     #[serde(default)]
@@ -70,7 +78,11 @@ pub struct ChatRequest {
     pub top_logprobs: Option<usize>,
     #[serde(default = "yes")]
     pub add_generation_prompt: bool,
-    #[serde(flatten)]
+}
+
+#[derive(Debug)]
+pub struct ChatRequest {
+    pub fields: ChatFields,
     pub common: CommonFields,
 }
 
@@ -117,10 +129,7 @@ fn parse_prompts(v: &Value, tok: &Tokenizer) -> Result<Vec<Vec<u32>>, ApiError> 
             })
             .collect()
     };
-    let encode = |s: &str| {
-        tok.encode(s, true)
-            .map_err(|e| ApiError::bad_param("prompt", e.to_string()))
-    };
+    let encode = |s: &str| tok.encode(s, true).map_err(|e| ApiError::bad_param("prompt", e.to_string()));
     match v {
         Value::String(s) => Ok(vec![encode(s)?]),
         Value::Array(items) if items.is_empty() => Err(bad("prompt must not be empty")),
@@ -130,9 +139,7 @@ fn parse_prompts(v: &Value, tok: &Tokenizer) -> Result<Vec<Vec<u32>>, ApiError> 
                 .iter()
                 .map(|x| {
                     x.as_str()
-                        .ok_or_else(|| {
-                            bad("a prompt list must hold only strings or only token-ID lists")
-                        })
+                        .ok_or_else(|| bad("a prompt list must hold only strings or only token-ID lists"))
                         .and_then(encode)
                 })
                 .collect(),
@@ -140,20 +147,14 @@ fn parse_prompts(v: &Value, tok: &Tokenizer) -> Result<Vec<Vec<u32>>, ApiError> 
                 .iter()
                 .map(|x| {
                     x.as_array()
-                        .ok_or_else(|| {
-                            bad("a prompt list must hold only strings or only token-ID lists")
-                        })
+                        .ok_or_else(|| bad("a prompt list must hold only strings or only token-ID lists"))
                         .and_then(|a| ids_of(a))
                 })
                 .collect(),
-            _ => Err(bad(
-                "prompt must be a string, a list of token IDs, or a list of either",
-            )),
+            _ => Err(bad("prompt must be a string, a list of token IDs, or a list of either")),
         },
         Value::Null => Err(bad("prompt is required")),
-        _ => Err(bad(
-            "prompt must be a string, a list of token IDs, or a list of either",
-        )),
+        _ => Err(bad("prompt must be a string, a list of token IDs, or a list of either")),
     }
 }
 
@@ -164,22 +165,16 @@ fn parse_stop(v: &Option<Value>) -> Result<Vec<String>, ApiError> {
         Some(Value::Array(a)) => a
             .iter()
             .map(|x| {
-                x.as_str().map(String::from).ok_or_else(|| {
-                    ApiError::bad_param("stop", "stop must be a string or a list of strings")
-                })
+                x.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| ApiError::bad_param("stop", "stop must be a string or a list of strings"))
             })
             .collect(),
-        _ => Err(ApiError::bad_param(
-            "stop",
-            "stop must be a string or a list of strings",
-        )),
+        _ => Err(ApiError::bad_param("stop", "stop must be a string or a list of strings")),
     }
     .and_then(|s: Vec<String>| {
         if s.iter().any(|x| x.is_empty()) {
-            Err(ApiError::bad_param(
-                "stop",
-                "stop strings must not be empty",
-            ))
+            Err(ApiError::bad_param("stop", "stop strings must not be empty"))
         } else {
             Ok(s)
         }
@@ -202,34 +197,22 @@ fn build(
     if prompts.len() > MAX_PROMPTS_PER_REQUEST {
         return Err(ApiError::bad_param(
             "prompt",
-            format!(
-                "{} prompts in one request; at most {MAX_PROMPTS_PER_REQUEST}",
-                prompts.len()
-            ),
+            format!("{} prompts in one request; at most {MAX_PROMPTS_PER_REQUEST}", prompts.len()),
         ));
     }
     let temperature = c.temperature.unwrap_or(1.0);
     if !(temperature.is_finite() && temperature >= 0.0) {
-        return Err(ApiError::bad_param(
-            "temperature",
-            "temperature must be >= 0",
-        ));
+        return Err(ApiError::bad_param("temperature", "temperature must be >= 0"));
     }
     let top_p = c.top_p.unwrap_or(1.0);
     if !(top_p > 0.0 && top_p <= 1.0) {
         return Err(ApiError::bad_param("top_p", "top_p must be in (0, 1]"));
     }
-    for (name, v) in [
-        ("logprobs", logprobs),
-        ("prompt_logprobs", c.prompt_logprobs),
-    ] {
+    for (name, v) in [("logprobs", logprobs), ("prompt_logprobs", c.prompt_logprobs)] {
         if let Some(k) = v
             && k > MAX_LOGPROBS
         {
-            return Err(ApiError::bad_param(
-                name,
-                format!("{name} must be at most {MAX_LOGPROBS}"),
-            ));
+            return Err(ApiError::bad_param(name, format!("{name} must be at most {MAX_LOGPROBS}")));
         }
     }
     let longest = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
@@ -240,19 +223,13 @@ fn build(
         if let Some(&t) = p.iter().find(|&&t| t as usize >= limits.vocab_size) {
             return Err(ApiError::bad_param(
                 "prompt",
-                format!(
-                    "token id {t} is outside the vocabulary (size {})",
-                    limits.vocab_size
-                ),
+                format!("token id {t} is outside the vocabulary (size {})", limits.vocab_size),
             ));
         }
     }
     let max_tokens = match max_tokens {
         Some(m) if m < 1 => {
-            return Err(ApiError::bad_param(
-                "max_tokens",
-                format!("max_tokens must be at least 1, got {m}"),
-            ));
+            return Err(ApiError::bad_param("max_tokens", format!("max_tokens must be at least 1, got {m}")));
         }
         Some(m) => m as usize,
         None => limits.max_model_len.saturating_sub(longest).max(1),
@@ -267,10 +244,7 @@ fn build(
         ));
     }
     if c.min_tokens > max_tokens {
-        return Err(ApiError::bad_param(
-            "min_tokens",
-            "min_tokens must not exceed max_tokens",
-        ));
+        return Err(ApiError::bad_param("min_tokens", "min_tokens must not exceed max_tokens"));
     }
     Ok(GenerationSpec {
         prompts,
@@ -288,61 +262,52 @@ fn build(
         seed: c.seed,
         stop: parse_stop(&c.stop)?,
         stream: c.stream,
-        include_usage: c
-            .stream_options
-            .as_ref()
-            .map(|o| o.include_usage)
-            .unwrap_or(false),
+        include_usage: c.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false),
         return_token_ids: c.return_token_ids,
     })
 }
 
 impl CompletionRequest {
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let v = parse_object(body)?;
+        Ok(CompletionRequest { fields: fields(&v)?, common: fields(&v)? })
+    }
+
     pub fn validate(&self, limits: &Limits<'_>) -> Result<GenerationSpec, ApiError> {
         check_model(&self.common.model, limits)?;
-        if self.echo {
-            return Err(ApiError::bad_param(
-                "echo",
-                "echo is not supported; use prompt_logprobs",
-            ));
+        let f = &self.fields;
+        if f.echo {
+            return Err(ApiError::bad_param("echo", "echo is not supported; use prompt_logprobs"));
         }
-        let prompts = parse_prompts(&self.prompt, limits.tokenizer)?;
-        build(
-            &self.common,
-            prompts,
-            Some(self.common.max_tokens.unwrap_or(16)),
-            self.logprobs,
-            limits,
-        )
+        let prompts = parse_prompts(&f.prompt, limits.tokenizer)?;
+        build(&self.common, prompts, Some(self.common.max_tokens.unwrap_or(16)), f.logprobs, limits)
     }
 }
 
 impl ChatRequest {
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let v = parse_object(body)?;
+        Ok(ChatRequest { fields: fields(&v)?, common: fields(&v)? })
+    }
+
     pub fn validate(&self, limits: &Limits<'_>) -> Result<GenerationSpec, ApiError> {
         check_model(&self.common.model, limits)?;
-        if self.messages.is_empty() {
-            return Err(ApiError::bad_param(
-                "messages",
-                "messages must not be empty",
-            ));
+        let f = &self.fields;
+        if f.messages.is_empty() {
+            return Err(ApiError::bad_param("messages", "messages must not be empty"));
         }
-        let mut msgs = Vec::with_capacity(self.messages.len());
-        for (i, m) in self.messages.iter().enumerate() {
+        let mut msgs = Vec::with_capacity(f.messages.len());
+        for (i, m) in f.messages.iter().enumerate() {
             let content = match &m.content {
                 Value::String(s) => s.clone(),
                 Value::Array(parts) => parts
                     .iter()
-                    .map(|p| {
-                        match (
-                            p.get("type").and_then(Value::as_str),
-                            p.get("text").and_then(Value::as_str),
-                        ) {
-                            (Some("text"), Some(t)) => Ok(t.to_string()),
-                            _ => Err(ApiError::bad_param(
-                                format!("messages[{i}].content"),
-                                "only text content parts are supported",
-                            )),
-                        }
+                    .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                        (Some("text"), Some(t)) => Ok(t.to_string()),
+                        _ => Err(ApiError::bad_param(
+                            format!("messages[{i}].content"),
+                            "only text content parts are supported",
+                        )),
                     })
                     .collect::<Result<Vec<_>, _>>()?
                     .join(""),
@@ -354,25 +319,15 @@ impl ChatRequest {
                     ));
                 }
             };
-            msgs.push(ChatMessage {
-                role: m.role.clone(),
-                content,
-            });
+            msgs.push(ChatMessage { role: m.role.clone(), content });
         }
         let text = limits
             .tokenizer
-            .apply_chat_template(&msgs, self.add_generation_prompt)
+            .apply_chat_template(&msgs, f.add_generation_prompt)
             .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
-        let ids = limits
-            .tokenizer
-            .encode(&text, false)
-            .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
-        let logprobs = if self.logprobs {
-            Some(self.top_logprobs.unwrap_or(0))
-        } else {
-            None
-        };
-        let max = self.max_completion_tokens.or(self.common.max_tokens);
+        let ids = limits.tokenizer.encode(&text, false).map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+        let logprobs = if f.logprobs { Some(f.top_logprobs.unwrap_or(0)) } else { None };
+        let max = f.max_completion_tokens.or(self.common.max_tokens);
         build(&self.common, vec![ids], max, logprobs, limits)
     }
 }

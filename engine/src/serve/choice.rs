@@ -48,12 +48,7 @@ pub struct ChoiceState {
 
 impl ChoiceState {
     pub fn new(request_id: String, prompt_ids: Vec<u32>, stop: Vec<String>) -> Self {
-        let holdback = stop
-            .iter()
-            .map(|s| s.len())
-            .max()
-            .unwrap_or(1)
-            .saturating_sub(1);
+        let holdback = stop.iter().map(|s| s.len()).max().unwrap_or(1).saturating_sub(1);
         ChoiceState {
             request_id,
             prompt_ids,
@@ -86,11 +81,7 @@ impl ChoiceState {
                 self.finish = Some(FinishReason::Abort);
                 d.finish = self.finish;
             }
-            Event::Token {
-                token,
-                logprob,
-                finish,
-            } => {
+            Event::Token { token, logprob, finish } => {
                 self.completion_tokens += 1;
                 d.token_ids.push(token);
                 d.logprobs.extend(logprob);
@@ -115,10 +106,7 @@ impl ChoiceState {
     }
 
     fn find_stop(&self) -> Option<usize> {
-        self.stop
-            .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min()
+        self.stop.iter().filter_map(|s| self.pending.find(s.as_str())).min()
     }
 
     /// Releases pending text except the last `holdback` bytes (on a char boundary).

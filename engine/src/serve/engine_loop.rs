@@ -42,11 +42,7 @@ pub enum Event {
     /// Log-probabilities of prompt tokens 1.. (position 0 has none).
     PromptLogprobs(Vec<TokenLogprob>),
     /// A generated token; `finish` is set on the request's last token.
-    Token {
-        token: u32,
-        logprob: Option<TokenLogprob>,
-        finish: Option<FinishReason>,
-    },
+    Token { token: u32, logprob: Option<TokenLogprob>, finish: Option<FinishReason> },
     /// The request ended without a final token (aborted).
     Aborted,
 }
@@ -230,12 +226,7 @@ impl EngineLoop {
     }
 
     fn drop_disconnected(&mut self) {
-        let gone: Vec<SeqId> = self
-            .active
-            .iter()
-            .filter(|(_, a)| a.events.is_closed())
-            .map(|(&id, _)| id)
-            .collect();
+        let gone: Vec<SeqId> = self.active.iter().filter(|(_, a)| a.events.is_closed()).map(|(&id, _)| id).collect();
         for id in gone {
             self.finish(id, FinishReason::Abort);
         }
@@ -250,27 +241,17 @@ impl EngineLoop {
             }
             self.metrics
                 .request_success
-                .get_or_create(&FinishedLabel {
-                    finished_reason: reason.as_str().to_string(),
-                })
+                .get_or_create(&FinishedLabel { finished_reason: reason.as_str().to_string() })
                 .inc();
-            self.metrics
-                .e2e_request_latency
-                .observe(a.arrived.elapsed().as_secs_f64());
+            self.metrics.e2e_request_latency.observe(a.arrived.elapsed().as_secs_f64());
         }
     }
 
     fn update_gauges(&self) {
-        self.metrics
-            .num_requests_running
-            .set(self.sched.num_running() as i64);
-        self.metrics
-            .num_requests_waiting
-            .set(self.sched.num_waiting() as i64);
+        self.metrics.num_requests_running.set(self.sched.num_running() as i64);
+        self.metrics.num_requests_waiting.set(self.sched.num_waiting() as i64);
         let alloc = self.engine.cache.allocator();
-        self.metrics
-            .kv_cache_usage_perc
-            .set(alloc.used_count() as f64 / alloc.total().max(1) as f64);
+        self.metrics.kv_cache_usage_perc.set(alloc.used_count() as f64 / alloc.total().max(1) as f64);
     }
 
     /// One scheduler step; false when nothing could be scheduled.
@@ -279,21 +260,16 @@ impl EngineLoop {
         let now = Instant::now();
         for id in plan.fresh.iter() {
             if let (Some(a), Some(s)) = (self.active.get(id), self.sched.get(*id)) {
-                self.metrics
-                    .request_queue_time
-                    .observe(now.duration_since(a.arrived).as_secs_f64());
+                self.metrics.request_queue_time.observe(now.duration_since(a.arrived).as_secs_f64());
                 self.metrics.prompt_tokens.inc_by(s.prompt_len as u64);
             }
         }
-        self.metrics
-            .num_preemptions
-            .inc_by(plan.preempted.len() as u64);
+        self.metrics.num_preemptions.inc_by(plan.preempted.len() as u64);
         if plan.is_empty() {
             self.write_receipt(&plan, &[]);
             return !plan.preempted.is_empty();
         }
-        let chunks: HashMap<SeqId, ScheduledChunk> =
-            plan.chunks.iter().map(|c| (c.seq, c.clone())).collect();
+        let chunks: HashMap<SeqId, ScheduledChunk> = plan.chunks.iter().map(|c| (c.seq, c.clone())).collect();
         // Which sequences want every row's logits (prompt logprobs, first pass).
         let wants_all: HashMap<SeqId, bool> = plan
             .chunks
@@ -322,11 +298,7 @@ impl EngineLoop {
             } else {
                 LogitsWanted::None
             };
-            inputs.push(SeqInput {
-                tokens: &tokens[c.start..c.end],
-                table,
-                logits,
-            });
+            inputs.push(SeqInput { tokens: &tokens[c.start..c.end], table, logits });
             order.push(c.clone());
         }
         let result = pool.install(|| model.forward(cache, &mut inputs, None));
@@ -372,16 +344,12 @@ impl EngineLoop {
             for (j, row) in rows.iter().enumerate() {
                 let pos = c.start + j;
                 if pos + 1 < prompt_len && pos + 1 > a.prompt_logprobs.len() {
-                    a.prompt_logprobs
-                        .push(token_logprob(row, seq.tokens[pos + 1], k));
+                    a.prompt_logprobs.push(token_logprob(row, seq.tokens[pos + 1], k));
                 }
             }
             if a.prompt_logprobs.len() + 1 >= prompt_len {
                 a.prompt_logprobs_sent = true;
-                let _ = a.events.send((
-                    a.tag,
-                    Event::PromptLogprobs(std::mem::take(&mut a.prompt_logprobs)),
-                ));
+                let _ = a.events.send((a.tag, Event::PromptLogprobs(std::mem::take(&mut a.prompt_logprobs))));
             }
         }
         if !c.sample {
@@ -403,36 +371,21 @@ impl EngineLoop {
         seq.tokens.push(tok);
         let now = Instant::now();
         match a.last_token_at {
-            None => self
-                .metrics
-                .time_to_first_token
-                .observe(now.duration_since(a.arrived).as_secs_f64()),
-            Some(t) => self
-                .metrics
-                .time_per_output_token
-                .observe(now.duration_since(t).as_secs_f64()),
+            None => self.metrics.time_to_first_token.observe(now.duration_since(a.arrived).as_secs_f64()),
+            Some(t) => self.metrics.time_per_output_token.observe(now.duration_since(t).as_secs_f64()),
         }
         a.last_token_at = Some(now);
         self.metrics.generation_tokens.inc();
         let generated = generated + 1;
         let is_eos = !a.params.ignore_eos && self.cfg.eos_token_ids.contains(&tok);
-        let finish = if generated >= a.params.min_tokens
-            && (is_eos || a.params.stop_token_ids.contains(&tok))
-        {
+        let finish = if generated >= a.params.min_tokens && (is_eos || a.params.stop_token_ids.contains(&tok)) {
             Some(FinishReason::Stop)
         } else if generated >= a.params.max_tokens {
             Some(FinishReason::Length)
         } else {
             None
         };
-        let _ = a.events.send((
-            a.tag,
-            Event::Token {
-                token: tok,
-                logprob,
-                finish,
-            },
-        ));
+        let _ = a.events.send((a.tag, Event::Token { token: tok, logprob, finish }));
         finish
     }
 
@@ -440,12 +393,7 @@ impl EngineLoop {
         let Some(w) = self.receipts.as_mut() else {
             return;
         };
-        let name = |id: &SeqId| {
-            self.active
-                .get(id)
-                .map(|a| a.name.clone())
-                .unwrap_or_else(|| format!("#{id}"))
-        };
+        let name = |id: &SeqId| self.active.get(id).map(|a| a.name.clone()).unwrap_or_else(|| format!("#{id}"));
         let alloc = self.engine.cache.allocator();
         let r = Receipt {
             step: self.step,

@@ -8,10 +8,7 @@ use axum::response::{IntoResponse, Response};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ApiError {
     /// 400: malformed JSON, wrong types, values out of range.
-    BadRequest {
-        message: String,
-        param: Option<String>,
-    },
+    BadRequest { message: String, param: Option<String> },
     /// 401: missing or wrong API key.
     Unauthorized,
     /// 404: unknown model.
@@ -26,17 +23,11 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad(message: impl Into<String>) -> Self {
-        ApiError::BadRequest {
-            message: message.into(),
-            param: None,
-        }
+        ApiError::BadRequest { message: message.into(), param: None }
     }
 
     pub fn bad_param(param: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError::BadRequest {
-            message: message.into(),
-            param: Some(param.into()),
-        }
+        ApiError::BadRequest { message: message.into(), param: Some(param.into()) }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -52,12 +43,7 @@ impl ApiError {
 
     pub fn body(&self) -> serde_json::Value {
         let (message, ty, param, code) = match self {
-            ApiError::BadRequest { message, param } => (
-                message.clone(),
-                "invalid_request_error",
-                param.clone(),
-                None,
-            ),
+            ApiError::BadRequest { message, param } => (message.clone(), "invalid_request_error", param.clone(), None),
             ApiError::Unauthorized => (
                 "missing or invalid API key (send Authorization: Bearer <key>)".to_string(),
                 "authentication_error",
@@ -70,15 +56,8 @@ impl ApiError {
                 Some("model".into()),
                 Some("model_not_found"),
             ),
-            ApiError::TooLarge(m) => (
-                m.clone(),
-                "invalid_request_error",
-                None,
-                Some("request_too_large"),
-            ),
-            ApiError::Unavailable(m) => {
-                (m.clone(), "server_error", None, Some("service_unavailable"))
-            }
+            ApiError::TooLarge(m) => (m.clone(), "invalid_request_error", None, Some("request_too_large")),
+            ApiError::Unavailable(m) => (m.clone(), "server_error", None, Some("service_unavailable")),
             ApiError::Internal(m) => (m.clone(), "server_error", None, None),
         };
         serde_json::json!({"error": {"message": message, "type": ty, "param": param, "code": code}})
@@ -91,15 +70,22 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Parses a JSON body, naming the offending field on a type error.
-pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+/// Parses a request body as a JSON object.
+pub fn parse_object(body: &[u8]) -> Result<serde_json::Value, ApiError> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("malformed JSON body: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::bad("the request body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+/// Reads typed fields out of a parsed body, naming the offending field on error.
+pub fn fields<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            ApiError::bad(format!("malformed JSON body: {inner}"))
-        } else if path == "." {
+        if path == "." {
             ApiError::bad(format!("invalid request: {inner}"))
         } else {
             ApiError::bad_param(path.clone(), format!("invalid value for {path}: {inner}"))

@@ -39,20 +39,13 @@ fn buckets(v: &[f64]) -> Histogram {
     Histogram::new(v.iter().copied())
 }
 
-const LATENCY: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0,
-];
-const TPOT: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-];
+const LATENCY: &[f64] =
+    &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
+const TPOT: &[f64] = &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0];
 
 impl Metrics {
     pub fn new(model_name: &str) -> Self {
-        let labels = vec![(
-            Cow::Borrowed("model_name"),
-            Cow::Owned(model_name.to_string()),
-        )];
+        let labels = vec![(Cow::Borrowed("model_name"), Cow::Owned(model_name.to_string()))];
         let mut registry = Registry::with_labels(labels.into_iter());
         let m = Metrics {
             num_requests_running: Gauge::default(),
@@ -72,41 +65,17 @@ impl Metrics {
             registry: Registry::default(),
         };
         let r = &mut registry;
-        r.register(
-            "vllm:num_requests_running",
-            "Requests in model execution batches",
-            m.num_requests_running.clone(),
-        );
-        r.register(
-            "vllm:num_requests_waiting",
-            "Requests waiting to be processed",
-            m.num_requests_waiting.clone(),
-        );
+        r.register("vllm:num_requests_running", "Requests in model execution batches", m.num_requests_running.clone());
+        r.register("vllm:num_requests_waiting", "Requests waiting to be processed", m.num_requests_waiting.clone());
         r.register(
             "vllm:kv_cache_usage_perc",
             "KV-cache usage; 1 means 100 percent usage",
             m.kv_cache_usage_perc.clone(),
         );
-        r.register(
-            "vllm:num_preemptions",
-            "Cumulative number of preemptions",
-            m.num_preemptions.clone(),
-        );
-        r.register(
-            "vllm:prompt_tokens",
-            "Number of prefill tokens processed",
-            m.prompt_tokens.clone(),
-        );
-        r.register(
-            "vllm:generation_tokens",
-            "Number of generation tokens processed",
-            m.generation_tokens.clone(),
-        );
-        r.register(
-            "vllm:request_success",
-            "Count of successfully processed requests",
-            m.request_success.clone(),
-        );
+        r.register("vllm:num_preemptions", "Cumulative number of preemptions", m.num_preemptions.clone());
+        r.register("vllm:prompt_tokens", "Number of prefill tokens processed", m.prompt_tokens.clone());
+        r.register("vllm:generation_tokens", "Number of generation tokens processed", m.generation_tokens.clone());
+        r.register("vllm:request_success", "Count of successfully processed requests", m.request_success.clone());
         r.register(
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds",
@@ -147,8 +116,7 @@ impl Metrics {
 
     pub fn set_inventory(&self, inv: &KvInventory) {
         self.kv_physical_bytes.set(inv.physical_bytes as i64);
-        self.kv_logical_token_slots
-            .set(inv.logical_token_slots as i64);
+        self.kv_logical_token_slots.set(inv.logical_token_slots as i64);
         self.kv_bytes_per_token.set(inv.bytes_per_token as i64);
     }
 
@@ -169,27 +137,15 @@ mod tests {
     fn names_are_vllms() {
         let m = Metrics::new("smol");
         m.num_requests_running.set(2);
-        m.request_success
-            .get_or_create(&FinishedLabel {
-                finished_reason: "length".into(),
-            })
-            .inc();
+        m.request_success.get_or_create(&FinishedLabel { finished_reason: "length".into() }).inc();
         m.time_to_first_token.observe(0.3);
         let text = m.encode();
+        assert!(text.contains("vllm:num_requests_running{model_name=\"smol\"} 2"), "{text}");
         assert!(
-            text.contains("vllm:num_requests_running{model_name=\"smol\"} 2"),
+            text.contains("vllm:request_success_total{model_name=\"smol\",finished_reason=\"length\"} 1"),
             "{text}"
         );
-        assert!(
-            text.contains(
-                "vllm:request_success_total{model_name=\"smol\",finished_reason=\"length\"} 1"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("vllm:time_to_first_token_seconds_count{model_name=\"smol\"} 1"),
-            "{text}"
-        );
+        assert!(text.contains("vllm:time_to_first_token_seconds_count{model_name=\"smol\"} 1"), "{text}");
         assert!(text.contains("vllm:num_preemptions_total"), "{text}");
     }
 }

@@ -51,10 +51,7 @@ pub struct ServeOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: String,
-        source: std::io::Error,
-    },
+    Bind { addr: String, source: std::io::Error },
     #[error("{0}")]
     Engine(#[from] EngineError),
     #[error("server: {0}")]
@@ -71,16 +68,12 @@ pub fn run(opts: ServeOptions) -> Result<(), ServeError> {
         None => None,
     };
     if opts.kv_format.needs_scales() && scales.is_none() {
-        return Err(EngineError::KvScales(
-            "the k16v8 format needs --kv-scales FILE (from `engine calibrate`)".into(),
-        )
-        .into());
+        return Err(
+            EngineError::KvScales("the k16v8 format needs --kv-scales FILE (from `engine calibrate`)".into()).into()
+        );
     }
     let served = opts.served_model_name.clone().unwrap_or_else(|| {
-        opts.model
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".into())
+        opts.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into())
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -90,19 +83,11 @@ pub fn run(opts: ServeOptions) -> Result<(), ServeError> {
     runtime.block_on(serve(opts, scales, served))
 }
 
-async fn serve(
-    opts: ServeOptions,
-    scales: Option<ValueScales>,
-    served: String,
-) -> Result<(), ServeError> {
+async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) -> Result<(), ServeError> {
     let started = Instant::now();
     let addr = format!("{}:{}", opts.host, opts.port);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: addr.clone(),
-            source,
-        })?;
+    let listener =
+        tokio::net::TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr: addr.clone(), source })?;
     tracing::info!("listening on http://{addr} (model loading)");
     let metrics = Arc::new(Metrics::new(&served));
     let (tx, rx) = std::sync::mpsc::channel::<Command>();
@@ -134,7 +119,8 @@ async fn serve(
                 std::process::exit(2);
             }
         };
-        let max_model_len = loop_opts.max_model_len.unwrap_or(engine.model.max_positions()).min(engine.model.max_positions());
+        let max_model_len =
+            loop_opts.max_model_len.unwrap_or(engine.model.max_positions()).min(engine.model.max_positions());
         let inv = engine.cache.inventory();
         let receipts = match &loop_opts.receipts {
             Some(p) => match receipts::ReceiptWriter::create(p) {
@@ -153,6 +139,7 @@ async fn serve(
                 max_num_seqs: loop_opts.max_num_seqs,
                 max_num_batched_tokens: loop_opts.max_num_batched_tokens,
                 chunked_prefill: loop_opts.chunked_prefill,
+                long_prefill_token_threshold: 0,
             },
             step_delay: Duration::from_micros(loop_opts.debug_step_delay_us),
             eos_token_ids: engine.tokenizer.eos_token_ids().to_vec(),
@@ -193,9 +180,7 @@ async fn serve(
     if let Ok(tx) = state.commands.lock() {
         let _ = tx.send(Command::Shutdown);
     }
-    engine_thread
-        .join()
-        .map_err(|_| ServeError::Loop("the engine loop panicked".into()))?;
+    engine_thread.join().map_err(|_| ServeError::Loop("the engine loop panicked".into()))?;
     tracing::info!("stopped");
     Ok(())
 }

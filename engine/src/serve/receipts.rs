@@ -33,9 +33,7 @@ pub struct ReceiptWriter {
 
 impl ReceiptWriter {
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        Ok(ReceiptWriter {
-            out: BufWriter::new(File::create(path)?),
-        })
+        Ok(ReceiptWriter { out: BufWriter::new(File::create(path)?) })
     }
 
     pub fn write(&mut self, r: &Receipt) -> std::io::Result<()> {

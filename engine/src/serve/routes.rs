@@ -7,7 +7,7 @@
 use super::api::{ChatRequest, CompletionRequest, GenerationSpec, Limits};
 use super::choice::{ChoiceState, Delta};
 use super::engine_loop::{Command, Event, NewRequest};
-use super::error::{ApiError, parse_json};
+use super::error::ApiError;
 use super::metrics::Metrics;
 use super::sampling::TokenLogprob;
 use crate::tokenizer::Tokenizer;
@@ -55,18 +55,12 @@ impl AppState {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::Unavailable("the server is shutting down".into()));
         }
-        self.ready
-            .get()
-            .ok_or_else(|| ApiError::Unavailable("the model is still loading".into()))
+        self.ready.get().ok_or_else(|| ApiError::Unavailable("the model is still loading".into()))
     }
 
     fn send(&self, cmd: Command) -> Result<(), ApiError> {
-        let tx = self
-            .commands
-            .lock()
-            .map_err(|_| ApiError::Internal("engine channel poisoned".into()))?;
-        tx.send(cmd)
-            .map_err(|_| ApiError::Unavailable("the engine loop has stopped".into()))
+        let tx = self.commands.lock().map_err(|_| ApiError::Internal("engine channel poisoned".into()))?;
+        tx.send(cmd).map_err(|_| ApiError::Unavailable("the engine loop has stopped".into()))
     }
 }
 
@@ -107,13 +101,7 @@ async fn health(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.metrics.encode(),
-    )
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
         .into_response()
 }
 
@@ -127,21 +115,13 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
     axum::body::to_bytes(body, state.body_limit)
         .await
-        .map_err(|_| {
-            ApiError::TooLarge(format!(
-                "the request body exceeds {} bytes",
-                state.body_limit
-            ))
-        })
+        .map_err(|_| ApiError::TooLarge(format!("the request body exceeds {} bytes", state.body_limit)))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -154,7 +134,7 @@ async fn completions(State(state): State<Arc<AppState>>, _h: HeaderMap, body: Bo
     let r = async {
         let bytes = read_body(&state, body).await?;
         let ready = state.ready()?;
-        let req: CompletionRequest = parse_json(&bytes)?;
+        let req = CompletionRequest::parse(&bytes)?;
         let spec = req.validate(&limits(&state, ready))?;
         start(&state, ready, spec, Endpoint::Completions, "cmpl").await
     }
@@ -166,7 +146,7 @@ async fn chat_completions(State(state): State<Arc<AppState>>, body: Body) -> Res
     let r = async {
         let bytes = read_body(&state, body).await?;
         let ready = state.ready()?;
-        let req: ChatRequest = parse_json(&bytes)?;
+        let req = ChatRequest::parse(&bytes)?;
         let spec = req.validate(&limits(&state, ready))?;
         start(&state, ready, spec, Endpoint::Chat, "chatcmpl").await
     }
@@ -207,10 +187,7 @@ async fn start(
         if total > ready.kv_slots {
             return Err(ApiError::bad_param(
                 "max_tokens",
-                format!(
-                    "the request needs {total} KV token slots but the whole cache holds {}",
-                    ready.kv_slots
-                ),
+                format!("the request needs {total} KV token slots but the whole cache holds {}", ready.kv_slots),
             ));
         }
         if !ready.chunked_prefill && total > ready.max_num_batched_tokens {
@@ -230,20 +207,10 @@ async fn start(
     let arrived = Instant::now();
     let many = spec.prompts.len() > 1;
     for (i, prompt) in spec.prompts.iter().enumerate() {
-        let req_id = if many {
-            format!("{id}-{i}")
-        } else {
-            id.clone()
-        };
-        choices.push(ChoiceState::new(
-            req_id.clone(),
-            prompt.clone(),
-            spec.stop.clone(),
-        ));
-        let seed = spec
-            .seed
-            .map(|s| s.wrapping_add(i as u64))
-            .unwrap_or(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64);
+        let req_id = if many { format!("{id}-{i}") } else { id.clone() };
+        choices.push(ChoiceState::new(req_id.clone(), prompt.clone(), spec.stop.clone()));
+        let seed =
+            spec.seed.map(|s| s.wrapping_add(i as u64)).unwrap_or(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64);
         state.send(Command::Add(Box::new(NewRequest {
             id: req_id,
             prompt: prompt.clone(),
@@ -378,11 +345,13 @@ fn prompt_logprobs_json(lps: &[TokenLogprob], tok: &Tokenizer) -> Value {
     let mut out = vec![Value::Null];
     for l in lps {
         let mut m = serde_json::Map::new();
-        m.insert(l.token.to_string(), json!({"logprob": l.logprob, "rank": l.rank, "decoded_token": token_text(tok, l.token)}));
+        m.insert(
+            l.token.to_string(),
+            json!({"logprob": l.logprob, "rank": l.rank, "decoded_token": token_text(tok, l.token)}),
+        );
         for (rank, (id, lp)) in l.top.iter().enumerate() {
-            m.entry(id.to_string()).or_insert_with(
-                || json!({"logprob": lp, "rank": rank + 1, "decoded_token": token_text(tok, *id)}),
-            );
+            m.entry(id.to_string())
+                .or_insert_with(|| json!({"logprob": lp, "rank": rank + 1, "decoded_token": token_text(tok, *id)}));
         }
         out.push(Value::Object(m));
     }
@@ -414,11 +383,8 @@ impl StreamState {
                 "logprobs": self.meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, self.choices[index].text.len() - d.text.len())),
             }),
             Endpoint::Chat => {
-                let delta = if d.text.is_empty() && d.finish.is_some() {
-                    json!({})
-                } else {
-                    json!({"content": d.text})
-                };
+                let delta =
+                    if d.text.is_empty() && d.finish.is_some() { json!({}) } else { json!({"content": d.text}) };
                 json!({"index": index, "delta": delta, "finish_reason": finish, "stop_reason": null,
                        "logprobs": self.meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok))})
             }
@@ -474,8 +440,7 @@ impl StreamState {
             self.done = true;
             return Some(out);
         };
-        let first_for_choice =
-            self.buffered[i].token_ids.is_empty() && self.choices[i].completion_tokens == 0;
+        let first_for_choice = self.buffered[i].token_ids.is_empty() && self.choices[i].completion_tokens == 0;
         let d = self.choices[i].on_event(ev, &self.tok);
         abort_if_stopped(&self.state, &mut self.choices[i]);
         self.buffered[i].merge(d);
@@ -497,19 +462,9 @@ fn stream_response(
     tok: Arc<Tokenizer>,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     let n = choices.len();
-    let st = StreamState {
-        state,
-        meta,
-        choices,
-        buffered: vec![Delta::default(); n],
-        rx,
-        tok,
-        started: false,
-        done: false,
-    };
-    let stream = futures_util::stream::unfold(st, |mut st| async move {
-        st.next_events().await.map(|evs| (evs, st))
-    })
-    .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok)));
+    let st =
+        StreamState { state, meta, choices, buffered: vec![Delta::default(); n], rx, tok, started: false, done: false };
+    let stream = futures_util::stream::unfold(st, |mut st| async move { st.next_events().await.map(|evs| (evs, st)) })
+        .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok)));
     Sse::new(stream)
 }

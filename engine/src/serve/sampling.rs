@@ -51,12 +51,7 @@ pub fn token_logprob(logits: &[f32], token: u32, k: usize) -> TokenLogprob {
         idx.sort_by(|&a, &b| lp[b].total_cmp(&lp[a]).then(a.cmp(&b)));
         top = idx.into_iter().map(|i| (i as u32, lp[i])).collect();
     }
-    TokenLogprob {
-        token,
-        logprob: mine,
-        rank,
-        top,
-    }
+    TokenLogprob { token, logprob: mine, rank, top }
 }
 
 pub struct Sampler {
@@ -65,9 +60,7 @@ pub struct Sampler {
 
 impl Sampler {
     pub fn new(seed: u64) -> Self {
-        Sampler {
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-        }
+        Sampler { rng: Xoshiro256PlusPlus::seed_from_u64(seed) }
     }
 
     /// Picks the next token. `banned` (end-of-sequence ids before `min_tokens`)
@@ -90,12 +83,8 @@ impl Sampler {
             return argmax(logits);
         }
         let t = params.temperature as f64;
-        let mut cand: Vec<(usize, f64)> = logits
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(i, &v)| (i, v as f64 / t))
-            .collect();
+        let mut cand: Vec<(usize, f64)> =
+            logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (i, v as f64 / t)).collect();
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if params.top_k > 0 {
             cand.truncate(params.top_k as usize);
@@ -179,11 +168,7 @@ mod tests {
         let p = params(1.0, 0, 0.5);
         let mut s = Sampler::new(3);
         for _ in 0..50 {
-            assert_eq!(
-                s.sample(&l, &p, &[]),
-                0,
-                "top_p 0.5 keeps only the top token (p ~ 0.52)"
-            );
+            assert_eq!(s.sample(&l, &p, &[]), 0, "top_p 0.5 keeps only the top token (p ~ 0.52)");
         }
     }
 

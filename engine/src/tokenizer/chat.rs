@@ -18,10 +18,7 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-        }
+        ChatMessage { role: role.into(), content: content.into() }
     }
 }
 
@@ -35,9 +32,7 @@ pub struct ChatTemplate {
 
 impl std::fmt::Debug for ChatTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatTemplate")
-            .field("len", &self.source.len())
-            .finish()
+        f.debug_struct("ChatTemplate").field("len", &self.source.len()).finish()
     }
 }
 
@@ -50,8 +45,8 @@ fn raise_exception(msg: String) -> std::result::Result<Value, minijinja::Error> 
 fn tojson(v: Value, kwargs: Kwargs) -> std::result::Result<Value, minijinja::Error> {
     let indent: Option<usize> = kwargs.get("indent")?;
     kwargs.assert_all_used()?;
-    let json = serde_json::to_value(&v)
-        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let json =
+        serde_json::to_value(&v).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
     let mut out = String::new();
     write_py_json(&json, indent, 0, &mut out);
     Ok(Value::from_safe_string(out))
@@ -107,13 +102,8 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_filter("tojson", tojson);
         env.add_template_owned(NAME, source.to_string())
-            .map_err(|e| {
-                EngineError::Template(format!("cannot compile the chat template: {e:#}"))
-            })?;
-        Ok(ChatTemplate {
-            source: source.to_string(),
-            env,
-        })
+            .map_err(|e| EngineError::Template(format!("cannot compile the chat template: {e:#}")))?;
+        Ok(ChatTemplate { source: source.to_string(), env })
     }
 
     pub fn source(&self) -> &str {
@@ -135,24 +125,15 @@ impl ChatTemplate {
         let mut set = |k: &str, v: serde_json::Value| {
             ctx.insert(k.to_string(), v);
         };
-        set(
-            "messages",
-            serde_json::to_value(messages).map_err(|e| EngineError::Template(e.to_string()))?,
-        );
-        set(
-            "add_generation_prompt",
-            serde_json::Value::Bool(add_generation_prompt),
-        );
+        set("messages", serde_json::to_value(messages).map_err(|e| EngineError::Template(e.to_string()))?);
+        set("add_generation_prompt", serde_json::Value::Bool(add_generation_prompt));
         if let Some(b) = bos_token {
             set("bos_token", serde_json::Value::String(b.to_string()));
         }
         if let Some(e) = eos_token {
             set("eos_token", serde_json::Value::String(e.to_string()));
         }
-        let tmpl = self
-            .env
-            .get_template(NAME)
-            .map_err(|e| EngineError::Template(format!("{e:#}")))?;
+        let tmpl = self.env.get_template(NAME).map_err(|e| EngineError::Template(format!("{e:#}")))?;
         tmpl.render(Value::from_serialize(&ctx))
             .map_err(|e| EngineError::Template(format!("cannot render the chat template: {e:#}")))
     }
@@ -163,52 +144,29 @@ mod tests {
     use super::*;
 
     fn render(src: &str, msgs: &[ChatMessage], gen_prompt: bool) -> Result<String> {
-        ChatTemplate::new(src)?.render(
-            msgs,
-            gen_prompt,
-            Some("<s>"),
-            Some("</s>"),
-            &Default::default(),
-        )
+        ChatTemplate::new(src)?.render(msgs, gen_prompt, Some("<s>"), Some("</s>"), &Default::default())
     }
 
     #[test]
     fn python_string_methods_and_blocks_trimming() {
         let src = "{% for m in messages %}\n  {% if m.content.startswith('a') %}{{ m.content.split(',')[-1].strip() | upper }}{% endif %}\n{% endfor %}{{ bos_token }}";
-        let out = render(
-            src,
-            &[
-                ChatMessage::new("user", "a, b "),
-                ChatMessage::new("user", "zz"),
-            ],
-            false,
-        )
-        .unwrap();
+        let out = render(src, &[ChatMessage::new("user", "a, b "), ChatMessage::new("user", "zz")], false).unwrap();
         assert_eq!(out, "B<s>");
     }
 
     #[test]
     fn raise_exception_and_syntax_errors_are_template_errors() {
         let e = render("{{ raise_exception('roles must alternate') }}", &[], false).unwrap_err();
-        assert!(
-            matches!(&e, EngineError::Template(m) if m.contains("roles must alternate")),
-            "{e}"
-        );
+        assert!(matches!(&e, EngineError::Template(m) if m.contains("roles must alternate")), "{e}");
         let e = ChatTemplate::new("{% if %}").unwrap_err();
         assert!(matches!(e, EngineError::Template(_)));
     }
 
     #[test]
     fn tojson_matches_python_json_dumps() {
-        let out = render(
-            "{{ {'a': [1, 'é<'], 'b': {}} | tojson }}|{{ [1, {'k': true}] | tojson(indent=2) }}",
-            &[],
-            false,
-        )
-        .unwrap();
-        assert_eq!(
-            out,
-            "{\"a\": [1, \"é<\"], \"b\": {}}|[\n  1,\n  {\n    \"k\": true\n  }\n]"
-        );
+        let out =
+            render("{{ {'a': [1, 'é<'], 'b': {}} | tojson }}|{{ [1, {'k': true}] | tojson(indent=2) }}", &[], false)
+                .unwrap();
+        assert_eq!(out, "{\"a\": [1, \"é<\"], \"b\": {}}|[\n  1,\n  {\n    \"k\": true\n  }\n]");
     }
 }

@@ -13,7 +13,8 @@ use std::collections::HashSet;
 /// The Qwen2 pre-tokenizer regex (llama.cpp's `qwen2`, identical to the Split
 /// pattern in Qwen2/Qwen3 `tokenizer.json`). The GPT-2 regex needs no constant:
 /// `tokenizers`' ByteLevel pre-tokenizer with `use_regex` applies it.
-const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_REGEX: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// llama.cpp's token types (`llama_token_type`).
 const TYPE_UNKNOWN: i64 = 2;
@@ -57,9 +58,7 @@ impl GgufVocab {
             .into_iter()
             .map(str::to_string)
             .collect();
-        let token_types = g
-            .get_i64_array("tokenizer.ggml.token_type")?
-            .unwrap_or_else(|| vec![1; tokens.len()]);
+        let token_types = g.get_i64_array("tokenizer.ggml.token_type")?.unwrap_or_else(|| vec![1; tokens.len()]);
         if token_types.len() != tokens.len() {
             return Err(tok_err(format!(
                 "tokenizer.ggml.token_type has {} entries for {} tokens",
@@ -67,12 +66,8 @@ impl GgufVocab {
                 tokens.len()
             )));
         }
-        let merges = g
-            .get_str_array("tokenizer.ggml.merges")?
-            .unwrap_or_default()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        let merges =
+            g.get_str_array("tokenizer.ggml.merges")?.unwrap_or_default().into_iter().map(str::to_string).collect();
         let id = |key: &str| -> Result<Option<u32>> {
             match g.get_u64(key)? {
                 None => Ok(None),
@@ -86,10 +81,7 @@ impl GgufVocab {
         }
         Ok(GgufVocab {
             model,
-            pre: g
-                .get_str("tokenizer.ggml.pre")?
-                .unwrap_or("default")
-                .to_string(),
+            pre: g.get_str("tokenizer.ggml.pre")?.unwrap_or("default").to_string(),
             bos_token_id: id("tokenizer.ggml.bos_token_id")?,
             eos_token_id: id("tokenizer.ggml.eos_token_id")?,
             extra_eos_ids,
@@ -154,10 +146,8 @@ impl GgufVocab {
                 vocab.insert(tok.clone(), json!(i));
             }
             if matches!(ty, TYPE_UNKNOWN | TYPE_CONTROL | TYPE_USER_DEFINED) {
-                added.push(
-                    json!({"id": i, "content": tok, "single_word": false, "lstrip": false,
-                    "rstrip": false, "normalized": false, "special": ty != TYPE_USER_DEFINED}),
-                );
+                added.push(json!({"id": i, "content": tok, "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": ty != TYPE_USER_DEFINED}));
             }
         }
         let mut merges = Vec::with_capacity(self.merges.len());
@@ -212,10 +202,6 @@ impl GgufVocab {
     /// End-of-sequence ids: eos, then eot/eom, without repeats.
     pub fn eos_ids(&self) -> Vec<u32> {
         let mut seen = HashSet::new();
-        self.eos_token_id
-            .into_iter()
-            .chain(self.extra_eos_ids.iter().copied())
-            .filter(|i| seen.insert(*i))
-            .collect()
+        self.eos_token_id.into_iter().chain(self.extra_eos_ids.iter().copied()).filter(|i| seen.insert(*i)).collect()
     }
 }

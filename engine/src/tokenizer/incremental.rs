@@ -27,12 +27,7 @@ pub struct IncrementalDecoder {
 
 impl IncrementalDecoder {
     pub fn new(skip_special_tokens: bool) -> Self {
-        IncrementalDecoder {
-            ids: Vec::new(),
-            window_start: 0,
-            emitted: 0,
-            skip_special_tokens,
-        }
+        IncrementalDecoder { ids: Vec::new(), window_start: 0, emitted: 0, skip_special_tokens }
     }
 
     /// All IDs pushed so far.

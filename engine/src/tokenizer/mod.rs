@@ -12,9 +12,7 @@ mod synthetic;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use gguf_vocab::GgufVocab;
 pub use incremental::IncrementalDecoder;
-pub use synthetic::{
-    CHATML_TEMPLATE, SYNTHETIC_VOCAB_SIZE, byte_to_char, synthetic_tokenizer_files,
-};
+pub use synthetic::{CHATML_TEMPLATE, SYNTHETIC_VOCAB_SIZE, byte_to_char, synthetic_tokenizer_files};
 
 use crate::error::{EngineError, Result};
 use crate::model::gguf::GgufFile;
@@ -58,21 +56,16 @@ fn special_token(v: Option<&serde_json::Value>) -> Option<String> {
 impl Tokenizer {
     /// Loads `tokenizer.json` and, if given, `tokenizer_config.json` (chat
     /// template, bos_token, eos_token).
-    pub fn from_hf_files(
-        tokenizer_json: &Path,
-        tokenizer_config_json: Option<&Path>,
-    ) -> Result<Self> {
-        let text = std::fs::read_to_string(tokenizer_json)
-            .map_err(|e| EngineError::io(tokenizer_json, e))?;
+    pub fn from_hf_files(tokenizer_json: &Path, tokenizer_config_json: Option<&Path>) -> Result<Self> {
+        let text = std::fs::read_to_string(tokenizer_json).map_err(|e| EngineError::io(tokenizer_json, e))?;
         let inner = tokenizers::Tokenizer::from_str(&text)
             .map_err(|e| tok_err(format!("{}: {e}", tokenizer_json.display())))?;
         let Some(cfg_path) = tokenizer_config_json else {
             return Self::assemble(inner, None, None, None, Vec::new());
         };
-        let cfg_text =
-            std::fs::read_to_string(cfg_path).map_err(|e| EngineError::io(cfg_path, e))?;
-        let cfg: serde_json::Value = serde_json::from_str(&cfg_text)
-            .map_err(|e| tok_err(format!("{}: {e}", cfg_path.display())))?;
+        let cfg_text = std::fs::read_to_string(cfg_path).map_err(|e| EngineError::io(cfg_path, e))?;
+        let cfg: serde_json::Value =
+            serde_json::from_str(&cfg_text).map_err(|e| tok_err(format!("{}: {e}", cfg_path.display())))?;
         let template = match cfg.get("chat_template") {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) => Some(s.clone()),
@@ -92,12 +85,11 @@ impl Tokenizer {
         let eos = special_token(cfg.get("eos_token"));
         let mut eos_ids = Vec::new();
         if let Some(e) = &eos {
-            eos_ids.push(inner.token_to_id(e).ok_or_else(|| {
-                tok_err(format!(
-                    "{}: eos_token {e:?} is not in the vocabulary",
-                    cfg_path.display()
-                ))
-            })?);
+            eos_ids.push(
+                inner.token_to_id(e).ok_or_else(|| {
+                    tok_err(format!("{}: eos_token {e:?} is not in the vocabulary", cfg_path.display()))
+                })?,
+            );
         }
         Self::assemble(inner, template, bos, eos, eos_ids)
     }
@@ -112,13 +104,7 @@ impl Tokenizer {
         let inner = tokenizers::Tokenizer::from_str(&v.to_tokenizer_json()?)
             .map_err(|e| tok_err(format!("GGUF vocabulary: {e}")))?;
         let name = |id: Option<u32>| id.and_then(|i| v.tokens.get(i as usize).cloned());
-        Self::assemble(
-            inner,
-            v.chat_template.clone(),
-            name(v.bos_token_id),
-            name(v.eos_token_id),
-            v.eos_ids(),
-        )
+        Self::assemble(inner, v.chat_template.clone(), name(v.bos_token_id), name(v.eos_token_id), v.eos_ids())
     }
 
     fn assemble(
@@ -130,24 +116,14 @@ impl Tokenizer {
     ) -> Result<Self> {
         let template = template.map(|t| ChatTemplate::new(&t)).transpose()?;
         let bos_token_id = bos_token.as_deref().and_then(|b| inner.token_to_id(b));
-        Ok(Tokenizer {
-            inner,
-            template,
-            bos_token,
-            bos_token_id,
-            eos_token,
-            eos_token_ids,
-        })
+        Ok(Tokenizer { inner, template, bos_token, bos_token_id, eos_token, eos_token_ids })
     }
 
     /// Text to IDs. Added/special tokens written in the text (`<|im_start|>`)
     /// become their single IDs; `add_special_tokens` applies the post-processor
     /// (e.g. a BOS the tokenizer adds).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode(text, add_special_tokens)
-            .map_err(tok_err)?;
+        let enc = self.inner.encode(text, add_special_tokens).map_err(tok_err)?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -190,11 +166,7 @@ impl Tokenizer {
     }
 
     /// Renders the model's chat template.
-    pub fn apply_chat_template(
-        &self,
-        messages: &[ChatMessage],
-        add_generation_prompt: bool,
-    ) -> Result<String> {
+    pub fn apply_chat_template(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         self.apply_chat_template_with(messages, add_generation_prompt, &serde_json::Map::new())
     }
 
@@ -207,17 +179,9 @@ impl Tokenizer {
         extra: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<String> {
         let t = self.template.as_ref().ok_or_else(|| {
-            EngineError::Template(
-                "this model has no chat template; use /v1/completions with a plain prompt".into(),
-            )
+            EngineError::Template("this model has no chat template; use /v1/completions with a plain prompt".into())
         })?;
-        t.render(
-            messages,
-            add_generation_prompt,
-            self.bos_token.as_deref(),
-            self.eos_token.as_deref(),
-            extra,
-        )
+        t.render(messages, add_generation_prompt, self.bos_token.as_deref(), self.eos_token.as_deref(), extra)
     }
 }
 

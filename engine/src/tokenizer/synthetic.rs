@@ -7,16 +7,8 @@
 use serde_json::json;
 
 /// Merges after the 256 byte tokens, in priority order (each adds one token).
-const MERGES: [(&str, &str); 8] = [
-    ("Ġ", "t"),
-    ("h", "e"),
-    ("Ġt", "he"),
-    ("i", "n"),
-    ("e", "r"),
-    ("Ġ", "a"),
-    ("o", "n"),
-    ("r", "e"),
-];
+const MERGES: [(&str, &str); 8] =
+    [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("e", "r"), ("Ġ", "a"), ("o", "n"), ("r", "e")];
 
 /// The special tokens, after the merges.
 pub const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];

@@ -7,20 +7,13 @@ use crate::model::gguf::writer::GgufWriter;
 use crate::model::gguf::{GgufFile, MetaValue};
 
 fn synthetic() -> Tokenizer {
-    let dir = std::env::temp_dir().join(format!(
-        "engine-tok-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("engine-tok-test-{}-{:?}", std::process::id(), std::thread::current().id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (tj, tc) = synthetic_tokenizer_files();
     std::fs::write(dir.join("tokenizer.json"), tj).unwrap();
     std::fs::write(dir.join("tokenizer_config.json"), tc).unwrap();
-    let t = Tokenizer::from_hf_files(
-        &dir.join("tokenizer.json"),
-        Some(&dir.join("tokenizer_config.json")),
-    )
-    .unwrap();
+    let t = Tokenizer::from_hf_files(&dir.join("tokenizer.json"), Some(&dir.join("tokenizer_config.json"))).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     t
 }
@@ -41,17 +34,9 @@ fn synthetic_tokenizer_round_trips_and_knows_its_specials() {
     assert!(ids.contains(&265) && ids.contains(&266));
     assert_eq!(t.decode(&ids, false).unwrap(), MIXED);
     let plain = t.decode(&ids, true).unwrap();
-    assert_eq!(
-        plain,
-        MIXED.replace("<|im_start|>", "").replace("<|im_end|>", "")
-    );
-    let chat = t
-        .apply_chat_template(&[ChatMessage::new("user", "hi")], true)
-        .unwrap();
-    assert_eq!(
-        chat,
-        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    );
+    assert_eq!(plain, MIXED.replace("<|im_start|>", "").replace("<|im_end|>", ""));
+    let chat = t.apply_chat_template(&[ChatMessage::new("user", "hi")], true).unwrap();
+    assert_eq!(chat, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 fn stream(t: &Tokenizer, ids: &[u32], skip: bool) -> Vec<String> {
@@ -144,15 +129,16 @@ fn gguf_add_bos_adds_it_only_with_special_tokens() {
 
 #[test]
 fn unsupported_gguf_tokenizers_are_named() {
-    let e = Tokenizer::from_gguf(&tiny_gguf("llama", "default", false))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("\"llama\"") && e.contains("supported: gpt2"),
-        "{e}"
-    );
-    let e = Tokenizer::from_gguf(&tiny_gguf("gpt2", "deepseek-llm", false))
-        .unwrap_err()
-        .to_string();
+    let e = Tokenizer::from_gguf(&tiny_gguf("llama", "default", false)).unwrap_err().to_string();
+    assert!(e.contains("\"llama\"") && e.contains("supported: gpt2"), "{e}");
+    let e = Tokenizer::from_gguf(&tiny_gguf("gpt2", "deepseek-llm", false)).unwrap_err().to_string();
     assert!(e.contains("\"deepseek-llm\""), "{e}");
+}
+
+#[test]
+fn tokenizer_and_decoder_can_be_shared_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Tokenizer>();
+    send_sync::<IncrementalDecoder>();
+    send_sync::<GgufFile>();
 }

@@ -2,24 +2,19 @@
 //! independent Python reference, and synthetic model directories.
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
 /// A fetched asset; panics with the fix when it is missing (never skips).
 pub fn asset(rel: &str) -> PathBuf {
     let p = repo_root().join("assets").join(rel);
-    assert!(
-        p.exists(),
-        "missing asset {}: run scripts/fetch-assets first",
-        p.display()
-    );
+    assert!(p.exists(), "missing asset {}: run scripts/fetch-assets first", p.display());
     p
 }
 
@@ -29,9 +24,7 @@ pub fn smollm2() -> PathBuf {
 
 /// Runs `engine/tests/reference/<script>` with python3 and parses its JSON stdout.
 pub fn python_json(script: &str, args: &[String]) -> serde_json::Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/reference")
-        .join(script);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference").join(script);
     let out = Command::new("python3")
         .arg(&path)
         .args(args)
@@ -43,21 +36,13 @@ pub fn python_json(script: &str, args: &[String]) -> serde_json::Value {
         path.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("reference output is not JSON: {e}"))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("reference output is not JSON: {e}"))
 }
 
 pub fn f64s(v: &serde_json::Value) -> Vec<f64> {
-    v.as_array()
-        .expect("array")
-        .iter()
-        .map(|x| x.as_f64().expect("number"))
-        .collect()
+    v.as_array().expect("array").iter().map(|x| x.as_f64().expect("number")).collect()
 }
 
 pub fn ids_arg(ids: &[u32]) -> String {
-    ids.iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
 }

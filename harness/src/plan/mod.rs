@@ -1,1 +1,121 @@
-//! Plans (placeholder, being written).
+//! Plans: the `plan.toml` schema (documented key by key in `docs/plan.md`), its
+//! validation, pilot-derived loads, the counterbalanced schedule and freezing.
+//! Owns every setting of a study. Must not run servers, send requests or write
+//! evidence: later layers take a `FrozenPlan` and read settings only from it.
+//!
+//! Flow: `freeze_file` (bytes + SHA-256 + validated `Plan`) -> `Plan::require_derived`
+//! -> `Plan::schedule` / `Plan::resolved_cells` -> trace generation and the runner.
+
+mod derive;
+mod error;
+mod freeze;
+mod placeholders;
+mod resolve;
+mod schedule;
+mod schema;
+mod summary;
+mod types;
+mod validate;
+mod validate_arms;
+mod validate_cells;
+
+#[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
+mod validate_tests;
+
+use std::path::{Path, PathBuf};
+
+pub use derive::{
+    CountRule, DeriveSpec, DerivedLoads, compute as compute_derived, derived_table_text, rewrite_with_derived,
+    tenths_str,
+};
+pub use error::{Issue, PlanError};
+pub use freeze::{FrozenPlan, freeze, freeze_file, hex, sha256_hex, write_atomic};
+pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
+pub use resolve::{ResolvedCell, ResolvedLoad};
+pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
+pub use types::{
+    Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
+    PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
+};
+
+fn parse_file(text: &str) -> Result<schema::PlanFile, PlanError> {
+    toml::from_str(text).map_err(|e| PlanError::Parse(e.to_string().trim_end().to_string()))
+}
+
+/// Parses and validates plan text (including the `[derived]` check).
+pub fn parse(text: &str) -> Result<Plan, PlanError> {
+    validate::validate(parse_file(text)?, true)
+}
+
+/// Reads, parses and validates a plan file.
+pub fn load(path: &Path) -> Result<Plan, PlanError> {
+    Ok(freeze_file(path)?.plan)
+}
+
+/// Parses plan text ignoring any `[derived]` table and applies its `[derive]`
+/// formula: what `harness plan derive` prints (and `--write` writes).
+pub fn derive_text(text: &str) -> Result<(Plan, DerivedLoads), PlanError> {
+    let mut file = parse_file(text)?;
+    file.derived = None;
+    let plan = validate::validate(file, false)?;
+    let Some(spec) = &plan.derive else {
+        return Err(PlanError::invalid("derive", "the plan has no [derive] table: nothing to derive"));
+    };
+    let loads = derive::compute(spec).map_err(PlanError::Invalid)?;
+    Ok((plan, loads))
+}
+
+impl Plan {
+    /// Input files and directories the plan reads (prompt sources), relative to the
+    /// working directory, that do not exist under `base`. Advisory: validation does
+    /// not touch the filesystem.
+    pub fn missing_inputs(&self, base: &Path) -> Vec<(String, PathBuf)> {
+        let mut wanted: Vec<(String, &str)> = Vec::new();
+        match &self.prompts.source {
+            PanelSource::Text { dir, tokenizer, .. } => {
+                wanted.push(("prompts.texts".into(), dir));
+                wanted.push(("prompts.tokenizer".into(), tokenizer));
+            }
+            PanelSource::Jsonl { path } => wanted.push(("prompts.path".into(), path)),
+            PanelSource::Random { .. } => {}
+        }
+        wanted.into_iter().map(|(k, p)| (k, base.join(p))).filter(|(_, p)| !p.exists()).collect()
+    }
+}
+
+#[cfg(test)]
+mod plans_dir_tests {
+    use super::*;
+
+    fn plans() -> Vec<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans");
+        let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn every_example_plan_validates_and_is_derived() {
+        let all = plans();
+        assert!(all.len() >= 4, "expected the example plans, found {all:?}");
+        for path in all {
+            let frozen = freeze_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let plan = &frozen.plan;
+            plan.require_derived().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let cells = plan.resolved_cells().unwrap();
+            assert_eq!(cells.len(), plan.cells.len());
+            let text = plan.render_check(&frozen.sha256);
+            assert!(text.contains("schedule:"), "{}", path.display());
+            if plan.derive.is_some() {
+                let (_, loads) = derive_text(std::str::from_utf8(&frozen.bytes).unwrap()).unwrap();
+                assert_eq!(plan.derived.as_ref(), Some(&loads), "{}", path.display());
+            }
+        }
+    }
+}

@@ -24,23 +24,16 @@ use super::error::{Result, StatsError, check_open_unit};
 pub fn clopper_pearson_upper(x: u64, n: u64, confidence: f64) -> Result<f64> {
     check_open_unit("confidence", confidence)?;
     if n == 0 {
-        return Err(StatsError::Empty {
-            what: "Clopper-Pearson trials",
-        });
+        return Err(StatsError::Empty { what: "Clopper-Pearson trials" });
     }
     if x > n {
-        return Err(StatsError::CountExceedsTrials {
-            count: x,
-            trials: n,
-        });
+        return Err(StatsError::CountExceedsTrials { count: x, trials: n });
     }
     if x == n {
         return Ok(1.0);
     }
     let (a, b) = ((x + 1) as f64, (n - x) as f64);
-    let cdf = |u: f64| {
-        checked_beta_reg(a, b, u).map_err(|_| StatsError::Numerical("regularized incomplete beta"))
-    };
+    let cdf = |u: f64| checked_beta_reg(a, b, u).map_err(|_| StatsError::Numerical("regularized incomplete beta"));
 
     // Starting value from statrs (never trusted blindly).
     let start = Beta::new(a, b)
@@ -70,11 +63,7 @@ pub fn clopper_pearson_upper(x: u64, n: u64, confidence: f64) -> Result<f64> {
         }
     }
     // hi is the smallest representable u found with I_u >= confidence.
-    if hi > 0.0 && hi <= 1.0 {
-        Ok(hi)
-    } else {
-        Err(StatsError::Numerical("Clopper-Pearson bisection"))
-    }
+    if hi > 0.0 && hi <= 1.0 { Ok(hi) } else { Err(StatsError::Numerical("Clopper-Pearson bisection")) }
 }
 
 #[cfg(test)]
@@ -100,11 +89,7 @@ mod tests {
         // DESIGN section 7, to 0.001 percentage points.
         for (losses, percent) in [(12, 1.470), (11, 1.377), (8, 1.092)] {
             let u = clopper_pearson_upper(losses, 1319, 0.95).unwrap();
-            assert!(
-                (u * 100.0 - percent).abs() < 0.0005,
-                "{losses}/1319: {}%",
-                u * 100.0
-            );
+            assert!((u * 100.0 - percent).abs() < 0.0005, "{losses}/1319: {}%", u * 100.0);
         }
     }
 
@@ -114,11 +99,7 @@ mod tests {
         // decimal arithmetic (Python `decimal` + `math.comb`). Agreement is
         // limited by statrs's incomplete beta (ln-gamma prefactor), about
         // 1e-12 relative here; the gate needs 1e-7 absolute.
-        let reference = [
-            (12, 0.01469879111861963),
-            (11, 0.013766310977101441),
-            (8, 0.010916944524914812),
-        ];
+        let reference = [(12, 0.01469879111861963), (11, 0.013766310977101441), (8, 0.010916944524914812)];
         for (x, want) in reference {
             let u = clopper_pearson_upper(x, 1319, 0.95).unwrap();
             assert!((u - want).abs() < 1e-11 * want, "x={x}: {u:e} vs {want:e}");
@@ -127,22 +108,11 @@ mod tests {
 
     #[test]
     fn bound_solves_the_binomial_tail_equation() {
-        for &(x, n) in &[
-            (0, 1),
-            (0, 10),
-            (3, 10),
-            (12, 1319),
-            (50, 100),
-            (99, 100),
-            (1, 5000),
-        ] {
+        for &(x, n) in &[(0, 1), (0, 10), (3, 10), (12, 1319), (50, 100), (99, 100), (1, 5000)] {
             for conf in [0.9, 0.95, 0.99] {
                 let u = clopper_pearson_upper(x, n, conf).unwrap();
                 let tail = binomial_cdf(x, n, u);
-                assert!(
-                    (tail - (1.0 - conf)).abs() < 1e-10,
-                    "x={x} n={n} conf={conf}: P(X<=x | u={u}) = {tail}"
-                );
+                assert!((tail - (1.0 - conf)).abs() < 1e-10, "x={x} n={n} conf={conf}: P(X<=x | u={u}) = {tail}");
             }
         }
     }
@@ -166,30 +136,15 @@ mod tests {
             assert!(u > prev && u > x as f64 / 1319.0, "x={x}");
             prev = u;
         }
-        assert!(
-            clopper_pearson_upper(12, 1319, 0.99).unwrap()
-                > clopper_pearson_upper(12, 1319, 0.95).unwrap()
-        );
+        assert!(clopper_pearson_upper(12, 1319, 0.99).unwrap() > clopper_pearson_upper(12, 1319, 0.95).unwrap());
     }
 
     #[test]
     fn rejects_bad_input() {
-        assert!(matches!(
-            clopper_pearson_upper(0, 0, 0.95),
-            Err(StatsError::Empty { .. })
-        ));
-        assert_eq!(
-            clopper_pearson_upper(6, 5, 0.95),
-            Err(StatsError::CountExceedsTrials {
-                count: 6,
-                trials: 5
-            })
-        );
+        assert!(matches!(clopper_pearson_upper(0, 0, 0.95), Err(StatsError::Empty { .. })));
+        assert_eq!(clopper_pearson_upper(6, 5, 0.95), Err(StatsError::CountExceedsTrials { count: 6, trials: 5 }));
         for bad in [0.0, 1.0, 1.5, f64::NAN] {
-            assert!(matches!(
-                clopper_pearson_upper(1, 5, bad),
-                Err(StatsError::OutOfRange { .. })
-            ));
+            assert!(matches!(clopper_pearson_upper(1, 5, bad), Err(StatsError::OutOfRange { .. })));
         }
     }
 }

@@ -76,11 +76,7 @@ pub fn decide(holm_reject: bool, median_passed: bool, failed_requests: u64) -> D
     if !median_passed {
         failed_rules.push(Rule::MedianThreshold);
     }
-    if failed_rules.is_empty() {
-        Decision::Supported
-    } else {
-        Decision::NotSupported { failed_rules }
-    }
+    if failed_rules.is_empty() { Decision::Supported } else { Decision::NotSupported { failed_rules } }
 }
 
 /// One hypothesis of the family, as the caller hands it in.
@@ -123,11 +119,7 @@ struct Partial {
 
 fn analyse(h: &HypothesisInput<'_>, interval_target: f64) -> Result<Partial> {
     if h.effects.is_empty() && h.failed_requests > 0 {
-        return Ok(Partial {
-            sign_test: None,
-            median: None,
-            interval: None,
-        });
+        return Ok(Partial { sign_test: None, median: None, interval: None });
     }
     Ok(Partial {
         sign_test: Some(sign_test(h.effects)?),
@@ -150,16 +142,11 @@ pub fn decide_family(
     let partials = hypotheses
         .iter()
         .map(|h| {
-            analyse(h, interval_target).map_err(|e| StatsError::Hypothesis {
-                id: h.id.to_string(),
-                source: Box::new(e),
-            })
+            analyse(h, interval_target)
+                .map_err(|e| StatsError::Hypothesis { id: h.id.to_string(), source: Box::new(e) })
         })
         .collect::<Result<Vec<_>>>()?;
-    let p_values: Vec<f64> = partials
-        .iter()
-        .map(|p| p.sign_test.as_ref().map_or(1.0, |t| t.p_value))
-        .collect();
+    let p_values: Vec<f64> = partials.iter().map(|p| p.sign_test.as_ref().map_or(1.0, |t| t.p_value)).collect();
     let holm_results = holm(&p_values, alpha)?;
     Ok(hypotheses
         .iter()
@@ -190,12 +177,7 @@ mod tests {
     const ALPHA: f64 = 0.05;
 
     fn hyp<'a>(id: &'a str, effects: &'a [f64], threshold: f64) -> HypothesisInput<'a> {
-        HypothesisInput {
-            id,
-            effects,
-            threshold,
-            failed_requests: 0,
-        }
+        HypothesisInput { id, effects, threshold, failed_requests: 0 }
     }
 
     fn family(hs: &[HypothesisInput<'_>]) -> Vec<HypothesisOutcome> {
@@ -207,9 +189,7 @@ mod tests {
     }
 
     fn not_supported(rules: &[Rule]) -> Decision {
-        Decision::NotSupported {
-            failed_rules: rules.to_vec(),
-        }
+        Decision::NotSupported { failed_rules: rules.to_vec() }
     }
 
     // Ten blocks, every effect positive, median 0.055.
@@ -234,10 +214,7 @@ mod tests {
         assert_eq!(o.decision, Decision::Supported);
         assert_eq!(o.sign_test.unwrap().p_value, 11.0 / 1024.0);
 
-        let hs: Vec<_> = ["a", "b", "c", "d", "e"]
-            .iter()
-            .map(|id| hyp(id, &NINE_OF_TEN, 0.01))
-            .collect();
+        let hs: Vec<_> = ["a", "b", "c", "d", "e"].iter().map(|id| hyp(id, &NINE_OF_TEN, 0.01)).collect();
         for o in family(&hs) {
             // 5 * 11/1024 = 0.0537 > 0.05.
             assert_eq!(o.holm.adjusted_p, 55.0 / 1024.0);
@@ -258,18 +235,10 @@ mod tests {
 
     #[test]
     fn blocked_without_effects_stays_in_the_family_with_p_one() {
-        let blocked = HypothesisInput {
-            id: "lat",
-            effects: &[],
-            threshold: 0.05,
-            failed_requests: 7,
-        };
+        let blocked = HypothesisInput { id: "lat", effects: &[], threshold: 0.05, failed_requests: 7 };
         // Four hypotheses at 11/1024 plus the blocked one: m = 5, so
         // 5 * 11/1024 > 0.05; without it 4 * 11/1024 = 0.043 would pass.
-        let mut hs: Vec<_> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|id| hyp(id, &NINE_OF_TEN, 0.01))
-            .collect();
+        let mut hs: Vec<_> = ["a", "b", "c", "d"].iter().map(|id| hyp(id, &NINE_OF_TEN, 0.01)).collect();
         hs.push(blocked);
         let out = family(&hs);
         assert_eq!(out[4].decision, Decision::Blocked { failed_requests: 7 });
@@ -314,28 +283,17 @@ mod tests {
 
     #[test]
     fn both_rules_can_fail_together() {
-        let e = [
-            0.001, -0.01, 0.002, -0.02, 0.0, 0.003, -0.001, 0.001, -0.003, 0.0,
-        ];
+        let e = [0.001, -0.01, 0.002, -0.02, 0.0, 0.003, -0.001, 0.001, -0.003, 0.0];
         let o = one(hyp("lat", &e, 0.05));
-        assert_eq!(
-            o.decision,
-            not_supported(&[Rule::HolmSignTest, Rule::MedianThreshold])
-        );
+        assert_eq!(o.decision, not_supported(&[Rule::HolmSignTest, Rule::MedianThreshold]));
     }
 
     #[test]
     fn decide_rule_table() {
         assert_eq!(decide(true, true, 0), Decision::Supported);
         assert_eq!(decide(false, true, 0), not_supported(&[Rule::HolmSignTest]));
-        assert_eq!(
-            decide(true, false, 0),
-            not_supported(&[Rule::MedianThreshold])
-        );
-        assert_eq!(
-            decide(false, false, 0),
-            not_supported(&[Rule::HolmSignTest, Rule::MedianThreshold])
-        );
+        assert_eq!(decide(true, false, 0), not_supported(&[Rule::MedianThreshold]));
+        assert_eq!(decide(false, false, 0), not_supported(&[Rule::HolmSignTest, Rule::MedianThreshold]));
         for (r, m) in [(true, true), (false, false)] {
             assert_eq!(decide(r, m, 3), Decision::Blocked { failed_requests: 3 });
         }
@@ -349,10 +307,7 @@ mod tests {
                 not_supported(&[Rule::HolmSignTest, Rule::MedianThreshold]),
                 r#"{"claim":"not_supported","failed_rules":["holm_sign_test","median_threshold"]}"#,
             ),
-            (
-                Decision::Blocked { failed_requests: 2 },
-                r#"{"claim":"blocked","failed_requests":2}"#,
-            ),
+            (Decision::Blocked { failed_requests: 2 }, r#"{"claim":"blocked","failed_requests":2}"#),
         ];
         for (d, json) in cases {
             let s = serde_json::to_string(&d).unwrap();
@@ -373,9 +328,7 @@ mod tests {
             r,
             Err(StatsError::Hypothesis {
                 id: "tput".into(),
-                source: Box::new(StatsError::Empty {
-                    what: "block effects"
-                })
+                source: Box::new(StatsError::Empty { what: "block effects" })
             })
         );
         let r = decide_family(&[hyp("lat", &[0.1, f64::NAN], 0.05)], ALPHA, 0.95);

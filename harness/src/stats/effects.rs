@@ -68,19 +68,12 @@ pub fn effect(kind: EffectKind, pair: BlockPair) -> Result<f64> {
 /// `StatsError::Block` with its 0-based index. Errors on an empty slice.
 pub fn block_effects(kind: EffectKind, pairs: &[BlockPair]) -> Result<Vec<f64>> {
     if pairs.is_empty() {
-        return Err(StatsError::Empty {
-            what: "block pairs",
-        });
+        return Err(StatsError::Empty { what: "block pairs" });
     }
     pairs
         .iter()
         .enumerate()
-        .map(|(block, &pair)| {
-            effect(kind, pair).map_err(|e| StatsError::Block {
-                block,
-                source: Box::new(e),
-            })
-        })
+        .map(|(block, &pair)| effect(kind, pair).map_err(|e| StatsError::Block { block, source: Box::new(e) }))
         .collect()
 }
 
@@ -103,10 +96,7 @@ mod tests {
         assert_eq!(latency_effect(5.0, 5.0).unwrap(), 0.0);
         assert!((throughput_effect(100.0, 101.0).unwrap() - 0.01).abs() < 1e-15);
         assert_eq!(effect(EffectKind::Latency, pair(8.0, 6.0)).unwrap(), 0.25);
-        assert_eq!(
-            effect(EffectKind::Throughput, pair(8.0, 6.0)).unwrap(),
-            -0.25
-        );
+        assert_eq!(effect(EffectKind::Throughput, pair(8.0, 6.0)).unwrap(), -0.25);
     }
 
     #[test]
@@ -114,24 +104,15 @@ mod tests {
         for bad in [0.0, -0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let t = throughput_effect(bad, 1.0);
             let l = latency_effect(bad, 1.0);
-            assert!(
-                matches!(t, Err(StatsError::InvalidControl { .. })),
-                "{bad}: {t:?}"
-            );
-            assert!(
-                matches!(l, Err(StatsError::InvalidControl { .. })),
-                "{bad}: {l:?}"
-            );
+            assert!(matches!(t, Err(StatsError::InvalidControl { .. })), "{bad}: {t:?}");
+            assert!(matches!(l, Err(StatsError::InvalidControl { .. })), "{bad}: {l:?}");
         }
     }
 
     #[test]
     fn invalid_candidate_is_an_error() {
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
-            assert!(matches!(
-                throughput_effect(1.0, bad),
-                Err(StatsError::InvalidCandidate { .. })
-            ));
+            assert!(matches!(throughput_effect(1.0, bad), Err(StatsError::InvalidCandidate { .. })));
         }
         // A zero candidate is a valid (terrible) throughput: effect -1.
         assert_eq!(throughput_effect(4.0, 0.0).unwrap(), -1.0);
@@ -140,37 +121,19 @@ mod tests {
     #[test]
     fn block_effects_keeps_order_and_names_the_bad_block() {
         let pairs = [pair(10.0, 12.5), pair(10.0, 7.5), pair(10.0, 10.0)];
-        assert_eq!(
-            block_effects(EffectKind::Throughput, &pairs).unwrap(),
-            [0.25, -0.25, 0.0]
-        );
-        assert_eq!(
-            block_effects(EffectKind::Latency, &pairs).unwrap(),
-            [-0.25, 0.25, 0.0]
-        );
+        assert_eq!(block_effects(EffectKind::Throughput, &pairs).unwrap(), [0.25, -0.25, 0.0]);
+        assert_eq!(block_effects(EffectKind::Latency, &pairs).unwrap(), [-0.25, 0.25, 0.0]);
         let bad = [pair(10.0, 11.0), pair(0.0, 11.0)];
         assert_eq!(
             block_effects(EffectKind::Throughput, &bad),
-            Err(StatsError::Block {
-                block: 1,
-                source: Box::new(StatsError::InvalidControl { value: 0.0 })
-            })
+            Err(StatsError::Block { block: 1, source: Box::new(StatsError::InvalidControl { value: 0.0 }) })
         );
-        assert!(matches!(
-            block_effects(EffectKind::Latency, &[]),
-            Err(StatsError::Empty { .. })
-        ));
+        assert!(matches!(block_effects(EffectKind::Latency, &[]), Err(StatsError::Empty { .. })));
     }
 
     #[test]
     fn kind_serializes_snake_case() {
-        assert_eq!(
-            serde_json::to_string(&EffectKind::Throughput).unwrap(),
-            "\"throughput\""
-        );
-        assert_eq!(
-            serde_json::from_str::<EffectKind>("\"latency\"").unwrap(),
-            EffectKind::Latency
-        );
+        assert_eq!(serde_json::to_string(&EffectKind::Throughput).unwrap(), "\"throughput\"");
+        assert_eq!(serde_json::from_str::<EffectKind>("\"latency\"").unwrap(), EffectKind::Latency);
     }
 }

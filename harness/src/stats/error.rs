@@ -16,11 +16,7 @@ pub enum StatsError {
 
     /// An observation was NaN or infinite.
     #[error("{what}[{index}] is not finite ({value})")]
-    NonFinite {
-        what: &'static str,
-        index: usize,
-        value: f64,
-    },
+    NonFinite { what: &'static str, index: usize, value: f64 },
 
     /// A control value was zero, negative or non-finite, so no ratio exists.
     #[error("control value {value} must be finite and greater than zero")]
@@ -53,11 +49,7 @@ pub enum StatsError {
     /// A parameter (alpha, confidence, coverage target, percentile level,
     /// p-value, threshold) was outside its allowed range or not finite.
     #[error("{name} = {value} is outside {allowed}")]
-    OutOfRange {
-        name: &'static str,
-        value: f64,
-        allowed: &'static str,
-    },
+    OutOfRange { name: &'static str, value: f64, allowed: &'static str },
 
     /// A numerical search failed to bracket or converge. Should not happen for
     /// valid input; reported rather than returned as a wrong number.
@@ -74,11 +66,7 @@ pub(crate) fn check_finite(what: &'static str, values: &[f64]) -> Result<()> {
         return Err(StatsError::Empty { what });
     }
     match values.iter().position(|v| !v.is_finite()) {
-        Some(index) => Err(StatsError::NonFinite {
-            what,
-            index,
-            value: values[index],
-        }),
+        Some(index) => Err(StatsError::NonFinite { what, index, value: values[index] }),
         None => Ok(()),
     }
 }
@@ -88,10 +76,6 @@ pub(crate) fn check_open_unit(name: &'static str, value: f64) -> Result<()> {
     if value > 0.0 && value < 1.0 {
         Ok(())
     } else {
-        Err(StatsError::OutOfRange {
-            name,
-            value,
-            allowed: "the open interval (0, 1)",
-        })
+        Err(StatsError::OutOfRange { name, value, allowed: "the open interval (0, 1)" })
     }
 }

@@ -149,9 +149,7 @@ impl BigUint {
 
     fn bit(&self, i: u64) -> bool {
         let word = (i / 64) as usize;
-        self.limbs
-            .get(word)
-            .is_some_and(|w| (w >> (i % 64)) & 1 == 1)
+        self.limbs.get(word).is_some_and(|w| (w >> (i % 64)) & 1 == 1)
     }
 
     /// True when any bit below position `i` is set.
@@ -159,11 +157,7 @@ impl BigUint {
         let word = (i / 64) as usize;
         let whole = self.limbs.iter().take(word).any(|&w| w != 0);
         let partial_bits = i % 64;
-        let partial = partial_bits != 0
-            && self
-                .limbs
-                .get(word)
-                .is_some_and(|w| w & ((1u64 << partial_bits) - 1) != 0);
+        let partial = partial_bits != 0 && self.limbs.get(word).is_some_and(|w| w & ((1u64 << partial_bits) - 1) != 0);
         whole || partial
     }
 
@@ -290,13 +284,7 @@ pub(crate) struct CoverageWalk {
 
 impl CoverageWalk {
     pub(crate) fn new(n: u64) -> Self {
-        Self {
-            n,
-            k: 1,
-            coef: BigUint::from_u64(1),
-            lower: BigUint::from_u64(1),
-            total: BigUint::pow2(n),
-        }
+        Self { n, k: 1, coef: BigUint::from_u64(1), lower: BigUint::from_u64(1), total: BigUint::pow2(n) }
     }
 }
 
@@ -355,11 +343,7 @@ mod tests {
             let row = pascal_row(n);
             for lo in 0..=n {
                 // Every hi for a few lo values, and full tails for all lo.
-                let his: Vec<usize> = if lo % 17 == 0 {
-                    (lo..=n).collect()
-                } else {
-                    vec![lo, n]
-                };
+                let his: Vec<usize> = if lo % 17 == 0 { (lo..=n).collect() } else { vec![lo, n] };
                 for hi in his {
                     let want: u128 = row[lo..=hi].iter().sum();
                     let got = binomial_sum(n as u64, lo as u64, hi as u64);
@@ -420,11 +404,7 @@ mod tests {
                 let lower: u128 = row[..k as usize].iter().sum();
                 // 2^n - 2 * lower, without overflowing u128 at n = 127.
                 let half = 1u128 << (n - 1);
-                let want = if lower >= half {
-                    0.0
-                } else {
-                    (half - lower) as f64 / 2f64.powi(n as i32 - 1)
-                };
+                let want = if lower >= half { 0.0 } else { (half - lower) as f64 / 2f64.powi(n as i32 - 1) };
                 assert_eq!(coverage, want, "n={n} k={k}");
             }
         }

@@ -33,11 +33,7 @@ pub fn holm(p_values: &[f64], alpha: f64) -> Result<Vec<HolmResult>> {
     check_open_unit("alpha", alpha)?;
     for &p in p_values {
         if !(0.0..=1.0).contains(&p) {
-            return Err(StatsError::OutOfRange {
-                name: "p-value",
-                value: p,
-                allowed: "[0, 1]",
-            });
+            return Err(StatsError::OutOfRange { name: "p-value", value: p, allowed: "[0, 1]" });
         }
     }
     let m = p_values.len();
@@ -56,11 +52,7 @@ pub fn holm(p_values: &[f64], alpha: f64) -> Result<Vec<HolmResult>> {
     Ok(p_values
         .iter()
         .zip(adjusted)
-        .map(|(&p_value, adjusted_p)| HolmResult {
-            p_value,
-            adjusted_p,
-            reject: adjusted_p <= alpha,
-        })
+        .map(|(&p_value, adjusted_p)| HolmResult { p_value, adjusted_p, reject: adjusted_p <= alpha })
         .collect())
 }
 
@@ -69,11 +61,7 @@ mod tests {
     use super::*;
 
     fn adjusted(p: &[f64], alpha: f64) -> Vec<f64> {
-        holm(p, alpha)
-            .unwrap()
-            .iter()
-            .map(|r| r.adjusted_p)
-            .collect()
+        holm(p, alpha).unwrap().iter().map(|r| r.adjusted_p).collect()
     }
 
     fn rejects(p: &[f64], alpha: f64) -> Vec<bool> {
@@ -154,11 +142,7 @@ mod tests {
                 for &c in &grid {
                     let nums = [a, b, c];
                     let p: Vec<f64> = nums.iter().map(|&x| f64::from(x) / 1000.0).collect();
-                    assert_eq!(
-                        rejects(&p, 0.05),
-                        step_down_reference(&nums, 50),
-                        "p = {p:?}"
-                    );
+                    assert_eq!(rejects(&p, 0.05), step_down_reference(&nums, 50), "p = {p:?}");
                 }
             }
         }
@@ -174,10 +158,7 @@ mod tests {
     #[test]
     fn empty_family_and_bad_input() {
         assert_eq!(holm(&[], 0.05).unwrap(), vec![]);
-        assert!(matches!(
-            holm(&[0.1, f64::NAN], 0.05),
-            Err(StatsError::OutOfRange { .. })
-        ));
+        assert!(matches!(holm(&[0.1, f64::NAN], 0.05), Err(StatsError::OutOfRange { .. })));
         assert!(holm(&[1.5], 0.05).is_err());
         assert!(holm(&[-0.1], 0.05).is_err());
         assert!(holm(&[0.1], 0.0).is_err());

@@ -90,11 +90,7 @@ pub fn median_screen(effects: &[f64], threshold: f64) -> Result<MedianScreen> {
         });
     }
     let median = median(effects)?;
-    Ok(MedianScreen {
-        median,
-        threshold,
-        passed: median >= threshold,
-    })
+    Ok(MedianScreen { median, threshold, passed: median >= threshold })
 }
 
 /// Ranks for the order-statistic median interval with `n >= 1` effects:
@@ -104,9 +100,7 @@ pub fn median_screen(effects: &[f64], threshold: f64) -> Result<MedianScreen> {
 pub fn median_interval_rank(n: u64, target: f64) -> Result<(u64, f64, bool)> {
     check_open_unit("interval coverage target", target)?;
     if n == 0 {
-        return Err(super::StatsError::Empty {
-            what: "median interval",
-        });
+        return Err(super::StatsError::Empty { what: "median interval" });
     }
     check_exact_n(n)?;
     // Coverage falls as k grows; the walk stops at the middle rank.
@@ -162,10 +156,7 @@ mod tests {
         assert_eq!((iv.lower, iv.upper), (0.01, 0.08));
         assert!(iv.target_reached);
         // A target equal to the coverage is reached (>=), not missed.
-        assert_eq!(
-            median_interval_rank(10, 0.978515625).unwrap(),
-            (2, 0.978515625, true)
-        );
+        assert_eq!(median_interval_rank(10, 0.978515625).unwrap(), (2, 0.978515625, true));
         assert_eq!(median_interval_rank(10, 0.9785157).unwrap().0, 1);
     }
 
@@ -183,10 +174,8 @@ mod tests {
 
     fn enumerated_coverage(by_below: &[u64], k: u32) -> f64 {
         let n = (by_below.len() - 1) as u32;
-        let covered: u64 = (0..=n)
-            .filter(|&below| below >= k && n - below >= k)
-            .map(|below| by_below[below as usize])
-            .sum();
+        let covered: u64 =
+            (0..=n).filter(|&below| below >= k && n - below >= k).map(|below| by_below[below as usize]).sum();
         covered as f64 / (1u64 << n) as f64
     }
 
@@ -196,15 +185,9 @@ mod tests {
             let by_below = enumerated_by_below(n);
             for target in [0.8, 0.9, 0.95, 0.99] {
                 let (k, coverage, reached) = median_interval_rank(n.into(), target).unwrap();
-                assert_eq!(
-                    coverage,
-                    enumerated_coverage(&by_below, k as u32),
-                    "n={n} k={k}"
-                );
+                assert_eq!(coverage, enumerated_coverage(&by_below, k as u32), "n={n} k={k}");
                 // Largest k with coverage >= target, scanning the enumeration.
-                let best = (1..=n.div_ceil(2))
-                    .filter(|&k| enumerated_coverage(&by_below, k) >= target)
-                    .max();
+                let best = (1..=n.div_ceil(2)).filter(|&k| enumerated_coverage(&by_below, k) >= target).max();
                 match best {
                     Some(b) => assert_eq!((k as u32, reached), (b, true), "n={n} t={target}"),
                     None => assert_eq!((k, reached), (1, false), "n={n} t={target}"),
@@ -237,14 +220,8 @@ mod tests {
         assert!(!iv.target_reached);
         // n = 6 reaches it with [min, max]: 1 - 2/64 = 0.96875.
         let iv = median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 0.95).unwrap();
-        assert_eq!(
-            (iv.lower_rank, iv.coverage, iv.target_reached),
-            (1, 0.96875, true)
-        );
-        assert_eq!(
-            median_interval_rank(6, 0.96875).unwrap(),
-            (1, 0.96875, true)
-        );
+        assert_eq!((iv.lower_rank, iv.coverage, iv.target_reached), (1, 0.96875, true));
+        assert_eq!(median_interval_rank(6, 0.96875).unwrap(), (1, 0.96875, true));
         // n = 1: a single point, coverage 0.
         let iv = median_interval(&[0.5], 0.95).unwrap();
         assert_eq!((iv.lower, iv.upper, iv.coverage), (0.5, 0.5, 0.0));
@@ -282,17 +259,11 @@ mod tests {
 
     #[test]
     fn interval_rejects_bad_input() {
-        assert!(matches!(
-            median_interval(&[], 0.95),
-            Err(StatsError::Empty { .. })
-        ));
+        assert!(matches!(median_interval(&[], 0.95), Err(StatsError::Empty { .. })));
         assert!(median_interval(&[1.0, f64::NAN], 0.95).is_err());
         for bad in [0.0, 1.0, -0.5, f64::NAN] {
             assert!(median_interval(&[1.0, 2.0], bad).is_err());
         }
-        assert!(matches!(
-            median_interval_rank(100_001, 0.95),
-            Err(StatsError::OutOfRange { .. })
-        ));
+        assert!(matches!(median_interval_rank(100_001, 0.95), Err(StatsError::OutOfRange { .. })));
     }
 }

@@ -26,15 +26,13 @@ mod sign_test;
 
 pub use clopper_pearson::clopper_pearson_upper;
 pub use decision::{Decision, HypothesisInput, HypothesisOutcome, Rule, decide, decide_family};
-pub use effects::{
-    BlockPair, EffectKind, block_effects, effect, latency_effect, throughput_effect,
-};
+pub use effects::{BlockPair, EffectKind, block_effects, effect, latency_effect, throughput_effect};
 pub use error::{Result, StatsError};
 pub use exact::MAX_EXACT_N;
 pub use holm::{HolmResult, holm};
 pub use median_interval::{
-    DEFAULT_INTERVAL_COVERAGE, MedianInterval, MedianScreen, median, median_interval,
-    median_interval_rank, median_screen,
+    DEFAULT_INTERVAL_COVERAGE, MedianInterval, MedianScreen, median, median_interval, median_interval_rank,
+    median_screen,
 };
 pub use percentile::{nearest_rank, percentile, percentile_u64, percentiles};
 pub use sign_test::{SignTest, sign_test, sign_test_p_value};

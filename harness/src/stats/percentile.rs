@@ -20,11 +20,7 @@ fn check_level(p: f64) -> Result<()> {
     if (0.0..=100.0).contains(&p) {
         Ok(())
     } else {
-        Err(StatsError::OutOfRange {
-            name: "percentile level",
-            value: p,
-            allowed: "[0, 100]",
-        })
+        Err(StatsError::OutOfRange { name: "percentile level", value: p, allowed: "[0, 100]" })
     }
 }
 
@@ -33,18 +29,12 @@ fn check_level(p: f64) -> Result<()> {
 pub fn nearest_rank(n: usize, p: f64) -> Result<usize> {
     check_level(p)?;
     if n == 0 {
-        return Err(StatsError::Empty {
-            what: "percentile values",
-        });
+        return Err(StatsError::Empty { what: "percentile values" });
     }
     let exact = p / 100.0 * n as f64;
     let nearest = exact.round();
     let tolerance = 1e-9_f64.max(exact * 1e-15);
-    let rank = if (exact - nearest).abs() <= tolerance {
-        nearest
-    } else {
-        exact.ceil()
-    };
+    let rank = if (exact - nearest).abs() <= tolerance { nearest } else { exact.ceil() };
     // rank is in [0, n] by construction; clamp guards the float edge anyway.
     Ok((rank as usize).clamp(1, n))
 }
@@ -62,10 +52,7 @@ pub fn percentiles(values: &[f64], levels: &[f64]) -> Result<Vec<f64>> {
     check_finite("percentile values", values)?;
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
-    levels
-        .iter()
-        .map(|&p| nearest_rank(sorted.len(), p).map(|r| sorted[r - 1]))
-        .collect()
+    levels.iter().map(|&p| nearest_rank(sorted.len(), p).map(|r| sorted[r - 1])).collect()
 }
 
 /// Nearest-rank percentile of integer values (for example nanosecond
@@ -118,33 +105,18 @@ mod tests {
         let w: Vec<f64> = (1..=20).rev().map(f64::from).collect();
         assert_eq!(percentile(&w, 95.0).unwrap(), 19.0);
         assert_eq!(percentile(&w, 50.0).unwrap(), 10.0);
-        assert_eq!(
-            percentiles(&w, &[50.0, 95.0, 99.0]).unwrap(),
-            [10.0, 19.0, 20.0]
-        );
+        assert_eq!(percentiles(&w, &[50.0, 95.0, 99.0]).unwrap(), [10.0, 19.0, 20.0]);
         let ns: Vec<u64> = (1..=20).rev().map(|x| x * 1000).collect();
         assert_eq!(percentile_u64(&ns, 95.0).unwrap(), 19_000);
     }
 
     #[test]
     fn percentile_rejects_bad_input() {
-        assert!(matches!(
-            percentile(&[], 50.0),
-            Err(StatsError::Empty { .. })
-        ));
-        assert!(matches!(
-            percentile_u64(&[], 50.0),
-            Err(StatsError::Empty { .. })
-        ));
-        assert!(matches!(
-            percentile(&[1.0, f64::NAN], 50.0),
-            Err(StatsError::NonFinite { index: 1, .. })
-        ));
+        assert!(matches!(percentile(&[], 50.0), Err(StatsError::Empty { .. })));
+        assert!(matches!(percentile_u64(&[], 50.0), Err(StatsError::Empty { .. })));
+        assert!(matches!(percentile(&[1.0, f64::NAN], 50.0), Err(StatsError::NonFinite { index: 1, .. })));
         for bad in [-1.0, 100.5, f64::NAN] {
-            assert!(matches!(
-                percentile(&[1.0], bad),
-                Err(StatsError::OutOfRange { .. })
-            ));
+            assert!(matches!(percentile(&[1.0], bad), Err(StatsError::OutOfRange { .. })));
         }
     }
 }

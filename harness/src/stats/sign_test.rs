@@ -32,10 +32,7 @@ pub struct SignTest {
 pub fn sign_test_p_value(n: u64, wins: u64) -> Result<f64> {
     check_exact_n(n)?;
     if wins > n {
-        return Err(StatsError::CountExceedsTrials {
-            count: wins,
-            trials: n,
-        });
+        return Err(StatsError::CountExceedsTrials { count: wins, trials: n });
     }
     Ok(upper_tail_half(n, wins))
 }
@@ -49,13 +46,7 @@ pub fn sign_test(effects: &[f64]) -> Result<SignTest> {
     let ties = effects.iter().filter(|&&e| e == 0.0).count() as u64;
     let n = effects.len() as u64;
     let losses = n - wins - ties;
-    Ok(SignTest {
-        n,
-        wins,
-        ties,
-        losses,
-        p_value: sign_test_p_value(n, wins)?,
-    })
+    Ok(SignTest { n, wins, ties, losses, p_value: sign_test_p_value(n, wins)? })
 }
 
 #[cfg(test)]
@@ -100,10 +91,7 @@ mod tests {
                     e.extend(std::iter::repeat_n(-0.02, losses as usize));
                     let t = sign_test(&e).unwrap();
                     let at_least: u64 = by_wins[wins as usize..].iter().sum();
-                    assert_eq!(
-                        (t.n, t.wins, t.ties, t.losses),
-                        (n.into(), wins.into(), ties.into(), losses.into())
-                    );
+                    assert_eq!((t.n, t.wins, t.ties, t.losses), (n.into(), wins.into(), ties.into(), losses.into()));
                     assert_eq!(t.p_value, at_least as f64 / (1u64 << n) as f64);
                 }
             }
@@ -132,31 +120,11 @@ mod tests {
 
     #[test]
     fn rejects_bad_input() {
-        assert_eq!(
-            sign_test(&[]),
-            Err(StatsError::Empty {
-                what: "block effects"
-            })
-        );
-        assert!(matches!(
-            sign_test(&[0.1, f64::NAN]),
-            Err(StatsError::NonFinite { index: 1, .. })
-        ));
-        assert!(matches!(
-            sign_test(&[f64::INFINITY]),
-            Err(StatsError::NonFinite { index: 0, .. })
-        ));
-        assert!(matches!(
-            sign_test_p_value(100_001, 1),
-            Err(StatsError::OutOfRange { .. })
-        ));
+        assert_eq!(sign_test(&[]), Err(StatsError::Empty { what: "block effects" }));
+        assert!(matches!(sign_test(&[0.1, f64::NAN]), Err(StatsError::NonFinite { index: 1, .. })));
+        assert!(matches!(sign_test(&[f64::INFINITY]), Err(StatsError::NonFinite { index: 0, .. })));
+        assert!(matches!(sign_test_p_value(100_001, 1), Err(StatsError::OutOfRange { .. })));
         assert_eq!(sign_test_p_value(100_000, 0).unwrap(), 1.0);
-        assert_eq!(
-            sign_test_p_value(3, 4),
-            Err(StatsError::CountExceedsTrials {
-                count: 4,
-                trials: 3
-            })
-        );
+        assert_eq!(sign_test_p_value(3, 4), Err(StatsError::CountExceedsTrials { count: 4, trials: 3 }));
     }
 }

@@ -31,18 +31,8 @@ pub struct AttnShape {
 const ROWS_PER_TASK: usize = 64;
 
 /// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape).
-pub fn paged_attention(
-    q: &[f32],
-    seqs: &[AttnSeq<'_>],
-    cache: &KvCache,
-    layer: usize,
-    shape: AttnShape,
-) -> Vec<f32> {
-    let AttnShape {
-        heads,
-        kv_heads,
-        head_dim: hd,
-    } = shape;
+pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: usize, shape: AttnShape) -> Vec<f32> {
+    let AttnShape { heads, kv_heads, head_dim: hd } = shape;
     let q_dim = heads * hd;
     let group = heads / kv_heads;
     let total_rows = q.len() / q_dim;
@@ -103,16 +93,7 @@ pub fn paged_attention(
 
 /// Attention of one query head over positions `0..n` of gathered K/V.
 #[allow(clippy::too_many_arguments)]
-fn attend_one(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    n: usize,
-    hd: usize,
-    scale: f32,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
+fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, scores: &mut [f32], out: &mut [f32]) {
     let mut max = f32::NEG_INFINITY;
     for j in 0..n {
         let s = dot_lanes(q, &k[j * hd..(j + 1) * hd]) * scale;
@@ -147,8 +128,7 @@ fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
             lanes[l] += ca[l] * cb[l];
         }
     }
-    let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6]))
-        + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+    let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
     for t in full..a.len() {
         s += a[t] * b[t];
     }
@@ -163,29 +143,18 @@ mod tests {
     /// Naive f64 attention over unpaged K/V for one head.
     fn reference(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize) -> Vec<f64> {
         let s: Vec<f64> = (0..n)
-            .map(|j| {
-                (0..hd)
-                    .map(|d| q[d] as f64 * k[j * hd + d] as f64)
-                    .sum::<f64>()
-                    / (hd as f64).sqrt()
-            })
+            .map(|j| (0..hd).map(|d| q[d] as f64 * k[j * hd + d] as f64).sum::<f64>() / (hd as f64).sqrt())
             .collect();
         let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
         let z: f64 = e.iter().sum();
-        (0..hd)
-            .map(|d| (0..n).map(|j| e[j] * v[j * hd + d] as f64).sum::<f64>() / z)
-            .collect()
+        (0..hd).map(|d| (0..n).map(|j| e[j] * v[j * hd + d] as f64).sum::<f64>() / z).collect()
     }
 
     #[test]
     fn matches_reference_across_pages_and_is_chunk_invariant() {
         let (heads, kv_heads, hd, len) = (4, 2, 8, 37);
-        let shape = AttnShape {
-            heads,
-            kv_heads,
-            head_dim: hd,
-        };
+        let shape = AttnShape { heads, kv_heads, head_dim: hd };
         let kv_dim = kv_heads * hd;
         let val = |i: usize, s: f32| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * s;
         let k: Vec<f32> = (0..len * kv_dim).map(|i| val(i, 2.0)).collect();
@@ -196,18 +165,7 @@ mod tests {
         assert!(t.reserve(len));
         cache.write(0, &t, 0, &k, &v);
         cache.commit(&mut t, len);
-        let whole = paged_attention(
-            &q,
-            &[AttnSeq {
-                table: &t,
-                q_row: 0,
-                rows: len,
-                start_pos: 0,
-            }],
-            &cache,
-            0,
-            shape,
-        );
+        let whole = paged_attention(&q, &[AttnSeq { table: &t, q_row: 0, rows: len, start_pos: 0 }], &cache, 0, shape);
         // Reference on the f16-rounded K/V.
         let r16 = |x: f32| half::f16::from_f32(x).to_f32();
         for pos in [0, 15, 16, 36] {
@@ -224,23 +182,14 @@ mod tests {
                 let want = reference(&q[pos * heads * hd + h * hd..][..hd], &kh, &vh, pos + 1, hd);
                 for d in 0..hd {
                     let got = whole[pos * heads * hd + h * hd + d] as f64;
-                    assert!(
-                        (got - want[d]).abs() < 1e-5,
-                        "pos {pos} head {h} dim {d}: {got} vs {}",
-                        want[d]
-                    );
+                    assert!((got - want[d]).abs() < 1e-5, "pos {pos} head {h} dim {d}: {got} vs {}", want[d]);
                 }
             }
         }
         // The last 5 rows computed alone (decode-like) equal the batched result bit for bit.
         let tail = paged_attention(
             &q[32 * heads * hd..],
-            &[AttnSeq {
-                table: &t,
-                q_row: 0,
-                rows: 5,
-                start_pos: 32,
-            }],
+            &[AttnSeq { table: &t, q_row: 0, rows: 5, start_pos: 32 }],
             &cache,
             0,
             shape,

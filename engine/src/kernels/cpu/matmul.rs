@@ -30,24 +30,9 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 
 /// As [`matmul`], writing into `y` (`[m, n]`, overwritten).
 pub fn matmul_into(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [f32]) {
-    assert_eq!(
-        x.len(),
-        m * k,
-        "matmul: x has {} values, expected {m}x{k}",
-        x.len()
-    );
-    assert_eq!(
-        w.len(),
-        n * k,
-        "matmul: w has {} values, expected {n}x{k}",
-        w.len()
-    );
-    assert_eq!(
-        y.len(),
-        m * n,
-        "matmul: y has {} values, expected {m}x{n}",
-        y.len()
-    );
+    assert_eq!(x.len(), m * k, "matmul: x has {} values, expected {m}x{k}", x.len());
+    assert_eq!(w.len(), n * k, "matmul: w has {} values, expected {n}x{k}", w.len());
+    assert_eq!(y.len(), m * n, "matmul: y has {} values, expected {m}x{n}", y.len());
     if m == 0 || n == 0 {
         return;
     }
@@ -91,9 +76,7 @@ impl Kernel {
     fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
                 return Kernel::Avx2Fma;
             }
         }
@@ -102,16 +85,7 @@ impl Kernel {
 
     /// Computes columns `c0..c1` of `y` for all `m` rows into `out` (`[m, c1-c0]`).
     #[allow(clippy::too_many_arguments)]
-    fn block(
-        self,
-        x: &[f32],
-        w: &[f32],
-        m: usize,
-        k: usize,
-        c0: usize,
-        c1: usize,
-        out: &mut [f32],
-    ) {
+    fn block(self, x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
         match self {
             Kernel::Portable => portable::block(x, w, m, k, c0, c1, out),
             #[cfg(target_arch = "x86_64")]
@@ -145,8 +119,7 @@ mod portable {
                 lanes[l] += ca[l] * cb[l];
             }
         }
-        let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6]))
-            + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+        let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
         for t in full..k {
             s += a[t] * b[t];
         }
@@ -166,15 +139,7 @@ mod avx2 {
     const NR: usize = 3;
 
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn block(
-        x: &[f32],
-        w: &[f32],
-        m: usize,
-        k: usize,
-        c0: usize,
-        c1: usize,
-        out: &mut [f32],
-    ) {
+    pub unsafe fn block(x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
         let width = c1 - c0;
         let mut i = 0;
         while i < m {
@@ -271,9 +236,7 @@ mod tests {
         let mut s = seed;
         (0..n)
             .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
             })
             .collect()
@@ -287,14 +250,8 @@ mod tests {
         let y = matmul(&x, &w, m, k, n);
         for i in 0..m {
             for j in 0..n {
-                let r: f64 = (0..k)
-                    .map(|t| x[i * k + t] as f64 * w[j * k + t] as f64)
-                    .sum();
-                assert!(
-                    (y[i * n + j] as f64 - r).abs() < 1e-4,
-                    "({i},{j}) {} vs {r}",
-                    y[i * n + j]
-                );
+                let r: f64 = (0..k).map(|t| x[i * k + t] as f64 * w[j * k + t] as f64).sum();
+                assert!((y[i * n + j] as f64 - r).abs() < 1e-4, "({i},{j}) {} vs {r}", y[i * n + j]);
             }
         }
     }
@@ -307,11 +264,7 @@ mod tests {
         let full = matmul(&x, &w, 13, k, n);
         for i in 0..13 {
             let alone = matmul(&x[i * k..(i + 1) * k], &w, 1, k, n);
-            assert_eq!(
-                alone,
-                full[i * n..(i + 1) * n],
-                "row {i} differs alone vs in a batch of 13"
-            );
+            assert_eq!(alone, full[i * n..(i + 1) * n], "row {i} differs alone vs in a batch of 13");
         }
         // Sub-batches starting at other offsets use other tile shapes.
         let part = matmul(&x[5 * k..11 * k], &w, 6, k, n);

@@ -9,9 +9,7 @@ use rayon::prelude::*;
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     let dim = weight.len();
     let mut out = vec![0.0f32; x.len()];
-    out.par_chunks_mut(dim)
-        .zip(x.par_chunks(dim))
-        .for_each(|(o, r)| rms_norm_row(r, weight, eps, o));
+    out.par_chunks_mut(dim).zip(x.par_chunks(dim)).for_each(|(o, r)| rms_norm_row(r, weight, eps, o));
     out
 }
 
@@ -26,14 +24,12 @@ pub fn rms_norm_row(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 
 /// SwiGLU: `silu(gate) * up`, element-wise, into `gate`.
 pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32]) {
-    gate.par_chunks_mut(4096)
-        .zip(up.par_chunks(4096))
-        .for_each(|(g, u)| {
-            for (gv, &uv) in g.iter_mut().zip(u) {
-                let s = *gv / (1.0 + (-*gv).exp());
-                *gv = s * uv;
-            }
-        });
+    gate.par_chunks_mut(4096).zip(up.par_chunks(4096)).for_each(|(g, u)| {
+        for (gv, &uv) in g.iter_mut().zip(u) {
+            let s = *gv / (1.0 + (-*gv).exp());
+            *gv = s * uv;
+        }
+    });
 }
 
 /// `acc += delta`, element-wise.

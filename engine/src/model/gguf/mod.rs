@@ -95,8 +95,7 @@ impl GgufFile {
         // SAFETY: the map is read-only; the file must not be truncated while we
         // hold it (the same contract every mmap-based model loader has).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(path, e))?;
-        Self::from_storage(Bytes::Mmap(map))
-            .map_err(|e| EngineError::Gguf(format!("{}: {}", path.display(), strip(e))))
+        Self::from_storage(Bytes::Mmap(map)).map_err(|e| EngineError::Gguf(format!("{}: {}", path.display(), strip(e))))
     }
 
     /// Parses a GGUF file held in memory.
@@ -112,12 +111,7 @@ impl GgufFile {
                 return Err(EngineError::Gguf(format!("duplicate metadata key {k:?}")));
             }
         }
-        let tensor_index = h
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
+        let tensor_index = h.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         Ok(GgufFile {
             bytes,
             version: h.version,
@@ -180,10 +174,7 @@ impl GgufFile {
         };
         items
             .iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| bad_type(key, "an array of strings", v))
-            })
+            .map(|v| v.as_str().ok_or_else(|| bad_type(key, "an array of strings", v)))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }
@@ -195,20 +186,12 @@ impl GgufFile {
         };
         items
             .iter()
-            .map(|v| {
-                v.as_i64()
-                    .ok_or_else(|| bad_type(key, "an array of integers", v))
-            })
+            .map(|v| v.as_i64().ok_or_else(|| bad_type(key, "an array of integers", v)))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }
 
-    fn typed<'a, T>(
-        &'a self,
-        key: &str,
-        what: &str,
-        f: impl Fn(&'a MetaValue) -> Option<T>,
-    ) -> Result<Option<T>> {
+    fn typed<'a, T>(&'a self, key: &str, what: &str, f: impl Fn(&'a MetaValue) -> Option<T>) -> Result<Option<T>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => f(v).map(Some).ok_or_else(|| bad_type(key, what, v)),
@@ -216,8 +199,7 @@ impl GgufFile {
     }
 
     fn require_u64(&self, key: &str) -> Result<u64> {
-        self.get_u64(key)?
-            .ok_or_else(|| EngineError::Gguf(format!("missing metadata key {key}")))
+        self.get_u64(key)?.ok_or_else(|| EngineError::Gguf(format!("missing metadata key {key}")))
     }
 
     /// `general.architecture`.
@@ -240,17 +222,15 @@ impl GgufFile {
         let n = info.n_bytes.ok_or_else(|| unsupported(info))?;
         // parse() checked offset + n_bytes against the file length.
         let start = info.offset as usize;
-        self.bytes.get(start..start + n as usize).ok_or_else(|| {
-            EngineError::Gguf(format!("tensor {:?} lies outside the file", info.name))
-        })
+        self.bytes
+            .get(start..start + n as usize)
+            .ok_or_else(|| EngineError::Gguf(format!("tensor {:?} lies outside the file", info.name)))
     }
 
     /// One tensor dequantized to f32, by GGUF name, with its HF-order shape
     /// (dims reversed) and no renaming or permutation.
     pub fn dequantize_raw(&self, name: &str) -> Result<Tensor> {
-        let info = self
-            .tensor_info(name)
-            .ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+        let info = self.tensor_info(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
         self.decode(info)
     }
 
@@ -259,12 +239,8 @@ impl GgufFile {
             return Err(unsupported(info));
         }
         let bytes = self.tensor_bytes(info)?;
-        let data = dequantize(info.ty, bytes, info.numel()).ok_or_else(|| {
-            EngineError::Gguf(format!(
-                "tensor {:?}: data size does not match its shape",
-                info.name
-            ))
-        })?;
+        let data = dequantize(info.ty, bytes, info.numel())
+            .ok_or_else(|| EngineError::Gguf(format!("tensor {:?}: data size does not match its shape", info.name)))?;
         Ok(Tensor::new(info.hf_shape(), data))
     }
 
@@ -313,9 +289,7 @@ impl GgufFile {
         if let Some(s) = self.get_str(&k("rope.scaling.type"))?
             && s != "none"
         {
-            return Err(EngineError::Config(format!(
-                "RoPE scaling {s:?} is unsupported"
-            )));
+            return Err(EngineError::Config(format!("RoPE scaling {s:?} is unsupported")));
         }
         let tokens = self.get_array("tokenizer.ggml.tokens")?;
         let vocab_size = match self.get_u64(&k("vocab_size"))? {
@@ -333,11 +307,7 @@ impl GgufFile {
         };
         let bos_token_id = self.token_id("tokenizer.ggml.bos_token_id")?;
         let mut eos_token_ids = Vec::new();
-        for key in [
-            "tokenizer.ggml.eos_token_id",
-            "tokenizer.ggml.eot_token_id",
-            "tokenizer.ggml.eom_token_id",
-        ] {
+        for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"] {
             if let Some(id) = self.token_id(key)? {
                 eos_token_ids.push(id);
             }
@@ -363,14 +333,9 @@ impl GgufFile {
             num_key_value_heads,
             head_dim,
             rope_theta: self.get_f64(&k("rope.freq_base"))?.unwrap_or(10_000.0) as f32,
-            rms_norm_eps: self
-                .get_f64(&k("attention.layer_norm_rms_epsilon"))?
-                .ok_or_else(|| {
-                    EngineError::Gguf(format!(
-                        "missing metadata key {}",
-                        k("attention.layer_norm_rms_epsilon")
-                    ))
-                })? as f32,
+            rms_norm_eps: self.get_f64(&k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| {
+                EngineError::Gguf(format!("missing metadata key {}", k("attention.layer_norm_rms_epsilon")))
+            })? as f32,
             max_position_embeddings: usize_of(k("context_length"))?,
             tie_word_embeddings: self.tensor_info("output.weight").is_none(),
             bos_token_id,
@@ -383,9 +348,9 @@ impl GgufFile {
     fn token_id(&self, key: &str) -> Result<Option<u32>> {
         match self.get_u64(key)? {
             None => Ok(None),
-            Some(v) => u32::try_from(v)
-                .map(Some)
-                .map_err(|_| EngineError::Gguf(format!("{key} = {v} is not a token id"))),
+            Some(v) => {
+                u32::try_from(v).map(Some).map_err(|_| EngineError::Gguf(format!("{key} = {v} is not a token id")))
+            }
         }
     }
 
@@ -405,19 +370,13 @@ impl GgufFile {
                 if cfg.arch == Arch::Llama
                     && let Some(is_q) = names::qk_kind(&info.name)
                 {
-                    let n_head = if is_q {
-                        cfg.num_attention_heads
-                    } else {
-                        cfg.num_key_value_heads
-                    };
+                    let n_head = if is_q { cfg.num_attention_heads } else { cfg.num_key_value_heads };
                     let rows = t.shape[0];
                     let cols = t.shape[1..].iter().product();
-                    t.data = unpermute_rows(&t.data, rows, cols, n_head).ok_or_else(|| {
-                        EngineError::Shape {
-                            name: info.name.clone(),
-                            expected: vec![n_head * cfg.head_dim, cfg.hidden_size],
-                            found: t.shape.clone(),
-                        }
+                    t.data = unpermute_rows(&t.data, rows, cols, n_head).ok_or_else(|| EngineError::Shape {
+                        name: info.name.clone(),
+                        expected: vec![n_head * cfg.head_dim, cfg.hidden_size],
+                        found: t.shape.clone(),
                     })?;
                 }
                 let name = hf_name(&info.name).unwrap_or_else(|| info.name.clone());
@@ -429,17 +388,11 @@ impl GgufFile {
 }
 
 fn bad_type(key: &str, what: &str, v: &MetaValue) -> EngineError {
-    EngineError::Gguf(format!(
-        "metadata key {key} should be {what}, found value type {}",
-        v.type_id()
-    ))
+    EngineError::Gguf(format!("metadata key {key} should be {what}, found value type {}", v.type_id()))
 }
 
 fn unsupported(info: &TensorInfo) -> EngineError {
-    EngineError::UnsupportedTensorType {
-        name: info.name.clone(),
-        ty: info.ty.name(),
-    }
+    EngineError::UnsupportedTensorType { name: info.name.clone(), ty: info.ty.name() }
 }
 
 /// The message of a Gguf error without its prefix, to re-wrap it with a path.

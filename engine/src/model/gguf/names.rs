@@ -56,11 +56,7 @@ pub fn qk_kind(gguf: &str) -> Option<bool> {
 /// (NEOX/HF) RoPE rotates together. `None` if the rows do not divide into
 /// heads of even size.
 pub fn unpermute_rows(data: &[f32], rows: usize, cols: usize, n_head: usize) -> Option<Vec<f32>> {
-    if n_head == 0
-        || !rows.is_multiple_of(n_head)
-        || !(rows / n_head).is_multiple_of(2)
-        || data.len() != rows * cols
-    {
+    if n_head == 0 || !rows.is_multiple_of(n_head) || !(rows / n_head).is_multiple_of(2) || data.len() != rows * cols {
         return None;
     }
     let head_dim = rows / n_head;
@@ -71,8 +67,7 @@ pub fn unpermute_rows(data: &[f32], rows: usize, cols: usize, n_head: usize) -> 
             for j in 0..2 {
                 let src = h * head_dim + 2 * i + j;
                 let dst = h * head_dim + j * half + i;
-                out[dst * cols..(dst + 1) * cols]
-                    .copy_from_slice(&data[src * cols..(src + 1) * cols]);
+                out[dst * cols..(dst + 1) * cols].copy_from_slice(&data[src * cols..(src + 1) * cols]);
             }
         }
     }
@@ -89,58 +84,23 @@ mod tests {
             ("token_embd.weight", "model.embed_tokens.weight"),
             ("output_norm.weight", "model.norm.weight"),
             ("output.weight", "lm_head.weight"),
-            (
-                "blk.0.attn_q.weight",
-                "model.layers.0.self_attn.q_proj.weight",
-            ),
-            (
-                "blk.12.attn_k.weight",
-                "model.layers.12.self_attn.k_proj.weight",
-            ),
-            (
-                "blk.1.attn_v.weight",
-                "model.layers.1.self_attn.v_proj.weight",
-            ),
-            (
-                "blk.1.attn_output.weight",
-                "model.layers.1.self_attn.o_proj.weight",
-            ),
-            (
-                "blk.2.attn_q_norm.weight",
-                "model.layers.2.self_attn.q_norm.weight",
-            ),
-            (
-                "blk.2.attn_k_norm.weight",
-                "model.layers.2.self_attn.k_norm.weight",
-            ),
-            (
-                "blk.3.ffn_gate.weight",
-                "model.layers.3.mlp.gate_proj.weight",
-            ),
+            ("blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight"),
+            ("blk.12.attn_k.weight", "model.layers.12.self_attn.k_proj.weight"),
+            ("blk.1.attn_v.weight", "model.layers.1.self_attn.v_proj.weight"),
+            ("blk.1.attn_output.weight", "model.layers.1.self_attn.o_proj.weight"),
+            ("blk.2.attn_q_norm.weight", "model.layers.2.self_attn.q_norm.weight"),
+            ("blk.2.attn_k_norm.weight", "model.layers.2.self_attn.k_norm.weight"),
+            ("blk.3.ffn_gate.weight", "model.layers.3.mlp.gate_proj.weight"),
             ("blk.3.ffn_up.weight", "model.layers.3.mlp.up_proj.weight"),
-            (
-                "blk.3.ffn_down.weight",
-                "model.layers.3.mlp.down_proj.weight",
-            ),
-            (
-                "blk.4.attn_norm.weight",
-                "model.layers.4.input_layernorm.weight",
-            ),
-            (
-                "blk.4.ffn_norm.weight",
-                "model.layers.4.post_attention_layernorm.weight",
-            ),
+            ("blk.3.ffn_down.weight", "model.layers.3.mlp.down_proj.weight"),
+            ("blk.4.attn_norm.weight", "model.layers.4.input_layernorm.weight"),
+            ("blk.4.ffn_norm.weight", "model.layers.4.post_attention_layernorm.weight"),
             ("blk.5.attn_q.bias", "model.layers.5.self_attn.q_proj.bias"),
         ];
         for (g, h) in cases {
             assert_eq!(hf_name(g).as_deref(), Some(h), "{g}");
         }
-        for g in [
-            "rope_freqs.weight",
-            "blk.x.attn_q.weight",
-            "blk.1.attn_q.scale",
-            "blk..attn_q.weight",
-        ] {
+        for g in ["rope_freqs.weight", "blk.x.attn_q.weight", "blk.1.attn_q.scale", "blk..attn_q.weight"] {
             assert_eq!(hf_name(g), None, "{g}");
         }
         assert_eq!(qk_kind("blk.7.attn_q.weight"), Some(true));
@@ -162,8 +122,7 @@ mod tests {
             for i in 0..half {
                 for j in 0..2 {
                     for c in 0..cols {
-                        permuted[((h * half + i) * 2 + j) * cols + c] =
-                            hf[((h * 2 + j) * half + i) * cols + c];
+                        permuted[((h * half + i) * 2 + j) * cols + c] = hf[((h * 2 + j) * half + i) * cols + c];
                     }
                 }
             }

@@ -14,6 +14,14 @@ const MAGIC: u32 = 0x4655_4747;
 /// ggml's GGML_MAX_DIMS.
 const MAX_DIMS: u32 = 4;
 const DEFAULT_ALIGNMENT: u64 = 32;
+/// Largest metadata array we accept (real vocabularies hold ~10^5..10^6
+/// entries); bounds the memory a corrupt length can claim.
+const MAX_ARRAY_LEN: usize = 1 << 24;
+/// Largest metadata string (an embedded tokenizer.json is a few MiB).
+const MAX_STRING_LEN: usize = 256 << 20;
+/// Initial capacity of vectors sized by a count read from the file: they grow
+/// only as elements actually parse.
+const MAX_PREALLOC: usize = 4096;
 
 /// Everything the header says.
 pub(super) struct Header {
@@ -88,9 +96,11 @@ impl<'a> Cursor<'a> {
 
     fn string(&mut self, what: &str) -> Result<String> {
         let n = self.count(1, what)?;
+        if n > MAX_STRING_LEN {
+            return err(format!("{what} is {n} bytes long, more than {MAX_STRING_LEN}"));
+        }
         let bytes = self.take(n, what)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| EngineError::Gguf(format!("{what} is not valid UTF-8")))
+        String::from_utf8(bytes.to_vec()).map_err(|_| EngineError::Gguf(format!("{what} is not valid UTF-8")))
     }
 }
 
@@ -128,15 +138,13 @@ fn value(c: &mut Cursor, ty: u32, key: &str, depth: u32) -> Result<MetaValue> {
             }
             let elem_ty = c.u32(&what())?;
             if elem_ty > 12 {
-                return err(format!(
-                    "metadata key {key:?}: unknown array element type {elem_ty}"
-                ));
+                return err(format!("metadata key {key:?}: unknown array element type {elem_ty}"));
             }
-            let n = c.count(
-                min_value_bytes(elem_ty),
-                &format!("length of array {key:?}"),
-            )?;
-            let mut items = Vec::with_capacity(n);
+            let n = c.count(min_value_bytes(elem_ty), &format!("length of array {key:?}"))?;
+            if n > MAX_ARRAY_LEN {
+                return err(format!("array {key:?} has {n} elements, more than the {MAX_ARRAY_LEN} supported"));
+            }
+            let mut items = Vec::with_capacity(n.min(MAX_PREALLOC));
             for _ in 0..n {
                 items.push(value(c, elem_ty, key, depth + 1)?);
             }
@@ -154,23 +162,18 @@ pub(super) fn parse(buf: &[u8]) -> Result<Header> {
     let mut c = Cursor { buf, pos: 0 };
     let magic = c.u32("magic")?;
     if magic != MAGIC {
-        return err(format!(
-            "bad magic {:02x?} (expected \"GGUF\"): not a GGUF file",
-            magic.to_le_bytes()
-        ));
+        return err(format!("bad magic {:02x?} (expected \"GGUF\"): not a GGUF file", magic.to_le_bytes()));
     }
     let version = c.u32("version")?;
     if version != 2 && version != 3 {
-        return err(format!(
-            "unsupported GGUF version {version} (supported: 2, 3)"
-        ));
+        return err(format!("unsupported GGUF version {version} (supported: 2, 3)"));
     }
     // A tensor info is at least 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset).
     let n_tensors = c.count(24, "tensor count")?;
     // A key/value is at least 8 (key length) + 4 (type) + 1 (value).
     let n_kv = c.count(13, "metadata key/value count")?;
 
-    let mut metadata = Vec::with_capacity(n_kv);
+    let mut metadata = Vec::with_capacity(n_kv.min(MAX_PREALLOC));
     for i in 0..n_kv {
         let key = c.string(&format!("metadata key #{i}"))?;
         let ty = c.u32(&format!("type of metadata key {key:?}"))?;
@@ -183,43 +186,32 @@ pub(super) fn parse(buf: &[u8]) -> Result<Header> {
         Some((_, v)) => match v.as_u64() {
             Some(a) if a > 0 && a.is_power_of_two() => a,
             _ => {
-                return err(format!(
-                    "general.alignment must be a positive power of two, got {v:?}"
-                ));
+                return err(format!("general.alignment must be a positive power of two, got {v:?}"));
             }
         },
     };
 
-    let mut tensors = Vec::with_capacity(n_tensors);
+    let mut tensors = Vec::with_capacity(n_tensors.min(MAX_PREALLOC));
     for i in 0..n_tensors {
         let name = c.string(&format!("name of tensor #{i}"))?;
         let n_dims = c.u32(&format!("n_dims of tensor {name:?}"))?;
         if n_dims == 0 || n_dims > MAX_DIMS {
-            return err(format!(
-                "tensor {name:?}: {n_dims} dimensions (supported: 1..={MAX_DIMS})"
-            ));
+            return err(format!("tensor {name:?}: {n_dims} dimensions (supported: 1..={MAX_DIMS})"));
         }
         let mut dims = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             let d = c.u64(&format!("dimensions of tensor {name:?}"))?;
-            dims.push(usize::try_from(d).map_err(|_| {
-                EngineError::Gguf(format!("tensor {name:?}: dimension {d} is too large"))
-            })?);
+            dims.push(
+                usize::try_from(d)
+                    .map_err(|_| EngineError::Gguf(format!("tensor {name:?}: dimension {d} is too large")))?,
+            );
         }
         let ty = GgmlType::from_id(c.u32(&format!("type of tensor {name:?}"))?);
         let offset = c.u64(&format!("offset of tensor {name:?}"))?;
         if offset % alignment != 0 {
-            return err(format!(
-                "tensor {name:?}: offset {offset} is not a multiple of the alignment {alignment}"
-            ));
+            return err(format!("tensor {name:?}: offset {offset} is not a multiple of the alignment {alignment}"));
         }
-        tensors.push(TensorInfo {
-            name,
-            dims,
-            ty,
-            offset,
-            n_bytes: None,
-        });
+        tensors.push(TensorInfo { name, dims, ty, offset, n_bytes: None });
     }
 
     let header_end = c.pos as u64;
@@ -240,9 +232,7 @@ pub(super) fn parse(buf: &[u8]) -> Result<Header> {
             .dims
             .iter()
             .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| {
-                EngineError::Gguf(format!("tensor {:?}: element count overflows", t.name))
-            })?;
+            .ok_or_else(|| EngineError::Gguf(format!("tensor {:?}: element count overflows", t.name)))?;
         // The byte size is known for every type we can lay out; for an unknown
         // type id the tensor stays unreadable (load reports it by name).
         if let Some((block, type_size)) = t.ty.block_layout() {
@@ -271,11 +261,5 @@ pub(super) fn parse(buf: &[u8]) -> Result<Header> {
         t.offset += data_offset;
     }
 
-    Ok(Header {
-        version,
-        metadata,
-        tensors,
-        alignment,
-        data_offset,
-    })
+    Ok(Header { version, metadata, tensors, alignment, data_offset })
 }

@@ -21,20 +21,8 @@ fn all_value_types() -> GgufWriter {
         .meta("f32", MetaValue::F32(1.5))
         .meta("bool", MetaValue::Bool(true))
         .meta("str", MetaValue::String("héllo".into()))
-        .meta(
-            "arr",
-            MetaValue::Array(vec![
-                MetaValue::String("a".into()),
-                MetaValue::String("".into()),
-            ]),
-        )
-        .meta(
-            "nested",
-            MetaValue::Array(vec![MetaValue::Array(vec![
-                MetaValue::I32(1),
-                MetaValue::I32(2),
-            ])]),
-        )
+        .meta("arr", MetaValue::Array(vec![MetaValue::String("a".into()), MetaValue::String("".into())]))
+        .meta("nested", MetaValue::Array(vec![MetaValue::Array(vec![MetaValue::I32(1), MetaValue::I32(2)])]))
         .meta("u64", MetaValue::U64(u64::MAX))
         .meta("i64", MetaValue::I64(-1))
         .meta("f64", MetaValue::F64(-0.25));
@@ -55,10 +43,7 @@ fn reads_every_metadata_type_in_v2_and_v3() {
         assert_eq!(g.get("i16"), Some(&MetaValue::I16(-30000)));
         assert_eq!(g.get_u64("u32").unwrap(), Some(4_000_000_000));
         let e = g.get_u64("i32").unwrap_err().to_string();
-        assert!(
-            e.contains("i32") && e.contains("non-negative integer"),
-            "{e}"
-        );
+        assert!(e.contains("i32") && e.contains("non-negative integer"), "{e}");
         assert_eq!(g.get_f64("f32").unwrap(), Some(1.5));
         assert_eq!(g.get_bool("bool").unwrap(), Some(true));
         assert_eq!(g.get_str("str").unwrap(), Some("héllo"));
@@ -82,15 +67,9 @@ fn typed_cases() -> Vec<(u32, &'static str, Vec<u8>, Vec<f32>)> {
     let bytes = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
     cases.push((0, "F32", bytes, vals.clone()));
     // F16 and BF16: these values are exact in both
-    let bytes = vals
-        .iter()
-        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
-        .collect();
+    let bytes = vals.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect();
     cases.push((1, "F16", bytes, vals.clone()));
-    let bytes = vals
-        .iter()
-        .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
-        .collect();
+    let bytes = vals.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect();
     cases.push((30, "BF16", bytes, vals.clone()));
     // Q8_0: block 0 d = 0.5 (0x3800), block 1 d = -2.0 (0xC000); q_i = 8 i - 128
     let mut bytes = Vec::new();
@@ -120,10 +99,7 @@ fn typed_cases() -> Vec<(u32, &'static str, Vec<u8>, Vec<f32>)> {
     // Q4_1: d = 0.25 (0x3400), m = -1 (0xBC00); then d = 1, m = 0.5 (0x3C00, 0x3800)
     let mut bytes = Vec::new();
     let mut want = vec![0f32; 64];
-    let blocks = [
-        (0x3400u16, 0.25f32, 0xBC00u16, -1.0f32),
-        (0x3C00, 1.0, 0x3800, 0.5),
-    ];
+    let blocks = [(0x3400u16, 0.25f32, 0xBC00u16, -1.0f32), (0x3C00, 1.0, 0x3800, 0.5)];
     for (b, (d_bits, d, m_bits, m)) in blocks.into_iter().enumerate() {
         bytes.extend_from_slice(&f16(d_bits));
         bytes.extend_from_slice(&f16(m_bits));
@@ -174,14 +150,8 @@ fn unsupported_type_is_named_with_its_tensor() {
         other => panic!("wrong error {other:?}"),
     }
     let msg = e.to_string();
-    assert!(
-        msg.contains("Q6_K") && msg.contains("blk.0.ffn_down.weight"),
-        "{msg}"
-    );
-    let e = g
-        .dequantize_raw("blk.0.odd.weight")
-        .unwrap_err()
-        .to_string();
+    assert!(msg.contains("Q6_K") && msg.contains("blk.0.ffn_down.weight"), "{msg}");
+    let e = g.dequantize_raw("blk.0.odd.weight").unwrap_err().to_string();
     assert!(e.contains("unknown ggml type id 99"), "{e}");
 }
 
@@ -194,12 +164,7 @@ fn every_truncation_is_an_error_not_a_panic() {
     let full = w.to_bytes(3);
     assert!(GgufFile::from_bytes(full.clone()).is_ok());
     // The last tensor's data ends before the trailing alignment padding.
-    let last = GgufFile::from_bytes(full.clone())
-        .unwrap()
-        .tensors()
-        .last()
-        .cloned()
-        .unwrap();
+    let last = GgufFile::from_bytes(full.clone()).unwrap().tensors().last().cloned().unwrap();
     let data_end = (last.offset + last.n_bytes.unwrap()) as usize;
     for cut in 0..data_end {
         match GgufFile::from_bytes(full[..cut].to_vec()) {
@@ -254,6 +219,17 @@ fn corrupt_headers_are_named() {
     let e = gguf_err(b);
     assert!(e.contains("length of array \"a\""), "{e}");
 
+    // An array longer than any real vocabulary (the bytes are there).
+    let mut b = header(3, 0, 1);
+    b.extend_from_slice(&1u64.to_le_bytes());
+    b.push(b'a');
+    b.extend_from_slice(&9u32.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&((1u64 << 24) + 1).to_le_bytes());
+    b.resize(b.len() + (1 << 24) + 1, 0);
+    let e = gguf_err(b);
+    assert!(e.contains("more than the 16777216 supported"), "{e}");
+
     // Unknown value type; bad bool.
     let mut b = header(3, 0, 1);
     b.extend_from_slice(&1u64.to_le_bytes());
@@ -272,9 +248,7 @@ fn corrupt_headers_are_named() {
     let mut w = GgufWriter::new();
     w.tensor("t", &[1, 1, 1, 1, 1], 0, vec![0; 4]);
     assert!(gguf_err(w.to_bytes(3)).contains("5 dimensions"));
-    let mut b = GgufWriter::new()
-        .tensor("t", &[4], 0, vec![0; 16])
-        .to_bytes(3);
+    let mut b = GgufWriter::new().tensor("t", &[4], 0, vec![0; 16]).to_bytes(3);
     // header (24) + name (8 + 1) + n_dims (4) + one dim (8) + type (4)
     let off_at = 24 + 8 + 1 + 4 + 8 + 4;
     b[off_at..off_at + 8].copy_from_slice(&3u64.to_le_bytes());
@@ -290,8 +264,7 @@ fn corrupt_headers_are_named() {
     assert!(gguf_err(w.to_bytes(3)).contains("block size 32"));
     // Duplicate names.
     let mut w = GgufWriter::new();
-    w.tensor("t", &[1], 0, vec![0; 4])
-        .tensor("t", &[1], 0, vec![0; 4]);
+    w.tensor("t", &[1], 0, vec![0; 4]).tensor("t", &[1], 0, vec![0; 4]);
     assert!(gguf_err(w.to_bytes(3)).contains("duplicate tensor name"));
 }
 
@@ -307,12 +280,7 @@ fn open_reads_a_file_and_names_a_missing_one() {
     let e = GgufFile::open(&path).unwrap_err().to_string();
     assert!(e.contains("t.gguf") && e.contains("truncated"), "{e}");
     std::fs::write(&path, b"").unwrap();
-    assert!(
-        GgufFile::open(&path)
-            .unwrap_err()
-            .to_string()
-            .contains("empty file")
-    );
+    assert!(GgufFile::open(&path).unwrap_err().to_string().contains("empty file"));
     std::fs::remove_dir_all(&dir).ok();
     let e = GgufFile::open(dir.join("nope.gguf")).unwrap_err();
     assert!(matches!(e, EngineError::Io { .. }), "{e:?}");

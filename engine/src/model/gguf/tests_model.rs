@@ -51,76 +51,34 @@ fn tiny_model(arch: &str, with_output: bool) -> GgufFile {
                 for j in 0..2 {
                     let dst = (h * half + i) * 2 + j;
                     let src = (h * 2 + j) * half + i;
-                    out[dst * hidden..(dst + 1) * hidden]
-                        .copy_from_slice(&hf[src * hidden..(src + 1) * hidden]);
+                    out[dst * hidden..(dst + 1) * hidden].copy_from_slice(&hf[src * hidden..(src + 1) * hidden]);
                 }
             }
         }
         out
     };
     let fill = |n: usize, v: f32| f32_bytes(&vec![v; n]);
-    w.tensor(
-        "token_embd.weight",
-        &[hidden, vocab],
-        0,
-        fill(hidden * vocab, 0.5),
-    )
-    .tensor("blk.0.attn_norm.weight", &[hidden], 0, fill(hidden, 1.0))
-    .tensor(
-        "blk.0.attn_q.weight",
-        &[hidden, heads * hd],
-        0,
-        f32_bytes(&permute(heads * hd, heads)),
-    )
-    .tensor(
-        "blk.0.attn_k.weight",
-        &[hidden, kv * hd],
-        0,
-        f32_bytes(&permute(kv * hd, kv)),
-    )
-    .tensor(
-        "blk.0.attn_v.weight",
-        &[hidden, kv * hd],
-        0,
-        fill(hidden * kv * hd, 2.0),
-    )
-    .tensor(
-        "blk.0.attn_output.weight",
-        &[heads * hd, hidden],
-        0,
-        fill(hidden * heads * hd, 3.0),
-    )
-    .tensor(
-        "blk.0.ffn_gate.weight",
-        &[hidden, ffn],
-        0,
-        fill(hidden * ffn, 4.0),
-    )
-    .tensor(
-        "blk.0.ffn_up.weight",
-        &[hidden, ffn],
-        0,
-        fill(hidden * ffn, 5.0),
-    )
-    .tensor(
-        "blk.0.ffn_down.weight",
-        &[ffn, hidden],
-        0,
-        fill(hidden * ffn, 6.0),
-    )
-    .tensor("blk.0.ffn_norm.weight", &[hidden], 0, fill(hidden, 7.0))
-    .tensor("output_norm.weight", &[hidden], 0, fill(hidden, 8.0));
+    w.tensor("token_embd.weight", &[hidden, vocab], 0, fill(hidden * vocab, 0.5))
+        .tensor("blk.0.attn_norm.weight", &[hidden], 0, fill(hidden, 1.0))
+        .tensor("blk.0.attn_q.weight", &[hidden, heads * hd], 0, f32_bytes(&permute(heads * hd, heads)))
+        .tensor("blk.0.attn_k.weight", &[hidden, kv * hd], 0, f32_bytes(&permute(kv * hd, kv)))
+        .tensor("blk.0.attn_v.weight", &[hidden, kv * hd], 0, fill(hidden * kv * hd, 2.0))
+        .tensor("blk.0.attn_output.weight", &[heads * hd, hidden], 0, fill(hidden * heads * hd, 3.0))
+        .tensor("blk.0.ffn_gate.weight", &[hidden, ffn], 0, fill(hidden * ffn, 4.0))
+        .tensor("blk.0.ffn_up.weight", &[hidden, ffn], 0, fill(hidden * ffn, 5.0))
+        .tensor("blk.0.ffn_down.weight", &[ffn, hidden], 0, fill(hidden * ffn, 6.0))
+        .tensor("blk.0.ffn_norm.weight", &[hidden], 0, fill(hidden, 7.0))
+        .tensor("output_norm.weight", &[hidden], 0, fill(hidden, 8.0));
     if arch == "qwen3" {
-        w.tensor("blk.0.attn_q_norm.weight", &[hd], 0, fill(hd, 9.0))
-            .tensor("blk.0.attn_k_norm.weight", &[hd], 0, fill(hd, 10.0));
+        w.tensor("blk.0.attn_q_norm.weight", &[hd], 0, fill(hd, 9.0)).tensor(
+            "blk.0.attn_k_norm.weight",
+            &[hd],
+            0,
+            fill(hd, 10.0),
+        );
     }
     if with_output {
-        w.tensor(
-            "output.weight",
-            &[hidden, vocab],
-            0,
-            fill(hidden * vocab, 11.0),
-        );
+        w.tensor("output.weight", &[hidden, vocab], 0, fill(hidden * vocab, 11.0));
     }
     GgufFile::from_bytes(w.to_bytes(3)).unwrap()
 }
@@ -134,36 +92,11 @@ fn llama_config_and_unpermuted_hf_tensors() {
     let g = tiny_model("llama", false);
     let cfg = g.model_config().unwrap();
     assert_eq!(cfg.arch, Arch::Llama);
-    assert_eq!(
-        (
-            cfg.vocab_size,
-            cfg.hidden_size,
-            cfg.intermediate_size,
-            cfg.num_hidden_layers
-        ),
-        (6, 8, 4, 1)
-    );
-    assert_eq!(
-        (
-            cfg.num_attention_heads,
-            cfg.num_key_value_heads,
-            cfg.head_dim
-        ),
-        (2, 1, 4)
-    );
-    assert_eq!(
-        (
-            cfg.rope_theta,
-            cfg.rms_norm_eps,
-            cfg.max_position_embeddings
-        ),
-        (1e6, 1e-6, 128)
-    );
+    assert_eq!((cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers), (6, 8, 4, 1));
+    assert_eq!((cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim), (2, 1, 4));
+    assert_eq!((cfg.rope_theta, cfg.rms_norm_eps, cfg.max_position_embeddings), (1e6, 1e-6, 128));
     assert!(cfg.tie_word_embeddings);
-    assert_eq!(
-        (cfg.bos_token_id, cfg.eos_token_ids.clone()),
-        (Some(1), vec![2])
-    );
+    assert_eq!((cfg.bos_token_id, cfg.eos_token_ids.clone()), (Some(1), vec![2]));
     let m = g.load_tensors(&cfg).unwrap();
     assert_eq!(m.len(), 11);
     let q = &m["model.layers.0.self_attn.q_proj.weight"];
@@ -200,14 +133,8 @@ fn qwen3_config_keeps_row_order_and_adds_chat_eos() {
     assert_eq!(m.len(), 14);
     let q = &m["model.layers.0.self_attn.q_proj.weight"];
     assert_eq!(rows_of(q), (0..8).map(|r| r as f32).collect::<Vec<_>>());
-    assert_eq!(
-        m["model.layers.0.self_attn.q_norm.weight"].data,
-        vec![9.0; 4]
-    );
-    assert_eq!(
-        m["model.layers.0.self_attn.k_norm.weight"].data,
-        vec![10.0; 4]
-    );
+    assert_eq!(m["model.layers.0.self_attn.q_norm.weight"].data, vec![9.0; 4]);
+    assert_eq!(m["model.layers.0.self_attn.k_norm.weight"].data, vec![10.0; 4]);
     assert_eq!(m["lm_head.weight"].shape, vec![6, 8]);
 }
 
@@ -217,10 +144,7 @@ fn config_errors_name_the_key() {
     w.meta("general.architecture", MetaValue::String("mixtral".into()));
     let g = GgufFile::from_bytes(w.to_bytes(3)).unwrap();
     let e = g.model_config().unwrap_err().to_string();
-    assert!(
-        e.contains("mixtral") && e.contains("supported: llama, qwen3"),
-        "{e}"
-    );
+    assert!(e.contains("mixtral") && e.contains("supported: llama, qwen3"), "{e}");
     let mut w = GgufWriter::new();
     w.meta("general.architecture", MetaValue::String("llama".into()));
     w.meta("llama.embedding_length", MetaValue::U32(8));

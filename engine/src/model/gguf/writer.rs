@@ -54,27 +54,17 @@ impl GgufWriter {
 
     /// Adds a tensor: `dims` in GGUF order (fastest-varying first), `ggml_type`
     /// the ggml type id, `data` its encoded bytes.
-    pub fn tensor(
-        &mut self,
-        name: &str,
-        dims: &[usize],
-        ggml_type: u32,
-        data: Vec<u8>,
-    ) -> &mut Self {
-        self.tensors
-            .push((name.to_string(), dims.to_vec(), ggml_type, data));
+    pub fn tensor(&mut self, name: &str, dims: &[usize], ggml_type: u32, data: Vec<u8>) -> &mut Self {
+        self.tensors.push((name.to_string(), dims.to_vec(), ggml_type, data));
         self
     }
 
     /// The file's bytes. The alignment is `general.alignment` if set (as U32),
     /// else 32.
     pub fn to_bytes(&self, version: u32) -> Vec<u8> {
-        let alignment = self
-            .metadata
-            .iter()
-            .find(|(k, _)| k == "general.alignment")
-            .and_then(|(_, v)| v.as_u64())
-            .unwrap_or(32) as usize;
+        let alignment =
+            self.metadata.iter().find(|(k, _)| k == "general.alignment").and_then(|(_, v)| v.as_u64()).unwrap_or(32)
+                as usize;
         let align = |n: usize| n.div_ceil(alignment) * alignment;
         let mut out = Vec::new();
         out.extend_from_slice(b"GGUF");

@@ -1,0 +1,108 @@
+//! Resolution of derived references: turns each cell's `derived:*` rate and count
+//! into numbers from `[derived]`, and refuses a plan whose loads are not derived yet.
+//! Must not compute loads (that is `derive`) nor guess a value that is missing.
+
+use super::error::{Issue, PlanError};
+use super::types::{Arrival, Cell, CellKind, Count, Load, Plan, Rate};
+
+/// A cell with every number concrete: what the trace generator and runner use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedCell {
+    pub name: String,
+    pub kind: CellKind,
+    pub load: ResolvedLoad,
+    pub count: u64,
+    pub input_tokens: u32,
+    pub retries: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ResolvedLoad {
+    Closed { concurrency: u32 },
+    Open { rate_rps: f64, arrival: Arrival },
+    Isolated { spacing_ns: u64 },
+}
+
+impl Plan {
+    /// The number a rate stands for, if known.
+    pub fn rate_of(&self, rate: &Rate) -> Option<f64> {
+        match rate {
+            Rate::Fixed(r) => Some(*r),
+            Rate::Derived(name) => self.derived.as_ref()?.rate(name),
+        }
+    }
+
+    /// The number a count stands for, if known.
+    pub fn count_of(&self, count: Count) -> Option<u64> {
+        match count {
+            Count::Fixed(n) => Some(n),
+            Count::Derived => self.derived.as_ref()?.count,
+        }
+    }
+
+    /// Refuses a plan with a `derived:*` reference that `[derived]` does not fill,
+    /// naming each such cell key. `harness run` calls this before anything else.
+    pub fn require_derived(&self) -> Result<(), PlanError> {
+        let fix = "run `harness plan derive PLAN --write` first";
+        let mut issues = Vec::new();
+        for (i, cell) in self.cells.iter().enumerate() {
+            if let Load::Open { rate: rate @ Rate::Derived(name), .. } = &cell.load
+                && self.rate_of(rate).is_none()
+            {
+                issues.push(Issue::new(
+                    format!("cells[{i}].rate"),
+                    format!("cell {:?} uses derived:{name}, which is not derived yet; {fix}", cell.name),
+                ));
+            }
+            if self.count_of(cell.count).is_none() {
+                issues.push(Issue::new(
+                    format!("cells[{i}].count"),
+                    format!("cell {:?} uses derived:count, which is not derived yet; {fix}", cell.name),
+                ));
+            }
+        }
+        if issues.is_empty() { Ok(()) } else { Err(PlanError::Invalid(issues)) }
+    }
+
+    /// The cell with its numbers filled in, or `None` when a reference is underived.
+    pub fn try_resolve(&self, cell: &Cell) -> Option<ResolvedCell> {
+        let load = match &cell.load {
+            Load::Closed { concurrency } => ResolvedLoad::Closed { concurrency: *concurrency },
+            Load::Open { rate, arrival } => ResolvedLoad::Open { rate_rps: self.rate_of(rate)?, arrival: *arrival },
+            Load::Isolated { spacing_s } => ResolvedLoad::Isolated { spacing_ns: (spacing_s * 1e9).round() as u64 },
+        };
+        Some(ResolvedCell {
+            name: cell.name.clone(),
+            kind: cell.kind,
+            load,
+            count: self.count_of(cell.count)?,
+            input_tokens: cell.input_tokens,
+            retries: cell.retries,
+        })
+    }
+
+    /// Every cell resolved, in plan order; fails like [`Plan::require_derived`].
+    pub fn resolved_cells(&self) -> Result<Vec<ResolvedCell>, PlanError> {
+        self.require_derived()?;
+        self.cells
+            .iter()
+            .map(|c| {
+                self.try_resolve(c).ok_or_else(|| PlanError::invalid(format!("cells.{}", c.name), "cannot be resolved"))
+            })
+            .collect()
+    }
+}
+
+impl ResolvedCell {
+    /// Seconds from the first to the last intended arrival, when the load fixes it:
+    /// open loop (count - 1) / rate on average, isolated (count - 1) * spacing.
+    /// `None` for closed loop, whose pace the server sets.
+    pub fn arrival_span_s(&self) -> Option<f64> {
+        let gaps = self.count.saturating_sub(1) as f64;
+        match self.load {
+            ResolvedLoad::Open { rate_rps, .. } => Some(gaps / rate_rps),
+            ResolvedLoad::Isolated { spacing_ns } => Some(gaps * spacing_ns as f64 / 1e9),
+            ResolvedLoad::Closed { .. } => None,
+        }
+    }
+}

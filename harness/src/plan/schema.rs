@@ -1,0 +1,168 @@
+//! The plan file as written: serde structs that mirror `plan.toml` key for key, with
+//! unknown keys rejected (`deny_unknown_fields`). Owns the spelling of keys and enum
+//! values. Must not judge values: ranges, cross-references and defaults that depend
+//! on other keys belong to `validate`, which turns these into `types::Plan`.
+//! Integers are read as `i64` so that a negative count gets a message naming its key.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::types::{ArmRole, CellKind, Metric};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub study: StudyFile,
+    pub request: RequestFile,
+    pub prompts: PromptsFile,
+    pub warmup: WarmupFile,
+    pub timing: TimingFile,
+    pub blocks: BlocksFile,
+    #[serde(default)]
+    pub arms: Vec<ArmFile>,
+    #[serde(default)]
+    pub cells: Vec<CellFile>,
+    pub analysis: Option<AnalysisFile>,
+    #[serde(default)]
+    pub hypotheses: Vec<HypothesisFile>,
+    pub derive: Option<DeriveFile>,
+    /// Written by `harness plan derive --write`; checked against `[derive]`.
+    pub derived: Option<BTreeMap<String, toml::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyFile {
+    pub name: String,
+    pub seed: i64,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestFile {
+    pub model: String,
+    pub output_tokens: i64,
+    pub ignore_eos: Option<bool>,
+    pub temperature: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptsFile {
+    /// "text", "jsonl" or "random".
+    pub source: String,
+    pub lengths: Vec<i64>,
+    pub documents: i64,
+    pub texts: Option<String>,
+    pub pattern: Option<String>,
+    pub tokenizer: Option<String>,
+    pub path: Option<String>,
+    pub min_token_id: Option<i64>,
+    pub max_token_id: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmupFile {
+    pub prompts: i64,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimingFile {
+    pub settle_s: f64,
+    pub request_timeout_s: f64,
+    pub drain_timeout_s: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlocksFile {
+    pub count: i64,
+    pub descriptive: Option<i64>,
+    pub arm_order: OrderFile,
+    pub cell_order: OrderFile,
+}
+
+/// A counterbalancing scheme by name, or an explicit list of orders cycled over blocks.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OrderFile {
+    Scheme(String),
+    Explicit(Vec<Vec<String>>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArmFile {
+    pub name: String,
+    pub role: ArmRole,
+    pub argv: Option<Vec<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub port: Option<i64>,
+    pub health: Option<String>,
+    pub startup_timeout_s: Option<f64>,
+    pub url: Option<String>,
+    pub receipts: Option<String>,
+    pub tokenizer: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellFile {
+    pub name: String,
+    pub kind: CellKind,
+    /// "closed", "open" or "isolated".
+    pub load: String,
+    pub count: NumOrRef<i64>,
+    pub input_tokens: Option<i64>,
+    pub retries: Option<i64>,
+    pub concurrency: Option<i64>,
+    pub rate: Option<NumOrRef<f64>>,
+    pub arrival: Option<String>,
+    pub burstiness: Option<f64>,
+    pub spacing_s: Option<f64>,
+}
+
+/// A literal number, or a reference such as `"derived:near"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum NumOrRef<T> {
+    Num(T),
+    Ref(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisFile {
+    pub alpha: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HypothesisFile {
+    pub name: Option<String>,
+    pub metric: Metric,
+    pub cell: String,
+    pub candidate: String,
+    pub control: String,
+    pub threshold: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeriveFile {
+    pub pilot_rates: Vec<f64>,
+    pub near_fraction: f64,
+    #[serde(default)]
+    pub fractions: BTreeMap<String, f64>,
+    pub count_floor: Option<i64>,
+    pub count_duration_s: Option<f64>,
+    pub count_multiple: Option<i64>,
+    pub note: Option<String>,
+}

@@ -1,0 +1,200 @@
+//! The human-readable account `harness plan check` prints: settings, cells, the
+//! hypothesis family, derived loads, the full block-by-block schedule and a duration
+//! estimate. Must not validate (the plan is already valid) or run anything; an
+//! underived reference is shown as such, never guessed.
+
+use std::fmt::Write;
+
+use super::derive::tenths_str;
+use super::resolve::ResolvedCell;
+use super::types::{Arrival, Count, Load, PanelSource, Plan, Rate, Server};
+
+fn secs(s: f64) -> String {
+    if s >= 120.0 { format!("{:.1} min", s / 60.0) } else { format!("{s:.1} s") }
+}
+
+impl Plan {
+    /// Estimated seconds of one cell run on one arm, settle included: open and
+    /// isolated cells by their arrival span, closed-loop cells at the slower pilot
+    /// rate from `[derive]` (`None` without pilots or when underived).
+    pub fn cell_estimate_s(&self, cell: &ResolvedCell) -> Option<f64> {
+        let load = match cell.arrival_span_s() {
+            Some(s) => s,
+            None => {
+                let slower = self.derive.as_ref()?.pilot_rates.iter().copied().fold(f64::INFINITY, f64::min);
+                cell.count as f64 / slower
+            }
+        };
+        Some(self.timing.settle_s + load)
+    }
+
+    /// The text `harness plan check` prints.
+    pub fn render_check(&self, sha256: &str) -> String {
+        let mut o = String::new();
+        let s = &self.study;
+        let _ = writeln!(o, "study {} (seed {}), plan sha256 {sha256}", s.name, s.seed);
+        if let Some(d) = &s.description {
+            let _ = writeln!(o, "  {d}");
+        }
+        let r = &self.request;
+        let _ = writeln!(
+            o,
+            "request: model {:?}, {} output tokens (ignore_eos = {}), temperature {}",
+            r.model, r.output_tokens, r.ignore_eos, r.temperature
+        );
+        let p = &self.prompts;
+        let src = match &p.source {
+            PanelSource::Text { dir, pattern, tokenizer } => {
+                format!("cut from {dir}/{pattern} with tokenizer {tokenizer}")
+            }
+            PanelSource::Jsonl { path } => format!("cut from token IDs in {path}"),
+            PanelSource::Random { min_token_id, max_token_id } => {
+                format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
+            }
+        };
+        let _ = writeln!(o, "prompts: {} per length {:?}, {src}", p.documents, p.lengths);
+        let w = &self.warmup;
+        let _ = writeln!(
+            o,
+            "warmup: one non-streaming call of {} prompts x {} tokens, {} output tokens each",
+            w.prompts, w.input_tokens, w.output_tokens
+        );
+        let t = &self.timing;
+        let _ = writeln!(
+            o,
+            "timing: settle {} s, request timeout {} s, drain timeout {} s",
+            t.settle_s, t.request_timeout_s, t.drain_timeout_s
+        );
+        let _ = writeln!(o, "arms:");
+        for a in &self.arms {
+            let how = match &a.server {
+                Server::Spawn { argv, port } => format!("starts {argv:?} on port {port}"),
+                Server::External { url } => format!("external server {url} (never restarted)"),
+            };
+            let _ = writeln!(o, "  {} ({}): {how}, health {}", a.name, a.role.as_str(), a.health);
+        }
+        let _ = writeln!(o, "cells:");
+        for c in &self.cells {
+            let load = match &c.load {
+                Load::Closed { concurrency } => format!("closed-loop concurrency {concurrency}"),
+                Load::Isolated { spacing_s } => format!("isolated, {spacing_s} s apart"),
+                Load::Open { rate, arrival } => {
+                    let rate = match (rate, self.rate_of(rate)) {
+                        (Rate::Fixed(x), _) => format!("{x} req/s"),
+                        (Rate::Derived(n), Some(x)) => format!("{x} req/s (derived:{n})"),
+                        (Rate::Derived(n), None) => format!("derived:{n} (NOT DERIVED YET)"),
+                    };
+                    match arrival {
+                        Arrival::Poisson => format!("open-loop Poisson at {rate}"),
+                        Arrival::Gamma { burstiness } => {
+                            format!("open-loop gamma (burstiness {burstiness}) at {rate}")
+                        }
+                    }
+                }
+            };
+            let count = match (c.count, self.count_of(c.count)) {
+                (Count::Derived, None) => "derived:count (NOT DERIVED YET)".to_string(),
+                (Count::Derived, Some(n)) => format!("{n} (derived:count)"),
+                (Count::Fixed(n), _) => n.to_string(),
+            };
+            let _ = writeln!(
+                o,
+                "  {} [{}]: {load}; {count} requests of {} tokens; retries {}",
+                c.name,
+                c.kind.as_str(),
+                c.input_tokens,
+                c.retries
+            );
+        }
+        if !self.hypotheses.is_empty() {
+            let alpha = self.alpha.unwrap_or(f64::NAN);
+            let _ = writeln!(
+                o,
+                "hypotheses (exact sign test, Holm across all {} at alpha {alpha}):",
+                self.hypotheses.len()
+            );
+            for h in &self.hypotheses {
+                let _ = writeln!(
+                    o,
+                    "  {}: {} ({}) in {}, {} vs {}, median effect >= {}%",
+                    h.name,
+                    h.metric.as_str(),
+                    h.metric.kind().as_str(),
+                    h.cell,
+                    h.candidate,
+                    h.control,
+                    h.threshold * 100.0
+                );
+            }
+        }
+        if let Some(d) = &self.derive {
+            let _ =
+                write!(o, "derive: pilots {:?}, near = floor(10 * {} * slower) / 10", d.pilot_rates, d.near_fraction);
+            match &self.derived {
+                Some(v) => {
+                    let loads: Vec<String> =
+                        v.rates_tenths.iter().map(|(k, &t)| format!("{k} {}", tenths_str(t))).collect();
+                    let _ = write!(o, " -> {}", loads.join(", "));
+                    if let Some(c) = v.count {
+                        let _ = write!(o, ", count {c}");
+                    }
+                    let _ = writeln!(o);
+                }
+                None => {
+                    let _ = writeln!(o, "; NOT DERIVED YET: `harness run` will refuse this plan");
+                }
+            }
+        }
+        self.render_schedule(&mut o);
+        o
+    }
+
+    fn render_schedule(&self, o: &mut String) {
+        let schedule = self.schedule();
+        let starts: usize = schedule.blocks.iter().map(|b| b.arms.len()).sum();
+        let _ = writeln!(
+            o,
+            "schedule: {} confirmation + {} descriptive blocks, {starts} server starts",
+            self.blocks.count, self.blocks.descriptive
+        );
+        let (mut requests, mut seconds, mut unknown) = (0u64, 0.0, false);
+        for b in &schedule.blocks {
+            let _ = writeln!(o, "  block {} ({}):", b.index, b.kind.as_str());
+            for arm in &b.arms {
+                let mut parts = Vec::new();
+                for name in &b.cells {
+                    let resolved = self.cell(name).and_then(|c| self.try_resolve(c));
+                    match resolved {
+                        Some(rc) => {
+                            requests += rc.count;
+                            match self.cell_estimate_s(&rc) {
+                                Some(s) => seconds += s,
+                                None => unknown = true,
+                            }
+                            parts.push(format!("{name} ({})", rc.count));
+                        }
+                        None => {
+                            unknown = true;
+                            parts.push(format!("{name} (underived)"));
+                        }
+                    }
+                }
+                let _ = writeln!(o, "    {arm}: {}", parts.join(" -> "));
+            }
+        }
+        let _ = writeln!(
+            o,
+            "total: {requests} timed requests, {} warmup calls",
+            if self.warmup.prompts > 0 { starts } else { 0 }
+        );
+        let _ = writeln!(
+            o,
+            "estimate: about {} of settling and load{}; plus server startups, warmups and drains",
+            secs(seconds),
+            if unknown { " (some cells not estimable: closed loop without pilots, or underived)" } else { "" }
+        );
+        for note in self.balance_notes() {
+            let _ = writeln!(o, "note: {note}");
+        }
+    }
+}

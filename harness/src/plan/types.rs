@@ -1,0 +1,332 @@
+//! The validated plan: typed values that every later layer reads (runner, metrics,
+//! stats, report). Owns the meaning of each setting and the lookups over it. Must not
+//! do I/O and must not be built except through `validate` (fields are public for
+//! reading; a hand-built `Plan` skips the checks that make it trustworthy).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::derive::{DeriveSpec, DerivedLoads};
+
+/// A validated plan. Build it with [`super::parse`] or [`super::freeze`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub study: Study,
+    pub request: RequestSpec,
+    pub arms: Vec<Arm>,
+    pub prompts: PanelSpec,
+    pub warmup: Warmup,
+    pub timing: Timing,
+    pub blocks: Blocks,
+    pub cells: Vec<Cell>,
+    /// Family-wise alpha for the Holm-corrected hypothesis family (`analysis.alpha`).
+    pub alpha: Option<f64>,
+    pub hypotheses: Vec<Hypothesis>,
+    /// Pilot results and the formula (`[derive]`).
+    pub derive: Option<DeriveSpec>,
+    /// Values written by `harness plan derive --write` (`[derived]`), already checked
+    /// to equal the formula's output.
+    pub derived: Option<DerivedLoads>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Study {
+    pub name: String,
+    pub seed: u64,
+    pub description: Option<String>,
+}
+
+/// Fields every timed request carries; identical for every arm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSpec {
+    /// The `model` field of each request; every arm must serve under this name.
+    pub model: String,
+    /// Forced output length (`max_tokens`, and `min_tokens` with `ignore_eos`).
+    pub output_tokens: u32,
+    pub ignore_eos: bool,
+    pub temperature: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArmRole {
+    Candidate,
+    Control,
+}
+
+impl ArmRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArmRole::Candidate => "candidate",
+            ArmRole::Control => "control",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arm {
+    pub name: String,
+    pub role: ArmRole,
+    pub server: Server,
+    /// Extra environment for the spawned server; values may hold placeholders.
+    pub env: BTreeMap<String, String>,
+    /// Path polled for readiness, e.g. `/health`.
+    pub health: String,
+    pub startup_timeout_s: f64,
+    /// Receipts file the server writes (template; see `placeholders`).
+    pub receipts: Option<String>,
+    /// Tokenizer file this arm's model uses, when declared.
+    pub tokenizer: Option<String>,
+}
+
+/// How the harness reaches an arm.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Server {
+    /// A fresh server started from `argv` (no shell) for every block, on loopback.
+    Spawn { argv: Vec<String>, port: u16 },
+    /// A server the harness does not start or stop (`url`, no trailing slash).
+    External { url: String },
+}
+
+impl Arm {
+    /// Base URL of the arm, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        match &self.server {
+            Server::Spawn { port, .. } => format!("http://127.0.0.1:{port}"),
+            Server::External { url } => url.clone(),
+        }
+    }
+}
+
+/// The prompt panel: `documents` prompts for each context length, cut from a source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PanelSpec {
+    pub source: PanelSource,
+    pub lengths: Vec<u32>,
+    pub documents: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PanelSource {
+    /// Natural text files in `dir` whose names match `pattern` (one `*` at most),
+    /// encoded with `tokenizer` (from `prompts.tokenizer` or the arms' common one).
+    Text { dir: String, pattern: String, tokenizer: String },
+    /// One JSON object per line with a `tokens` array of token IDs.
+    Jsonl { path: String },
+    /// Seeded uniform token IDs in `min..=max` (synthetic models only; not natural text).
+    Random { min_token_id: u32, max_token_id: u32 },
+}
+
+impl PanelSpec {
+    /// Index in `prompts.jsonl` of the prompt used by request `i` of a cell whose
+    /// prompts have `length` tokens: documents are used in turn (round robin), and
+    /// the panel lists lengths in plan order, `documents` prompts each.
+    pub fn prompt_index(&self, length: u32, i: u64) -> Option<u64> {
+        let li = self.lengths.iter().position(|&l| l == length)? as u64;
+        let n = u64::from(self.documents);
+        Some(li * n + i % n)
+    }
+}
+
+/// One non-streaming batched call of `prompts` prompts after each server start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warmup {
+    /// K; 0 means no warmup call.
+    pub prompts: u32,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// Idle seconds before each measured cell.
+    pub settle_s: f64,
+    pub request_timeout_s: f64,
+    /// Longest wait, after the last intended arrival, for outstanding requests.
+    pub drain_timeout_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocks {
+    /// Confirmation blocks; each runs every confirmation cell on every arm.
+    pub count: u32,
+    /// Extra blocks after them that run the descriptive cells.
+    pub descriptive: u32,
+    pub arm_order: Order,
+    pub cell_order: Order,
+}
+
+/// A counterbalancing scheme (see `schedule`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Order {
+    /// Plan order in every block.
+    Fixed,
+    /// Plan order in even blocks, reversed in odd blocks.
+    Alternate,
+    /// Rows of a balanced (Williams) Latin square, cycled over blocks.
+    Latin,
+    /// These orders, cycled over blocks; each lists every arm (or every cell) once.
+    Explicit(Vec<Vec<String>>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellKind {
+    /// Enters the hypothesis tests; runs in every confirmation block.
+    Confirmation,
+    /// Reported, never tested; runs in the descriptive blocks.
+    Descriptive,
+}
+
+impl CellKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellKind::Confirmation => "confirmation",
+            CellKind::Descriptive => "descriptive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub name: String,
+    pub kind: CellKind,
+    pub load: Load,
+    pub count: Count,
+    /// Prompt length in tokens; one of `prompts.lengths`.
+    pub input_tokens: u32,
+    pub retries: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Load {
+    /// `concurrency` clients; every request intended at the cell start.
+    Closed { concurrency: u32 },
+    /// Open-loop arrivals at `rate` requests/s.
+    Open { rate: Rate, arrival: Arrival },
+    /// One request every `spacing_s` seconds.
+    Isolated { spacing_s: f64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// Exponential gaps.
+    Poisson,
+    /// Gamma gaps with shape = burstiness, scale = 1 / (rate * burstiness).
+    Gamma { burstiness: f64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rate {
+    Fixed(f64),
+    /// `derived:<name>`: a load from `[derived]` (`near` or a `[derive.fractions]` key).
+    Derived(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Count {
+    Fixed(u64),
+    /// `derived:count`.
+    Derived,
+}
+
+/// Whether larger is better (throughput) or smaller is better (latency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricKind {
+    Throughput,
+    Latency,
+}
+
+/// A cell-level measure a hypothesis compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+pub enum Metric {
+    /// Valid completed requests / observation interval (first intended arrival to last
+    /// completion, drain included).
+    #[serde(rename = "throughput_rps")]
+    ThroughputRps,
+    /// Output tokens of valid completed requests / the same interval.
+    #[serde(rename = "output_tokens_per_s")]
+    OutputTokensPerS,
+    /// p95 of time to first token-bearing event, from HTTP send.
+    #[serde(rename = "ttft_p95")]
+    TtftP95,
+    /// p95 across requests of per-request time per output token.
+    #[serde(rename = "tpot_p95")]
+    TpotP95,
+    /// p95 of end-to-end latency ([DONE]) from HTTP send.
+    #[serde(rename = "e2e_p95")]
+    E2eP95,
+    /// p95 of end-to-end latency from intended arrival.
+    #[serde(rename = "e2e_p95_intended")]
+    E2eP95Intended,
+}
+
+impl MetricKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Throughput => "throughput",
+            MetricKind::Latency => "latency",
+        }
+    }
+}
+
+impl Metric {
+    pub const ALL: [Metric; 6] = [
+        Metric::ThroughputRps,
+        Metric::OutputTokensPerS,
+        Metric::TtftP95,
+        Metric::TpotP95,
+        Metric::E2eP95,
+        Metric::E2eP95Intended,
+    ];
+
+    pub fn kind(self) -> MetricKind {
+        match self {
+            Metric::ThroughputRps | Metric::OutputTokensPerS => MetricKind::Throughput,
+            _ => MetricKind::Latency,
+        }
+    }
+
+    /// The plan spelling, e.g. `e2e_p95_intended`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::ThroughputRps => "throughput_rps",
+            Metric::OutputTokensPerS => "output_tokens_per_s",
+            Metric::TtftP95 => "ttft_p95",
+            Metric::TpotP95 => "tpot_p95",
+            Metric::E2eP95 => "e2e_p95",
+            Metric::E2eP95Intended => "e2e_p95_intended",
+        }
+    }
+}
+
+/// One member of the hypothesis family: candidate beats control on `metric` in `cell`
+/// by at least `threshold` (median block effect, as a fraction: 0.01 = 1%).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hypothesis {
+    pub name: String,
+    pub metric: Metric,
+    pub cell: String,
+    pub candidate: String,
+    pub control: String,
+    pub threshold: f64,
+}
+
+impl Plan {
+    pub fn arm(&self, name: &str) -> Option<&Arm> {
+        self.arms.iter().find(|a| a.name == name)
+    }
+
+    pub fn cell(&self, name: &str) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.name == name)
+    }
+
+    /// Indices in `prompts.jsonl` of the warmup call's prompts.
+    pub fn warmup_prompts(&self) -> Vec<u64> {
+        (0..u64::from(self.warmup.prompts))
+            .filter_map(|i| self.prompts.prompt_index(self.warmup.input_tokens, i))
+            .collect()
+    }
+}

@@ -1,0 +1,212 @@
+//! Validation: turns the file as written (`schema::PlanFile`) into a `types::Plan`,
+//! collecting every problem as an `Issue` named by its key. Owns ranges, defaults and
+//! cross-references. Must not touch the filesystem: whether input files exist is a
+//! separate check (`Plan::missing_inputs`), so a plan validates the same anywhere.
+//! Arms and the panel are checked in `validate_arms`; cells, hypotheses and the
+//! derive tables in `validate_cells`.
+
+use super::error::{Issue, PlanError};
+use super::schema::{BlocksFile, OrderFile, PlanFile, RequestFile, TimingFile, WarmupFile};
+use super::types::{Arm, Blocks, Cell, CellKind, Order, PanelSpec, Plan, RequestSpec, Study, Timing, Warmup};
+use super::{validate_arms, validate_cells};
+
+/// Collects issues while building typed values.
+pub(super) struct Checker {
+    pub issues: Vec<Issue>,
+}
+
+impl Checker {
+    pub fn err(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.issues.push(Issue::new(key, message));
+    }
+
+    /// An integer in `min..=max`, or an issue.
+    pub fn int(&mut self, key: &str, v: i64, min: i64, max: i64) -> Option<u64> {
+        if (min..=max).contains(&v) {
+            Some(v as u64)
+        } else if v < min && min == 1 {
+            self.err(key, format!("must be at least 1, got {v}"));
+            None
+        } else {
+            self.err(key, format!("must be in {min}..={max}, got {v}"));
+            None
+        }
+    }
+
+    /// A finite number with `v > 0` (or `v >= 0` when `zero_ok`).
+    pub fn positive(&mut self, key: &str, v: f64, zero_ok: bool) -> Option<f64> {
+        if v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) {
+            Some(v)
+        } else {
+            let what = if zero_ok { "zero or positive" } else { "positive" };
+            self.err(key, format!("must be {what} and finite, got {v}"));
+            None
+        }
+    }
+
+    /// A name usable in file names: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 64 bytes.
+    pub fn name(&mut self, key: &str, name: &str) {
+        let ok = !name.is_empty()
+            && name.len() <= 64
+            && name.as_bytes()[0].is_ascii_alphanumeric()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !ok {
+            self.err(key, format!("{name:?} must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 64 bytes)"));
+        }
+    }
+
+    /// Rejects a key that does not apply, e.g. `rate` on a closed-loop cell.
+    pub fn forbid<T>(&mut self, key: &str, v: &Option<T>, why: &str) {
+        if v.is_some() {
+            self.err(key, why.to_string());
+        }
+    }
+}
+
+/// Validates a parsed plan file. With `check_derived` false the `[derived]` table is
+/// ignored (used by `derive`, which replaces it).
+pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, PlanError> {
+    let mut c = Checker { issues: Vec::new() };
+    c.name("study.name", &file.study.name);
+    let seed = c.int("study.seed", file.study.seed, 0, i64::MAX).unwrap_or(0);
+    let study = Study { name: file.study.name, seed, description: file.study.description };
+    let request = request(&mut c, file.request);
+    let arms = validate_arms::arms(&mut c, file.arms);
+    let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
+    let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
+    let timing = timing(&mut c, file.timing);
+    let derive = validate_cells::derive(&mut c, file.derive);
+    let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
+    let blocks = blocks(&mut c, file.blocks, &arms, &cells);
+    let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
+    let expected = derive.as_ref().and_then(|d| d.1.as_ref());
+    let derived = match file.derived {
+        Some(table) if check_derived => super::derive::check_table(&table, expected, &mut c.issues),
+        _ => None,
+    };
+    if !c.issues.is_empty() {
+        return Err(PlanError::Invalid(c.issues));
+    }
+    Ok(Plan {
+        study,
+        request,
+        arms,
+        prompts,
+        warmup,
+        timing,
+        blocks,
+        cells,
+        alpha,
+        hypotheses,
+        derive: derive.map(|d| d.0),
+        derived,
+    })
+}
+
+fn request(c: &mut Checker, r: RequestFile) -> RequestSpec {
+    if r.model.trim().is_empty() {
+        c.err("request.model", "must not be empty");
+    }
+    let temperature = r.temperature.unwrap_or(0.0);
+    c.positive("request.temperature", temperature, true);
+    RequestSpec {
+        model: r.model,
+        output_tokens: c.int("request.output_tokens", r.output_tokens, 1, u32::MAX.into()).unwrap_or(1) as u32,
+        ignore_eos: r.ignore_eos.unwrap_or(true),
+        temperature,
+    }
+}
+
+fn warmup(c: &mut Checker, w: WarmupFile, panel: &PanelSpec, output: u32) -> Warmup {
+    let prompts = c.int("warmup.prompts", w.prompts, 0, 1 << 20).unwrap_or(0) as u32;
+    let input_tokens = match w.input_tokens {
+        Some(l) => {
+            let l = c.int("warmup.input_tokens", l, 1, 1 << 24).unwrap_or(0) as u32;
+            if l != 0 && !panel.lengths.contains(&l) {
+                c.err("warmup.input_tokens", format!("{l} is not one of prompts.lengths {:?}", panel.lengths));
+            }
+            l
+        }
+        None if panel.lengths.len() == 1 => panel.lengths[0],
+        None => {
+            if prompts > 0 {
+                c.err("warmup.input_tokens", "required when prompts.lengths lists several lengths");
+            }
+            panel.lengths.first().copied().unwrap_or(0)
+        }
+    };
+    let output_tokens = match w.output_tokens {
+        Some(o) => c.int("warmup.output_tokens", o, 1, u32::MAX.into()).unwrap_or(1) as u32,
+        None => output,
+    };
+    Warmup { prompts, input_tokens, output_tokens }
+}
+
+fn timing(c: &mut Checker, t: TimingFile) -> Timing {
+    c.positive("timing.settle_s", t.settle_s, true);
+    c.positive("timing.request_timeout_s", t.request_timeout_s, false);
+    c.positive("timing.drain_timeout_s", t.drain_timeout_s, false);
+    Timing { settle_s: t.settle_s, request_timeout_s: t.request_timeout_s, drain_timeout_s: t.drain_timeout_s }
+}
+
+fn blocks(c: &mut Checker, b: BlocksFile, arms: &[Arm], cells: &[Cell]) -> Blocks {
+    let count = c.int("blocks.count", b.count, 0, 100_000).unwrap_or(0) as u32;
+    let n_conf = cells.iter().filter(|x| x.kind == CellKind::Confirmation).count();
+    let n_desc = cells.len() - n_conf;
+    let descriptive = match b.descriptive {
+        Some(d) => c.int("blocks.descriptive", d, 0, 100_000).unwrap_or(0) as u32,
+        None => u32::from(n_desc > 0),
+    };
+    if n_conf > 0 && count == 0 {
+        c.err("blocks.count", "the plan has confirmation cells but no confirmation blocks");
+    }
+    if n_conf == 0 && count > 0 {
+        c.err("blocks.count", format!("{count} confirmation blocks but no confirmation cell"));
+    }
+    if n_desc > 0 && descriptive == 0 {
+        c.err("blocks.descriptive", "the plan has descriptive cells but no descriptive block");
+    }
+    if n_desc == 0 && descriptive > 0 {
+        c.err("blocks.descriptive", format!("{descriptive} descriptive blocks but no descriptive cell"));
+    }
+    let arm_names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+    let cell_names: Vec<&str> = cells.iter().map(|x| x.name.as_str()).collect();
+    Blocks {
+        count,
+        descriptive,
+        arm_order: order(c, "blocks.arm_order", b.arm_order, &arm_names, "arm"),
+        cell_order: order(c, "blocks.cell_order", b.cell_order, &cell_names, "cell"),
+    }
+}
+
+fn order(c: &mut Checker, key: &str, o: OrderFile, names: &[&str], what: &str) -> Order {
+    match o {
+        OrderFile::Scheme(s) => match s.as_str() {
+            "fixed" => Order::Fixed,
+            "alternate" => Order::Alternate,
+            "latin" => Order::Latin,
+            other => {
+                c.err(
+                    key,
+                    format!("unknown scheme {other:?} (use \"fixed\", \"alternate\", \"latin\" or a list of orders)"),
+                );
+                Order::Fixed
+            }
+        },
+        OrderFile::Explicit(rows) => {
+            if rows.is_empty() {
+                c.err(key, "an explicit order needs at least one row");
+            }
+            for (i, row) in rows.iter().enumerate() {
+                let mut sorted: Vec<&str> = row.iter().map(String::as_str).collect();
+                sorted.sort_unstable();
+                let mut want = names.to_vec();
+                want.sort_unstable();
+                if sorted != want {
+                    c.err(format!("{key}[{i}]"), format!("must list every {what} exactly once: {want:?}"));
+                }
+            }
+            Order::Explicit(rows)
+        }
+    }
+}

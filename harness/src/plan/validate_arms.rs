@@ -1,0 +1,201 @@
+//! Validation of the arms and the prompt panel (see `validate` for the rest). Owns
+//! the rules for how a server is reached (argv xor url), its placeholders, ports and
+//! health path, and which keys each panel source takes. Must not touch files.
+
+use std::collections::BTreeMap;
+
+use super::placeholders;
+use super::schema::{ArmFile, PromptsFile};
+use super::types::{Arm, PanelSource, PanelSpec, Server};
+use super::validate::Checker;
+
+pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
+    if files.is_empty() {
+        c.err("arms", "the plan needs at least one [[arms]] entry");
+    }
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, a) in files.into_iter().enumerate() {
+        let k = format!("arms[{i}]");
+        c.name(&format!("{k}.name"), &a.name);
+        if let Some(first) = seen.insert(a.name.clone(), i) {
+            c.err(format!("{k}.name"), format!("duplicate arm name {:?} (also arms[{first}])", a.name));
+        }
+        let server = match (a.argv, a.url) {
+            (Some(_), Some(_)) => {
+                c.err(&k, "set either argv (a server the harness starts) or url (an external server), not both");
+                None
+            }
+            (None, None) => {
+                c.err(format!("{k}.argv"), "must be a non-empty array (or set url for an external server)");
+                None
+            }
+            (Some(argv), None) => {
+                if argv.is_empty() || argv[0].trim().is_empty() {
+                    c.err(format!("{k}.argv"), "must be a non-empty array whose first item names the program");
+                }
+                for (j, item) in argv.iter().enumerate() {
+                    if let Err(m) = placeholders::check(item, a.receipts.is_some()) {
+                        c.err(format!("{k}.argv[{j}]"), m);
+                    }
+                }
+                let port = match a.port {
+                    Some(p) => c.int(&format!("{k}.port"), p, 1, 65535).map(|p| p as u16),
+                    None => {
+                        c.err(format!("{k}.port"), "required for a server the harness starts");
+                        None
+                    }
+                };
+                port.map(|port| Server::Spawn { argv, port })
+            }
+            (None, Some(url)) => {
+                c.forbid(&format!("{k}.port"), &a.port, "an external server's port is part of its url");
+                if !a.env.is_empty() {
+                    c.err(format!("{k}.env"), "only a server the harness starts takes env");
+                }
+                let url = url.trim_end_matches('/').to_string();
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    c.err(format!("{k}.url"), format!("{url:?} must start with http:// or https://"));
+                }
+                if let Some(r) = &a.receipts
+                    && !placeholders::placeholders_in(r).is_empty()
+                {
+                    c.err(format!("{k}.receipts"), "an external server's receipts path cannot use placeholders");
+                }
+                Some(Server::External { url })
+            }
+        };
+        for (key, value) in &a.env {
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                c.err(format!("{k}.env"), format!("{key:?} is not a valid variable name"));
+            }
+            if let Err(m) = placeholders::check(value, a.receipts.is_some()) {
+                c.err(format!("{k}.env.{key}"), m);
+            }
+        }
+        if let Some(r) = &a.receipts {
+            if r.trim().is_empty() {
+                c.err(format!("{k}.receipts"), "must not be empty");
+            } else if let Err(m) = placeholders::check(r, false) {
+                c.err(format!("{k}.receipts"), m);
+            }
+        }
+        let health = a.health.unwrap_or_else(|| "/health".into());
+        if !health.starts_with('/') {
+            c.err(format!("{k}.health"), format!("{health:?} must be a path starting with /"));
+        }
+        let startup_timeout_s = a.startup_timeout_s.unwrap_or(600.0);
+        c.positive(&format!("{k}.startup_timeout_s"), startup_timeout_s, false);
+        // An invalid server has already been reported; the arm is kept (with a
+        // stand-in that never leaves validation) so that references to it by name
+        // do not raise a second, misleading "unknown arm".
+        let server = server.unwrap_or(Server::External { url: String::new() });
+        out.push(Arm {
+            name: a.name,
+            role: a.role,
+            server,
+            env: a.env,
+            health,
+            startup_timeout_s,
+            receipts: a.receipts,
+            tokenizer: a.tokenizer,
+        });
+    }
+    out
+}
+
+pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
+    let mut lengths = Vec::new();
+    if p.lengths.is_empty() {
+        c.err("prompts.lengths", "must list at least one prompt length");
+    }
+    for (i, &l) in p.lengths.iter().enumerate() {
+        if let Some(l) = c.int(&format!("prompts.lengths[{i}]"), l, 1, 1 << 24) {
+            if lengths.contains(&(l as u32)) {
+                c.err(format!("prompts.lengths[{i}]"), format!("duplicate length {l}"));
+            }
+            lengths.push(l as u32);
+        }
+    }
+    let documents = c.int("prompts.documents", p.documents, 1, 1 << 20).unwrap_or(1) as u32;
+    let only = |src: &str| format!("only {src} panels take this key (prompts.source = {:?})", p.source);
+    let source = match p.source.as_str() {
+        "text" => {
+            c.forbid("prompts.path", &p.path, &only("jsonl"));
+            c.forbid("prompts.min_token_id", &p.min_token_id, &only("random"));
+            c.forbid("prompts.max_token_id", &p.max_token_id, &only("random"));
+            let pattern = p.pattern.unwrap_or_else(|| "*.txt".into());
+            if pattern.matches('*').count() > 1 || pattern.contains('/') {
+                c.err("prompts.pattern", "a file name with at most one `*`");
+            }
+            let dir = p.texts.unwrap_or_else(|| {
+                c.err("prompts.texts", "required for a text panel (a directory of text files)");
+                String::new()
+            });
+            let tokenizer = panel_tokenizer(c, p.tokenizer, arms);
+            PanelSource::Text { dir, pattern, tokenizer }
+        }
+        "jsonl" => {
+            for (key, v) in [("texts", &p.texts), ("pattern", &p.pattern), ("tokenizer", &p.tokenizer)] {
+                c.forbid(&format!("prompts.{key}"), v, &only("text"));
+            }
+            c.forbid("prompts.min_token_id", &p.min_token_id, &only("random"));
+            c.forbid("prompts.max_token_id", &p.max_token_id, &only("random"));
+            let path = p.path.unwrap_or_else(|| {
+                c.err("prompts.path", "required for a jsonl panel");
+                String::new()
+            });
+            PanelSource::Jsonl { path }
+        }
+        "random" => {
+            for (key, v) in [("texts", &p.texts), ("pattern", &p.pattern), ("tokenizer", &p.tokenizer)] {
+                c.forbid(&format!("prompts.{key}"), v, &only("text"));
+            }
+            c.forbid("prompts.path", &p.path, &only("jsonl"));
+            let max_id = u32::MAX.into();
+            let lo = match p.min_token_id {
+                Some(v) => c.int("prompts.min_token_id", v, 0, max_id),
+                None => Some(0),
+            };
+            let hi = match p.max_token_id {
+                Some(v) => c.int("prompts.max_token_id", v, 0, max_id),
+                None => {
+                    c.err("prompts.max_token_id", "required for a random panel");
+                    None
+                }
+            };
+            if let (Some(lo), Some(hi)) = (lo, hi)
+                && lo > hi
+            {
+                c.err("prompts.min_token_id", format!("{lo} exceeds max_token_id {hi}"));
+            }
+            PanelSource::Random { min_token_id: lo.unwrap_or(0) as u32, max_token_id: hi.unwrap_or(0) as u32 }
+        }
+        other => {
+            c.err("prompts.source", format!("unknown source {other:?} (use \"text\", \"jsonl\" or \"random\")"));
+            PanelSource::Jsonl { path: String::new() }
+        }
+    };
+    PanelSpec { source, lengths, documents }
+}
+
+/// The tokenizer that cuts a text panel: `prompts.tokenizer`, else the one every arm
+/// that declares a tokenizer names. Arms that declare one must agree with it.
+fn panel_tokenizer(c: &mut Checker, panel: Option<String>, arms: &[Arm]) -> String {
+    let declared: Vec<(usize, &String)> =
+        arms.iter().enumerate().filter_map(|(i, a)| a.tokenizer.as_ref().map(|t| (i, t))).collect();
+    let chosen = panel.or_else(|| declared.first().map(|(_, t)| (*t).clone()));
+    let Some(chosen) = chosen else {
+        c.err("prompts.tokenizer", "a text panel needs a tokenizer (here or in the arms' `tokenizer`)");
+        return String::new();
+    };
+    for (i, t) in declared {
+        if *t != chosen {
+            c.err(
+                format!("arms[{i}].tokenizer"),
+                format!("{t:?} differs from the panel's tokenizer {chosen:?}: every arm must read the same token IDs"),
+            );
+        }
+    }
+    chosen
+}

@@ -1,0 +1,273 @@
+//! Validation of cells, hypotheses and the `[derive]` table (see `validate` for the
+//! rest). Owns the rules that tie cells to loads, derived references, counts and
+//! retries, and hypotheses to arms and confirmation cells. Must not touch files.
+
+use super::derive::{CountRule, DeriveSpec, DerivedLoads, MAX_REQUESTS, compute};
+use super::schema::{AnalysisFile, CellFile, DeriveFile, HypothesisFile, NumOrRef};
+use super::types::{Arm, ArmRole, Arrival, Cell, CellKind, Count, Hypothesis, Load, PanelSpec, Rate};
+use super::validate::Checker;
+
+/// The validated `[derive]` table and, when its formula applies, its output.
+pub(super) type Derive = (DeriveSpec, Option<DerivedLoads>);
+
+pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>) -> Option<Derive> {
+    let d = d?;
+    let before = c.issues.len();
+    if d.pilot_rates.is_empty() {
+        c.err("derive.pilot_rates", "must list at least one pilot rate");
+    }
+    for (i, &r) in d.pilot_rates.iter().enumerate() {
+        c.positive(&format!("derive.pilot_rates[{i}]"), r, false);
+    }
+    if !(d.near_fraction.is_finite() && d.near_fraction > 0.0 && d.near_fraction <= 1.0) {
+        c.err("derive.near_fraction", format!("must be in (0, 1], got {}", d.near_fraction));
+    }
+    for (name, &f) in &d.fractions {
+        let key = format!("derive.fractions.{name}");
+        c.name(&key, name);
+        if name == "near" || name == "count" {
+            c.err(&key, "`near` and `count` are reserved names");
+        }
+        if !(f.is_finite() && f > 0.0 && f < 1.0) {
+            c.err(&key, format!("must be in (0, 1), got {f}"));
+        }
+    }
+    let count = match (d.count_floor, d.count_duration_s, d.count_multiple) {
+        (None, None, None) => None,
+        (Some(floor), Some(duration_s), Some(multiple)) => {
+            let floor = c.int("derive.count_floor", floor, 1, MAX_REQUESTS as i64);
+            let duration = c.positive("derive.count_duration_s", duration_s, false);
+            let multiple = c.int("derive.count_multiple", multiple, 1, 1 << 20);
+            match (floor, duration, multiple) {
+                (Some(floor), Some(duration_s), Some(multiple)) => Some(CountRule { floor, duration_s, multiple }),
+                _ => None,
+            }
+        }
+        _ => {
+            c.err(
+                "derive.count_floor",
+                "count_floor, count_duration_s and count_multiple go together: set all or none",
+            );
+            None
+        }
+    };
+    let spec = DeriveSpec {
+        pilot_rates: d.pilot_rates,
+        near_fraction: d.near_fraction,
+        fractions: d.fractions,
+        count,
+        note: d.note,
+    };
+    let loads =
+        if c.issues.len() == before { compute(&spec).map_err(|issues| c.issues.extend(issues)).ok() } else { None };
+    Some((spec, loads))
+}
+
+pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, derive: Option<&Derive>) -> Vec<Cell> {
+    if files.is_empty() {
+        c.err("cells", "the plan needs at least one [[cells]] entry");
+    }
+    let mut out: Vec<Cell> = Vec::new();
+    for (i, f) in files.into_iter().enumerate() {
+        let k = format!("cells[{i}]");
+        c.name(&format!("{k}.name"), &f.name);
+        if let Some(first) = out.iter().position(|x| x.name == f.name) {
+            c.err(format!("{k}.name"), format!("duplicate cell name {:?} (also cells[{first}])", f.name));
+        }
+        let load = load(c, &k, &f, derive);
+        let count = match f.count {
+            NumOrRef::Num(n) => c.int(&format!("{k}.count"), n, 1, MAX_REQUESTS as i64).map(Count::Fixed),
+            NumOrRef::Ref(r) if r == "derived:count" => {
+                if derive.is_none_or(|d| d.0.count.is_none()) {
+                    c.err(
+                        format!("{k}.count"),
+                        "derived:count needs [derive] with count_floor, count_duration_s and count_multiple",
+                    );
+                }
+                Some(Count::Derived)
+            }
+            NumOrRef::Ref(r) => {
+                c.err(format!("{k}.count"), format!("{r:?}: use an integer or \"derived:count\""));
+                None
+            }
+        };
+        let input_tokens = match f.input_tokens {
+            Some(l) => {
+                let l = c.int(&format!("{k}.input_tokens"), l, 1, 1 << 24).unwrap_or(0) as u32;
+                if l != 0 && !panel.lengths.contains(&l) {
+                    c.err(
+                        format!("{k}.input_tokens"),
+                        format!("{l} is not one of prompts.lengths {:?}", panel.lengths),
+                    );
+                }
+                l
+            }
+            None if panel.lengths.len() == 1 => panel.lengths[0],
+            None => {
+                c.err(format!("{k}.input_tokens"), "required when prompts.lengths lists several lengths");
+                0
+            }
+        };
+        let retries = c.int(&format!("{k}.retries"), f.retries.unwrap_or(0), 0, 100).unwrap_or(0) as u32;
+        if f.kind == CellKind::Confirmation && retries != 0 {
+            c.err(format!("{k}.retries"), format!("confirmation cells must have retries = 0, got {retries}"));
+        }
+        // Invalid values are already reported; stand-ins keep the cell's name known
+        // to hypotheses and orders, and never leave validation.
+        out.push(Cell {
+            name: f.name,
+            kind: f.kind,
+            load: load.unwrap_or(Load::Closed { concurrency: 1 }),
+            count: count.unwrap_or(Count::Fixed(1)),
+            input_tokens,
+            retries,
+        });
+    }
+    out
+}
+
+fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Option<Load> {
+    let only = |what: &str| format!("only {what} cells take this key (load = {:?})", f.load);
+    let (open, closed, isolated) = (only("open-loop"), only("closed-loop"), only("isolated"));
+    let key = |name: &str| format!("{k}.{name}");
+    if f.load != "open" {
+        c.forbid(&key("rate"), &f.rate, &open);
+        c.forbid(&key("arrival"), &f.arrival, &open);
+        c.forbid(&key("burstiness"), &f.burstiness, &open);
+    }
+    if f.load != "closed" {
+        c.forbid(&key("concurrency"), &f.concurrency, &closed);
+    }
+    if f.load != "isolated" {
+        c.forbid(&key("spacing_s"), &f.spacing_s, &isolated);
+    }
+    match f.load.as_str() {
+        "closed" => {
+            let Some(conc) = f.concurrency else {
+                c.err(key("concurrency"), "required for a closed-loop cell");
+                return None;
+            };
+            let concurrency = c.int(&key("concurrency"), conc, 1, 1 << 20)? as u32;
+            Some(Load::Closed { concurrency })
+        }
+        "isolated" => {
+            let Some(s) = f.spacing_s else {
+                c.err(key("spacing_s"), "required for an isolated cell");
+                return None;
+            };
+            let spacing_s = c.positive(&key("spacing_s"), s, false)?;
+            Some(Load::Isolated { spacing_s })
+        }
+        "open" => {
+            let rate = match &f.rate {
+                None => {
+                    c.err(key("rate"), "required for an open-loop cell");
+                    None
+                }
+                Some(NumOrRef::Num(r)) => c.positive(&key("rate"), *r, false).map(Rate::Fixed),
+                Some(NumOrRef::Ref(r)) => derived_rate(c, &key("rate"), r, derive),
+            };
+            let arrival = match (f.arrival.as_deref().unwrap_or("poisson"), f.burstiness) {
+                ("poisson", None) => Some(Arrival::Poisson),
+                ("poisson", Some(_)) => {
+                    c.err(key("burstiness"), "only gamma arrivals take a burstiness (arrival = \"gamma\")");
+                    None
+                }
+                ("gamma", Some(b)) => {
+                    c.positive(&key("burstiness"), b, false).map(|burstiness| Arrival::Gamma { burstiness })
+                }
+                ("gamma", None) => {
+                    c.err(key("burstiness"), "required for gamma arrivals");
+                    None
+                }
+                (other, _) => {
+                    c.err(key("arrival"), format!("unknown arrival {other:?} (use \"poisson\" or \"gamma\")"));
+                    None
+                }
+            };
+            Some(Load::Open { rate: rate?, arrival: arrival? })
+        }
+        other => {
+            c.err(key("load"), format!("unknown load {other:?} (use \"closed\", \"open\" or \"isolated\")"));
+            None
+        }
+    }
+}
+
+fn derived_rate(c: &mut Checker, key: &str, r: &str, derive: Option<&Derive>) -> Option<Rate> {
+    let Some(name) = r.strip_prefix("derived:") else {
+        c.err(key, format!("{r:?}: use a number or \"derived:<load>\""));
+        return None;
+    };
+    let Some((spec, _)) = derive else {
+        c.err(key, format!("refers to {r:?} but the plan has no [derive] table"));
+        return None;
+    };
+    if name != "near" && !spec.fractions.contains_key(name) {
+        let mut known: Vec<&str> = vec!["near"];
+        known.extend(spec.fractions.keys().map(String::as_str));
+        c.err(key, format!("{r:?} is not a derived load (known: {known:?})"));
+        return None;
+    }
+    Some(Rate::Derived(name.to_string()))
+}
+
+pub(super) fn hypotheses(
+    c: &mut Checker,
+    analysis: Option<AnalysisFile>,
+    files: Vec<HypothesisFile>,
+    arms: &[Arm],
+    cells: &[Cell],
+) -> (Option<f64>, Vec<Hypothesis>) {
+    let alpha = analysis.map(|a| a.alpha);
+    match alpha {
+        Some(a) if !(a.is_finite() && a > 0.0 && a < 1.0) => {
+            c.err("analysis.alpha", format!("must be in (0, 1), got {a}"));
+        }
+        None if !files.is_empty() => c.err("analysis.alpha", "required when the plan states hypotheses"),
+        _ => {}
+    }
+    let mut out: Vec<Hypothesis> = Vec::new();
+    for (i, h) in files.into_iter().enumerate() {
+        let k = format!("hypotheses[{i}]");
+        let name =
+            h.name.unwrap_or_else(|| format!("{}:{}:{}-vs-{}", h.metric.as_str(), h.cell, h.candidate, h.control));
+        if let Some(first) = out.iter().position(|x| x.name == name) {
+            c.err(format!("{k}.name"), format!("duplicate hypothesis {name:?} (also hypotheses[{first}])"));
+        }
+        match cells.iter().find(|x| x.name == h.cell) {
+            None => c.err(format!("{k}.cell"), format!("unknown cell {:?}", h.cell)),
+            Some(cell) if cell.kind != CellKind::Confirmation => c.err(
+                format!("{k}.cell"),
+                format!("{:?} is a descriptive cell; hypotheses test confirmation cells", h.cell),
+            ),
+            Some(_) => {}
+        }
+        for (field, arm, role) in
+            [("candidate", &h.candidate, ArmRole::Candidate), ("control", &h.control, ArmRole::Control)]
+        {
+            match arms.iter().find(|a| &a.name == arm) {
+                None => c.err(format!("{k}.{field}"), format!("unknown arm {arm:?}")),
+                Some(a) if a.role != role => {
+                    c.err(format!("{k}.{field}"), format!("arm {arm:?} has role {}, not {field}", a.role.as_str()))
+                }
+                Some(_) => {}
+            }
+        }
+        if h.candidate == h.control {
+            c.err(&k, format!("candidate and control are the same arm {:?}", h.candidate));
+        }
+        if !(h.threshold.is_finite() && (0.0..1.0).contains(&h.threshold)) {
+            c.err(format!("{k}.threshold"), format!("must be in [0, 1) (a fraction: 0.01 = 1%), got {}", h.threshold));
+        }
+        out.push(Hypothesis {
+            name,
+            metric: h.metric,
+            cell: h.cell,
+            candidate: h.candidate,
+            control: h.control,
+            threshold: h.threshold,
+        });
+    }
+    (alpha, out)
+}

@@ -1,0 +1,258 @@
+//! Table tests of plan validation: each malformed plan is the valid `BASE` with one
+//! edit, and the test asserts on the message naming the key.
+
+use super::*;
+
+pub(super) const BASE: &str = r#"
+[study]
+name = "t"
+seed = 7
+
+[request]
+model = "m"
+output_tokens = 16
+
+[prompts]
+source = "random"
+lengths = [64]
+documents = 4
+max_token_id = 255
+
+[warmup]
+prompts = 2
+
+[timing]
+settle_s = 1.0
+request_timeout_s = 30
+drain_timeout_s = 30
+
+[blocks]
+count = 2
+arm_order = "alternate"
+cell_order = "alternate"
+
+[[arms]]
+name = "cand"
+role = "candidate"
+argv = ["engine", "serve", "--port", "{port}"]
+port = 18001
+
+[[arms]]
+name = "ctrl"
+role = "control"
+argv = ["engine", "serve", "--port", "{port}"]
+port = 18002
+
+[[cells]]
+name = "closed"
+kind = "confirmation"
+load = "closed"
+concurrency = 4
+count = 16
+
+[[cells]]
+name = "open"
+kind = "confirmation"
+load = "open"
+rate = 2.5
+count = 16
+
+[analysis]
+alpha = 0.05
+
+[[hypotheses]]
+metric = "throughput_rps"
+cell = "closed"
+candidate = "cand"
+control = "ctrl"
+threshold = 0.01
+"#;
+
+pub(super) const DERIVE: &str = r#"
+[derive]
+pilot_rates = [16.6504, 16.8997]
+near_fraction = 0.9
+fractions = { low = 0.25, moderate = 0.55 }
+count_floor = 512
+count_duration_s = 45
+count_multiple = 32
+"#;
+
+pub(super) fn edit(find: &str, replace: &str) -> String {
+    assert!(BASE.contains(find), "BASE lacks {find:?}");
+    BASE.replacen(find, replace, 1)
+}
+
+#[test]
+fn base_plan_is_valid() {
+    let plan = parse(BASE).unwrap();
+    assert_eq!(plan.cells.len(), 2);
+    assert_eq!(plan.hypotheses[0].name, "throughput_rps:closed:cand-vs-ctrl");
+    assert_eq!(plan.warmup.input_tokens, 64);
+    assert_eq!(plan.timing.request_timeout_s, 30.0);
+    assert!(plan.request.ignore_eos);
+    assert_eq!(plan.arms[0].health, "/health");
+}
+
+#[test]
+fn malformed_plans_are_rejected_with_named_keys() {
+    let port1 = "\"{port}\"]\nport = 18001";
+    let cases: Vec<(String, &str)> = vec![
+        (
+            edit("argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18002", "argv = []\nport = 18002"),
+            "arms[1].argv: must be a non-empty array",
+        ),
+        (edit("rate = 2.5", "rate = -1.0"), "cells[1].rate: must be positive"),
+        (edit("rate = 2.5", "rate = 0"), "cells[1].rate: must be positive"),
+        (edit("count = 16", "count = 16\nretries = 1"), "cells[0].retries: confirmation cells must have retries = 0"),
+        (edit("seed = 7", "seed = 7\nsed = 8"), "unknown field `sed`"),
+        (edit("concurrency = 4", "concurrency = 4\nconcurency = 4"), "unknown field `concurency`"),
+        (edit("name = \"ctrl\"", "name = \"cand\""), "arms[1].name: duplicate arm name \"cand\" (also arms[0])"),
+        (edit("name = \"open\"", "name = \"closed\""), "cells[1].name: duplicate cell name \"closed\" (also cells[0])"),
+        (edit("cell = \"closed\"", "cell = \"nope\""), "hypotheses[0].cell: unknown cell \"nope\""),
+        (edit("control = \"ctrl\"", "control = \"x\""), "hypotheses[0].control: unknown arm \"x\""),
+        (
+            edit("control = \"ctrl\"", "control = \"cand\""),
+            "hypotheses[0]: candidate and control are the same arm \"cand\"",
+        ),
+        (
+            edit("candidate = \"cand\"", "candidate = \"ctrl\""),
+            "hypotheses[0].candidate: arm \"ctrl\" has role control, not candidate",
+        ),
+        (edit("alpha = 0.05", "alpha = 1.5"), "analysis.alpha: must be in (0, 1), got 1.5"),
+        (edit("alpha = 0.05", "alpha = 0.0"), "analysis.alpha: must be in (0, 1), got 0"),
+        (edit("[analysis]\nalpha = 0.05\n", ""), "analysis.alpha: required when the plan states hypotheses"),
+        (edit("threshold = 0.01", "threshold = 5.0"), "hypotheses[0].threshold: must be in [0, 1)"),
+        (edit("metric = \"throughput_rps\"", "metric = \"tput\""), "unknown variant `tput`"),
+        (
+            edit("kind = \"confirmation\"", "kind = \"descriptive\""),
+            "hypotheses[0].cell: \"closed\" is a descriptive cell",
+        ),
+        (edit(port1, "\"{port}\"]"), "arms[0].port: required for a server the harness starts"),
+        (edit(port1, "\"{port}\"]\nport = 70000"), "arms[0].port: must be in 1..=65535, got 70000"),
+        (edit(port1, "\"{prot}\"]\nport = 18001"), "arms[0].argv[3]: unknown placeholder {prot}"),
+        (edit(port1, "\"{receipts}\"]\nport = 18001"), "arms[0].argv[3]: {receipts} needs the arm's `receipts` key"),
+        (edit(port1, "\"{port}\"]\nport = 18001\nreceipts = \"{receipts}.x\""), "arms[0].receipts: {receipts} needs"),
+        (
+            edit(port1, "\"{port}\"]\nport = 18001\nenv = { X = \"{nope}\" }"),
+            "arms[0].env.X: unknown placeholder {nope}",
+        ),
+        (edit(port1, "\"{port}\"]\nport = 18001\nurl = \"http://h:1\""), "arms[0]: set either argv"),
+        (
+            edit(port1, "\"{port}\"]\nport = 18001\nhealth = \"health\""),
+            "arms[0].health: \"health\" must be a path starting with /",
+        ),
+        (edit("role = \"candidate\"", "role = \"treatment\""), "unknown variant `treatment`"),
+        (edit("concurrency = 4", "concurrency = 4\nrate = 3.0"), "cells[0].rate: only open-loop cells take this key"),
+        (edit("concurrency = 4\n", ""), "cells[0].concurrency: required for a closed-loop cell"),
+        (edit("concurrency = 4", "concurrency = 0"), "cells[0].concurrency: must be at least 1, got 0"),
+        (edit("count = 16", "count = 0"), "cells[0].count: must be at least 1, got 0"),
+        (
+            edit("count = 16", "count = \"derived:cnt\""),
+            "cells[0].count: \"derived:cnt\": use an integer or \"derived:count\"",
+        ),
+        (edit("count = 16", "count = \"derived:count\""), "cells[0].count: derived:count needs [derive]"),
+        (
+            edit("rate = 2.5", "rate = \"derived:near\""),
+            "cells[1].rate: refers to \"derived:near\" but the plan has no [derive] table",
+        ),
+        (
+            edit("rate = 2.5", "rate = \"derived:high\"") + DERIVE,
+            "cells[1].rate: \"derived:high\" is not a derived load",
+        ),
+        (edit("rate = 2.5", "rate = 2.5\narrival = \"gamma\""), "cells[1].burstiness: required for gamma arrivals"),
+        (
+            edit("rate = 2.5", "rate = 2.5\nburstiness = 2.0"),
+            "cells[1].burstiness: only gamma arrivals take a burstiness",
+        ),
+        (edit("rate = 2.5", "rate = 2.5\narrival = \"uniform\""), "cells[1].arrival: unknown arrival \"uniform\""),
+        (edit("load = \"open\"", "load = \"burst\""), "cells[1].load: unknown load \"burst\""),
+        (
+            edit("count = 16", "count = 16\ninput_tokens = 100"),
+            "cells[0].input_tokens: 100 is not one of prompts.lengths [64]",
+        ),
+        (edit("arm_order = \"alternate\"", "arm_order = \"zigzag\""), "blocks.arm_order: unknown scheme \"zigzag\""),
+        (
+            edit("arm_order = \"alternate\"", "arm_order = [[\"cand\"]]"),
+            "blocks.arm_order[0]: must list every arm exactly once",
+        ),
+        (edit("count = 2", "count = 0"), "blocks.count: the plan has confirmation cells but no confirmation blocks"),
+        (
+            edit("count = 2", "count = 2\ndescriptive = 1"),
+            "blocks.descriptive: 1 descriptive blocks but no descriptive cell",
+        ),
+        (edit("seed = 7", "seed = -7"), "study.seed: must be in 0..="),
+        (edit("name = \"t\"", "name = \"a/b\""), "study.name: \"a/b\" must match"),
+        (edit("output_tokens = 16", "output_tokens = 0"), "request.output_tokens: must be at least 1"),
+        (edit("documents = 4", "documents = 0"), "prompts.documents: must be at least 1"),
+        (edit("lengths = [64]", "lengths = [64, 64]"), "prompts.lengths[1]: duplicate length 64"),
+        (
+            edit("max_token_id = 255", "max_token_id = 255\npath = \"x.jsonl\""),
+            "prompts.path: only jsonl panels take this key",
+        ),
+        (
+            edit("source = \"random\"", "source = \"text\"\ntexts = \"t\""),
+            "prompts.max_token_id: only random panels take this key",
+        ),
+        (
+            edit(
+                "source = \"random\"\nlengths = [64]\ndocuments = 4\nmax_token_id = 255",
+                "source = \"text\"\ntexts = \"t\"\nlengths = [64]\ndocuments = 4",
+            ),
+            "prompts.tokenizer: a text panel needs a tokenizer",
+        ),
+        (edit("source = \"random\"", "source = \"web\""), "prompts.source: unknown source \"web\""),
+        (edit("settle_s = 1.0", "settle_s = -1.0"), "timing.settle_s: must be zero or positive"),
+        (edit("request_timeout_s = 30", "request_timeout_s = 0"), "timing.request_timeout_s: must be positive"),
+        (
+            BASE.to_string() + DERIVE + "\n[derived]\nnear = 15.0\nlow = 3.7\nmoderate = 8.1\ncount = 768\n",
+            "derived.near: 15.0 does not match the [derive] formula (14.9)",
+        ),
+        (BASE.to_string() + DERIVE + "\n[derived]\nnear = 14.9\nlow = 3.7\nmoderate = 8.1\n", "derived.count: missing"),
+        (
+            BASE.to_string()
+                + DERIVE
+                + "\n[derived]\nnear = 14.9\nlow = 3.7\nmoderate = 8.1\ncount = 768\nhigh = 1.0\n",
+            "derived.high: not a load or count",
+        ),
+        (
+            BASE.to_string() + DERIVE.replace("count_multiple = 32\n", "").as_str(),
+            "derive.count_floor: count_floor, count_duration_s and count_multiple go together",
+        ),
+        (
+            BASE.to_string() + DERIVE.replace("near_fraction = 0.9", "near_fraction = 1.5").as_str(),
+            "derive.near_fraction: must be in (0, 1]",
+        ),
+        (
+            BASE.to_string() + DERIVE.replace("low = 0.25", "near = 0.25").as_str(),
+            "derive.fractions.near: `near` and `count` are reserved",
+        ),
+        (
+            BASE.to_string() + DERIVE.replace("[16.6504, 16.8997]", "[16.6504, -1.0]").as_str(),
+            "derive.pilot_rates[1]: must be positive",
+        ),
+    ];
+    for (text, want) in cases {
+        match parse(&text) {
+            Ok(_) => panic!("accepted a plan that should fail with {want:?}"),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn all_problems_are_reported_together() {
+    let text = edit("rate = 2.5", "rate = -1.0").replace("alpha = 0.05", "alpha = 2.0");
+    let err = parse(&text).unwrap_err();
+    let keys: Vec<&str> = err.issues().iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["cells[1].rate", "analysis.alpha"]);
+    // An invalid cell or arm is still known by name: no cascade of "unknown" errors.
+    let text = edit("rate = 2.5", "rate = -1.0").replace("cell = \"closed\"", "cell = \"open\"");
+    let text = text.replacen("port = 18001", "port = 0", 1);
+    let err = parse(&text).unwrap_err();
+    let keys: Vec<&str> = err.issues().iter().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["arms[0].port", "cells[1].rate"]);
+}

@@ -1,0 +1,208 @@
+//! The prompt panel: for each context length L of the plan, N prompts of exactly L
+//! token IDs, cut deterministically from natural text (through an injected
+//! `Encoder`), from a JSONL of token IDs, or drawn at random for synthetic models;
+//! and its file, `prompts.jsonl`. Must not link a tokenizer: the caller supplies the
+//! encoder for the plan's tokenizer file (the harness never links the engine).
+//!
+//! Cutting, for length L and document j in 0..N (the panel lists lengths in plan
+//! order, N prompts each, so prompt index = length position * N + j):
+//! - text: files in `prompts.texts` matching `prompts.pattern`, sorted by name, each
+//!   encoded whole (no special tokens); those with at least L tokens are eligible;
+//!   document j uses eligible file j mod E;
+//! - jsonl: each line `{"tokens": [..]}` is a document (other keys are ignored);
+//!   those with at least L tokens are eligible, document j uses line j mod E;
+//! - both then take the L tokens starting at offset o, drawn uniformly in 0..=T-L
+//!   from the prompt seed (study seed, L, j; see `seed`);
+//! - random: L token IDs uniform in min..=max from the same prompt seed.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::TraceError;
+use super::seed::{below, prompt_seed, rng};
+use crate::plan::{PanelSource, Plan};
+
+/// Turns text into token IDs. Implemented by the caller for the plan's tokenizer.
+pub trait Encoder {
+    /// Token IDs of `text`, with no special tokens added (no BOS/EOS).
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+}
+
+/// One line of `prompts.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prompt {
+    /// Position in the panel (what traces refer to).
+    pub index: u64,
+    /// Exact token count: `tokens.len()`.
+    pub length: u32,
+    /// Document number within its length, 0..N.
+    pub doc: u32,
+    /// Where it was cut from: a file name, `<path>:<line>` or `random`.
+    pub source: String,
+    /// Token offset of the cut in its source document.
+    pub offset: u64,
+    pub tokens: Vec<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Panel {
+    pub prompts: Vec<Prompt>,
+}
+
+/// A source document as token IDs.
+struct Doc {
+    name: String,
+    tokens: Vec<u32>,
+}
+
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((pre, suf)) => name.len() >= pre.len() + suf.len() && name.starts_with(pre) && name.ends_with(suf),
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
+    move |error| TraceError::Io { path: path.to_path_buf(), error }
+}
+
+fn text_docs(dir: &Path, pattern: &str, enc: &dyn Encoder) -> Result<Vec<Doc>, TraceError> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| matches(pattern, n))
+        .collect();
+    names.sort();
+    let mut docs = Vec::with_capacity(names.len());
+    for name in names {
+        let path = dir.join(&name);
+        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+        let text = String::from_utf8(bytes).map_err(|e| TraceError::Malformed {
+            what: path.display().to_string(),
+            message: format!("not UTF-8: {e}"),
+        })?;
+        let tokens = enc.encode(&text).map_err(|message| TraceError::Encode { file: name.clone(), message })?;
+        docs.push(Doc { name, tokens });
+    }
+    Ok(docs)
+}
+
+#[derive(Deserialize)]
+struct JsonlDoc {
+    tokens: Vec<u32>,
+}
+
+fn jsonl_docs(path: &Path, label: &str) -> Result<Vec<Doc>, TraceError> {
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let mut docs = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let d: JsonlDoc = serde_json::from_str(line).map_err(|e| TraceError::Malformed {
+            what: format!("{}, line {}", path.display(), n + 1),
+            message: e.to_string(),
+        })?;
+        docs.push(Doc { name: format!("{label}:{}", n + 1), tokens: d.tokens });
+    }
+    Ok(docs)
+}
+
+/// Builds the plan's panel. Relative source paths are joined to `base` (the working
+/// directory the plan is run from). A text panel needs `encoder`.
+pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Result<Panel, TraceError> {
+    let spec = &plan.prompts;
+    let docs = match &spec.source {
+        PanelSource::Text { dir, pattern, tokenizer } => {
+            let enc = encoder.ok_or_else(|| TraceError::NoEncoder { tokenizer: tokenizer.clone() })?;
+            Some(text_docs(&base.join(dir), pattern, enc)?)
+        }
+        PanelSource::Jsonl { path } => Some(jsonl_docs(&base.join(path), path)?),
+        PanelSource::Random { .. } => None,
+    };
+    let mut prompts = Vec::new();
+    for &length in &spec.lengths {
+        let eligible: Vec<&Doc> = docs.iter().flatten().filter(|d| d.tokens.len() >= length as usize).collect();
+        if docs.is_some() && eligible.is_empty() {
+            return Err(TraceError::Malformed {
+                what: "prompts".into(),
+                message: format!("no source document has at least {length} tokens"),
+            });
+        }
+        for doc in 0..spec.documents {
+            let mut r = rng(prompt_seed(plan.study.seed, length, doc));
+            let index = prompts.len() as u64;
+            let prompt = match &spec.source {
+                PanelSource::Random { min_token_id, max_token_id } => {
+                    let span = u64::from(max_token_id - min_token_id) + 1;
+                    let tokens = (0..length).map(|_| min_token_id + below(&mut r, span) as u32).collect();
+                    Prompt { index, length, doc, source: "random".into(), offset: 0, tokens }
+                }
+                _ => {
+                    let d = eligible[doc as usize % eligible.len()];
+                    let room = (d.tokens.len() - length as usize) as u64 + 1;
+                    let offset = below(&mut r, room);
+                    let start = offset as usize;
+                    let tokens = d.tokens[start..start + length as usize].to_vec();
+                    Prompt { index, length, doc, source: d.name.clone(), offset, tokens }
+                }
+            };
+            prompts.push(prompt);
+        }
+    }
+    Ok(Panel { prompts })
+}
+
+impl Panel {
+    /// `prompts.jsonl` text: one prompt per line, fixed key order, `\n`-terminated.
+    pub fn to_jsonl(&self) -> String {
+        let mut s = String::new();
+        for p in &self.prompts {
+            // Serializing plain integers and strings cannot fail.
+            s.push_str(&serde_json::to_string(p).unwrap_or_default());
+            s.push('\n');
+        }
+        s
+    }
+
+    pub fn from_jsonl(text: &str) -> Result<Panel, TraceError> {
+        let prompts = text
+            .lines()
+            .enumerate()
+            .map(|(n, line)| {
+                serde_json::from_str(line).map_err(|e| TraceError::Malformed {
+                    what: format!("prompts.jsonl, line {}", n + 1),
+                    message: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<Prompt>, _>>()?;
+        Ok(Panel { prompts })
+    }
+
+    /// Checks the panel has the plan's shape: N prompts per length, in order, each of
+    /// exactly its length.
+    pub fn check(&self, plan: &Plan) -> Result<(), TraceError> {
+        let spec = &plan.prompts;
+        let want = spec.lengths.len() * spec.documents as usize;
+        let bad = |message: String| TraceError::Malformed { what: "prompts.jsonl".into(), message };
+        if self.prompts.len() != want {
+            return Err(bad(format!("{} prompts, the plan needs {want}", self.prompts.len())));
+        }
+        for (i, p) in self.prompts.iter().enumerate() {
+            let length = spec.lengths[i / spec.documents as usize];
+            let doc = (i % spec.documents as usize) as u32;
+            if p.index != i as u64 || p.length != length || p.doc != doc || p.tokens.len() != length as usize {
+                return Err(bad(format!("prompt {i} is not document {doc} of exactly {length} tokens")));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, index: u64) -> Option<&Prompt> {
+        self.prompts.get(usize::try_from(index).ok()?)
+    }
+}
