@@ -1,0 +1,102 @@
+//! The raw evidence of one request: its client-side timeline on the study's
+//! monotonic clock (nanoseconds since study start), what came back, and how it
+//! failed if it did. One JSON line per request in `<cell>.requests.jsonl`.
+//! Everything the analysis and replay compute starts from these records; this
+//! module defines the format only (no I/O, no aggregation).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a request did not complete validly. Zero retries: every failure stays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "class")]
+pub enum Failure {
+    /// TCP connect failed.
+    Connect { detail: String },
+    /// The connection was reset or closed before response headers.
+    BeforeHeaders { detail: String },
+    /// A non-2xx status.
+    HttpStatus { status: u16, body: String },
+    /// The stream broke after headers (reset, truncated, no [DONE]).
+    AfterHeaders { detail: String },
+    /// The request exceeded the plan's request timeout.
+    Timeout { after_ns: u64 },
+    /// An event that is not valid JSON or not a completion chunk.
+    MalformedStream { detail: String },
+    /// Fewer output tokens than forced (ignore_eos + max_tokens).
+    ShortOutput { expected: u32, got: u32 },
+    /// usage.prompt_tokens differs from the panel's exact length.
+    PromptLengthMismatch { expected: u32, got: u32 },
+    /// The arm's server process died while the request was outstanding.
+    ServerDied { detail: String },
+}
+
+impl Failure {
+    /// A stable short name for tables.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Failure::Connect { .. } => "connect",
+            Failure::BeforeHeaders { .. } => "before_headers",
+            Failure::HttpStatus { .. } => "http_status",
+            Failure::AfterHeaders { .. } => "after_headers",
+            Failure::Timeout { .. } => "timeout",
+            Failure::MalformedStream { .. } => "malformed_stream",
+            Failure::ShortOutput { .. } => "short_output",
+            Failure::PromptLengthMismatch { .. } => "prompt_length_mismatch",
+            Failure::ServerDied { .. } => "server_died",
+        }
+    }
+}
+
+/// One received SSE event (`[DONE]` is recorded as `done_ns`, not here).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamEvent {
+    pub t_ns: u64,
+    /// Tokens this event carries: the length of its `token_ids` when the server
+    /// returns them, else 1 for a non-empty text delta and 0 otherwise.
+    /// Role-only, empty and usage-only events carry 0.
+    pub tokens: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_ids: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// `<cell>/b<block>/<arm>/<index>`: unique within a study.
+    pub id: String,
+    pub cell: String,
+    pub block: u32,
+    pub arm: String,
+    /// Position in the cell's trace.
+    pub index: u64,
+    /// Prompt panel entry sent.
+    pub prompt: u64,
+    pub prompt_tokens_intended: u32,
+    pub output_tokens_intended: u32,
+    pub intended_ns: u64,
+    pub dispatch_ns: Option<u64>,
+    /// Closed loop: when the semaphore admitted it (open loop: equals dispatch).
+    pub admitted_ns: Option<u64>,
+    pub send_ns: Option<u64>,
+    pub headers_ns: Option<u64>,
+    pub events: Vec<StreamEvent>,
+    pub done_ns: Option<u64>,
+    pub status: Option<u16>,
+    pub failure: Option<Failure>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<String>,
+    /// The response `id` (joins to the engine's receipts).
+    pub server_request_id: Option<String>,
+}
+
+impl RequestRecord {
+    pub fn is_valid(&self) -> bool {
+        self.failure.is_none() && self.done_ns.is_some()
+    }
+}
