@@ -35,6 +35,20 @@ enum Command {
     Bench(bench::BenchArgs),
     /// OpenAI-compatible HTTP server with continuous batching.
     Serve(ServeArgs),
+    /// Write the tokenizer embedded in a GGUF file as tokenizer.json (+
+    /// tokenizer_config.json with its chat template), for tools that read the
+    /// Hugging Face format (the harness cuts prompts with it).
+    ExportTokenizer(ExportTokenizerArgs),
+}
+
+#[derive(Args)]
+struct ExportTokenizerArgs {
+    /// A .gguf file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -255,6 +269,7 @@ fn main() {
         Command::Synth(a) => synth(a),
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => serve(a),
+        Command::ExportTokenizer(a) => export_tokenizer(a),
     };
     if let Err(e) = result {
         eprintln!("engine: error: {e:#}");
@@ -367,10 +382,44 @@ fn calibrate(a: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-fn serve(a: ServeArgs) -> Result<()> {
-    if a.enable_prefix_caching {
-        bail!("--enable-prefix-caching is not implemented yet");
+fn export_tokenizer(a: ExportTokenizerArgs) -> Result<()> {
+    let gguf = engine::model::gguf::GgufFile::open(&a.model)?;
+    let vocab = engine::tokenizer::GgufVocab::from_gguf(&gguf)?;
+    let json = vocab.to_tokenizer_json()?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut cfg = serde_json::Map::new();
+    if let Some(t) = &vocab.chat_template {
+        cfg.insert("chat_template".into(), serde_json::Value::String(t.clone()));
     }
+    let name = |id: Option<u32>| id.and_then(|i| vocab.tokens.get(i as usize).cloned());
+    if let Some(b) = name(vocab.bos_token_id) {
+        cfg.insert("bos_token".into(), b.into());
+    }
+    if let Some(e) = name(vocab.eos_token_id) {
+        cfg.insert("eos_token".into(), e.into());
+    }
+    for (file, text) in [("tokenizer.json", json), ("tokenizer_config.json", serde_json::to_string_pretty(&cfg)?)] {
+        let path = a.out.join(file);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    }
+    // The exported file must encode exactly as the engine does.
+    let exported = engine::tokenizer::Tokenizer::from_hf_files(
+        &a.out.join("tokenizer.json"),
+        Some(&a.out.join("tokenizer_config.json")),
+    )?;
+    let native = engine::tokenizer::Tokenizer::from_gguf(&gguf)?;
+    let probe = "Check 12345: naïve café, <|im_start|>user\nhi<|im_end|> 🙂";
+    anyhow::ensure!(
+        exported.encode(probe, false)? == native.encode(probe, false)?,
+        "the exported tokenizer.json does not encode like the GGUF vocabulary"
+    );
+    eprintln!("engine: wrote {}/tokenizer.json and tokenizer_config.json", a.out.display());
+    Ok(())
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
     if a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 || a.stream_interval == 0 {
         bail!("--max-num-seqs, --max-num-batched-tokens and --stream-interval must be positive");
     }
@@ -386,6 +435,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         max_num_batched_tokens: a.max_num_batched_tokens,
         max_model_len: a.max_model_len,
         chunked_prefill: a.enable_chunked_prefill,
+        prefix_caching: a.enable_prefix_caching,
         threads: a.model.threads,
         api_key: a.api_key,
         receipts: a.receipts,

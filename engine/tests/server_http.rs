@@ -392,3 +392,22 @@ async fn sigterm_exits_zero() {
     let st = s.terminate();
     assert_eq!(st.code(), Some(0), "{st}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prefix_caching_reuses_pages_without_changing_outputs() {
+    let dir = synth();
+    let plain = Server::start(dir.path(), &["--threads", "2"]);
+    let cached = Server::start(dir.path(), &["--threads", "2", "--enable-prefix-caching"]);
+    let base = prompt_ids(48, 5);
+    let mut variant = base.as_array().unwrap()[..40].to_vec();
+    variant.extend([json!(7), json!(8), json!(9)]);
+    for p in [base.clone(), base.clone(), json!(variant)] {
+        let (_, want) = post(&plain, "/v1/completions", greedy(p.clone(), 12)).await;
+        let (_, got) = post(&cached, "/v1/completions", greedy(p, 12)).await;
+        assert_eq!(token_ids(&got), token_ids(&want), "prefix caching changed the output");
+    }
+    let hits = metric(&cached, "vllm:prefix_cache_hits_total").await;
+    // Second identical prompt: 2 full pages of its first 47 tokens; variant: 2 pages (first 40 shared).
+    assert_eq!(hits, 64.0, "cached prompt tokens");
+    assert_eq!(metric(&plain, "vllm:prefix_cache_hits_total").await, 0.0);
+}

@@ -14,6 +14,8 @@ pub struct SchedulerConfig {
     /// arriving behind a long prompt is admitted in the same step (vLLM's
     /// `long_prefill_token_threshold`). 0 means half of `max_num_batched_tokens`.
     pub long_prefill_token_threshold: usize,
+    /// Share full pages of identical prefixes (see `kv::pool`).
+    pub prefix_caching: bool,
 }
 
 impl SchedulerConfig {
@@ -47,6 +49,10 @@ pub struct StepPlan {
     pub preempted: Vec<SeqId>,
     pub prefill_tokens: usize,
     pub decode_tokens: usize,
+    /// Prompt tokens of this step's admissions, and how many of them were
+    /// found in the prefix cache (their keys and values are not recomputed).
+    pub prefix_query_tokens: usize,
+    pub prefix_hit_tokens: usize,
 }
 
 impl StepPlan {
@@ -207,23 +213,24 @@ impl Scheduler {
             return plan; // no admissions in a step that preempted
         }
         while budget > 0 && self.running.len() < self.cfg.max_num_seqs {
-            let Some(front) = self.waiting.front() else {
-                break;
+            let Some(front) = self.waiting.front() else { break };
+            let mut table = self.alloc.new_table();
+            let reused = if self.cfg.prefix_caching && front.reuse_prefix {
+                table.adopt_cached_prefix(&front.tokens)
+            } else {
+                0
             };
-            let pending = front.pending();
+            let pending = front.tokens.len() - reused;
             let take = if self.cfg.chunked_prefill { pending.min(budget) } else { pending };
             if take > budget {
-                break; // FCFS: the head waits, nobody overtakes it
+                break; // FCFS: the head waits, nobody overtakes it (its shared pages return on drop)
             }
-            let mut table = self.alloc.new_table();
-            if !table.reserve(take) {
+            if !table.reserve(reused + take) {
                 break;
             }
-            let Some(mut s) = self.waiting.pop_front() else {
-                break;
-            };
+            let Some(mut s) = self.waiting.pop_front() else { break };
             s.table = Some(table);
-            s.num_computed = 0;
+            s.num_computed = reused;
             self.admissions += 1;
             s.admitted_order = self.admissions;
             if s.ever_admitted {
@@ -233,11 +240,33 @@ impl Scheduler {
             }
             s.ever_admitted = true;
             plan.prefill_tokens += take;
-            plan.chunks.push(ScheduledChunk { seq: s.id, start: 0, end: take, sample: take == s.tokens.len() });
+            plan.prefix_query_tokens += s.tokens.len();
+            plan.prefix_hit_tokens += reused;
+            plan.chunks.push(ScheduledChunk {
+                seq: s.id,
+                start: reused,
+                end: reused + take,
+                sample: reused + take == s.tokens.len(),
+            });
             budget -= take;
             self.running.push(s);
         }
         plan
+    }
+
+    /// Records that a sequence's tokens `..end` now have keys and values in the
+    /// cache, registering newly completed pages for prefix sharing.
+    pub fn mark_computed(&mut self, id: SeqId, end: usize) {
+        let caching = self.cfg.prefix_caching;
+        let Some(s) = self.running.iter_mut().find(|s| s.id == id) else { return };
+        let before = s.num_computed;
+        s.num_computed = end;
+        if caching
+            && end / crate::kv::PAGE_SIZE > before / crate::kv::PAGE_SIZE
+            && let Some(t) = s.table.as_ref()
+        {
+            t.register_full_pages(&s.tokens, end);
+        }
     }
 
     fn preempt(&mut self, index: usize) -> SeqId {
@@ -262,6 +291,7 @@ mod tests {
                 max_num_batched_tokens: budget,
                 chunked_prefill: chunked,
                 long_prefill_token_threshold: 0,
+                prefix_caching: false,
             },
             BlockAllocator::new(blocks),
         )
@@ -370,5 +400,32 @@ mod tests {
         assert!(s.can_ever_fit(30).is_ok());
         let s = sched(100, 8, 64, false);
         assert!(s.can_ever_fit(70).unwrap_err().contains("max_num_batched_tokens"));
+    }
+
+    #[test]
+    fn prefix_caching_skips_cached_pages_at_admission() {
+        let mut s = Scheduler::new(
+            SchedulerConfig {
+                max_num_seqs: 8,
+                max_num_batched_tokens: 256,
+                chunked_prefill: false,
+                long_prefill_token_threshold: 0,
+                prefix_caching: true,
+            },
+            BlockAllocator::new(16),
+        );
+        let shared: Vec<u32> = (0..40).collect();
+        s.add(Sequence::new(1, shared.clone()));
+        let p = s.schedule();
+        assert_eq!(p.prefix_hit_tokens, 0);
+        s.mark_computed(1, 40);
+        let mut b = shared[..32].to_vec();
+        b.extend([500, 501, 502, 503]);
+        s.add(Sequence::new(2, b));
+        let p = s.schedule();
+        assert_eq!(p.fresh, vec![2]);
+        assert_eq!(p.prefix_hit_tokens, 32);
+        let c = p.chunks.iter().find(|c| c.seq == 2).unwrap();
+        assert_eq!((c.start, c.end), (32, 36), "only the uncached tail is computed");
     }
 }

@@ -22,6 +22,9 @@ pub struct Sequence {
     pub preemptions: u32,
     /// Whether it has ever been admitted (a later admission is a resumption).
     pub ever_admitted: bool,
+    /// Whether cached prefix pages may stand in for computing its prompt (not
+    /// when every prompt position's logits are wanted).
+    pub reuse_prefix: bool,
 }
 
 impl Sequence {
@@ -36,6 +39,7 @@ impl Sequence {
             admitted_order: 0,
             preemptions: 0,
             ever_admitted: false,
+            reuse_prefix: true,
         }
     }
 

@@ -205,7 +205,9 @@ impl EngineLoop {
                         prompt_logprobs_sent: false,
                     },
                 );
-                self.sched.add(Sequence::new(id, req.prompt));
+                let mut seq = Sequence::new(id, req.prompt);
+                seq.reuse_prefix = self.active[&id].params.prompt_logprobs.is_none();
+                self.sched.add(seq);
                 true
             }
             Command::Abort(name) => {
@@ -265,6 +267,8 @@ impl EngineLoop {
             }
         }
         self.metrics.num_preemptions.inc_by(plan.preempted.len() as u64);
+        self.metrics.prefix_cache_queries.inc_by(plan.prefix_query_tokens as u64);
+        self.metrics.prefix_cache_hits.inc_by(plan.prefix_hit_tokens as u64);
         if plan.is_empty() {
             self.write_receipt(&plan, &[]);
             return !plan.preempted.is_empty();
@@ -333,8 +337,8 @@ impl EngineLoop {
 
     /// Records a chunk's results; returns a finish reason when the sequence ends.
     fn after_forward(&mut self, c: &ScheduledChunk, rows: Vec<Vec<f32>>) -> Option<FinishReason> {
+        self.sched.mark_computed(c.seq, c.end);
         let seq = self.sched.get_mut(c.seq)?;
-        seq.num_computed = c.end;
         let prompt_len = seq.prompt_len;
         let a = self.active.get_mut(&c.seq)?;
         if let Some(k) = a.params.prompt_logprobs
@@ -404,6 +408,7 @@ impl EngineLoop {
             finished: finished.iter().map(|(id, _)| name(id)).collect(),
             scheduled: plan.chunks.len(),
             prefill_tokens: plan.prefill_tokens,
+            prefix_hit_tokens: plan.prefix_hit_tokens,
             decode_tokens: plan.decode_tokens,
             running: self.sched.num_running(),
             waiting: self.sched.num_waiting(),

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub time_per_output_token: Histogram,
     pub e2e_request_latency: Histogram,
     pub request_queue_time: Histogram,
+    pub prefix_cache_queries: Counter,
+    pub prefix_cache_hits: Counter,
     pub kv_physical_bytes: Gauge,
     pub kv_logical_token_slots: Gauge,
     pub kv_bytes_per_token: Gauge,
@@ -59,6 +61,8 @@ impl Metrics {
             time_per_output_token: buckets(TPOT),
             e2e_request_latency: buckets(LATENCY),
             request_queue_time: buckets(LATENCY),
+            prefix_cache_queries: Counter::default(),
+            prefix_cache_hits: Counter::default(),
             kv_physical_bytes: Gauge::default(),
             kv_logical_token_slots: Gauge::default(),
             kv_bytes_per_token: Gauge::default(),
@@ -96,6 +100,12 @@ impl Metrics {
             "Histogram of time spent waiting in the queue in seconds",
             m.request_queue_time.clone(),
         );
+        r.register(
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache",
+            m.prefix_cache_queries.clone(),
+        );
+        r.register("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache", m.prefix_cache_hits.clone());
         r.register(
             "engine:kv_physical_bytes",
             "Physical KV payload bytes of the whole page pool",

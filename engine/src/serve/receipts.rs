@@ -20,6 +20,8 @@ pub struct Receipt {
     /// Sequences computed in this step.
     pub scheduled: usize,
     pub prefill_tokens: usize,
+    /// Prompt tokens of this step's admissions found in the prefix cache.
+    pub prefix_hit_tokens: usize,
     pub decode_tokens: usize,
     pub running: usize,
     pub waiting: usize,
