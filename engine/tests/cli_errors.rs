@@ -1,0 +1,102 @@
+//! Bad input through the `engine` command line: each is a clear error naming
+//! the problem, exit code 2, never a panic.
+
+use engine::model::gguf::MetaValue;
+use engine::model::gguf::writer::GgufWriter;
+use engine::synth::{SynthSpec, SynthTokenizer, write_model};
+use std::process::Command;
+
+fn engine(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_engine")).args(args).output().expect("run engine");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "engine panicked: {stderr}");
+    (out.status.code(), stderr)
+}
+
+#[test]
+fn missing_model_file() {
+    let (code, err) = engine(&["generate", "--model", "/nonexistent/model.gguf", "--prompt", "hi"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent/model.gguf"), "{err}");
+}
+
+#[test]
+fn gguf_with_unsupported_tensor_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.gguf");
+    let mut w = GgufWriter::new();
+    let u = MetaValue::U32;
+    w.meta("general.architecture", MetaValue::String("llama".into()))
+        .meta("llama.block_count", u(1))
+        .meta("llama.context_length", u(64))
+        .meta("llama.embedding_length", u(256))
+        .meta("llama.feed_forward_length", u(256))
+        .meta("llama.attention.head_count", u(4))
+        .meta("llama.attention.head_count_kv", u(4))
+        .meta("llama.rope.freq_base", MetaValue::F32(10000.0))
+        .meta("llama.attention.layer_norm_rms_epsilon", MetaValue::F32(1e-5))
+        .meta("llama.vocab_size", u(256));
+    // Q6_K (ggml type 14): 210 bytes per 256 values.
+    w.tensor("token_embd.weight", &[256, 256], 14, vec![0; 210 * 256]);
+    std::fs::write(&path, w.to_bytes(3)).unwrap();
+    let (code, err) = engine(&["generate", "--model", path.to_str().unwrap(), "--prompt-ids", "1,2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("Q6_K") && err.contains("token_embd.weight"), "{err}");
+}
+
+#[test]
+fn truncated_gguf() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.gguf");
+    std::fs::write(&path, b"GGUF\x03\x00\x00\x00\x05").unwrap();
+    let (code, err) = engine(&["generate", "--model", path.to_str().unwrap(), "--prompt-ids", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("GGUF"), "{err}");
+}
+
+#[test]
+fn config_with_inconsistent_heads() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SynthSpec { tokenizer: SynthTokenizer::ByteLevel, ..SynthSpec::default() };
+    write_model(&spec, dir.path()).unwrap();
+    let cfg_path = dir.path().join("config.json");
+    let text =
+        std::fs::read_to_string(&cfg_path).unwrap().replace("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+    std::fs::write(&cfg_path, text).unwrap();
+    let (code, err) = engine(&["generate", "--model", dir.path().to_str().unwrap(), "--prompt-ids", "1,2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("num_key_value_heads (3)"), "{err}");
+}
+
+#[test]
+fn bad_kv_scales() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SynthSpec { tokenizer: SynthTokenizer::ByteLevel, ..SynthSpec::default() };
+    write_model(&spec, dir.path()).unwrap();
+    let model = dir.path().to_str().unwrap();
+    for (body, needle) in [
+        (r#"{"scales": [1.0, -2.0, 1.0, 1.0]}"#, "layer 1: scale -2 must be finite and positive"),
+        (r#"{"scales": [1.0, 1.0, 1e999, 1.0]}"#, "scales"),
+        (r#"{"scales": [1.0, 1.0]}"#, "has 2 scales but the model has 4 layers"),
+        (r#"{"scales": "#, "scales"),
+    ] {
+        let p = dir.path().join("scales.json");
+        std::fs::write(&p, body).unwrap();
+        let (code, err) = engine(&[
+            "generate",
+            "--model",
+            model,
+            "--kv-format",
+            "k16v8",
+            "--kv-scales",
+            p.to_str().unwrap(),
+            "--prompt-ids",
+            "1",
+        ]);
+        assert_eq!(code, Some(2), "{body}: {err}");
+        assert!(err.contains(needle), "{body}: {err}");
+    }
+    let (code, err) = engine(&["generate", "--model", model, "--kv-format", "k16v8", "--prompt-ids", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--kv-scales"), "{err}");
+}
