@@ -40,7 +40,11 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
         let tensors = gguf.load_tensors(&config)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&config, &tokenizer)?;
-        Ok(LoadedModel { model: Model::from_tensors(config, tensors)?, tokenizer })
+        let quantized = gguf.quantized_weights(&config)?;
+        let mut model = Model::from_tensors(config, tensors)?;
+        let n = model.use_quantized(quantized);
+        tracing::debug!("{n} linear layers read block-quantized weights");
+        Ok(LoadedModel { model, tokenizer })
     }
 }
 

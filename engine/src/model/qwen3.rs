@@ -14,12 +14,20 @@ use crate::error::{EngineError, Result};
 use crate::kernels::cpu::attention::{AttnSeq, AttnShape, paged_attention};
 use crate::kernels::cpu::matmul::matmul;
 use crate::kernels::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
+use crate::kernels::cpu::quant::{QuantMatrix, matmul_quant};
 use crate::kernels::cpu::rope::RopeTable;
 use crate::kv::{BlockTable, KvCache};
 
+/// A linear layer's weight: dense f32, or the checkpoint's block-quantized
+/// bytes (dequantized inside the kernel to exactly the same f32 values).
+pub enum Weight {
+    F32(Vec<f32>),
+    Quant(QuantMatrix),
+}
+
 /// `y = x Wᵀ`, weight `[out_features, in_features]`, no bias.
 pub struct Linear {
-    pub weight: Vec<f32>,
+    pub weight: Weight,
     pub out_features: usize,
     pub in_features: usize,
 }
@@ -27,7 +35,20 @@ pub struct Linear {
 impl Linear {
     pub fn forward(&self, x: &[f32]) -> Vec<f32> {
         let rows = x.len() / self.in_features;
-        matmul(x, &self.weight, rows, self.in_features, self.out_features)
+        match &self.weight {
+            Weight::F32(w) => matmul(x, w, rows, self.in_features, self.out_features),
+            Weight::Quant(q) => matmul_quant(x, q, rows),
+        }
+    }
+
+    /// Replaces the weight with its quantized form if the shapes agree.
+    fn set_quantized(&mut self, q: QuantMatrix) -> bool {
+        if q.rows == self.out_features && q.cols == self.in_features {
+            self.weight = Weight::Quant(q);
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -120,7 +141,7 @@ impl Take<'_> {
     }
 
     fn linear(&mut self, name: &str, out_features: usize, in_features: usize) -> Result<Linear> {
-        Ok(Linear { weight: self.get(name, &[out_features, in_features])?, out_features, in_features })
+        Ok(Linear { weight: Weight::F32(self.get(name, &[out_features, in_features])?), out_features, in_features })
     }
 
     fn norm(&mut self, name: &str, dim: usize, eps: f32) -> Result<RmsNorm> {
@@ -182,10 +203,66 @@ impl Model {
         self.rope.max_positions()
     }
 
-    fn lm_head_weight(&self) -> &[f32] {
+    fn lm_head_forward(&self, x: &[f32]) -> Vec<f32> {
         match &self.lm_head {
-            Some(l) => &l.weight,
-            None => &self.embed_tokens,
+            Some(l) => l.forward(x),
+            None => matmul(
+                x,
+                &self.embed_tokens,
+                x.len() / self.config.hidden_size,
+                self.config.hidden_size,
+                self.config.vocab_size,
+            ),
+        }
+    }
+
+    /// Uses block-quantized weights (from a GGUF file) in place of their f32
+    /// copies; results are bit-for-bit unchanged, memory traffic is not. A tied
+    /// LM head gets the quantized embedding matrix (lookups keep the f32 one).
+    /// Returns how many layers now read quantized weights.
+    pub fn use_quantized(&mut self, weights: Vec<(String, QuantMatrix)>) -> usize {
+        let mut n = 0;
+        for (name, q) in weights {
+            let target: Option<&mut Linear> = if name == "lm_head.weight" {
+                self.lm_head.as_mut()
+            } else if name == "model.embed_tokens.weight" {
+                if self.lm_head.is_none() && self.config.tie_word_embeddings {
+                    let (out_features, in_features) = (self.config.vocab_size, self.config.hidden_size);
+                    self.lm_head = Some(Linear { weight: Weight::F32(Vec::new()), out_features, in_features });
+                }
+                match self.lm_head.as_mut() {
+                    Some(l) if matches!(&l.weight, Weight::F32(w) if w.is_empty()) => Some(l),
+                    _ => None,
+                }
+            } else {
+                self.linear_mut(&name)
+            };
+            if let Some(l) = target
+                && l.set_quantized(q)
+            {
+                n += 1;
+            }
+        }
+        // A tied head whose quantized matrix did not fit falls back to the embedding.
+        if matches!(&self.lm_head, Some(Linear { weight: Weight::F32(w), .. }) if w.is_empty()) {
+            self.lm_head = None;
+        }
+        n
+    }
+
+    fn linear_mut(&mut self, name: &str) -> Option<&mut Linear> {
+        let rest = name.strip_prefix("model.layers.")?;
+        let (idx, tail) = rest.split_once('.')?;
+        let layer = self.layers.get_mut(idx.parse::<usize>().ok()?)?;
+        match tail {
+            "self_attn.q_proj.weight" => Some(&mut layer.self_attn.q_proj),
+            "self_attn.k_proj.weight" => Some(&mut layer.self_attn.k_proj),
+            "self_attn.v_proj.weight" => Some(&mut layer.self_attn.v_proj),
+            "self_attn.o_proj.weight" => Some(&mut layer.self_attn.o_proj),
+            "mlp.gate_proj.weight" => Some(&mut layer.mlp.gate_proj),
+            "mlp.up_proj.weight" => Some(&mut layer.mlp.up_proj),
+            "mlp.down_proj.weight" => Some(&mut layer.mlp.down_proj),
+            _ => None,
         }
     }
 
@@ -292,7 +369,7 @@ impl Model {
             picked.extend_from_slice(&x[r * h..(r + 1) * h]);
         }
         let normed = self.norm.forward(&picked);
-        let logits = matmul(&normed, self.lm_head_weight(), wanted_rows.len(), h, c.vocab_size);
+        let logits = self.lm_head_forward(&normed);
         let mut rows = logits.chunks_exact(c.vocab_size).map(|r| r.to_vec());
         let mut out = Vec::with_capacity(seqs.len());
         for (s, &(_, _, n)) in seqs.iter().zip(&starts) {

@@ -37,15 +37,23 @@ pub fn matmul_into(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [
         return;
     }
     let kernel = Kernel::detect();
-    // Each task computes a block of columns for all rows; results land in a
-    // column-block buffer and are scattered, so tasks never share memory.
+    par_columns(m, n, y, |c0, c1, out| kernel.block(x, w, m, k, c0, c1, out));
+}
+
+/// Runs `block(c0, c1, out)` for column blocks of `COLS_PER_TASK` across the
+/// installed rayon pool (`out` is `[m, c1 - c0]`) and assembles `y` (`[m, n]`).
+/// Tasks never share memory; each reads its weight rows once for all rows.
+pub(crate) fn par_columns<F>(m: usize, n: usize, y: &mut [f32], block: F)
+where
+    F: Fn(usize, usize, &mut [f32]) + Sync,
+{
     let blocks: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(COLS_PER_TASK))
         .into_par_iter()
         .map(|b| {
             let c0 = b * COLS_PER_TASK;
             let c1 = (c0 + COLS_PER_TASK).min(n);
             let mut out = vec![0.0f32; m * (c1 - c0)];
-            kernel.block(x, w, m, k, c0, c1, &mut out);
+            block(c0, c1, &mut out);
             (c0, out)
         })
         .collect();

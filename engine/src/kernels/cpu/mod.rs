@@ -6,4 +6,5 @@
 pub mod attention;
 pub mod matmul;
 pub mod ops;
+pub mod quant;
 pub mod rope;

@@ -16,6 +16,7 @@ pub use meta::MetaValue;
 pub use names::{hf_name, unpermute_rows};
 
 use crate::error::{EngineError, Result};
+use crate::kernels::cpu::quant::{QuantKind, QuantMatrix};
 use crate::model::config::{Arch, ModelConfig};
 use crate::model::tensor::{Tensor, TensorMap};
 use rayon::prelude::*;
@@ -384,6 +385,42 @@ impl GgufFile {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(loaded.into_iter().collect())
+    }
+}
+
+impl GgufFile {
+    /// The block-quantized (Q4_1, Q8_0) 2-D weights, by Hugging Face name, with
+    /// llama Q/K rows un-permuted exactly as `load_tensors` does, so that each
+    /// dequantizes to the same f32 tensor. Other tensors are not included.
+    pub fn quantized_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, QuantMatrix)>> {
+        let mut out = Vec::new();
+        for info in &self.tensors {
+            let kind = match info.ty {
+                GgmlType::Q4_1 => QuantKind::Q4_1,
+                GgmlType::Q8_0 => QuantKind::Q8_0,
+                _ => continue,
+            };
+            if info.dims.len() != 2 {
+                continue;
+            }
+            let (cols, rows) = (info.dims[0], info.dims[1]);
+            let mut bytes = self.tensor_bytes(info)?.to_vec();
+            if cfg.arch == Arch::Llama
+                && let Some(is_q) = names::qk_kind(&info.name)
+            {
+                let n_head = if is_q { cfg.num_attention_heads } else { cfg.num_key_value_heads };
+                let row_bytes = bytes.len() / rows.max(1);
+                bytes = unpermute_rows(&bytes, rows, row_bytes, n_head).ok_or_else(|| {
+                    EngineError::Gguf(format!("{}: rows do not split into {n_head} heads", info.name))
+                })?;
+            }
+            let name = hf_name(&info.name).unwrap_or_else(|| info.name.clone());
+            let m = QuantMatrix::new(kind, rows, cols, bytes).ok_or_else(|| {
+                EngineError::Gguf(format!("{}: {cols} columns are not whole 32-value blocks", info.name))
+            })?;
+            out.push((name, m));
+        }
+        Ok(out)
     }
 }
 

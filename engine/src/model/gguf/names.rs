@@ -55,13 +55,13 @@ pub fn qk_kind(gguf: &str) -> Option<bool> {
 /// (`i < half`, `j < 2`): it interleaves the two halves that a split-half
 /// (NEOX/HF) RoPE rotates together. `None` if the rows do not divide into
 /// heads of even size.
-pub fn unpermute_rows(data: &[f32], rows: usize, cols: usize, n_head: usize) -> Option<Vec<f32>> {
+pub fn unpermute_rows<T: Copy + Default>(data: &[T], rows: usize, cols: usize, n_head: usize) -> Option<Vec<T>> {
     if n_head == 0 || !rows.is_multiple_of(n_head) || !(rows / n_head).is_multiple_of(2) || data.len() != rows * cols {
         return None;
     }
     let head_dim = rows / n_head;
     let half = head_dim / 2;
-    let mut out = vec![0f32; data.len()];
+    let mut out = vec![T::default(); data.len()];
     for h in 0..n_head {
         for i in 0..half {
             for j in 0..2 {
