@@ -88,3 +88,24 @@ fn kv_inventory_k16v8_is_75_percent_of_f16() {
     assert_eq!(f16.bytes_per_token, 30 * 3 * 64 * 4);
     assert_eq!(k16v8.bytes_per_token * 4, f16.bytes_per_token * 3);
 }
+
+#[test]
+fn quantized_weights_give_bit_identical_logits() {
+    use engine::kv::KvCache;
+    use engine::model::gguf::GgufFile;
+    use engine::model::{LogitsWanted, Model, SeqInput};
+    let gguf = GgufFile::open(common::smollm2()).unwrap();
+    let cfg = gguf.model_config().unwrap();
+    let dense = Model::from_tensors(cfg.clone(), gguf.load_tensors(&cfg).unwrap()).unwrap();
+    let mut quant = Model::from_tensors(cfg.clone(), gguf.load_tensors(&cfg).unwrap()).unwrap();
+    let n = quant.use_quantized(gguf.quantized_weights(&cfg).unwrap());
+    assert_eq!(n, 30 * 7 + 1, "every projection and the tied LM head read quantized blocks");
+    let ids: Vec<u32> = (0..40).map(|i| 100 + i * 7).collect();
+    let run = |m: &Model| {
+        let mut cache = KvCache::new(KvFormat::F16, 30, 3, 64, 4, None).unwrap();
+        let mut t = cache.new_table();
+        assert!(t.reserve(ids.len()));
+        m.forward(&mut cache, &mut [SeqInput { tokens: &ids, table: &mut t, logits: LogitsWanted::All }], None).unwrap()
+    };
+    assert!(run(&dense) == run(&quant), "quantized and dense weights must give identical logits");
+}
