@@ -6,6 +6,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use engine::kernels::cpu::matmul::matmul;
+use engine::kernels::cpu::quant::{QuantKind, QuantMatrix, matmul_quant};
 use engine::kv::KvFormat;
 use engine::model::{LogitsWanted, SeqInput};
 use engine::runtime::{Engine, EngineOptions};
@@ -139,6 +140,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
 fn kernel_comparison(threads: &[usize], k: usize, n: usize, m_big: usize) -> Result<Vec<serde_json::Value>> {
     let x: Vec<f32> = (0..m_big * k).map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5).collect();
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 1000) as f32 / 1000.0) - 0.5).collect();
+    // A Q4_1 matrix of the same shape (d = 0.01, m = -0.05, nibbles pseudo-random).
+    let qbytes: Vec<u8> = (0..n * k / 32)
+        .flat_map(|b| {
+            let mut blk = Vec::with_capacity(20);
+            blk.extend(half::f16::from_f32(0.01).to_le_bytes());
+            blk.extend(half::f16::from_f32(-0.05).to_le_bytes());
+            blk.extend((0..16).map(move |j| ((b * 31 + j * 7) % 256) as u8));
+            blk
+        })
+        .collect();
+    let wq = QuantMatrix::new(QuantKind::Q4_1, n, k, qbytes).context("building the Q4_1 bench matrix")?;
     let mut out = Vec::new();
     for &t in threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
@@ -158,12 +170,20 @@ fn kernel_comparison(threads: &[usize], k: usize, n: usize, m_big: usize) -> Res
                 }
                 t0.elapsed().as_secs_f64() / reps as f64
             });
+            let q4 = pool.install(|| {
+                let t0 = Instant::now();
+                for _ in 0..reps {
+                    std::hint::black_box(matmul_quant(&x[..m * k], &wq, m));
+                }
+                t0.elapsed().as_secs_f64() / reps as f64
+            });
             let flops = 2.0 * (m * n * k) as f64;
             out.push(serde_json::json!({
                 "threads": t, "m": m, "n": n, "k": k,
                 "ours_gflops": flops / ours / 1e9,
                 "gemm_crate_gflops": flops / theirs / 1e9,
                 "ours_over_gemm": theirs / ours,
+                "ours_q4_1_gflops": flops / q4 / 1e9,
             }));
         }
     }

@@ -65,6 +65,12 @@ where
     }
 }
 
+/// Columns `c0..c1` of `x · wᵀ` for all `m` rows into `out` (`[m, c1 - c0]`),
+/// on the calling thread, with exactly the per-element sequence of [`matmul`].
+pub(crate) fn block_serial(x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
+    Kernel::detect().block(x, w, m, k, c0, c1, out);
+}
+
 /// Dot product with exactly the per-element operation sequence of [`matmul`]
 /// (used by tests and by single-row callers).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
