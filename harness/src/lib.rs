@@ -1,7 +1,15 @@
 //! The harness library: everything `harness` does, as modules a test can call.
 //! The harness never links the engine crate: every arm is reached over HTTP.
 
+pub mod accept;
+pub mod bench_client;
+pub mod metrics;
+pub mod arm;
+pub mod evidence;
+pub mod load;
 pub mod plan;
+pub mod quality;
 pub mod record;
+pub mod run;
 pub mod stats;
 pub mod trace;

@@ -2,16 +2,21 @@
 //! work itself lives in the library (`harness::plan`, `harness::trace`, ...). Must not
 //! hold study logic: each subcommand loads, calls the library, and reports.
 //!
-//! Subcommands now: `plan check`, `plan derive`, `trace`. The study commands of the
-//! design (`run`, `replay`, `gate`, `accept`, `qualify`, `report`) are added here as
-//! their layers land, each as one more `Command` variant.
+//! Subcommands now: `plan check`, `plan derive`, `trace`, `run`. The other study
+//! commands of the design (`replay`, `gate`, `accept`, `qualify`, `report`) are added
+//! here as their layers land, each as one more `Command` variant and one function.
+//!
+//! Exit codes: 0 success; 1 error (nothing or an incomplete study was produced);
+//! 2 `run` completed with arm faults (a server failed to start, warm up, or died):
+//! the evidence is complete and says what happened.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use harness::plan::{self, FrozenPlan};
+use harness::run::{RunOptions, TokenizerEncoder};
 use harness::trace;
 
 #[derive(Parser)]
@@ -33,10 +38,24 @@ enum Command {
         /// Directory to write into (created if missing), e.g. reports/<study>/inputs.
         #[arg(long)]
         out: PathBuf,
-        /// Write only the traces and catalog, not prompts.jsonl (for text panels,
-        /// which need a tokenizer this build does not have).
+        /// Write only the traces and catalog, not prompts.jsonl.
         #[arg(long)]
         traces_only: bool,
+    },
+    /// Run a study: fresh servers per block and arm, every cell, raw evidence,
+    /// per-cell summaries and a manifest, in reports/<study>/ (or --out).
+    Run {
+        /// The plan file (its loads must be derived).
+        plan: PathBuf,
+        /// Evidence directory (default: reports/<study>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace an earlier evidence directory there.
+        #[arg(long)]
+        force: bool,
+        /// No progress bars: one line per cell (for CI and logs).
+        #[arg(long)]
+        quiet: bool,
     },
 }
 
@@ -99,14 +118,12 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
     let panel = if traces_only {
         None
     } else {
-        // No tokenizer library is linked yet, so no encoder can be offered here.
-        match trace::build_panel(p, Path::new("."), None) {
-            Ok(panel) => Some(panel),
-            Err(e @ trace::TraceError::NoEncoder { .. }) => {
-                bail!("{e}; rerun with --traces-only to write the traces alone")
-            }
-            Err(e) => return Err(e.into()),
-        }
+        let encoder = match &p.prompts.source {
+            plan::PanelSource::Text { tokenizer, .. } => Some(TokenizerEncoder::from_file(Path::new(tokenizer))?),
+            _ => None,
+        };
+        let encoder = encoder.as_ref().map(|e| e as &dyn trace::Encoder);
+        Some(trace::build_panel(p, Path::new("."), encoder)?)
     };
     let catalog = trace::write_inputs(out, p, &frozen.sha256, panel.as_ref())?;
     for f in &catalog.files {
@@ -116,12 +133,35 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
     Ok(())
 }
 
+/// `harness run`: returns whether every server invocation completed.
+fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, quiet: bool) -> Result<bool> {
+    let opts = RunOptions { out, force, quiet, ..RunOptions::new(plan) };
+    let outcome = harness::run::run(&opts)?;
+    let faults = outcome.faults();
+    println!(
+        "study complete: {} server invocations, {} failed requests, {} files in the manifest; evidence in {}",
+        outcome.units.len(),
+        outcome.failed_requests(),
+        outcome.manifest_files,
+        outcome.dir.display()
+    );
+    for u in &faults {
+        println!("arm fault: block {} arm {}: {}: {}", u.block, u.arm, u.status, u.detail.as_deref().unwrap_or(""));
+    }
+    Ok(faults.is_empty())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(PlanCommand::Check { plan }) => check(&plan),
         Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
         Command::Trace { plan, out, traces_only } => write_trace(&plan, &out, traces_only),
+        Command::Run { plan, out, force, quiet } => match run(plan, out, force, quiet) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(2),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

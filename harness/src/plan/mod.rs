@@ -18,6 +18,7 @@ mod types;
 mod validate;
 mod validate_arms;
 mod validate_cells;
+mod validate_quality;
 
 #[cfg(test)]
 mod plan_tests;
@@ -39,6 +40,8 @@ pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
     PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
 };
+pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
+pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
 
 fn parse_file(text: &str) -> Result<schema::PlanFile, PlanError> {
     toml::from_str(text).map_err(|e| PlanError::Parse(e.to_string().trim_end().to_string()))

@@ -29,6 +29,8 @@ pub struct PlanFile {
     pub derive: Option<DeriveFile>,
     /// Written by `harness plan derive --write`; checked against `[derive]`.
     pub derived: Option<BTreeMap<String, toml::Value>>,
+    /// Quality gates run before timing (`harness qualify`); see `validate_quality`.
+    pub qualification: Option<QualificationFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,4 +167,67 @@ pub struct DeriveFile {
     pub count_duration_s: Option<f64>,
     pub count_multiple: Option<i64>,
     pub note: Option<String>,
+}
+
+/// `[qualification]`: shared settings of the quality gates; a gate runs when its
+/// sub-table is present.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QualificationFile {
+    pub required: Option<bool>,
+    pub confidence: Option<f64>,
+    pub concurrency: Option<i64>,
+    pub request_timeout_s: Option<f64>,
+    pub seed: Option<i64>,
+    pub tokenizer: Option<String>,
+    pub texts: Option<String>,
+    pub pattern: Option<String>,
+    pub gsm: Option<GsmFile>,
+    pub nll: Option<NllFile>,
+    pub retrieval: Option<RetrievalFile>,
+    pub parity: Option<ParityFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GsmFile {
+    pub path: String,
+    /// "gsm8k" or "gsm-style".
+    pub dataset: String,
+    pub subset: Option<i64>,
+    pub template: Option<String>,
+    pub fewshot: Option<i64>,
+    pub fewshot_path: Option<String>,
+    pub max_tokens: Option<i64>,
+    pub stop: Option<Vec<String>>,
+    pub max_loss_rate: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NllFile {
+    pub documents: Option<i64>,
+    pub tokens: Option<i64>,
+    pub max_upper: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrievalFile {
+    pub prompts: Option<i64>,
+    pub context_tokens: i64,
+    pub max_tokens: Option<i64>,
+    pub max_loss_rate: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParityFile {
+    pub prompts: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub concurrency: Option<i64>,
+    /// Arm name -> argv of its serial in-process reference (e.g. `engine generate ... --json`).
+    #[serde(default)]
+    pub reference: BTreeMap<String, Vec<String>>,
 }

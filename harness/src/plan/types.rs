@@ -28,6 +28,8 @@ pub struct Plan {
     /// Values written by `harness plan derive --write` (`[derived]`), already checked
     /// to equal the formula's output.
     pub derived: Option<DerivedLoads>,
+    /// Quality gates run before timing (`[qualification]`), when present.
+    pub qualification: Option<Qualification>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -329,4 +331,91 @@ impl Plan {
             .filter_map(|i| self.prompts.prompt_index(self.warmup.input_tokens, i))
             .collect()
     }
+}
+
+/// `[qualification]`: the quality gates run before any timing (`harness qualify`).
+/// Each gate runs when its sub-table is present.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qualification {
+    /// `harness run` must qualify every arm first; an arm that fails is not qualified
+    /// and its timing claims are blocked.
+    pub required: bool,
+    /// One-sided confidence of every gate bound (0.95).
+    pub confidence: f64,
+    /// Most requests in flight per arm (GSM, NLL, retrieval).
+    pub concurrency: u32,
+    pub request_timeout_s: f64,
+    /// Seed of subsets, cuts and passkeys (default: `study.seed`).
+    pub seed: u64,
+    /// tokenizer.json every gate tokenizes with; prompts are sent as token IDs.
+    pub tokenizer: String,
+    /// Natural-text directory and file pattern (NLL panel, filler, parity prompts).
+    pub texts: String,
+    pub pattern: String,
+    pub gsm: Option<GsmGateSpec>,
+    pub nll: Option<NllGateSpec>,
+    pub retrieval: Option<RetrievalGateSpec>,
+    pub parity: Option<ParityGateSpec>,
+}
+
+/// Which set a GSM gate reads: the real GSM8K test JSONL, or the offline GSM-style set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GsmDataset {
+    #[serde(rename = "gsm8k")]
+    Gsm8k,
+    #[serde(rename = "gsm-style")]
+    GsmStyle,
+}
+
+impl GsmDataset {
+    /// How every report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            GsmDataset::Gsm8k => "GSM8K",
+            GsmDataset::GsmStyle => "GSM-style set, not GSM8K",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GsmGateSpec {
+    pub path: String,
+    pub dataset: GsmDataset,
+    /// A seeded subset of this many items (`None`: every item).
+    pub subset: Option<u32>,
+    /// Prompt template with `{question}`.
+    pub template: String,
+    /// Worked examples before each question, the first `fewshot` lines of `fewshot_path`.
+    pub fewshot: u32,
+    pub fewshot_path: Option<String>,
+    pub max_tokens: u32,
+    pub stop: Vec<String>,
+    pub max_loss_rate: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NllGateSpec {
+    pub documents: u32,
+    /// Exact token length of each document.
+    pub tokens: u32,
+    /// Limit of the upper bound of the mean paired difference (ln(1.01)).
+    pub max_upper: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrievalGateSpec {
+    pub prompts: u32,
+    pub context_tokens: u32,
+    pub max_tokens: u32,
+    pub max_loss_rate: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParityGateSpec {
+    pub prompts: u32,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    pub concurrency: u32,
+    /// Arm name -> serial reference argv (placeholders allowed, not `{receipts}`).
+    pub reference: BTreeMap<String, Vec<String>>,
 }

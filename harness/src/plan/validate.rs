@@ -8,7 +8,7 @@
 use super::error::{Issue, PlanError};
 use super::schema::{BlocksFile, OrderFile, PlanFile, RequestFile, TimingFile, WarmupFile};
 use super::types::{Arm, Blocks, Cell, CellKind, Order, PanelSpec, Plan, RequestSpec, Study, Timing, Warmup};
-use super::{validate_arms, validate_cells};
+use super::{validate_arms, validate_cells, validate_quality};
 
 /// Collects issues while building typed values.
 pub(super) struct Checker {
@@ -79,6 +79,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
     let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
+    let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(table) if check_derived => super::derive::check_table(&table, expected, &mut c.issues),
@@ -100,6 +101,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         hypotheses,
         derive: derive.map(|d| d.0),
         derived,
+        qualification,
     })
 }
 

@@ -1,0 +1,52 @@
+//! Server lifecycle of one arm invocation: spawn from the expanded argv, wait for the
+//! health path, warm up, sample `/metrics` and memory once a second, and stop
+//! (SIGTERM, then SIGKILL), keeping the log and the record of each step. External arms
+//! (`url`) are never spawned or stopped; their health is still checked. Owns process
+//! handling. Must not send timed requests or decide the schedule (`load`, `run`).
+
+mod health;
+mod process;
+mod sampler;
+
+use std::path::PathBuf;
+
+pub use health::{HEALTH_POLL, WarmupRecord, wait_healthy, warmup};
+pub use process::{ExitInfo, ServerProcess, StopRecord};
+pub use sampler::{GpuProcess, SAMPLE_PERIOD, Sampler, SamplerSpec, find_nvidia_smi, read_rss};
+
+use crate::evidence::EvidenceError;
+
+/// Everything that can go wrong with a server. The first four are arm faults: the
+/// runner records them and goes on with the next arm; the others stop the study.
+#[derive(Debug, thiserror::Error)]
+pub enum ArmError {
+    #[error("cannot start {program:?}: {detail}")]
+    Spawn { program: String, detail: String },
+    #[error("the server exited before it was healthy: {detail}")]
+    ExitedBeforeHealthy { detail: String },
+    #[error("{url} did not answer 200 within {after_s} s (last: {last})")]
+    HealthTimeout { url: String, after_s: f64, last: String },
+    #[error("warmup failed: {detail}")]
+    Warmup { detail: String },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("the sampler task failed: {0} (a harness bug)")]
+    Task(String),
+}
+
+impl ArmError {
+    /// A fault of the arm (recorded, study goes on), not of the harness.
+    pub fn is_arm_fault(&self) -> bool {
+        matches!(
+            self,
+            ArmError::Spawn { .. }
+                | ArmError::ExitedBeforeHealthy { .. }
+                | ArmError::HealthTimeout { .. }
+                | ArmError::Warmup { .. }
+        )
+    }
+}

@@ -1,0 +1,217 @@
+//! A spawned server process: started from its argv (no shell) in its own process
+//! group with stdout and stderr appended to `server.log`, watched until it exits, and
+//! stopped with SIGTERM to the group, then SIGKILL after a grace period. Owns the
+//! child and the record of how it ended. Must not decide when to stop (the runner
+//! does) and must not signal any process outside the group it started.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::ArmError;
+use crate::load::StudyClock;
+
+/// How a server process ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitInfo {
+    /// Study time the harness saw the exit.
+    pub t_ns: u64,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// In words, e.g. `server exited with code 0` or `server killed by signal 9 (SIGKILL)`.
+    pub description: String,
+}
+
+/// What stopping the server did (`arm_outcome.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StopRecord {
+    /// `exited_on_sigterm`, `killed_after_grace`, `already_exited` or `did_not_exit`.
+    pub how: String,
+    pub requested_ns: u64,
+    pub sigterm_sent: bool,
+    pub sigkill_sent: bool,
+    pub grace_s: f64,
+    pub exit: Option<ExitInfo>,
+    /// Processes of the server's group still alive after it exited, then killed.
+    pub group_leftovers_killed: bool,
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        _ => "signal",
+    }
+}
+
+pub struct ServerProcess {
+    pub pid: u32,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    exit_text: watch::Receiver<Option<String>>,
+    clock: StudyClock,
+}
+
+impl ServerProcess {
+    /// Spawns `argv` with `env` added, output appended to `log`.
+    pub fn spawn(
+        argv: &[String],
+        env: &BTreeMap<String, String>,
+        log: &Path,
+        clock: StudyClock,
+    ) -> Result<ServerProcess, ArmError> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(ArmError::Spawn { program: String::new(), detail: "empty argv".into() });
+        };
+        let open = || OpenOptions::new().create(true).append(true).open(log);
+        let io = |error| ArmError::Io { path: log.to_path_buf(), error };
+        let (out, err) = (open().map_err(io)?, open().map_err(io)?);
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| ArmError::Spawn { program: program.clone(), detail: e.to_string() })?;
+        let pid = child.id().ok_or_else(|| ArmError::Spawn { program: program.clone(), detail: "no pid".into() })?;
+        let (tx, exit) = watch::channel(None);
+        let (text_tx, exit_text) = watch::channel(None);
+        tokio::spawn(async move {
+            let info = match child.wait().await {
+                Ok(status) => {
+                    let (code, signal) = (status.code(), status.signal());
+                    let description = match (code, signal) {
+                        (Some(c), _) => format!("server exited with code {c}"),
+                        (None, Some(s)) => format!("server killed by signal {s} ({})", signal_name(s)),
+                        _ => "server exited".to_string(),
+                    };
+                    ExitInfo { t_ns: clock.now_ns(), code, signal, description }
+                }
+                Err(e) => ExitInfo {
+                    t_ns: clock.now_ns(),
+                    code: None,
+                    signal: None,
+                    description: format!("server wait failed: {e}"),
+                },
+            };
+            let _ = text_tx.send(Some(info.description.clone()));
+            let _ = tx.send(Some(info));
+        });
+        Ok(ServerProcess { pid, exit, exit_text, clock })
+    }
+
+    /// `Some(description)` once exited; what request tasks watch.
+    pub fn exit_watch(&self) -> watch::Receiver<Option<String>> {
+        self.exit_text.clone()
+    }
+
+    pub fn exited(&self) -> Option<ExitInfo> {
+        self.exit.borrow().clone()
+    }
+
+    fn signal_group(&self, sig: i32) -> bool {
+        let Ok(pgid) = libc::pid_t::try_from(self.pid) else {
+            return false;
+        };
+        // SAFETY: kill(2) with a negative pid signals only the group this spawn created.
+        unsafe { libc::kill(-pgid, sig) == 0 }
+    }
+
+    async fn wait_exit(&self, within: Duration) -> Option<ExitInfo> {
+        let mut rx = self.exit.clone();
+        let got = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;
+        match got {
+            Ok(Ok(v)) => v.clone(),
+            _ => self.exited(),
+        }
+    }
+
+    /// SIGTERM to the group, SIGKILL after `grace` if it is still running.
+    pub async fn stop(&self, grace: Duration) -> StopRecord {
+        let requested_ns = self.clock.now_ns();
+        let mut rec = StopRecord {
+            how: String::new(),
+            requested_ns,
+            sigterm_sent: false,
+            sigkill_sent: false,
+            grace_s: grace.as_secs_f64(),
+            exit: None,
+            group_leftovers_killed: false,
+        };
+        if let Some(info) = self.exited() {
+            rec.how = "already_exited".into();
+            rec.exit = Some(info);
+        } else {
+            rec.sigterm_sent = self.signal_group(libc::SIGTERM);
+            rec.exit = self.wait_exit(grace).await;
+            rec.how = "exited_on_sigterm".into();
+            if rec.exit.is_none() {
+                rec.sigkill_sent = self.signal_group(libc::SIGKILL);
+                rec.exit = self.wait_exit(Duration::from_secs(10)).await;
+                rec.how = if rec.exit.is_some() { "killed_after_grace" } else { "did_not_exit" }.into();
+            }
+        }
+        // Workers the server left behind in its group (signal 0 probes).
+        if self.signal_group(0) {
+            rec.group_leftovers_killed = self.signal_group(libc::SIGKILL);
+        }
+        rec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn(script: &str, log: &Path) -> ServerProcess {
+        let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
+        ServerProcess::spawn(&argv, &BTreeMap::new(), log, StudyClock::start()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn stops_with_sigterm_and_logs_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("server.log");
+        let p = spawn("echo hello; echo oops >&2; exec sleep 60", &log);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(p.exited().is_none());
+        let stop = p.stop(Duration::from_secs(10)).await;
+        assert_eq!(stop.how, "exited_on_sigterm");
+        assert_eq!(stop.exit.as_ref().and_then(|e| e.signal), Some(libc::SIGTERM));
+        assert!(stop.sigterm_sent && !stop.sigkill_sent);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("hello") && text.contains("oops"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn kills_a_server_that_ignores_sigterm() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = spawn("trap '' TERM; sleep 60", &tmp.path().join("log"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stop = p.stop(Duration::from_millis(300)).await;
+        assert_eq!(stop.how, "killed_after_grace");
+        assert!(stop.sigkill_sent);
+        assert!(p.exit_watch().borrow().is_some());
+    }
+
+    #[tokio::test]
+    async fn reports_an_exit_before_the_stop() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = spawn("exit 3", &tmp.path().join("log"));
+        let mut rx = p.exit_watch();
+        let _ = tokio::time::timeout(Duration::from_secs(10), rx.wait_for(Option::is_some)).await;
+        let stop = p.stop(Duration::from_secs(1)).await;
+        assert_eq!((stop.how.as_str(), stop.exit.and_then(|e| e.code)), ("already_exited", Some(3)));
+    }
+}

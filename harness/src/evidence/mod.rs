@@ -1,0 +1,177 @@
+//! The evidence directory of one study (DESIGN section 4): where every file goes,
+//! how it is written (temporary name, flush, rename; JSONL streamed to a `.partial`
+//! name and renamed when whole) and the manifest that fixes every file by size and
+//! SHA-256. Owns paths and write discipline. Must not decide what the files contain
+//! (the runner, `trace`, `arm` and `load` do) and must not delete anything except an
+//! earlier evidence directory the caller explicitly asked to replace (`--force`).
+//!
+//! ```text
+//! <dir>/plan.toml  manifest.json  run.json
+//! <dir>/inputs/    prompts.jsonl  traces/<cell>.trace.jsonl  catalog.json
+//! <dir>/raw/b<block>/<arm>/
+//!       server.log startup.json warmup.json receipts.jsonl scrapes.jsonl memory.jsonl
+//!       <cell>.requests.jsonl arm_outcome.json
+//! <dir>/results/cells/b<block>-<arm>-<cell>.summary.json  results/summaries.json
+//! ```
+
+mod jsonl;
+mod manifest;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use jsonl::JsonlStream;
+pub use manifest::{
+    GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
+};
+
+/// Everything that can go wrong while laying out or writing evidence.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceError {
+    /// The cause is part of the message (not `#[source]`): chains print it once.
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path} is not empty; pass --force to replace an earlier evidence directory")]
+    NotEmpty { path: PathBuf },
+    #[error(
+        "{path} is not empty and does not look like an evidence directory (no plan.toml or \
+         manifest.json); refusing to delete it even with --force"
+    )]
+    NotEvidence { path: PathBuf },
+    #[error("{what}: {message}")]
+    Json { what: String, message: String },
+    #[error("{0} file(s) differ from the manifest:\n  {1}")]
+    Manifest(usize, String),
+}
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EvidenceError + '_ {
+    move |error| EvidenceError::Io { path: path.to_path_buf(), error }
+}
+
+/// The layout of one evidence directory.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    root: PathBuf,
+}
+
+impl Evidence {
+    /// Creates `dir` (and parents) for a new study. A non-empty `dir` is refused unless
+    /// `force`, and even then only when it holds an earlier study (`plan.toml` or
+    /// `manifest.json`), which is then deleted whole.
+    pub fn create(dir: &Path, force: bool) -> Result<Evidence, EvidenceError> {
+        if dir.exists() {
+            let mut entries = std::fs::read_dir(dir).map_err(io_err(dir))?;
+            if entries.next().is_some() {
+                if !force {
+                    return Err(EvidenceError::NotEmpty { path: dir.to_path_buf() });
+                }
+                if !dir.join("plan.toml").is_file() && !dir.join("manifest.json").is_file() {
+                    return Err(EvidenceError::NotEvidence { path: dir.to_path_buf() });
+                }
+                std::fs::remove_dir_all(dir).map_err(io_err(dir))?;
+            }
+        }
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let root = std::fs::canonicalize(dir).map_err(io_err(dir))?;
+        Ok(Evidence { root })
+    }
+
+    /// An existing evidence directory (for readers and tests).
+    pub fn open(dir: &Path) -> Evidence {
+        Evidence { root: dir.to_path_buf() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn plan_path(&self) -> PathBuf {
+        self.root.join("plan.toml")
+    }
+
+    pub fn inputs_dir(&self) -> PathBuf {
+        self.root.join("inputs")
+    }
+
+    /// `raw/b<block>/<arm>/`: one server invocation.
+    pub fn unit_dir(&self, block: u32, arm: &str) -> PathBuf {
+        self.root.join("raw").join(format!("b{block}")).join(arm)
+    }
+
+    pub fn requests_path(&self, block: u32, arm: &str, cell: &str) -> PathBuf {
+        self.unit_dir(block, arm).join(format!("{cell}.requests.jsonl"))
+    }
+
+    pub fn results_dir(&self) -> PathBuf {
+        self.root.join("results")
+    }
+
+    pub fn cell_summary_path(&self, block: u32, arm: &str, cell: &str) -> PathBuf {
+        self.results_dir().join("cells").join(format!("b{block}-{arm}-{cell}.summary.json"))
+    }
+
+    /// Creates a directory inside the evidence tree.
+    pub fn ensure_dir(&self, dir: &Path) -> Result<(), EvidenceError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))
+    }
+}
+
+/// Writes `bytes` atomically (temporary name, flush, rename), creating parents.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), EvidenceError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    crate::plan::write_atomic(path, bytes).map_err(io_err(path))
+}
+
+/// Writes `value` as pretty JSON with a final newline, atomically.
+pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), EvidenceError> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| EvidenceError::Json { what: path.display().to_string(), message: e.to_string() })?;
+    text.push('\n');
+    write_bytes(path, text.as_bytes())
+}
+
+/// Writes one compact JSON line per item, atomically, as a whole.
+pub fn write_jsonl<T: Serialize>(path: &Path, items: &[T]) -> Result<(), EvidenceError> {
+    let mut text = String::new();
+    for item in items {
+        let line = serde_json::to_string(item)
+            .map_err(|e| EvidenceError::Json { what: path.display().to_string(), message: e.to_string() })?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    write_bytes(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_non_empty_and_foreign_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("study");
+        let ev = Evidence::create(&dir, false).unwrap();
+        write_bytes(&ev.plan_path(), b"x").unwrap();
+        assert!(matches!(Evidence::create(&dir, false), Err(EvidenceError::NotEmpty { .. })));
+        let ev = Evidence::create(&dir, true).unwrap();
+        assert!(!ev.plan_path().exists(), "--force starts from an empty directory");
+        let foreign = tmp.path().join("foreign");
+        std::fs::create_dir_all(&foreign).unwrap();
+        std::fs::write(foreign.join("notes.txt"), "keep me").unwrap();
+        assert!(matches!(Evidence::create(&foreign, true), Err(EvidenceError::NotEvidence { .. })));
+        assert!(foreign.join("notes.txt").exists());
+    }
+
+    #[test]
+    fn atomic_writes_leave_no_temporary_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a/b/c.jsonl");
+        write_jsonl(&p, &[1, 2, 3]).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "1\n2\n3\n");
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+}

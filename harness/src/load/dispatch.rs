@@ -1,0 +1,220 @@
+//! Driving one cell: every trace entry is dispatched at its intended time on the
+//! study clock and recorded by its own task. Open loop: no semaphore and no
+//! connection limit; a task per request is spawned at its intended time. Closed loop:
+//! requests are dispatched at their intended times (all at the cell start) and then
+//! admitted in index order by a semaphore of C permits, each held until its request
+//! ends (returned by `Drop`). Owns dispatch timing, admission and the drain. Must not
+//! retry, reorder a trace, or leave a planned request out of the result.
+//!
+//! Drain: from the later of the last intended arrival and the last admission, the
+//! outstanding requests get `drain_timeout`; those still running then end as
+//! `Timeout`. If the server dies, dispatch stops: outstanding requests end as
+//! `ServerDied`, and entries never dispatched or admitted are recorded as
+//! `ServerDied` with the stamps they reached.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use super::LoadError;
+use super::recorder::{RequestCtx, execute, exited};
+use crate::record::{Failure, RequestRecord};
+use crate::trace::TraceEntry;
+
+/// Live counts of one cell for progress displays.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sent: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (self.sent.load(Ordering::Relaxed), self.completed.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed))
+    }
+}
+
+/// One cell on one arm in one block.
+pub struct CellDrive<'a> {
+    pub block: u32,
+    pub arm: &'a str,
+    pub cell: &'a str,
+    pub entries: &'a [TraceEntry],
+    /// Study time of the cell start: entry i is intended at `start_ns + offset_ns`.
+    pub start_ns: u64,
+    /// Closed loop: C; open loop and isolated: `None`.
+    pub concurrency: Option<u32>,
+    /// Request body and prompt length for each panel index.
+    pub bodies: &'a [(Bytes, u32)],
+    pub output_tokens: u32,
+    pub drain_timeout: Duration,
+}
+
+/// A record with the planned fields and no stamps.
+pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
+    let prompt_tokens_intended = usize::try_from(e.prompt).ok().and_then(|i| d.bodies.get(i)).map_or(0, |b| b.1);
+    RequestRecord {
+        id: format!("{}/b{}/{}/{}", d.cell, d.block, d.arm, e.index),
+        cell: d.cell.to_string(),
+        block: d.block,
+        arm: d.arm.to_string(),
+        index: e.index,
+        prompt: e.prompt,
+        prompt_tokens_intended,
+        output_tokens_intended: d.output_tokens,
+        intended_ns: d.start_ns.saturating_add(e.offset_ns),
+        dispatch_ns: None,
+        admitted_ns: None,
+        send_ns: None,
+        headers_ns: None,
+        events: Vec::new(),
+        done_ns: None,
+        status: None,
+        failure: None,
+        usage: None,
+        finish_reason: None,
+        server_request_id: None,
+    }
+}
+
+struct Dispatched {
+    rec: RequestRecord,
+    body: Bytes,
+}
+
+/// Drives the cell; returns every planned request's record in trace order.
+/// `ctx.drain_expired` is replaced by the cell's own drain signal.
+pub async fn drive_cell(
+    d: &CellDrive<'_>,
+    ctx: &RequestCtx,
+    counters: &Arc<Counters>,
+) -> Result<Vec<RequestRecord>, LoadError> {
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let ctx = &RequestCtx { drain_expired: drain_rx, ..ctx.clone() };
+    let clock = ctx.clock;
+    let n = d.entries.len();
+    let mut out: Vec<Option<RequestRecord>> = vec![None; n];
+    let died = |detail: String, stage: &str| Failure::ServerDied { detail: format!("{detail} before {stage}") };
+    let (tx, mut rx) = mpsc::unbounded_channel::<Dispatched>();
+    let mut set: JoinSet<RequestRecord> = JoinSet::new();
+    let sem = d.concurrency.map(|c| Arc::new(Semaphore::new(c.max(1) as usize)));
+    let mut last_admitted = 0u64;
+
+    // Stage 1: dispatch at the intended times.
+    let dispatcher = async {
+        let mut undispatched = Vec::new();
+        for (i, e) in d.entries.iter().enumerate() {
+            let mut rec = skeleton(d, e);
+            let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.0.clone()) else {
+                return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
+            };
+            // After the wait, the current value decides (a watch waiter can wake late).
+            let news = tokio::select! {
+                biased;
+                detail = exited(ctx.server_exit.clone()) => Some(detail),
+                () = clock.wait_until(rec.intended_ns) => ctx.server_exit.borrow().clone(),
+            };
+            if let Some(detail) = news {
+                undispatched.extend(d.entries[i..].iter().map(|e| {
+                    let mut r = skeleton(d, e);
+                    r.failure = Some(died(detail.clone(), "dispatch"));
+                    r
+                }));
+                break;
+            }
+            rec.dispatch_ns = Some(clock.now_ns());
+            if tx.send(Dispatched { rec, body }).is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        Ok(undispatched)
+    };
+    // Stage 2: admit (closed loop: by semaphore, in index order) and spawn.
+    let admitter = async {
+        let mut unadmitted = Vec::new();
+        while let Some(Dispatched { mut rec, body }) = rx.recv().await {
+            let permit = match &sem {
+                None => None,
+                Some(sem) => tokio::select! {
+                    biased;
+                    detail = exited(ctx.server_exit.clone()) => {
+                        rec.failure = Some(died(detail, "admission"));
+                        unadmitted.push(rec);
+                        continue;
+                    }
+                    p = sem.clone().acquire_owned() => p.ok(),
+                },
+            };
+            // A watch waiter can wake after the permit: the current value decides.
+            let news = ctx.server_exit.borrow().clone();
+            if let Some(detail) = news {
+                rec.failure = Some(died(detail, if sem.is_some() { "admission" } else { "sending" }));
+                unadmitted.push(rec);
+                continue;
+            }
+            let admitted = if permit.is_some() { clock.now_ns() } else { rec.dispatch_ns.unwrap_or(0) };
+            rec.admitted_ns = Some(admitted);
+            last_admitted = last_admitted.max(admitted);
+            counters.sent.fetch_add(1, Ordering::Relaxed);
+            let (ctx, counters) = (ctx.clone(), counters.clone());
+            set.spawn(async move {
+                let _permit = permit;
+                execute(&mut rec, body, &ctx).await;
+                let counter = if rec.is_valid() { &counters.completed } else { &counters.failed };
+                counter.fetch_add(1, Ordering::Relaxed);
+                rec
+            });
+        }
+        unadmitted
+    };
+    let (undispatched, unadmitted) = tokio::join!(dispatcher, admitter);
+    for rec in undispatched?.into_iter().chain(unadmitted) {
+        counters.failed.fetch_add(1, Ordering::Relaxed);
+        place(&mut out, rec)?;
+    }
+
+    // Drain.
+    let last_intended = d.entries.last().map_or(d.start_ns, |e| d.start_ns.saturating_add(e.offset_ns));
+    let drain_end = clock.instant(last_intended.max(last_admitted)) + d.drain_timeout;
+    let mut expired = false;
+    loop {
+        let next = if expired {
+            set.join_next().await
+        } else {
+            tokio::select! {
+                r = set.join_next() => r,
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(drain_end)) => {
+                    expired = true;
+                    let _ = drain_tx.send(true);
+                    continue;
+                }
+            }
+        };
+        match next {
+            None => break,
+            Some(Ok(rec)) => place(&mut out, rec)?,
+            Some(Err(e)) => return Err(LoadError::Task(e.to_string())),
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| r.ok_or(LoadError::Lost { cell: d.cell.to_string(), index: i as u64 }))
+        .collect()
+}
+
+fn place(out: &mut [Option<RequestRecord>], rec: RequestRecord) -> Result<(), LoadError> {
+    let slot = usize::try_from(rec.index).ok().and_then(|i| out.get_mut(i));
+    match slot {
+        Some(s @ None) => {
+            *s = Some(rec);
+            Ok(())
+        }
+        _ => Err(LoadError::Lost { cell: rec.cell.clone(), index: rec.index }),
+    }
+}

@@ -1,0 +1,45 @@
+//! Load generation: the study's one monotonic clock, request bodies, the open-loop
+//! dispatcher and closed-loop semaphore, and the SSE recorder that turns each request
+//! into a `record::RequestRecord`. Owns everything between "this cell's trace" and
+//! "these records". Must not start or stop servers, write files or compute measures
+//! (`arm`, `evidence` and `metrics` do).
+
+mod clock;
+mod dispatch;
+mod payload;
+mod recorder;
+mod sse;
+
+#[cfg(test)]
+mod tests;
+
+pub use clock::{SPIN_NS, StudyClock};
+pub use dispatch::{CellDrive, Counters, drive_cell, skeleton};
+pub use payload::{stream_body, warmup_body};
+pub use recorder::{DEATH_GRACE, RequestCtx, execute, exited};
+pub use sse::{Chunk, parse_chunk};
+
+/// Failures of the load layer itself (request failures are records, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cell {cell}: trace entry {index} names prompt {prompt}, which the panel does not have")]
+    UnknownPrompt { cell: String, index: u64, prompt: u64 },
+    #[error("cell {cell}: request {index} was recorded twice or not at all (a harness bug)")]
+    Lost { cell: String, index: u64 },
+    #[error("a request task failed: {0} (a harness bug)")]
+    Task(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// The HTTP client every request of one server invocation shares: no proxy, no
+/// client-side timeouts (the plan's request timeout is applied per request), no
+/// limit on connections, and every idle connection kept for reuse.
+pub fn http_client() -> Result<reqwest::Client, LoadError> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(usize::MAX)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| LoadError::Client(e.to_string()))
+}

@@ -1,0 +1,126 @@
+//! One SSE `data:` payload of a streamed completion, read into what the record keeps:
+//! the response id, the tokens it carries, its finish reason and usage. Owns the
+//! token-count rule of `record::StreamEvent`: the length of `token_ids` when the
+//! server returns them, else 1 for a non-empty text delta and 0 otherwise (role-only,
+//! empty and usage-only chunks carry 0). Must not touch the network or clocks.
+
+use serde_json::Value;
+
+use crate::record::Usage;
+
+/// What one chunk says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Chunk {
+    pub id: Option<String>,
+    pub tokens: u32,
+    pub token_ids: Option<Vec<u32>>,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+    /// An in-stream error object (`{"error": ...}`), as text.
+    pub error: Option<String>,
+}
+
+fn ids_of(v: &Value) -> Result<Vec<u32>, String> {
+    let arr = v.as_array().ok_or("token_ids is not an array")?;
+    arr.iter()
+        .map(|x| x.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or_else(|| format!("bad token id {x}")))
+        .collect()
+}
+
+fn usage_of(v: &Value) -> Result<Usage, String> {
+    let field = |k: &str| -> Result<u32, String> {
+        v.get(k)
+            .and_then(Value::as_u64)
+            .and_then(|x| u32::try_from(x).ok())
+            .ok_or_else(|| format!("usage.{k} is missing or not a count"))
+    };
+    let prompt_tokens = field("prompt_tokens")?;
+    let completion_tokens = field("completion_tokens")?;
+    let total_tokens = field("total_tokens").unwrap_or(prompt_tokens.saturating_add(completion_tokens));
+    Ok(Usage { prompt_tokens, completion_tokens, total_tokens })
+}
+
+/// Parses one `data:` payload (not `[DONE]`). An error names what is malformed.
+pub fn parse_chunk(data: &str) -> Result<Chunk, String> {
+    let v: Value = serde_json::from_str(data).map_err(|e| format!("not JSON ({e}): {}", clip(data)))?;
+    let obj = v.as_object().ok_or_else(|| format!("not a JSON object: {}", clip(data)))?;
+    let mut chunk = Chunk { id: obj.get("id").and_then(Value::as_str).map(str::to_string), ..Chunk::default() };
+    if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
+        chunk.error = Some(err.to_string());
+        return Ok(chunk);
+    }
+    if let Some(u) = obj.get("usage").filter(|u| !u.is_null()) {
+        chunk.usage = Some(usage_of(u)?);
+    }
+    let choices = match obj.get("choices") {
+        Some(Value::Array(c)) => c,
+        Some(_) => return Err("choices is not an array".into()),
+        None if chunk.usage.is_some() => return Ok(chunk),
+        None => return Err(format!("not a completion chunk (no choices): {}", clip(data))),
+    };
+    for choice in choices {
+        let text = choice
+            .get("text")
+            .and_then(Value::as_str)
+            .or_else(|| choice.get("delta").and_then(|d| d.get("content")).and_then(Value::as_str))
+            .unwrap_or("");
+        match choice.get("token_ids").filter(|t| !t.is_null()) {
+            Some(ids) => {
+                let ids = ids_of(ids)?;
+                chunk.tokens = chunk.tokens.saturating_add(ids.len() as u32);
+                chunk.token_ids.get_or_insert_with(Vec::new).extend(ids);
+            }
+            None if !text.is_empty() => chunk.tokens = chunk.tokens.saturating_add(1),
+            None => {}
+        }
+        if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
+            chunk.finish_reason = Some(f.to_string());
+        }
+    }
+    Ok(chunk)
+}
+
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_follow_the_record_rule() {
+        let role = parse_chunk(r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant"}}]}"#).unwrap();
+        assert_eq!((role.tokens, role.token_ids.clone()), (0, None));
+        let empty = parse_chunk(r#"{"id":"c","choices":[{"index":0,"text":""}]}"#).unwrap();
+        assert_eq!(empty.tokens, 0);
+        let text = parse_chunk(r#"{"id":"c","choices":[{"index":0,"text":"ab"}]}"#).unwrap();
+        assert_eq!(text.tokens, 1);
+        let multi =
+            parse_chunk(r#"{"id":"c","choices":[{"text":"","token_ids":[5,6,7],"finish_reason":"length"}]}"#).unwrap();
+        assert_eq!(
+            (multi.tokens, multi.token_ids, multi.finish_reason.as_deref()),
+            (3, Some(vec![5, 6, 7]), Some("length"))
+        );
+        let usage = parse_chunk(
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}"#,
+        )
+        .unwrap();
+        assert_eq!(usage.tokens, 0);
+        assert_eq!(usage.usage, Some(Usage { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 }));
+        assert_eq!(usage.id.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn malformed_payloads_are_errors() {
+        assert!(parse_chunk("{not json").unwrap_err().contains("not JSON"));
+        assert!(parse_chunk("[1]").unwrap_err().contains("not a JSON object"));
+        assert!(parse_chunk(r#"{"id":"x"}"#).unwrap_err().contains("no choices"));
+        assert!(parse_chunk(r#"{"choices":[{"token_ids":[-1]}]}"#).is_err());
+        let err = parse_chunk(r#"{"error":{"message":"boom"}}"#).unwrap();
+        assert!(err.error.unwrap().contains("boom"));
+    }
+}

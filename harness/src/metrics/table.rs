@@ -1,0 +1,121 @@
+//! The text table of one `CellSummary`, in the layout of vLLM's `bench serve`
+//! ("==== Serving Benchmark Result ====", 40-column labels, two decimals, sections
+//! for TTFT, TPOT, ITL and E2EL), followed by this harness's extra lines: latency from
+//! intended arrival, dispatch lag, failures by class, stream event counts, and a note
+//! on how the numbers were computed. Owns formatting only; must not compute measures.
+//!
+//! Differences from vLLM's table, on purpose: "Median" is the nearest-rank p50 (vLLM
+//! interpolates); the duration runs from the first intended arrival to the last
+//! completion (not from the benchmark's start); there is no "peak output token
+//! throughput" line (a rate over tiny windows of a multi-token stream is not a
+//! throughput); a measure with no sample prints `n/a`.
+
+use std::fmt::Write;
+
+use super::CellSummary;
+
+const WIDTH: usize = 50;
+
+struct Table(String);
+
+impl Table {
+    fn title(&mut self, fill: char, title: &str) {
+        let title = if title.is_empty() { String::new() } else { format!(" {title} ") };
+        let pad = WIDTH.saturating_sub(title.chars().count());
+        let (left, right) = (pad / 2, pad - pad / 2);
+        let fill = |n: usize| fill.to_string().repeat(n);
+        let _ = writeln!(self.0, "{}{title}{}", fill(left), fill(right));
+    }
+
+    fn section(&mut self, title: &str) {
+        // vLLM centres section names without surrounding spaces.
+        let pad = WIDTH.saturating_sub(title.chars().count());
+        let _ = writeln!(self.0, "{}{title}{}", "-".repeat(pad / 2), "-".repeat(pad - pad / 2));
+    }
+
+    fn line(&mut self, label: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.0, "{label:<40} {value}");
+    }
+
+    fn ms(&mut self, label: &str, value: Option<f64>) {
+        self.ms_prec(label, value, 2);
+    }
+
+    fn ms_prec(&mut self, label: &str, value: Option<f64>, decimals: usize) {
+        match value {
+            Some(v) => self.line(label, format!("{v:.decimals$}")),
+            None => self.line(label, "n/a"),
+        }
+    }
+
+    fn dist(&mut self, name: &str, values: [Option<f64>; 4]) {
+        for (stat, v) in ["Mean", "Median", "P95", "P99"].into_iter().zip(values) {
+            self.ms(&format!("{stat} {name} (ms):"), v);
+        }
+    }
+}
+
+/// The summary as text, one `\n`-terminated line each (see the module doc).
+pub fn render_table(s: &CellSummary) -> String {
+    let mut t = Table(String::new());
+    t.title('=', "Serving Benchmark Result");
+    t.line("Successful requests:", s.completed);
+    t.line("Failed requests:", s.failed);
+    t.line("Benchmark duration (s):", format!("{:.2}", s.duration_s));
+    t.line("Total input tokens:", s.total_input_tokens);
+    t.line("Total generated tokens:", s.total_output_tokens);
+    t.line("Request throughput (req/s):", format!("{:.2}", s.request_throughput_rps));
+    t.line("Output token throughput (tok/s):", format!("{:.2}", s.output_token_throughput_tps));
+    t.line("Peak concurrent requests:", s.peak_concurrent_requests);
+    t.line("Total Token throughput (tok/s):", format!("{:.2}", s.total_token_throughput_tps));
+    t.section("Time to First Token");
+    t.dist("TTFT", [s.ttft_mean_ms, s.ttft_p50_ms, s.ttft_p95_ms, s.ttft_p99_ms]);
+    t.section("Time per Output Token (excl. 1st token)");
+    t.dist("TPOT", [s.tpot_mean_ms, s.tpot_p50_ms, s.tpot_p95_ms, s.tpot_p99_ms]);
+    t.section("Inter-token Latency");
+    t.dist("ITL", [s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.itl_p99_ms]);
+    t.section("End-to-end Latency");
+    t.dist("E2EL", [s.e2e_mean_ms, s.e2e_p50_ms, s.e2e_p95_ms, s.e2e_p99_ms]);
+
+    t.title('=', "From intended arrival");
+    t.section("Time to First Token");
+    let ttft_i = [s.ttft_from_intended_mean_ms, s.ttft_from_intended_p50_ms];
+    t.dist("TTFT", [ttft_i[0], ttft_i[1], s.ttft_from_intended_p95_ms, s.ttft_from_intended_p99_ms]);
+    t.section("End-to-end Latency");
+    let e2e_i = [s.e2e_from_intended_mean_ms, s.e2e_from_intended_p50_ms];
+    t.dist("E2EL", [e2e_i[0], e2e_i[1], s.e2e_from_intended_p95_ms, s.e2e_from_intended_p99_ms]);
+    t.section("Dispatch lag (dispatch - intended)");
+    // Microsecond resolution: a dispatcher is judged in tens of microseconds.
+    t.ms_prec("Median dispatch lag (ms):", s.dispatch_lag_p50_ms, 3);
+    t.ms_prec("P99 dispatch lag (ms):", s.dispatch_lag_p99_ms, 3);
+    t.ms_prec("Max dispatch lag (ms):", s.dispatch_lag_max_ms, 3);
+
+    t.title('=', "Failures and stream");
+    t.section("Failures by class");
+    if s.failed_by_class.is_empty() {
+        t.0.push_str("(none)\n");
+    }
+    for (class, n) in &s.failed_by_class {
+        t.line(&format!("{class}:"), n);
+    }
+    t.section("Stream events (valid requests)");
+    t.line("Events (excl. [DONE]):", s.stream_events);
+    t.line("Empty events (no tokens):", s.empty_events);
+    t.line("Multi-token events:", s.multi_token_events);
+    t.line("Requests without token events:", s.requests_without_token_events);
+    t.line("Usage/event token count mismatches:", s.usage_event_token_mismatch_requests);
+    t.line("TPOT samples (>= 2 output tokens):", s.tpot_samples);
+    t.line("ITL samples (token event gaps):", s.itl_samples);
+    t.title('=', "");
+    let _ = writeln!(
+        t.0,
+        "Percentiles: {} over {} valid completed requests; failures counted, not measured.\n\
+         Duration: first intended arrival to last completion (drain included).\n\
+         Output tokens: usage.completion_tokens when present ({} requests), else event tokens ({}).",
+        s.percentile_method.replace('_', " "),
+        s.completed,
+        s.output_tokens_from_usage_requests,
+        s.output_tokens_from_events_requests,
+    );
+    t.0
+}

@@ -1,0 +1,128 @@
+//! Quality gates, run before any timing (DESIGN section 7): GSM8K strict match (or
+//! the offline GSM-style set, always labelled so), NLL over a fixed document panel,
+//! passkey retrieval, and serial parity against an arm's in-process reference.
+//! Owns the gates, their items, the paired rules and the qualification evidence
+//! (`driver` has the layout). Must not time requests for a study and must not touch
+//! the engine except over loopback HTTP and through an arm's declared commands.
+//!
+//! Entry points: `harness qualify PLAN` ([`QualifyArgs`], [`run_blocking`]) and, for
+//! `harness run`, [`qualify_plan`] (all arms) or [`qualify_arm`] (one arm's runs)
+//! with [`verdict::verdict`]. An arm whose [`ArmQualification::qualified`] is false
+//! is not qualified and its timing claims are blocked.
+
+mod client;
+mod common;
+mod driver;
+pub mod extract;
+mod gsm;
+mod nll;
+mod outcome;
+pub mod paired;
+mod parity;
+mod retrieval;
+mod verdict;
+
+use std::path::{Path, PathBuf};
+
+pub use client::Completion;
+pub use driver::{ArmRun, GateRun, Progress, QualityInputs, build_inputs, qualify_arm, write_inputs};
+pub use gsm::{GsmItem, GsmSet};
+pub use nll::{NllDoc, token_logprobs};
+pub use outcome::{ArmQualification, Comparison, QUALIFICATION_FORMAT, QualifyOutcome};
+pub use parity::{Mismatch, ParityPrompt, ParityResult, SerialOutput, first_difference};
+pub use retrieval::{PasskeyItem, first_digits};
+pub use verdict::verdict;
+
+use crate::evidence::{EvidenceError, write_json};
+use crate::plan::{Plan, PlanError};
+
+/// Everything that can go wrong while qualifying (a gate that fails is not an
+/// error: it is a verdict in `QualifyOutcome`).
+#[derive(Debug, thiserror::Error)]
+pub enum QualityError {
+    #[error("the plan has no [qualification] table: nothing to qualify")]
+    NotConfigured,
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: {message}")]
+    Input { path: PathBuf, message: String },
+    #[error("tokenizer: {0}")]
+    Tokenize(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("{0} is not a plain-HTTP loopback URL: the gates talk to local servers only")]
+    NotLoopback(String),
+    #[error("{0}")]
+    Mismatch(String),
+    #[error("statistics: {0}")]
+    Stats(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+    #[error(transparent)]
+    Arm(#[from] crate::arm::ArmError),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(String),
+}
+
+/// Runs every gate of `plan` on every arm (plan order, a fresh server each) and
+/// writes the evidence under `dir` (a study's `qualification/` directory).
+/// Relative paths of the plan are resolved under `base` (the working directory).
+pub async fn qualify_plan(plan: &Plan, base: &Path, dir: &Path, progress: Progress) -> Result<QualifyOutcome, QualityError> {
+    let q = plan.qualification.as_ref().ok_or(QualityError::NotConfigured)?;
+    progress.line("building the gate items");
+    let inputs = build_inputs(q, base)?;
+    if let Some((_, set)) = &inputs.gsm {
+        progress.line(&format!("GSM gate: {} ({} of {} items)", set.label, set.used, set.lines));
+    }
+    write_inputs(&inputs, dir)?;
+    let mut runs = Vec::with_capacity(plan.arms.len());
+    for arm in &plan.arms {
+        runs.push(qualify_arm(plan, arm, &inputs, dir, progress).await?);
+    }
+    let outcome = verdict(plan, q, &runs, inputs.gsm.as_ref().map(|(_, s)| s.clone()));
+    write_json(&dir.join("qualification.json"), &outcome)?;
+    Ok(outcome)
+}
+
+/// `harness qualify PLAN`: only the quality gates, each arm on a fresh server.
+#[derive(Debug, Clone, clap::Args)]
+pub struct QualifyArgs {
+    /// The plan file (with a [qualification] table).
+    pub plan: PathBuf,
+    /// Evidence directory (default: reports/<study>-qualify).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace an earlier evidence directory at --out.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Freezes the plan into a new evidence directory (`plan.toml`, `manifest.json`),
+/// runs [`qualify_plan`] into its `qualification/` and prints the summary. `Ok`
+/// even when arms are not qualified: the caller decides the exit code
+/// (`QualifyOutcome::all_qualified`).
+pub fn run_blocking(args: QualifyArgs) -> Result<QualifyOutcome, QualityError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| QualityError::Runtime(e.to_string()))?;
+    rt.block_on(async move {
+        let frozen = crate::plan::freeze_file(&args.plan)?;
+        let plan = &frozen.plan;
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-qualify", plan.study.name)));
+        let ev = crate::evidence::Evidence::create(&out, args.force)?;
+        crate::evidence::write_bytes(&ev.plan_path(), &frozen.bytes)?;
+        let base = std::env::current_dir().map_err(|error| QualityError::Io { path: PathBuf::from("."), error })?;
+        let outcome = qualify_plan(plan, &base, &ev.root().join("qualification"), Progress { quiet: args.quiet }).await?;
+        crate::evidence::write_manifest(ev.root(), &plan.study.name, &frozen.sha256, crate::evidence::git_info(&base))?;
+        print!("{}", outcome.render_text());
+        println!("evidence: {}", ev.root().display());
+        Ok(outcome)
+    })
+}

@@ -1,0 +1,170 @@
+//! One cell on one server invocation: settle, drive the trace through `load`, write
+//! `<cell>.requests.jsonl` as a whole, then summarize through `metrics` (stored as
+//! `results/cells/b<block>-<arm>-<cell>.summary.json`, printed as a table, or one
+//! line with `--quiet`). Must not retry, and must not skip a record or a failure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::{RunError, Study};
+use crate::evidence::{write_json, write_jsonl};
+use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
+use crate::metrics::{render_table, summarize_cell};
+use crate::plan::{ResolvedCell, ResolvedLoad};
+use crate::record::RequestRecord;
+use crate::trace::TraceEntry;
+
+/// The cell start is this far after the moment it is scheduled, so the first
+/// intended arrival is not already past when the dispatcher reaches it.
+pub const CELL_LEAD_NS: u64 = 10_000_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CellOutcome {
+    pub cell: String,
+    /// `completed`, `interrupted` (the server died during it) or `not_run`.
+    pub status: String,
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+}
+
+/// Cells that never ran (their server was down), in order.
+pub fn not_run(cells: &[String]) -> Vec<CellOutcome> {
+    cells
+        .iter()
+        .map(|c| CellOutcome {
+            cell: c.clone(),
+            status: "not_run".into(),
+            requests: 0,
+            completed: 0,
+            failed: 0,
+            start_ns: None,
+            end_ns: None,
+        })
+        .collect()
+}
+
+/// What one cell run needs from its server invocation.
+pub struct CellRun<'a> {
+    pub study: &'a Study<'a>,
+    pub ctx: &'a RequestCtx,
+    pub block: u32,
+    pub arm: &'a str,
+    /// `b<block> <arm>`, for progress lines.
+    pub label: &'a str,
+    /// The sampler's phase tag.
+    pub phase: &'a watch::Sender<String>,
+}
+
+impl CellRun<'_> {
+    /// Settles and runs `cell`. `None` when the server was already dead before the
+    /// first dispatch (the cell does not run); else its outcome, its summary (JSON)
+    /// and, when the server died during it, how.
+    pub async fn run(
+        &self,
+        cell: &ResolvedCell,
+        entries: &[TraceEntry],
+        done: &mut u64,
+    ) -> Result<Option<(CellOutcome, serde_json::Value, Option<String>)>, RunError> {
+        let s = self.study;
+        let plan = &s.frozen.plan;
+        let name = &cell.name;
+        let dead = || self.ctx.server_exit.borrow().clone();
+        if dead().is_none() {
+            let _ = self.phase.send(format!("settle:{name}"));
+            s.progress.status(self.label, &format!("{name}: settle {} s", plan.timing.settle_s));
+            let settle = tokio::time::sleep(Duration::from_secs_f64(plan.timing.settle_s));
+            tokio::select! {
+                () = settle => {}
+                _ = exited(self.ctx.server_exit.clone()) => {}
+            }
+        }
+        if dead().is_some() {
+            return Ok(None);
+        }
+        let _ = self.phase.send(format!("cell:{name}"));
+        let counters = Arc::new(Counters::default());
+        let ticker = s.progress.cell(format!("{} {name}", self.label), counters.clone(), *done);
+        let start_ns = s.clock.now_ns() + CELL_LEAD_NS;
+        let drive = CellDrive {
+            block: self.block,
+            arm: self.arm,
+            cell: name,
+            entries,
+            start_ns,
+            concurrency: match cell.load {
+                ResolvedLoad::Closed { concurrency } => Some(concurrency),
+                _ => None,
+            },
+            bodies: &s.inputs.bodies,
+            output_tokens: plan.request.output_tokens,
+            drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
+        };
+        let records = drive_cell(&drive, self.ctx, &counters).await?;
+        drop(ticker);
+        let _ = self.phase.send("idle".to_string());
+        let end_ns = s.clock.now_ns();
+        *done += records.len() as u64;
+        s.progress.set_done(*done);
+        write_jsonl(&s.ev.requests_path(self.block, self.arm, name), &records)?;
+        let died = dead();
+        let completed = records.iter().filter(|r| r.is_valid()).count() as u64;
+        let outcome = CellOutcome {
+            cell: name.clone(),
+            status: if died.is_some() { "interrupted" } else { "completed" }.into(),
+            requests: records.len() as u64,
+            completed,
+            failed: records.len() as u64 - completed,
+            start_ns: Some(start_ns),
+            end_ns: Some(end_ns),
+        };
+        let summary = summarize(s, self.block, self.arm, name, &records, (end_ns - start_ns) as f64 / 1e9)?;
+        Ok(Some((outcome, summary, died)))
+    }
+}
+
+/// Summarizes one cell through `metrics`, stores the JSON and prints the table (or,
+/// with `--quiet`, one line).
+fn summarize(
+    s: &Study<'_>,
+    block: u32,
+    arm: &str,
+    cell: &str,
+    records: &[RequestRecord],
+    wall_s: f64,
+) -> Result<serde_json::Value, RunError> {
+    let path = s.ev.cell_summary_path(block, arm, cell);
+    let label = format!("b{block} {arm} {cell}");
+    let (value, line) = match summarize_cell(records) {
+        Ok(sum) => {
+            let lag = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.3}"));
+            let line = format!(
+                "{label}: {} requests, {} completed, {} failed, {wall_s:.1} s; dispatch lag ms p50 {} p99 {} max {}",
+                sum.requests,
+                sum.completed,
+                sum.failed,
+                lag(sum.dispatch_lag_p50_ms),
+                lag(sum.dispatch_lag_p99_ms),
+                lag(sum.dispatch_lag_max_ms),
+            );
+            if !s.progress.quiet() {
+                s.progress.println(&format!("{label}\n{}", render_table(&sum)));
+            }
+            (serde_json::to_value(&sum).unwrap_or_default(), line)
+        }
+        Err(e) => {
+            let failed = records.iter().filter(|r| !r.is_valid()).count();
+            let line = format!("{label}: {} requests, {failed} failed; no summary: {e}", records.len());
+            let v = serde_json::json!({"cell": cell, "block": block, "arm": arm, "error": e.to_string()});
+            (v, line)
+        }
+    };
+    s.progress.println(&line);
+    write_json(&path, &value)?;
+    Ok(value)
+}

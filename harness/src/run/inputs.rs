@@ -1,0 +1,111 @@
+//! The study's inputs, fixed before any server starts: the prompt panel (text panels
+//! cut through a `tokenizers` encoder loaded from the plan's tokenizer.json), the
+//! traces and catalog written to `inputs/`, then read back from those files, verified
+//! against the catalog, and turned into one request body per panel prompt. Every arm
+//! of every block sends these bytes. Must not read settings from anywhere but the
+//! frozen plan, and must not send anything.
+
+use std::path::Path;
+
+use axum::body::Bytes;
+
+use super::RunError;
+use crate::load::stream_body;
+use crate::plan::{PanelSource, Plan, sha256_hex};
+use crate::trace::{self, Encoder, Panel, Trace};
+
+/// A `trace::Encoder` over a Hugging Face `tokenizer.json`; encodes without special
+/// tokens (no BOS/EOS added).
+pub struct TokenizerEncoder {
+    inner: tokenizers::Tokenizer,
+}
+
+impl TokenizerEncoder {
+    pub fn from_file(path: &Path) -> Result<TokenizerEncoder, RunError> {
+        let hint = if path.extension().is_some_and(|e| e == "gguf") {
+            "; a GGUF file is not a tokenizer.json: export one with \
+             `engine export-tokenizer --model FILE.gguf --out DIR` and name DIR/tokenizer.json"
+        } else {
+            ""
+        };
+        let inner = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| RunError::Tokenizer { path: path.to_path_buf(), message: format!("{e}{hint}") })?;
+        Ok(TokenizerEncoder { inner })
+    }
+}
+
+impl Encoder for TokenizerEncoder {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.inner.encode(text, false).map(|e| e.get_ids().to_vec()).map_err(|e| e.to_string())
+    }
+}
+
+/// Everything the cells send, read back from `inputs/`.
+pub struct Inputs {
+    pub panel: Panel,
+    /// One trace per cell, in plan order.
+    pub traces: Vec<Trace>,
+    /// Request body and prompt length per panel index.
+    pub bodies: Vec<(Bytes, u32)>,
+    /// SHA-256 of each body (`run.json`), per panel index.
+    pub body_sha256: Vec<String>,
+}
+
+impl Inputs {
+    pub fn trace(&self, cell: &str) -> Option<&Trace> {
+        self.traces.iter().find(|t| t.cell == cell)
+    }
+}
+
+/// Builds the panel (relative sources under `base`), writes `inputs_dir`, verifies it
+/// and reads it back.
+pub fn prepare(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<Inputs, RunError> {
+    let encoder = match &plan.prompts.source {
+        PanelSource::Text { tokenizer, .. } => Some(TokenizerEncoder::from_file(&base.join(tokenizer))?),
+        _ => None,
+    };
+    let panel = trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?;
+    trace::write_inputs(inputs_dir, plan, plan_sha256, Some(&panel))?;
+    // From here on, only the files in inputs/ count.
+    trace::verify_catalog(inputs_dir)?;
+    let path = inputs_dir.join("prompts.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|error| RunError::Io { path, error })?;
+    let panel = Panel::from_jsonl(&text)?;
+    panel.check(plan)?;
+    let traces = plan.cells.iter().map(|c| trace::read_trace(inputs_dir, &c.name)).collect::<Result<Vec<_>, _>>()?;
+    let mut bodies = Vec::with_capacity(panel.prompts.len());
+    let mut body_sha256 = Vec::with_capacity(panel.prompts.len());
+    for p in &panel.prompts {
+        let body = stream_body(plan, &p.tokens);
+        body_sha256.push(sha256_hex(&body));
+        bodies.push((Bytes::from(body), p.length));
+    }
+    Ok(Inputs { panel, traces, bodies, body_sha256 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORD_LEVEL: &str = r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+        "normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+        "model":{"type":"WordLevel","vocab":{"the":0,"cat":1,"sat":2,"[UNK]":3},"unk_token":"[UNK]"}}"#;
+
+    #[test]
+    fn encodes_with_a_tokenizer_json_without_special_tokens() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("tokenizer.json");
+        std::fs::write(&path, WORD_LEVEL).unwrap();
+        let enc = TokenizerEncoder::from_file(&path).unwrap();
+        assert_eq!(enc.encode("the cat sat the dog").unwrap(), [0, 1, 2, 0, 3]);
+    }
+
+    #[test]
+    fn a_gguf_tokenizer_path_names_the_export_command() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("model.gguf");
+        std::fs::write(&path, b"GGUF").unwrap();
+        let err = TokenizerEncoder::from_file(&path).err().unwrap().to_string();
+        assert!(err.contains("engine export-tokenizer"), "{err}");
+    }
+}

@@ -1,0 +1,302 @@
+//! One server invocation: block b, arm a. Starts the server (or checks an external
+//! one), writes `startup.json`, warms up (`warmup.json`), samples while it runs, runs
+//! the block's cells in order (settle, drive, record `<cell>.requests.jsonl`, then
+//! the cell summary), stops the server, keeps its receipts, and writes
+//! `arm_outcome.json`. A server that fails to start or dies is an arm fault: recorded,
+//! and the study goes on. Must not retry a request or restart a server.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::cell::{CellOutcome, CellRun, not_run};
+use super::{RunError, Study};
+use crate::arm::{ArmError, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord, wait_healthy, warmup};
+use crate::evidence::{write_bytes, write_json};
+use crate::load::{RequestCtx, http_client, warmup_body};
+use crate::plan::{Arm, ScheduledBlock, sha256_hex};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitOutcome {
+    pub block: u32,
+    pub arm: String,
+    /// `completed`, `start_failed`, `warmup_failed` or `server_died`.
+    pub status: String,
+    pub detail: Option<String>,
+    pub pid: Option<u32>,
+    pub startup_s: Option<f64>,
+    pub cells: Vec<CellOutcome>,
+    pub stop: Option<StopRecord>,
+    pub scrapes: u64,
+    pub memory_samples: u64,
+    /// Where the receipts came from, and whether `receipts.jsonl` holds them.
+    pub receipts_source: Option<String>,
+    pub receipts_kept: bool,
+}
+
+#[derive(Serialize)]
+struct StartupRecord<'a> {
+    block: u32,
+    arm: &'a str,
+    role: &'a str,
+    url: String,
+    /// `spawn` or `external`.
+    kind: &'static str,
+    argv: Option<&'a [String]>,
+    env: Option<&'a std::collections::BTreeMap<String, String>>,
+    program_sha256: Option<String>,
+    pid: Option<u32>,
+    spawned_ns: u64,
+    healthy_ns: Option<u64>,
+    /// Cold start: spawn (or first poll, external) to the first 200 from the health path.
+    startup_s: Option<f64>,
+    health_polls: u64,
+    ok: bool,
+    error: Option<String>,
+    /// The engine's startup JSON line (`"event": "kv_inventory"`), when its log has one.
+    kv_inventory: Option<serde_json::Value>,
+}
+
+fn program_sha256(program: &str, base: &Path) -> Option<String> {
+    let path = if program.contains('/') {
+        base.join(program)
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())?
+    };
+    std::fs::read(path).ok().map(|b| sha256_hex(&b))
+}
+
+fn kv_inventory(log: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("event").and_then(|e| e.as_str()) == Some("kv_inventory"))
+}
+
+/// Runs one invocation; returns its outcome and its cells' summaries (JSON).
+pub(super) async fn run_unit(
+    s: &Study<'_>,
+    block: &ScheduledBlock,
+    arm: &Arm,
+    done: &mut u64,
+) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
+    let plan = &s.frozen.plan;
+    let b = block.index;
+    let label = format!("b{b} {}", arm.name);
+    let dir = s.ev.unit_dir(b, &arm.name);
+    s.ev.ensure_dir(&dir)?;
+    let cmd = plan.arm_command(arm, b, &dir)?;
+    let client = http_client()?;
+    let base = arm.base_url();
+    let mut out = UnitOutcome {
+        block: b,
+        arm: arm.name.clone(),
+        status: "completed".into(),
+        detail: None,
+        pid: None,
+        startup_s: None,
+        cells: Vec::new(),
+        stop: None,
+        scrapes: 0,
+        memory_samples: 0,
+        receipts_source: None,
+        receipts_kept: false,
+    };
+    // Start and health.
+    s.progress.status(&label, "starting server");
+    let log = dir.join("server.log");
+    // Hashed before the spawn, so that it does not delay the first health poll.
+    let program_sha256 = cmd.as_ref().and_then(|c| c.argv.first()).and_then(|p| program_sha256(p, s.base_dir));
+    let spawned_ns = s.clock.now_ns();
+    let spawned = cmd.as_ref().map(|c| ServerProcess::spawn(&c.argv, &c.env, &log, s.clock));
+    let mut startup = StartupRecord {
+        block: b,
+        arm: &arm.name,
+        role: arm.role.as_str(),
+        url: base.clone(),
+        kind: if cmd.is_some() { "spawn" } else { "external" },
+        argv: cmd.as_ref().map(|c| c.argv.as_slice()),
+        env: cmd.as_ref().map(|c| &c.env),
+        program_sha256,
+        pid: None,
+        spawned_ns,
+        healthy_ns: None,
+        startup_s: None,
+        health_polls: 0,
+        ok: false,
+        error: None,
+        kv_inventory: None,
+    };
+    let server = match spawned.transpose() {
+        Ok(server) => server,
+        Err(e) if e.is_arm_fault() => {
+            startup.error = Some(e.to_string());
+            write_json(&dir.join("startup.json"), &startup)?;
+            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), None).await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    startup.pid = server.as_ref().map(|p| p.pid);
+    out.pid = startup.pid;
+    let exit_watch = server.as_ref().map(ServerProcess::exit_watch);
+    let timeout = Duration::from_secs_f64(arm.startup_timeout_s);
+    let health_url = format!("{base}{}", arm.health);
+    match wait_healthy(&client, &health_url, s.clock, timeout, exit_watch.clone()).await {
+        Ok((t, polls)) => {
+            startup.healthy_ns = Some(t);
+            startup.health_polls = polls;
+            startup.startup_s = Some((t - spawned_ns) as f64 / 1e9);
+            startup.ok = true;
+        }
+        Err(e) if e.is_arm_fault() => {
+            startup.error = Some(e.to_string());
+            startup.kv_inventory = kv_inventory(&log);
+            write_json(&dir.join("startup.json"), &startup)?;
+            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), server).await;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    startup.kv_inventory = kv_inventory(&log);
+    out.startup_s = startup.startup_s;
+    write_json(&dir.join("startup.json"), &startup)?;
+
+    // Sampling runs from here to the stop.
+    let (phase, phase_rx) = watch::channel("warmup".to_string());
+    let sampler = Sampler::start(SamplerSpec {
+        metrics_url: format!("{base}/metrics"),
+        pid: out.pid,
+        scrapes: dir.join("scrapes.jsonl"),
+        memory: dir.join("memory.jsonl"),
+        clock: s.clock,
+        phase: phase_rx,
+        nvidia_smi: s.nvidia_smi.clone(),
+    })?;
+    let request_timeout = Duration::from_secs_f64(plan.timing.request_timeout_s);
+    let completions = format!("{base}/v1/completions");
+
+    // Warmup: one batched non-streaming call.
+    if plan.warmup.prompts > 0 {
+        s.progress.status(&label, "warmup");
+        let prompts: Vec<&[u32]> =
+            plan.warmup_prompts().iter().filter_map(|&i| s.inputs.panel.get(i)).map(|p| p.tokens.as_slice()).collect();
+        let body = warmup_body(plan, &prompts).into();
+        let (k, n) = (plan.warmup.prompts, plan.warmup.output_tokens);
+        let rec: WarmupRecord = warmup(&client, &completions, body, k, n, s.clock, request_timeout).await;
+        write_json(&dir.join("warmup.json"), &rec)?;
+        if !rec.ok {
+            let e = ArmError::Warmup { detail: rec.detail.clone().unwrap_or_default() };
+            out.scrapes_from(sampler.finish().await?);
+            return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), server).await;
+        }
+    }
+
+    // Cells.
+    let exit_rx = exit_watch.clone().unwrap_or_else(|| watch::channel(None).1);
+    let ctx = RequestCtx {
+        client,
+        url: completions,
+        clock: s.clock,
+        timeout: request_timeout,
+        server_exit: exit_rx.clone(),
+        drain_expired: watch::channel(false).1,
+        forced_output: plan.request.ignore_eos,
+    };
+    let mut summaries = Vec::new();
+    for (ci, cell_name) in block.cells.iter().enumerate() {
+        let (Some(cell), Some(trace)) = (s.resolved.iter().find(|c| &c.name == cell_name), s.inputs.trace(cell_name))
+        else {
+            continue;
+        };
+        let run = CellRun { study: s, ctx: &ctx, block: b, arm: &arm.name, label: &label, phase: &phase };
+        match run.run(cell, &trace.entries, done).await? {
+            None => {
+                out.status = "server_died".into();
+                out.detail = ctx.server_exit.borrow().clone();
+                out.cells.extend(not_run(&block.cells[ci..]));
+                break;
+            }
+            Some((cell_outcome, summary, died)) => {
+                out.cells.push(cell_outcome);
+                summaries.push(summary);
+                if let Some(detail) = died {
+                    out.status = "server_died".into();
+                    out.detail = Some(detail);
+                    out.cells.extend(not_run(&block.cells[ci + 1..]));
+                    break;
+                }
+            }
+        }
+    }
+    out.scrapes_from(sampler.finish().await?);
+    let out = stop_and_keep(s, &dir, out, server, cmd.and_then(|c| c.receipts), arm).await?;
+    Ok((out, summaries))
+}
+
+impl UnitOutcome {
+    fn scrapes_from(&mut self, (scrapes, memory): (u64, u64)) {
+        self.scrapes = scrapes;
+        self.memory_samples = memory;
+    }
+}
+
+/// Records an arm fault: stops what was started and writes `arm_outcome.json`.
+async fn finish_fault(
+    s: &Study<'_>,
+    dir: &Path,
+    mut out: UnitOutcome,
+    status: &str,
+    e: ArmError,
+    cells: Vec<CellOutcome>,
+    server: Option<ServerProcess>,
+) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
+    out.status = status.into();
+    out.detail = Some(e.to_string());
+    out.cells = cells;
+    s.progress.println(&format!("b{} {}: {status}: {e}", out.block, out.arm));
+    let arm = s.frozen.plan.arm(&out.arm).cloned();
+    let receipts = arm.as_ref().and_then(|a| s.frozen.plan.arm_command(a, out.block, dir).ok().flatten()?.receipts);
+    match arm {
+        Some(arm) => Ok((stop_and_keep(s, dir, out, server, receipts, &arm).await?, Vec::new())),
+        None => Ok((out, Vec::new())),
+    }
+}
+
+/// Stops the server, keeps its receipts as `receipts.jsonl`, writes `arm_outcome.json`.
+async fn stop_and_keep(
+    s: &Study<'_>,
+    dir: &Path,
+    mut out: UnitOutcome,
+    server: Option<ServerProcess>,
+    receipts: Option<PathBuf>,
+    arm: &Arm,
+) -> Result<UnitOutcome, RunError> {
+    if let Some(server) = &server {
+        s.progress.status(&format!("b{} {}", out.block, out.arm), "stopping server");
+        if let (Some(info), "completed") = (server.exited(), out.status.as_str()) {
+            out.status = "server_died".into();
+            out.detail = Some(info.description);
+        }
+        out.stop = Some(server.stop(s.stop_grace).await);
+    }
+    let source = receipts.or_else(|| {
+        arm.receipts.as_ref().filter(|r| crate::plan::placeholders_in(r).is_empty()).map(|r| s.base_dir.join(r))
+    });
+    if let Some(src) = source {
+        let dest = dir.join("receipts.jsonl");
+        out.receipts_source = Some(src.display().to_string());
+        let same = std::fs::canonicalize(&src).ok().is_some_and(|a| std::fs::canonicalize(&dest).ok() == Some(a));
+        out.receipts_kept = if same {
+            dest.is_file()
+        } else {
+            match std::fs::read(&src) {
+                Ok(bytes) => write_bytes(&dest, &bytes).map(|()| true)?,
+                Err(_) => false,
+            }
+        };
+    }
+    write_json(&dir.join("arm_outcome.json"), &out)?;
+    Ok(out)
+}

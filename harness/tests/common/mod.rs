@@ -1,0 +1,143 @@
+//! Shared helpers of the harness's integration tests: the engine binary, a synthetic
+//! model directory with calibrated k16v8 scales, free loopback ports, running
+//! `harness run`, and reading the evidence it writes.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use harness::record::RequestRecord;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+pub fn harness_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_harness"))
+}
+
+/// `engine` next to the harness binary (target/debug/engine), built if missing.
+pub fn engine_bin() -> PathBuf {
+    let engine = harness_bin().with_file_name(format!("engine{}", std::env::consts::EXE_SUFFIX));
+    if !engine.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "engine", "--bin", "engine"])
+            .current_dir(workspace())
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run `cargo build -p engine --bin engine`: {e}"));
+        assert!(status.success(), "`cargo build -p engine --bin engine` failed; the harness tests need the engine");
+    }
+    assert!(engine.is_file(), "no engine binary at {} after building it", engine.display());
+    engine
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `engine synth --tokenizer byte` into `dir/model`, plus `dir/model/scales.json`.
+pub fn synth_model(dir: &Path) -> PathBuf {
+    let engine = engine_bin();
+    let model = dir.join("model");
+    run_ok(Command::new(&engine).args(["synth", "--tokenizer", "byte", "--out"]).arg(&model));
+    let mut text = workspace().join("assets/texts/macbeth_gut.txt");
+    if !text.is_file() {
+        // scripts/fetch-assets was not run: any text calibrates a random model.
+        text = dir.join("calibration.txt");
+        std::fs::write(&text, "When shall we three meet again, in thunder, lightning, or in rain? ".repeat(40))
+            .expect("write calibration text");
+    }
+    run_ok(
+        Command::new(&engine)
+            .args(["calibrate", "--model"])
+            .arg(&model)
+            .arg("--text")
+            .arg(&text)
+            .args(["--max-tokens", "256", "--out"])
+            .arg(model.join("scales.json")),
+    );
+    model
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// A TOML array of strings.
+pub fn toml_array(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// argv of `engine serve` for an arm of a test plan.
+pub fn serve_argv(model: &Path, kv: &[&str], extra: &[&str]) -> Vec<String> {
+    let mut argv: Vec<String> = vec![engine_bin().display().to_string(), "serve".into(), "--model".into()];
+    argv.push(model.display().to_string());
+    for a in ["--served-model-name", "{model}", "--host", "{host}", "--port", "{port}"] {
+        argv.push(a.into());
+    }
+    argv.extend(kv.iter().map(|s| s.to_string()));
+    for a in ["--kv-budget", "64MiB", "--max-num-seqs", "8", "--max-num-batched-tokens", "512"] {
+        argv.push(a.into());
+    }
+    for a in ["--max-model-len", "256", "--threads", "1", "--receipts", "{receipts}"] {
+        argv.push(a.into());
+    }
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    argv
+}
+
+pub fn run_harness(plan: &Path, out: &Path) -> Output {
+    Command::new(harness_bin())
+        .args(["run", "--quiet", "--out"])
+        .arg(out)
+        .arg(plan)
+        .current_dir(workspace())
+        .output()
+        .expect("run harness")
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+pub fn read_records(path: &Path) -> Vec<RequestRecord> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).collect()
+}
+
+/// Recomputes every manifest entry's size and SHA-256 and checks that the manifest
+/// lists every file of the directory (except itself).
+pub fn check_manifest(dir: &Path, plan_bytes: &[u8]) {
+    let m = read_json(&dir.join("manifest.json"));
+    assert_eq!(m["plan_sha256"], harness::plan::sha256_hex(plan_bytes));
+    let files = m["files"].as_array().expect("files");
+    let mut listed: Vec<String> = Vec::new();
+    for f in files {
+        let rel = f["path"].as_str().expect("path");
+        let bytes = std::fs::read(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(f["bytes"].as_u64(), Some(bytes.len() as u64), "{rel}: size");
+        assert_eq!(f["sha256"].as_str(), Some(harness::plan::sha256_hex(&bytes).as_str()), "{rel}: sha256");
+        listed.push(rel.to_string());
+    }
+    let mut on_disk = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p != dir.join("manifest.json") {
+                on_disk.push(p.strip_prefix(dir).expect("inside").to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    on_disk.sort();
+    listed.sort();
+    assert_eq!(listed, on_disk, "the manifest lists exactly the files on disk");
+    assert!(on_disk.iter().all(|p| !p.ends_with(".partial") && !p.ends_with(".tmp")), "{on_disk:?}");
+    harness::evidence::verify_manifest(dir).expect("verify_manifest");
+}
