@@ -57,6 +57,10 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// HTTP acceptance suite for one OpenAI-compatible server (--url, or an arm of a plan).
+    Accept(harness::accept::AcceptArgs),
+    /// Benchmark of the load generator itself against a built-in minimal streaming endpoint.
+    BenchClient(harness::bench_client::Args),
 }
 
 #[derive(Subcommand)]
@@ -162,6 +166,17 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(2),
             Err(e) => Err(e),
         },
+        Command::Accept(args) => match harness::accept::run_blocking(args) {
+            Ok(outcome) => {
+                print!("{}", outcome.markdown());
+                if outcome.failed() {
+                    return ExitCode::from(2);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
+        Command::BenchClient(args) => harness::bench_client::run(&args).map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
