@@ -34,11 +34,16 @@ pub enum LoadError {
 
 /// The HTTP client every request of one server invocation shares: no proxy, no
 /// client-side timeouts (the plan's request timeout is applied per request), no
-/// limit on connections, and every idle connection kept for reuse.
+/// limit on connections, and a fresh connection for every request, as vLLM's
+/// benchmark client does. Reusing idle keep-alive connections races with servers
+/// that close them (llama.cpp's server closes a connection after a number of
+/// requests): the reused socket dies before the response and an artefact of the
+/// client would be recorded as a server failure. The loopback connect is inside
+/// every request's send-to-first-token time, the same for every arm.
 pub fn http_client() -> Result<reqwest::Client, LoadError> {
     reqwest::Client::builder()
         .no_proxy()
-        .pool_max_idle_per_host(usize::MAX)
+        .pool_max_idle_per_host(0)
         .tcp_nodelay(true)
         .build()
         .map_err(|e| LoadError::Client(e.to_string()))
