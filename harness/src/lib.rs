@@ -2,14 +2,15 @@
 //! The harness never links the engine crate: every arm is reached over HTTP.
 
 pub mod accept;
-pub mod bench_client;
-pub mod metrics;
 pub mod arm;
+pub mod bench_client;
 pub mod evidence;
 pub mod load;
+pub mod metrics;
 pub mod plan;
 pub mod quality;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod stats;
 pub mod trace;

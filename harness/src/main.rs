@@ -2,8 +2,8 @@
 //! work itself lives in the library (`harness::plan`, `harness::trace`, ...). Must not
 //! hold study logic: each subcommand loads, calls the library, and reports.
 //!
-//! Subcommands now: `plan check`, `plan derive`, `trace`, `run`. The other study
-//! commands of the design (`replay`, `gate`, `accept`, `qualify`, `report`) are added
+//! Subcommands now: `plan check`, `plan derive`, `trace`, `run`, `report`. The other
+//! study commands of the design (`replay`, `gate`, `accept`, `qualify`) are added
 //! here as their layers land, each as one more `Command` variant and one function.
 //!
 //! Exit codes: 0 success; 1 error (nothing or an incomplete study was produced);
@@ -56,6 +56,12 @@ enum Command {
         /// No progress bars: one line per cell (for CI and logs).
         #[arg(long)]
         quiet: bool,
+    },
+    /// Regenerate results/ (matrix, evidence.json, figures, report.md) of an evidence
+    /// directory from its raw evidence, and update their manifest entries.
+    Report {
+        /// The evidence directory (e.g. reports/<study>).
+        dir: PathBuf,
     },
     /// HTTP acceptance suite for one OpenAI-compatible server (--url, or an arm of a plan).
     Accept(harness::accept::AcceptArgs),
@@ -152,7 +158,27 @@ fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, quiet: bool) -> Result<
     for u in &faults {
         println!("arm fault: block {} arm {}: {}: {}", u.block, u.arm, u.status, u.detail.as_deref().unwrap_or(""));
     }
+    match &outcome.report {
+        Ok(r) => print_report(r),
+        Err(e) => println!("no report: {e} (rerun `harness report {}`)", outcome.dir.display()),
+    }
     Ok(faults.is_empty())
+}
+
+fn print_report(r: &harness::report::ReportOutcome) {
+    for w in &r.warnings {
+        println!("warning: {w}");
+    }
+    println!("\nclaims:\n{}", r.claims);
+    println!("report: {}", r.report.display());
+}
+
+/// `harness report DIR`.
+fn report(dir: &Path) -> Result<()> {
+    let outcome = harness::report::regenerate(dir).with_context(|| format!("report of {}", dir.display()))?;
+    println!("wrote {} files under {}", outcome.files.len(), dir.join("results").display());
+    print_report(&outcome);
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -166,6 +192,7 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(2),
             Err(e) => Err(e),
         },
+        Command::Report { dir } => report(&dir),
         Command::Accept(args) => match harness::accept::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());

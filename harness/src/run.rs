@@ -1,10 +1,11 @@
 //! `harness run PLAN`: one study from a frozen plan. Freezes the plan into the
 //! evidence directory first, writes and re-reads the inputs, then for each block and
 //! each arm in the block's counterbalanced order runs one server invocation
-//! (`unit`), and finally writes `results/summaries.json`, `run.json` and the
-//! manifest. Owns the orchestration and `RunError`. Must not read a setting from
-//! anywhere but the frozen plan (CLI options only choose where evidence goes and how
-//! progress is shown) and must not retry anything.
+//! (`unit`), and finally writes `results/summaries.json`, `run.json`, the report
+//! (`report::build`: matrix, evidence.json, figures, report.md) and the manifest.
+//! Owns the orchestration and `RunError`. Must not read a setting from anywhere but
+//! the frozen plan (CLI options only choose where evidence goes and how progress is
+//! shown) and must not retry anything.
 
 mod cell;
 mod inputs;
@@ -86,6 +87,9 @@ pub struct StudyOutcome {
     pub dir: PathBuf,
     pub units: Vec<UnitOutcome>,
     pub manifest_files: usize,
+    /// The analysis (`results/` report files), or why it could not be built; the
+    /// evidence and its manifest are complete either way.
+    pub report: Result<crate::report::ReportOutcome, String>,
 }
 
 impl StudyOutcome {
@@ -220,6 +224,8 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             .collect(),
     };
     write_json(&ev.root().join("run.json"), &record)?;
+    // The report reads only what is written by now, so the manifest covers its files.
+    let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
     let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git)?;
-    Ok(StudyOutcome { dir: ev.root().to_path_buf(), units, manifest_files: manifest.files.len() })
+    Ok(StudyOutcome { dir: ev.root().to_path_buf(), units, manifest_files: manifest.files.len(), report })
 }

@@ -55,6 +55,17 @@ pub fn loadavg_1m() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
+/// Busy CPU seconds of the whole machine so far (every process, ours included): the
+/// first line of `/proc/stat` minus idle and iowait; `None` when unreadable.
+pub fn machine_busy_s() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> =
+        text.lines().next()?.split_whitespace().skip(1).map(|t| t.parse().ok()).collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let busy: u64 = ticks.iter().take(8).enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, t)| t).sum();
+    Some(busy as f64 / TICKS_PER_S)
+}
+
 /// A snapshot of the three counters a benchmark reports.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuSnapshot {
@@ -82,5 +93,6 @@ mod tests {
         assert_eq!(parse_stat("1 (x) S 1 2"), None);
         assert!(process_cpu_s().is_ok());
         assert!(loadavg_1m().is_some_and(|l| l >= 0.0));
+        assert!(machine_busy_s().is_some_and(|b| b > 0.0));
     }
 }

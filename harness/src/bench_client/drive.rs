@@ -79,6 +79,10 @@ pub struct RateResult {
     /// on the machine competes with the client and the fake).
     pub loadavg_1m_before: Option<f64>,
     pub loadavg_1m_after: Option<f64>,
+    /// Busy cores of the whole machine during the drive (from `/proc/stat`), and the
+    /// part of it not spent by this process: what competed with the benchmark.
+    pub machine_busy_cores: Option<f64>,
+    pub other_processes_cores: Option<f64>,
     /// The cell summary of the measured records (latencies of the fake, etc.).
     pub summary: CellSummary,
 }
@@ -166,20 +170,26 @@ impl Driver {
         Ok(drive_cell(&d, &ctx, &Arc::new(Counters::default())).await?)
     }
 
-    /// Warms the connection pool for `warmup_s` at the rate (not measured), then
+    /// Drives `warmup_s` seconds at the rate (not measured), then
     /// drives and measures `spec.count` requests.
-    pub async fn measure(&self, spec: &RateSpec, warmup_s: f64) -> Result<RateResult, BenchError> {
+    pub async fn measure(
+        &self,
+        spec: &RateSpec,
+        warmup_s: f64,
+    ) -> Result<(RateResult, Vec<RequestRecord>), BenchError> {
         let name = format!("rate-{}", spec.rate_rps);
         let warm = (spec.rate_rps * warmup_s).round() as u64;
         if warm > 0 {
             self.drive(spec, &format!("{name}-warmup"), warm).await?;
         }
         let load_before = cpu::loadavg_1m();
+        let machine_before = cpu::machine_busy_s();
         let before: CpuSnapshot = cpu::snapshot(CLIENT_THREADS, SERVER_THREADS)?;
         let wall = Instant::now();
         let records = self.drive(spec, &name, spec.count).await?;
         let wall_s = wall.elapsed().as_secs_f64();
         let after = cpu::snapshot(CLIENT_THREADS, SERVER_THREADS)?;
+        let machine = cpu::machine_busy_s().zip(machine_before).map(|(a, b)| (a - b) / wall_s);
 
         let entries = schedule(spec, &name);
         let scheduled = rate_of(entries.iter().map(|e| e.offset_ns));
@@ -189,7 +199,7 @@ impl Driver {
         let [s50, s99, smax] = lag_us(&records, |r| r.send_ns)?;
         let n = records.len().max(1) as f64;
         let (process, client) = (after.process_s - before.process_s, after.client_s - before.client_s);
-        Ok(RateResult {
+        let result = RateResult {
             offered_rate_rps: spec.rate_rps,
             arrival: spec.arrival,
             requests: records.len() as u64,
@@ -216,8 +226,11 @@ impl Driver {
             process_cpu_s_per_request: process / n,
             loadavg_1m_before: load_before,
             loadavg_1m_after: cpu::loadavg_1m(),
+            machine_busy_cores: machine,
+            other_processes_cores: machine.map(|m| m - process / wall_s),
             summary,
-        })
+        };
+        Ok((result, records))
     }
 }
 

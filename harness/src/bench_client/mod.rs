@@ -53,7 +53,7 @@ pub struct Args {
     /// Study seed of the Poisson schedules.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Unmeasured seconds at each rate before measuring (warms the connection pool).
+    /// Unmeasured seconds at each rate before measuring (warms the runtimes and the fake).
     #[arg(long, default_value_t = 1.0)]
     pub warmup_s: f64,
     /// Token chunks per answer.
@@ -74,6 +74,9 @@ pub struct Args {
     /// Drive this base URL (e.g. http://127.0.0.1:8123) instead of the in-process fake.
     #[arg(long)]
     pub target: Option<String>,
+    /// Also write each rate's raw records to DIR/rate-<rate>.requests.jsonl.
+    #[arg(long)]
+    pub records_dir: Option<PathBuf>,
     /// Write the JSON report here (default: standard output).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -126,7 +129,7 @@ impl BenchReport {
     pub fn render_text(&self) -> String {
         let mut s = format!(
             "bench-client: {} ({} CPUs, client {} threads, server {} threads)\n\
-             {:>8} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>5}\n",
+             {:>8} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>6}\n",
             self.target,
             self.available_parallelism,
             self.client_threads,
@@ -142,11 +145,11 @@ impl BenchReport {
             "send p99",
             "cpu us/req",
             "failed",
-            "load",
+            "others",
         );
         for r in &self.rates {
             s.push_str(&format!(
-                "{:>8.1} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>7} {:>5.1}\n",
+                "{:>8.1} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>7} {:>6.2}\n",
                 r.offered_rate_rps,
                 r.requests,
                 r.scheduled_rate_rps,
@@ -158,7 +161,7 @@ impl BenchReport {
                 r.send_lag_p99_us,
                 r.client_cpu_s_per_request * 1e6,
                 r.failed,
-                r.loadavg_1m_before.unwrap_or(f64::NAN),
+                r.other_processes_cores.unwrap_or(f64::NAN),
             ));
         }
         s
@@ -195,6 +198,15 @@ fn on_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T, BenchError> + Send
         .map_err(|_| BenchError::Runtime("the benchmark thread panicked".into()))?
 }
 
+fn write_records(path: &std::path::Path, records: &[crate::record::RequestRecord]) -> Result<(), BenchError> {
+    let mut text = String::new();
+    for r in records {
+        text.push_str(&serde_json::to_string(r).unwrap_or_default());
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|error| BenchError::Io { path: path.to_path_buf(), error })
+}
+
 /// Runs the fake endpoint alone until Ctrl-C, printing its URL first.
 pub fn serve(args: &Args) -> Result<(), BenchError> {
     let (cfg, port, threads) = (fake_config(args)?, args.port, args.server_threads);
@@ -209,7 +221,7 @@ pub fn serve(args: &Args) -> Result<(), BenchError> {
     })
 }
 
-/// Measures every rate of `args` and returns the report (writes nothing).
+/// Measures every rate of `args` and returns the report (writes only `--records-dir`).
 pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
     let cfg = fake_config(args)?;
     if args.rates.is_empty() || args.rates.iter().any(|r| !(r.is_finite() && *r > 0.0)) {
@@ -250,7 +262,11 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
                         chunks: args.chunks,
                         prompt_tokens: args.prompt_tokens,
                     };
-                    out.push(driver.measure(&spec, args.warmup_s).await?);
+                    let (result, records) = driver.measure(&spec, args.warmup_s).await?;
+                    if let Some(dir) = &args.records_dir {
+                        write_records(&dir.join(format!("rate-{rate_rps}.requests.jsonl")), &records)?;
+                    }
+                    out.push(result);
                 }
                 Ok::<_, BenchError>(out)
             });

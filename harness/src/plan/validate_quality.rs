@@ -49,7 +49,9 @@ pub(super) fn qualification(
         None => study_seed,
     };
     let (panel_texts, panel_tok) = match &panel.source {
-        PanelSource::Text { dir, pattern, tokenizer } => (Some((dir.clone(), pattern.clone())), Some(tokenizer.clone())),
+        PanelSource::Text { dir, pattern, tokenizer } => {
+            (Some((dir.clone(), pattern.clone())), Some(tokenizer.clone()))
+        }
         _ => (None, None),
     };
     let tokenizer = q.tokenizer.or(panel_tok).or_else(|| arms.iter().find_map(|a| a.tokenizer.clone()));

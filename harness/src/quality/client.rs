@@ -61,7 +61,8 @@ impl GateClient {
 
     async fn call(&self, body: &Value) -> Result<(u16, String), String> {
         let call = async {
-            let mut resp = self.client.post(&self.url).json(body).send().await.map_err(|e| format!("no response: {e}"))?;
+            let mut resp =
+                self.client.post(&self.url).json(body).send().await.map_err(|e| format!("no response: {e}"))?;
             let status = resp.status().as_u16();
             let mut buf: Vec<u8> = Vec::new();
             while let Some(chunk) = resp.chunk().await.map_err(|e| format!("reading the body: {e}"))? {

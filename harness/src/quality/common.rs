@@ -107,8 +107,7 @@ impl Texts {
     fn doc(&mut self, i: usize, tok: &Tok) -> Result<&[u32], QualityError> {
         if self.encoded[i].is_none() {
             let path = &self.files[i];
-            let text =
-                std::fs::read_to_string(path).map_err(|error| QualityError::Io { path: path.clone(), error })?;
+            let text = std::fs::read_to_string(path).map_err(|error| QualityError::Io { path: path.clone(), error })?;
             self.encoded[i] = Some(tok.encode(&text, false)?);
         }
         Ok(self.encoded[i].as_deref().unwrap_or(&[]))

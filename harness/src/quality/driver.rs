@@ -265,13 +265,11 @@ pub async fn qualify_arm(
             crate::plan::Server::External { .. } => None,
         };
         let dir_s = arm_dir.to_string_lossy();
-        let vars =
-            Vars { port, model: &plan.request.model, arm: &arm.name, block: 0, arm_dir: &dir_s, receipts: None };
-        let argv = raw
-            .iter()
-            .map(|a| expand(a, &vars))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|m| QualityError::Plan(crate::plan::PlanError::invalid("qualification.parity.reference", m)))?;
+        let vars = Vars { port, model: &plan.request.model, arm: &arm.name, block: 0, arm_dir: &dir_s, receipts: None };
+        let argv =
+            raw.iter().map(|a| expand(a, &vars)).collect::<Result<Vec<_>, _>>().map_err(|m| {
+                QualityError::Plan(crate::plan::PlanError::invalid("qualification.parity.reference", m))
+            })?;
         progress.line(&format!("{}: serial reference, {} prompts in both orders", arm.name, prompts.len()));
         let name = arm.name.clone();
         let report = move |order: &str, done: usize| {

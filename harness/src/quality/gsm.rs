@@ -30,7 +30,7 @@ pub struct GsmItem {
 }
 
 /// The set as used: what every report states.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GsmSet {
     /// "GSM8K" or "GSM-style set, not GSM8K".
     pub label: String,
@@ -41,6 +41,8 @@ pub struct GsmSet {
     pub subset: Option<u32>,
     pub template: String,
     pub fewshot: u32,
+    /// Leading lines not scored because they are the few-shot examples.
+    pub excluded_fewshot_lines: u64,
     pub max_tokens: u32,
     pub stop: Vec<String>,
 }
@@ -52,7 +54,8 @@ struct Line {
 
 fn read_jsonl(path: &Path) -> Result<Vec<Line>, QualityError> {
     let text = std::fs::read_to_string(path).map_err(|error| QualityError::Io { path: path.to_path_buf(), error })?;
-    let bad = |i: usize, m: &str| QualityError::Input { path: path.to_path_buf(), message: format!("line {}: {m}", i + 1) };
+    let bad =
+        |i: usize, m: &str| QualityError::Input { path: path.to_path_buf(), message: format!("line {}: {m}", i + 1) };
     let mut out = Vec::new();
     for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let v: Value = serde_json::from_str(l).map_err(|e| bad(i, &e.to_string()))?;
@@ -98,9 +101,12 @@ pub fn items(spec: &GsmGateSpec, seed: u64, tok: &Tok, base: &Path) -> Result<(V
             prefix.push_str("\n\n");
         }
     }
+    // Worked examples taken from the scored file itself are never scored.
+    let skip = if spec.fewshot_path.as_deref() == Some(spec.path.as_str()) { u64::from(spec.fewshot) } else { 0 };
+    let pool = (lines.len() as u64).saturating_sub(skip);
     let chosen: Vec<u64> = match spec.subset {
-        Some(k) => subset(lines.len() as u64, u64::from(k), seed),
-        None => (0..lines.len() as u64).collect(),
+        Some(k) => subset(pool, u64::from(k), seed).into_iter().map(|i| i + skip).collect(),
+        None => (skip..lines.len() as u64).collect(),
     };
     let mut items = Vec::with_capacity(chosen.len());
     for (index, &line) in chosen.iter().enumerate() {
@@ -120,6 +126,7 @@ pub fn items(spec: &GsmGateSpec, seed: u64, tok: &Tok, base: &Path) -> Result<(V
         subset: spec.subset,
         template: spec.template.clone(),
         fewshot: spec.fewshot,
+        excluded_fewshot_lines: skip,
         max_tokens: spec.max_tokens,
         stop: spec.stop.clone(),
     };

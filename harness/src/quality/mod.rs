@@ -69,7 +69,12 @@ pub enum QualityError {
 /// Runs every gate of `plan` on every arm (plan order, a fresh server each) and
 /// writes the evidence under `dir` (a study's `qualification/` directory).
 /// Relative paths of the plan are resolved under `base` (the working directory).
-pub async fn qualify_plan(plan: &Plan, base: &Path, dir: &Path, progress: Progress) -> Result<QualifyOutcome, QualityError> {
+pub async fn qualify_plan(
+    plan: &Plan,
+    base: &Path,
+    dir: &Path,
+    progress: Progress,
+) -> Result<QualifyOutcome, QualityError> {
     let q = plan.qualification.as_ref().ok_or(QualityError::NotConfigured)?;
     progress.line("building the gate items");
     let inputs = build_inputs(q, base)?;
@@ -115,11 +120,13 @@ pub fn run_blocking(args: QualifyArgs) -> Result<QualifyOutcome, QualityError> {
     rt.block_on(async move {
         let frozen = crate::plan::freeze_file(&args.plan)?;
         let plan = &frozen.plan;
-        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-qualify", plan.study.name)));
+        let out =
+            args.out.clone().unwrap_or_else(|| PathBuf::from("reports").join(format!("{}-qualify", plan.study.name)));
         let ev = crate::evidence::Evidence::create(&out, args.force)?;
         crate::evidence::write_bytes(&ev.plan_path(), &frozen.bytes)?;
         let base = std::env::current_dir().map_err(|error| QualityError::Io { path: PathBuf::from("."), error })?;
-        let outcome = qualify_plan(plan, &base, &ev.root().join("qualification"), Progress { quiet: args.quiet }).await?;
+        let outcome =
+            qualify_plan(plan, &base, &ev.root().join("qualification"), Progress { quiet: args.quiet }).await?;
         crate::evidence::write_manifest(ev.root(), &plan.study.name, &frozen.sha256, crate::evidence::git_info(&base))?;
         print!("{}", outcome.render_text());
         println!("evidence: {}", ev.root().display());

@@ -68,7 +68,11 @@ pub async fn run(ctx: &ArmCtx<'_>, docs: &[NllDoc]) -> GateRun {
             Ok(lps) => {
                 let mean_nll = -lps.iter().sum::<f64>() / lps.len().max(1) as f64;
                 means.push(mean_nll);
-                run.push_value(&a, mean_nll, json!({"source": d.source, "offset": d.offset, "mean_nll": mean_nll, "logprobs": lps}));
+                run.push_value(
+                    &a,
+                    mean_nll,
+                    json!({"source": d.source, "offset": d.offset, "mean_nll": mean_nll, "logprobs": lps}),
+                );
             }
             Err(e) => {
                 if a.error.is_none() {

@@ -79,7 +79,8 @@ impl QualifyOutcome {
 
     /// A short human summary (what `harness qualify` prints).
     pub fn render_text(&self) -> String {
-        let mut s = format!("qualification of study {:?} (one-sided {:.0}% bounds)\n", self.study, self.confidence * 100.0);
+        let mut s =
+            format!("qualification of study {:?} (one-sided {:.0}% bounds)\n", self.study, self.confidence * 100.0);
         if let Some(g) = &self.gsm_set {
             s.push_str(&format!("GSM gate set: {} ({} of {} items, {})\n", g.label, g.used, g.lines, g.path));
         }

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::QualityError;
 use super::client::{self, Completion};
 use super::common::{Texts, Tok};
 use super::driver::ArmCtx;
-use super::QualityError;
 use crate::plan::ParityGateSpec;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -26,7 +26,12 @@ pub struct ParityPrompt {
     pub tokens: Vec<u32>,
 }
 
-pub fn prompts(spec: &ParityGateSpec, seed: u64, tok: &Tok, texts: &mut Texts) -> Result<Vec<ParityPrompt>, QualityError> {
+pub fn prompts(
+    spec: &ParityGateSpec,
+    seed: u64,
+    tok: &Tok,
+    texts: &mut Texts,
+) -> Result<Vec<ParityPrompt>, QualityError> {
     (0..u64::from(spec.prompts))
         .map(|i| {
             let (source, offset, tokens) = texts.cut(tok, seed, "parity", i, spec.input_tokens as usize)?;
@@ -101,7 +106,14 @@ async fn serial_one(argv: &[String], p: &ParityPrompt, n: u32, timeout: Duration
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        let err: String = String::from_utf8_lossy(&out.stderr).chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect();
+        let err: String = String::from_utf8_lossy(&out.stderr)
+            .chars()
+            .rev()
+            .take(400)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         return Err(format!("{}: {err}", out.status));
     }
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or("no JSON line on stdout")?;
@@ -165,7 +177,13 @@ pub fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
     }
 }
 
-pub fn compare(arm: &str, spec: &ParityGateSpec, argv: &[String], http: &[Completion], serial: &[SerialOutput]) -> ParityResult {
+pub fn compare(
+    arm: &str,
+    spec: &ParityGateSpec,
+    argv: &[String],
+    http: &[Completion],
+    serial: &[SerialOutput],
+) -> ParityResult {
     let mut mismatches = Vec::new();
     for s in serial {
         let h = http.iter().find(|h| h.index == s.index);

@@ -35,12 +35,13 @@ fn compare(q: &Qualification, gate: &str, cand: &ArmRun, ctrl: &ArmRun) -> Compa
                 Err(format!("failed documents ({} candidate, {} control): no paired NLL", a.failed, b.failed))
             } else {
                 let diffs: Vec<f64> = a.values.iter().zip(&b.values).map(|(x, y)| x - y).collect();
-                mean_gate(&diffs, q.confidence, limit).map(|g| {
-                    c.detail = g.interval.clone();
-                    c.pass = g.pass;
-                    c.nll = Some(g);
-                })
-                .map_err(|e| e.to_string())
+                mean_gate(&diffs, q.confidence, limit)
+                    .map(|g| {
+                        c.detail = g.interval.clone();
+                        c.pass = g.pass;
+                        c.nll = Some(g);
+                    })
+                    .map_err(|e| e.to_string())
             }
         }
         _ => {

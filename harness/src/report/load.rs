@@ -1,0 +1,284 @@
+//! Reading an evidence directory for the report: the frozen plan, the git revision
+//! (`manifest.json`, else `run.json`), every server invocation's outcome and startup
+//! record, and every raw `<cell>.requests.jsonl`, from which the per-cell summaries
+//! are recomputed through `metrics` and compared with the stored ones. Owns what the
+//! report reads; reads nothing under `results/` except the stored summaries (only to
+//! compare) and `results/qualification.json` (kept verbatim). Must not write.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::ReportError;
+use super::analysis::{FailedRequest, UnitStatus};
+use crate::evidence::{Evidence, GitInfo};
+use crate::metrics::{CellSummary, INCOMPLETE_CLASS, measure_request, summarize_cell};
+use crate::plan::{FrozenPlan, ResolvedCell, Schedule, freeze};
+use crate::record::{Failure, RequestRecord};
+
+/// One server invocation as the report shows it.
+#[derive(Debug, Clone)]
+pub struct UnitInfo {
+    pub status: UnitStatus,
+    /// The expanded argv from `startup.json`, when spawned.
+    pub argv: Option<Vec<String>>,
+    pub program_sha256: Option<String>,
+    pub startup_s: Option<f64>,
+    /// Lines of `server.log` that mention a version (at most a few).
+    pub version_lines: Vec<String>,
+}
+
+/// One (block, arm, cell) with a raw requests file.
+#[derive(Debug, Clone)]
+pub struct CellData {
+    pub block: u32,
+    pub arm: String,
+    pub cell: String,
+    /// Recomputed from the raw records (`Err`: why no summary exists).
+    pub summary: Result<CellSummary, String>,
+    /// Per valid request, in trace order: TTFT from HTTP send and TPOT, in ms.
+    pub ttft_ms: Vec<f64>,
+    pub tpot_ms: Vec<f64>,
+}
+
+/// Everything the report is built from.
+pub struct Loaded {
+    pub frozen: FrozenPlan,
+    pub git: Option<GitInfo>,
+    pub schedule: Schedule,
+    pub resolved: Vec<ResolvedCell>,
+    /// Schedule order (block, then start order).
+    pub units: Vec<UnitInfo>,
+    /// Schedule order (block, start order, cell order).
+    pub cells: Vec<CellData>,
+    pub failures: Vec<FailedRequest>,
+    /// Differences between stored and recomputed summaries (empty: all match).
+    pub summary_mismatches: Vec<String>,
+    pub summaries_checked: usize,
+    pub qualification: Option<Value>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
+    std::fs::read(path).map_err(|error| ReportError::Io { path: path.to_path_buf(), error })
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>, ReportError> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let bytes = read(path)?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| ReportError::Json { path: path.to_path_buf(), message: e.to_string() })
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let flat = flat.trim();
+    if flat.chars().count() > max { format!("{}...", flat.chars().take(max).collect::<String>()) } else { flat.into() }
+}
+
+fn failure_detail(f: &Failure) -> String {
+    let text = match f {
+        Failure::Connect { detail }
+        | Failure::BeforeHeaders { detail }
+        | Failure::AfterHeaders { detail }
+        | Failure::MalformedStream { detail }
+        | Failure::ServerDied { detail } => detail.clone(),
+        Failure::HttpStatus { status, body } => format!("HTTP {status}: {body}"),
+        Failure::Timeout { after_ns } => format!("after {:.3} s", *after_ns as f64 / 1e9),
+        Failure::ShortOutput { expected, got } => format!("expected {expected} output tokens, got {got}"),
+        Failure::PromptLengthMismatch { expected, got } => format!("expected {expected} prompt tokens, got {got}"),
+    };
+    one_line(&text, 160)
+}
+
+fn git_of(root: &Path) -> Result<Option<GitInfo>, ReportError> {
+    for name in ["manifest.json", "run.json"] {
+        if let Some(v) = read_json(&root.join(name))?
+            && let Some(g) = v.get("git")
+            && let Ok(git) = serde_json::from_value::<GitInfo>(g.clone())
+        {
+            return Ok(Some(git));
+        }
+    }
+    Ok(None)
+}
+
+fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError> {
+    let outcome = read_json(&dir.join("arm_outcome.json"))?;
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let status = UnitStatus {
+        block,
+        arm: arm.to_string(),
+        status: outcome.as_ref().and_then(|v| text(v, "status")).unwrap_or_else(|| "missing".into()),
+        detail: outcome.as_ref().and_then(|v| text(v, "detail")),
+    };
+    let startup = read_json(&dir.join("startup.json"))?;
+    let argv = startup.as_ref().and_then(|v| v.get("argv")).and_then(|a| serde_json::from_value(a.clone()).ok());
+    let program_sha256 = startup.as_ref().and_then(|v| text(v, "program_sha256"));
+    let startup_s = startup.as_ref().and_then(|v| v.get("startup_s")).and_then(Value::as_f64);
+    let mut version_lines = Vec::new();
+    if let Ok(bytes) = std::fs::read(dir.join("server.log")) {
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            let l = one_line(line, 200);
+            if l.to_lowercase().contains("version") && !version_lines.contains(&l) && version_lines.len() < 3 {
+                version_lines.push(l);
+            }
+        }
+    }
+    Ok(UnitInfo { status, argv, program_sha256, startup_s, version_lines })
+}
+
+fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportError> {
+    let bytes = read(path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| ReportError::Json { path: path.to_path_buf(), message: format!("line {}: {e}", i + 1) })
+        })
+        .collect()
+}
+
+fn cell_data(records: &[RequestRecord], block: u32, arm: &str, cell: &str) -> (CellData, Vec<FailedRequest>) {
+    let mut failures = Vec::new();
+    let (mut ttft_ms, mut tpot_ms) = (Vec::new(), Vec::new());
+    for r in records {
+        if r.is_valid() {
+            if let Ok(m) = measure_request(r) {
+                ttft_ms.extend(m.ttft_ns.map(|v| v as f64 / 1e6));
+                tpot_ms.extend(m.tpot_ns.map(|v| v / 1e6));
+            }
+            continue;
+        }
+        let (class, detail) = match &r.failure {
+            Some(f) => (f.class().to_string(), failure_detail(f)),
+            None => (INCOMPLETE_CLASS.to_string(), "no failure recorded and no [DONE]".to_string()),
+        };
+        failures.push(FailedRequest {
+            block,
+            arm: arm.to_string(),
+            cell: cell.to_string(),
+            index: r.index,
+            id: r.id.clone(),
+            class,
+            detail,
+        });
+    }
+    let summary = summarize_cell(records).map_err(|e| e.to_string());
+    (CellData { block, arm: arm.into(), cell: cell.into(), summary, ttft_ms, tpot_ms }, failures)
+}
+
+/// The stored summary exactly as `harness run` writes it for this recomputation.
+fn expected_text(c: &CellData) -> String {
+    let value = match &c.summary {
+        Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+        Err(e) => serde_json::json!({"cell": c.cell, "block": c.block, "arm": c.arm, "error": e}),
+    };
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Names the fields whose stored value differs from the recomputed one.
+fn differing_fields(stored: &str, expected: &str) -> String {
+    let (Ok(Value::Object(a)), Ok(Value::Object(b))) =
+        (serde_json::from_str::<Value>(stored), serde_json::from_str::<Value>(expected))
+    else {
+        return "not a JSON object".into();
+    };
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let diff: Vec<&str> = keys.into_iter().filter(|k| a.get(*k) != b.get(*k)).map(|k| k.as_str()).collect();
+    if diff.is_empty() { "formatting only".into() } else { diff.join(", ") }
+}
+
+fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, ReportError> {
+    let mut problems = Vec::new();
+    for c in cells {
+        let path = ev.cell_summary_path(c.block, &c.arm, &c.cell);
+        let rel = format!("results/cells/b{}-{}-{}.summary.json", c.block, c.arm, c.cell);
+        if !path.is_file() {
+            problems.push(format!("{rel}: missing (recomputed from raw records)"));
+            continue;
+        }
+        let stored = String::from_utf8_lossy(&read(&path)?).into_owned();
+        let expected = expected_text(c);
+        if stored != expected {
+            problems.push(format!("{rel}: differs from the recomputation ({})", differing_fields(&stored, &expected)));
+        }
+    }
+    match read_json(&ev.results_dir().join("summaries.json"))? {
+        Some(Value::Array(items)) if items.len() == cells.len() => {}
+        Some(Value::Array(items)) => problems.push(format!(
+            "results/summaries.json: {} entries, but {} cells have raw records",
+            items.len(),
+            cells.len()
+        )),
+        Some(_) => problems.push("results/summaries.json: not an array".into()),
+        None => problems.push("results/summaries.json: missing".into()),
+    }
+    Ok(problems)
+}
+
+/// Reads the evidence directory `root`.
+pub fn load(root: &Path) -> Result<Loaded, ReportError> {
+    let ev = Evidence::open(root);
+    let frozen = freeze(read(&ev.plan_path())?)?;
+    let plan = &frozen.plan;
+    let resolved = plan.resolved_cells()?;
+    let schedule = plan.schedule();
+    let mut units = Vec::new();
+    let mut cells = Vec::new();
+    let mut failures = Vec::new();
+    for block in &schedule.blocks {
+        for arm in &block.arms {
+            let dir = ev.unit_dir(block.index, arm);
+            units.push(unit_info(&dir, block.index, arm)?);
+            for cell in &block.cells {
+                let path = ev.requests_path(block.index, arm, cell);
+                if !path.is_file() {
+                    continue;
+                }
+                let records = read_records(&path)?;
+                let (data, failed) = cell_data(&records, block.index, arm, cell);
+                cells.push(data);
+                failures.extend(failed);
+            }
+        }
+    }
+    let summary_mismatches = check_summaries(&ev, &cells)?;
+    let qualification = read_json(&ev.results_dir().join("qualification.json"))?;
+    Ok(Loaded {
+        git: git_of(root)?,
+        frozen,
+        schedule,
+        resolved,
+        units,
+        summaries_checked: cells.len(),
+        cells,
+        failures,
+        summary_mismatches,
+        qualification,
+    })
+}
+
+/// Arms that a qualification outcome marks as not qualified (`arms[].qualified`).
+pub fn unqualified_arms(qualification: Option<&Value>) -> Vec<String> {
+    let Some(arms) = qualification.and_then(|q| q.get("arms")).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    arms.iter()
+        .filter(|a| a.get("qualified").and_then(Value::as_bool) == Some(false))
+        .filter_map(|a| a.get("arm").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
+/// `results/` of the evidence directory `root`.
+pub fn results_dir(root: &Path) -> PathBuf {
+    Evidence::open(root).results_dir()
+}

@@ -1,0 +1,294 @@
+//! `results/report.md`: what was run (plan hash, arms with argv, cells, blocks and
+//! their orders, engine version lines, git revision), qualification when present, the
+//! claims table with every failed rule named, the per-cell summary tables (medians
+//! across blocks, vLLM layout), every failure on its own line, the figures, and the
+//! exact definitions used. Deterministic: no timestamps, fixed number formats, plan
+//! and schedule order. Must not compute anything the analysis does not hand it.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::analysis::Analysis;
+use super::load::Loaded;
+use super::text::{cell_table, claims_markdown, decision, pval};
+use crate::plan::{Arrival, ResolvedLoad, Server};
+
+fn code(s: &str) -> String {
+    format!("`{}`", s.replace('`', "'"))
+}
+
+fn load_text(load: ResolvedLoad) -> String {
+    match load {
+        ResolvedLoad::Closed { concurrency } => format!("closed loop, concurrency {concurrency}"),
+        ResolvedLoad::Open { rate_rps, arrival: Arrival::Poisson } => {
+            format!("open loop, {rate_rps} req/s offered, Poisson arrivals")
+        }
+        ResolvedLoad::Open { rate_rps, arrival: Arrival::Gamma { burstiness } } => {
+            format!("open loop, {rate_rps} req/s offered, gamma arrivals (burstiness {burstiness})")
+        }
+        ResolvedLoad::Isolated { spacing_ns } => format!("isolated, one request every {} s", spacing_ns as f64 / 1e9),
+    }
+}
+
+fn what_was_run(o: &mut String, l: &Loaded) {
+    let plan = &l.frozen.plan;
+    let _ = writeln!(o, "## What was run\n");
+    let _ = writeln!(o, "- Plan: `plan.toml`, SHA-256 `{}`.", l.frozen.sha256);
+    if let Some(d) = &plan.study.description {
+        let _ = writeln!(o, "- Study: {} (seed {}): {d}", plan.study.name, plan.study.seed);
+    }
+    match &l.git {
+        Some(g) => {
+            let dirty = match g.dirty {
+                Some(true) => " (uncommitted changes)",
+                Some(false) => " (clean)",
+                None => "",
+            };
+            let _ = writeln!(o, "- Git revision: `{}`{dirty}.", g.revision);
+        }
+        None => {
+            let _ = writeln!(o, "- Git revision: not recorded.");
+        }
+    }
+    let r = &plan.request;
+    let _ = writeln!(
+        o,
+        "- Requests: model `{}`, {} output tokens (ignore_eos = {}), temperature {}; prompts: {} per length {:?}.",
+        r.model, r.output_tokens, r.ignore_eos, r.temperature, plan.prompts.documents, plan.prompts.lengths
+    );
+    let _ = writeln!(o, "\n### Arms\n");
+    for a in &plan.arms {
+        let how = match &a.server {
+            Server::Spawn { argv, port } => format!("fresh server per block on port {port}: {}", code(&argv.join(" "))),
+            Server::External { url } => format!("external server {url} (never started or stopped by the harness)"),
+        };
+        let _ = writeln!(o, "- **{}** ({}): {how}", a.name, a.role.as_str());
+        let first = l.units.iter().find(|u| u.status.arm == a.name);
+        if let Some(u) = first {
+            if let Some(sha) = &u.program_sha256 {
+                let _ = writeln!(o, "  - program SHA-256 (block {}): `{sha}`", u.status.block);
+            }
+            for v in &u.version_lines {
+                let _ = writeln!(o, "  - version line (block {} server.log): {}", u.status.block, code(v));
+            }
+            if u.version_lines.is_empty() {
+                let _ = writeln!(o, "  - no version line in server.log (block {})", u.status.block);
+            }
+        }
+        let starts: Vec<String> = l
+            .units
+            .iter()
+            .filter(|u| u.status.arm == a.name)
+            .map(|u| u.startup_s.map_or("n/a".into(), |s| format!("{s:.2}")))
+            .collect();
+        let _ = writeln!(o, "  - cold start to healthy (s), per block: {}", starts.join(", "));
+    }
+    let _ = writeln!(o, "\n### Cells\n");
+    let _ = writeln!(o, "| cell | kind | load | requests | input tokens |\n| --- | --- | --- | --- | --- |");
+    for c in &l.resolved {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            c.name,
+            c.kind.as_str(),
+            load_text(c.load),
+            c.count,
+            c.input_tokens
+        );
+    }
+    let _ = writeln!(o, "\n### Blocks and their orders\n");
+    for b in &l.schedule.blocks {
+        let status: Vec<String> = l
+            .units
+            .iter()
+            .filter(|u| u.status.block == b.index && u.status.status != "completed")
+            .map(|u| {
+                format!(
+                    "{} {}{}",
+                    u.status.arm,
+                    u.status.status,
+                    u.status.detail.as_deref().map_or(String::new(), |d| format!(" ({d})"))
+                )
+            })
+            .collect();
+        let faults = if status.is_empty() { String::new() } else { format!("; arm faults: {}", status.join(", ")) };
+        let _ = writeln!(
+            o,
+            "- block {} ({}): arms {}; cells {}{faults}",
+            b.index,
+            b.kind.as_str(),
+            b.arms.join(" -> "),
+            b.cells.join(" -> ")
+        );
+    }
+}
+
+fn qualification(o: &mut String, q: &Value) {
+    let _ = writeln!(o, "## Qualification\n");
+    let _ = writeln!(o, "`results/qualification.json` is present; evidence.json includes it verbatim.\n");
+    if let Some(arms) = q.get("arms").and_then(Value::as_array) {
+        for a in arms {
+            let name = a.get("arm").and_then(Value::as_str).unwrap_or("?");
+            let verdict = match a.get("qualified").and_then(Value::as_bool) {
+                Some(true) => "qualified",
+                Some(false) => "NOT qualified: its timing claims are blocked",
+                None => "no verdict",
+            };
+            let _ = writeln!(o, "- arm **{name}**: {verdict}");
+            for r in a.get("reasons").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                let _ = writeln!(o, "  - {r}");
+            }
+        }
+    }
+    for c in q.get("comparisons").and_then(Value::as_array).into_iter().flatten() {
+        let get = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("?");
+        let pass = if c.get("pass").and_then(Value::as_bool) == Some(true) { "pass" } else { "fail" };
+        let _ = writeln!(o, "- {} {} vs {}: {pass}; {}", get("gate"), get("candidate"), get("control"), get("detail"));
+    }
+    for n in q.get("notes").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        let _ = writeln!(o, "- note: {n}");
+    }
+    o.push('\n');
+}
+
+fn claims(o: &mut String, a: &Analysis) {
+    let _ = writeln!(o, "## Claims\n");
+    if a.hypotheses.is_empty() {
+        let _ = writeln!(o, "The plan has no hypotheses: nothing is tested.\n");
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "One row per hypothesis of the plan's family ({} hypotheses, Holm at alpha {}). Effects are per \
+         confirmation block (blocks 0 to {}), positive = candidate better. A failed rule means \"not \
+         supported\" only: it is never evidence that the arms perform alike.\n",
+        a.hypotheses.len(),
+        a.alpha.map_or("n/a".into(), |x| x.to_string()),
+        a.confirmation_blocks.saturating_sub(1)
+    );
+    o.push_str(&claims_markdown(a));
+    let _ = writeln!(o, "\nPaired values per block (control -> candidate):\n");
+    for h in &a.hypotheses {
+        let pairs: Vec<String> = h
+            .blocks
+            .iter()
+            .map(|b| {
+                let v = |x: Option<f64>| x.map_or("n/a".into(), |x| format!("{x:.4}"));
+                format!("b{} {} -> {}", b.block, v(b.control), v(b.candidate))
+            })
+            .collect();
+        let _ = writeln!(o, "- {} ({}): {}", h.name, h.metric.as_str(), pairs.join("; "));
+        let _ = writeln!(o, "  - decision: {}", decision(h));
+        if !h.tested {
+            let _ = writeln!(o, "  - not testable as planned: entered Holm with p = 1");
+        }
+    }
+    o.push('\n');
+}
+
+fn cells(o: &mut String, l: &Loaded, a: &Analysis) {
+    let _ = writeln!(o, "## Per-cell summary\n");
+    let _ = writeln!(
+        o,
+        "Each value is the median across the blocks of that arm (sample median; requests are never pooled \
+         across blocks); failed requests are summed. Descriptive cells are reported here and never tested. \
+         Every unpooled value is in [matrix.csv](matrix.csv) (and matrix.parquet): one row per (block, arm, \
+         cell).\n"
+    );
+    for c in &l.resolved {
+        let arms: Vec<_> = a.cells.iter().filter(|m| m.cell == c.name && !m.blocks.is_empty()).collect();
+        let _ = writeln!(o, "### {} ({}, {})\n", c.name, c.kind.as_str(), load_text(c.load));
+        if arms.is_empty() {
+            let _ = writeln!(o, "No summary: the cell never ran.\n");
+            continue;
+        }
+        let _ = writeln!(o, "```\n{}```\n", cell_table(&arms));
+    }
+}
+
+fn failures(o: &mut String, l: &Loaded) {
+    let _ = writeln!(o, "## Failures\n");
+    let faults: Vec<_> = l.units.iter().filter(|u| u.status.status != "completed").collect();
+    for u in &faults {
+        let detail = u.status.detail.as_deref().unwrap_or("");
+        let _ = writeln!(o, "- server: block {}, arm {}: {} {}", u.status.block, u.status.arm, u.status.status, detail);
+    }
+    for f in &l.failures {
+        let _ = writeln!(
+            o,
+            "- request: block {}, arm {}, cell {}, request index {}: {} ({})",
+            f.block, f.arm, f.cell, f.index, f.class, f.detail
+        );
+    }
+    if faults.is_empty() && l.failures.is_empty() {
+        let _ = writeln!(o, "None: every server invocation completed and every request completed validly.");
+    }
+    o.push('\n');
+    let _ = writeln!(o, "## Summary check\n");
+    if l.summary_mismatches.is_empty() {
+        let _ = writeln!(
+            o,
+            "All {} stored per-cell summaries equal their recomputation from the raw request records.\n",
+            l.summaries_checked
+        );
+    } else {
+        for m in &l.summary_mismatches {
+            let _ = writeln!(o, "- WARNING: {m}");
+        }
+        o.push('\n');
+    }
+}
+
+const DEFINITIONS: &str = "## Definitions\n\n\
+- Clock: one monotonic client clock, nanoseconds since the study start; server times are never subtracted from client times.\n\
+- Token-bearing event: an SSE event carrying at least one token; role-only, empty and usage-only events are not tokens.\n\
+- TTFT: first token-bearing event minus HTTP send; and, separately, minus intended arrival.\n\
+- TPOT: per request, (last token-bearing event - first) / (output tokens - 1); p50/p95/p99 across requests, not a percentile of individual gaps.\n\
+- E2E latency: end of stream ([DONE]) minus HTTP send; and, separately, minus intended arrival (closed-loop requests are all intended at the cell start, so this includes the wait for the client semaphore).\n\
+- ITL: intervals between consecutive token-bearing events of a request, pooled over the cell's valid requests.\n\
+- Throughput: valid completed requests (or their output tokens) divided by the whole observation interval, from the first intended arrival to the last completion, drain included.\n\
+- Percentiles: nearest rank, over valid completed requests only; failures are counted beside them, never dropped.\n\
+- Unit of replication: the block (a fresh server per arm per block). Requests and tokens are never replicates.\n\
+- Effect per block, paired: throughput e = candidate / control - 1; latency e = 1 - candidate p95 / control p95. Positive means better.\n\
+- Sign test: exact and one-sided; wins are blocks with e > 0, ties are non-wins; p = P(Binomial(n, 1/2) >= wins).\n\
+- Holm: step-down over the plan's whole hypothesis family at its alpha; adjusted p = max over i <= j of min(1, (m - i + 1) p_(i)). A hypothesis that cannot be tested as planned enters with p = 1.\n\
+- Median screen: the sample median of the block effects must reach the hypothesis's threshold, in addition to the Holm test.\n\
+- Median interval: distribution-free, [x_(k), x_(n-k+1)] of the ordered effects with the largest k whose exact coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) reaches the target; the coverage printed is exact (with 10 blocks, the 2nd and 9th effects give 97.8516%).\n\
+- Decision: supported (no failure, Holm p <= alpha and median >= threshold); not supported, naming each failed rule; or blocked by failed requests, arm faults or a failed qualification, with the numbers kept beside it.\n";
+
+/// The whole of `report.md`.
+pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
+    let hash: String = l.frozen.sha256.chars().take(12).collect();
+    let mut o = format!("# {}: study report (plan {hash})\n\n", l.frozen.plan.study.name);
+    let _ = writeln!(
+        o,
+        "Generated from the raw evidence of this directory by `harness report` (byte-identical when rerun). \
+         Every number below is recomputed from `raw/`; the full derivation is in [evidence.json](evidence.json).\n"
+    );
+    what_was_run(&mut o, l);
+    o.push('\n');
+    if let Some(q) = &l.qualification {
+        qualification(&mut o, q);
+    }
+    claims(&mut o, a);
+    cells(&mut o, l, a);
+    failures(&mut o, l);
+    let _ = writeln!(o, "## Figures\n");
+    if figures.is_empty() {
+        let _ = writeln!(o, "No figures: no cell has measurements.\n");
+    }
+    for f in figures.iter().filter(|f| f.ends_with(".svg")) {
+        let stem = f.trim_end_matches(".svg");
+        let _ = writeln!(o, "![{stem}](figures/{f})\n\n(PNG: [figures/{stem}.png](figures/{stem}.png))\n");
+    }
+    o.push_str(DEFINITIONS);
+    let n = a.confirmation_blocks;
+    let smallest = 0.5f64.powi(i32::try_from(n).unwrap_or(i32::MAX));
+    let _ = writeln!(
+        o,
+        "- With n = {n} confirmation blocks the smallest one-sided sign-test p is 2^-n = {}.",
+        pval(smallest)
+    );
+    o
+}

@@ -1,0 +1,210 @@
+//! The analysis half of a study (DESIGN sections 4-6): from the raw evidence of one
+//! directory to `results/`:
+//! - `matrix.csv`, `matrix.parquet`: one unpooled row per (block, arm, cell);
+//! - `evidence.json`: every derived number (per-hypothesis block effects, wins, p,
+//!   Holm p, median, interval, screen, claim; descriptive cells' medians; failures;
+//!   the summary check; `qualification.json` verbatim when it exists);
+//! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
+//! - `report.md`: what was run, the claims table, per-cell tables, failures and the
+//!   exact definitions.
+//!
+//! [`build`] reads only the evidence (`plan.toml`, `raw/`, the git revision from
+//! `manifest.json` or `run.json`), recomputes every per-cell summary from the raw
+//! records through `metrics` (the stored summaries are compared, never trusted, and
+//! never rewritten), and writes the files above deterministically: no timestamps,
+//! plan/schedule order, fixed float formats, so a rebuild is byte-identical.
+//! [`regenerate`] (`harness report DIR`) also rewrites the manifest's entries for
+//! those files. Owns `ReportError`. Must not run servers, and must not decide anything
+//! `stats` decides (it wires plan, summaries and `stats` together in `analysis`).
+
+mod analysis;
+mod fields;
+mod figures;
+mod load;
+mod markdown;
+mod matrix;
+mod text;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use analysis::{
+    Analysis, AnalysisInput, BlockEffect, CellMedians, Claim, FailedRequest, HypothesisReport, UnitStatus, analyse,
+};
+pub use fields::{FIELDS, Getter, OTHER_FIELDS};
+pub use load::{Loaded, load};
+pub use text::{claims_markdown, claims_terminal};
+
+use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
+use crate::metrics::{CellSummary, PERCENTILE_METHOD};
+use crate::plan::PlanError;
+use crate::stats::StatsError;
+
+/// Version of `evidence.json`.
+pub const EVIDENCE_FORMAT: &str = "harness-report-evidence/1";
+
+/// Everything that stops a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: {message}")]
+    Json { path: PathBuf, message: String },
+    #[error("plan.toml of the evidence: {0}")]
+    Plan(#[from] PlanError),
+    #[error("statistics: {0}")]
+    Stats(#[from] StatsError),
+    #[error("matrix: {0}")]
+    Matrix(String),
+    #[error("figure {path}: {message}")]
+    Figure { path: PathBuf, message: String },
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+}
+
+/// What a report run produced.
+#[derive(Debug, Clone)]
+pub struct ReportOutcome {
+    /// `results/report.md`.
+    pub report: PathBuf,
+    /// The claims table as terminal text.
+    pub claims: String,
+    /// Files written, relative to the evidence directory.
+    pub files: Vec<String>,
+    /// Stored summaries that differ from their recomputation, manifest problems.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct SummaryCheck<'a> {
+    checked: usize,
+    mismatches: &'a [String],
+}
+
+#[derive(Serialize)]
+struct EvidenceJson<'a> {
+    format: &'static str,
+    study: &'a str,
+    plan_sha256: &'a str,
+    git: Option<&'a GitInfo>,
+    percentile_method: &'static str,
+    alpha: Option<f64>,
+    interval_target: f64,
+    confirmation_blocks: u32,
+    descriptive_blocks: u32,
+    units: Vec<&'a UnitStatus>,
+    hypotheses: &'a [HypothesisReport],
+    confirmation_cells: Vec<&'a CellMedians>,
+    descriptive_cells: Vec<&'a CellMedians>,
+    failures: &'a [FailedRequest],
+    summary_check: SummaryCheck<'a>,
+    figures: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qualification: Option<&'a Value>,
+}
+
+fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
+    let kind = |k: crate::plan::CellKind| a.cells.iter().filter(move |c| c.kind == k).collect::<Vec<_>>();
+    EvidenceJson {
+        format: EVIDENCE_FORMAT,
+        study: &l.frozen.plan.study.name,
+        plan_sha256: &l.frozen.sha256,
+        git: l.git.as_ref(),
+        percentile_method: PERCENTILE_METHOD,
+        alpha: a.alpha,
+        interval_target: a.interval_target,
+        confirmation_blocks: l.frozen.plan.blocks.count,
+        descriptive_blocks: l.frozen.plan.blocks.descriptive,
+        units: l.units.iter().map(|u| &u.status).collect(),
+        hypotheses: &a.hypotheses,
+        confirmation_cells: kind(crate::plan::CellKind::Confirmation),
+        descriptive_cells: kind(crate::plan::CellKind::Descriptive),
+        failures: &l.failures,
+        summary_check: SummaryCheck { checked: l.summaries_checked, mismatches: &l.summary_mismatches },
+        figures,
+        qualification: l.qualification.as_ref(),
+    }
+}
+
+/// Builds every report file under `root/results/` from the raw evidence (see the
+/// module doc). Does not touch the manifest.
+pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
+    let l = load::load(root)?;
+    let unqualified = load::unqualified_arms(l.qualification.as_ref());
+    let summaries: Vec<CellSummary> = l.cells.iter().filter_map(|c| c.summary.as_ref().ok().cloned()).collect();
+    let statuses: Vec<UnitStatus> = l.units.iter().map(|u| u.status.clone()).collect();
+    let input = AnalysisInput {
+        plan: &l.frozen.plan,
+        summaries: &summaries,
+        units: &statuses,
+        failures: &l.failures,
+        unqualified: &unqualified,
+    };
+    let a = analyse(&input)?;
+    let results = load::results_dir(root);
+    let fig_dir = results.join("figures");
+    if fig_dir.exists() {
+        std::fs::remove_dir_all(&fig_dir).map_err(|error| ReportError::Io { path: fig_dir.clone(), error })?;
+    }
+    std::fs::create_dir_all(&fig_dir).map_err(|error| ReportError::Io { path: fig_dir.clone(), error })?;
+    let mut files = Vec::new();
+    let mut df = matrix::dataframe(&l)?;
+    write_bytes(&results.join("matrix.csv"), &matrix::csv_bytes(&mut df)?)?;
+    write_bytes(&results.join("matrix.parquet"), &matrix::parquet_bytes(&mut df)?)?;
+    files.extend(["results/matrix.csv".to_string(), "results/matrix.parquet".to_string()]);
+    let figures = figures::write_all(&l, &fig_dir)?;
+    files.extend(figures.iter().map(|f| format!("results/figures/{f}")));
+    write_json(&results.join("evidence.json"), &evidence_json(&l, &a, &figures))?;
+    let report = results.join("report.md");
+    write_bytes(&report, markdown::render(&l, &a, &figures).as_bytes())?;
+    files.extend(["results/evidence.json".to_string(), "results/report.md".to_string()]);
+    Ok(ReportOutcome { report, claims: claims_terminal(&a), files, warnings: l.summary_mismatches.clone() })
+}
+
+/// The report's own files (besides `results/figures/*`), relative to the evidence root.
+pub const REPORT_FILES: [&str; 4] =
+    ["results/matrix.csv", "results/matrix.parquet", "results/evidence.json", "results/report.md"];
+
+fn report_owned(path: &str) -> bool {
+    path.starts_with("results/figures/") || REPORT_FILES.contains(&path)
+}
+
+/// `harness report DIR`: [`build`], then the manifest's entries for the report's own
+/// files (`REPORT_FILES`, `results/figures/*`) are replaced by the files now there.
+/// Every other entry (raw evidence, inputs, stored summaries) is checked, never
+/// changed: a difference is a warning. Without a manifest (an incomplete study) only
+/// builds.
+pub fn regenerate(root: &Path) -> Result<ReportOutcome, ReportError> {
+    let mut outcome = build(root)?;
+    let path = root.join("manifest.json");
+    if !path.is_file() {
+        outcome.warnings.push("no manifest.json: the study is incomplete; the manifest was not updated".into());
+        return Ok(outcome);
+    }
+    let bytes = std::fs::read(&path).map_err(|error| ReportError::Io { path: path.clone(), error })?;
+    let mut manifest: Manifest =
+        serde_json::from_slice(&bytes).map_err(|e| ReportError::Json { path: path.clone(), message: e.to_string() })?;
+    let actual = manifest_files(root)?;
+    for want in manifest.files.iter().filter(|f| !report_owned(&f.path)) {
+        match actual.iter().find(|f| f.path == want.path) {
+            None => outcome.warnings.push(format!("manifest: {} is missing", want.path)),
+            Some(got) if got != want => outcome.warnings.push(format!("manifest: {} has changed", want.path)),
+            Some(_) => {}
+        }
+    }
+    for got in actual.iter().filter(|f| !report_owned(&f.path)) {
+        if !manifest.files.iter().any(|f| f.path == got.path) {
+            outcome.warnings.push(format!("manifest: {} is not in the manifest", got.path));
+        }
+    }
+    manifest.files.retain(|f| !report_owned(&f.path));
+    manifest.files.extend(actual.into_iter().filter(|f| report_owned(&f.path)));
+    manifest.files.sort_by(|a, b| a.path.cmp(&b.path));
+    write_json(&path, &manifest)?;
+    Ok(outcome)
+}
