@@ -25,9 +25,11 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
-/// target/debug/engine, built when missing.
+/// `engine` next to the harness binary (target/debug/engine, wherever the
+/// target directory is), built when missing.
 fn engine_bin() -> PathBuf {
-    let engine = workspace().join("target/debug").join(format!("engine{}", std::env::consts::EXE_SUFFIX));
+    let engine =
+        PathBuf::from(env!("CARGO_BIN_EXE_harness")).with_file_name(format!("engine{}", std::env::consts::EXE_SUFFIX));
     if !engine.is_file() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)

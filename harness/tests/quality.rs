@@ -142,12 +142,12 @@ async fn synthetic_model_parity_passes_at_8_concurrent_and_a_broken_candidate_fa
         }
         argv
     };
-    let mut plan = format!(
+    let mut plan = String::from(
         "[study]\nname = \"quality\"\nseed = 7\n\n[request]\nmodel = \"synth\"\noutput_tokens = 8\n\n\
          [prompts]\nsource = \"random\"\nlengths = [16]\ndocuments = 1\nmax_token_id = 255\n\n\
          [warmup]\nprompts = 0\n\n[timing]\nsettle_s = 0.0\nrequest_timeout_s = 60.0\ndrain_timeout_s = 60.0\n\n\
          [blocks]\ncount = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
-         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\ncount = 1\n\n"
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\ncount = 1\n\n",
     );
     plan += &arm("f16", "control", &serve(&["--kv-format", "f16"]));
     plan += &arm("k16v8", "candidate", &serve(&k16v8));

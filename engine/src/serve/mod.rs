@@ -163,6 +163,12 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
     let shutdown_state = state.clone();
     let grace = opts.shutdown_grace;
     let app = routes::router(state.clone());
+    // Every SSE event is a small write: without TCP_NODELAY, Nagle's algorithm
+    // and the client's delayed ACK can hold an event back for ~40 ms.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

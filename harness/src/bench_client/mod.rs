@@ -347,15 +347,4 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert!(json["rates"][0]["dispatch_lag_p99_us"].is_number());
     }
-
-    /// Not a test: runs `harness bench-client` with the arguments in
-    /// `BENCH_CLIENT_ARGS` (until the subcommand is wired into `main.rs`):
-    /// `BENCH_CLIENT_ARGS="--out /tmp/b.json" cargo test --release -p harness --lib
-    /// bench_client::tests::bench_client_entry -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn bench_client_entry() {
-        let argv = std::env::var("BENCH_CLIENT_ARGS").unwrap_or_default();
-        run(&parse(&argv)).unwrap();
-    }
 }

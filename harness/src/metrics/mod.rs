@@ -28,7 +28,8 @@
 //!   only; "median" is the nearest-rank p50. Failures are counted beside them.
 //! - Observation interval: from the earliest intended arrival of any record of the cell
 //!   to the latest timestamp of any record of the cell (the last `[DONE]`, or the last
-//!   thing seen of a failed request), so the drain is included. Finite throughput is
+//!   thing seen of a failed request, a timeout at send + `after_ns`), so the drain is
+//!   included. Finite throughput is
 //!   valid completed requests (or their tokens) divided by this interval.
 
 mod cell;

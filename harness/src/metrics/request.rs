@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::MetricsError;
-use crate::record::RequestRecord;
+use crate::record::{Failure, RequestRecord};
 
 /// Where a request's output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,10 +66,15 @@ fn required(r: &RequestRecord, field: &'static str, value: Option<u64>) -> Resul
 }
 
 /// The latest timestamp recorded for a request, valid or failed: `[DONE]`, the last
-/// event, headers, send, admission, dispatch, else the intended arrival. It is where
-/// the observation interval of the request's cell ends at the latest.
+/// event, headers, send, admission, dispatch, the moment a timeout fired (send +
+/// `Timeout::after_ns`), else the intended arrival. It is where the observation
+/// interval of the request's cell ends at the latest.
 pub fn last_seen_ns(r: &RequestRecord) -> u64 {
-    [r.done_ns, r.events.iter().map(|e| e.t_ns).max(), r.headers_ns, r.send_ns, r.admitted_ns, r.dispatch_ns]
+    let timed_out = match (&r.failure, r.send_ns) {
+        (Some(Failure::Timeout { after_ns }), Some(send)) => Some(send.saturating_add(*after_ns)),
+        _ => None,
+    };
+    [r.done_ns, r.events.iter().map(|e| e.t_ns).max(), r.headers_ns, r.send_ns, r.admitted_ns, r.dispatch_ns, timed_out]
         .into_iter()
         .flatten()
         .fold(r.intended_ns, u64::max)

@@ -355,3 +355,17 @@ fn levels_are_exactly_50_95_99_on_100_requests() {
     assert!(close(s.e2e_p50_ms, 50.0) && close(s.e2e_p95_ms, 95.0) && close(s.e2e_p99_ms, 99.0));
     assert!(close(s.ttft_p95_ms, 47.5) && close(s.e2e_mean_ms, 50.5));
 }
+
+#[test]
+fn a_timeout_ends_where_it_fired() {
+    // A valid request ends at 10 ms; a request sent at 1 ms times out 99 ms later with
+    // its last event at 5 ms: the observation runs to 100 ms, not 10 ms.
+    let ok = valid(0, 0, 0, &[(2 * MS, 1)], 10 * MS, None);
+    let mut slow = valid(1, 950 * US, 0, &[(5 * MS, 1)], 0, None);
+    slow.done_ns = None;
+    slow.failure = Some(Failure::Timeout { after_ns: 99 * MS });
+    assert_eq!(last_seen_ns(&slow), 100 * MS);
+    let s = summarize_cell(&[ok, slow]).unwrap();
+    assert_eq!((s.observation_end_ns, s.request_throughput_rps, s.failed), (100 * MS, 10.0, 1));
+    assert_eq!(s.failed_by_class.get("timeout"), Some(&1));
+}

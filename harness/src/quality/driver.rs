@@ -70,7 +70,7 @@ impl ArmCtx<'_> {
         let p = self.progress;
         let arm = self.arm;
         let report = move |done: usize| {
-            if done % step == 0 || done == n {
+            if done.is_multiple_of(step) || done == n {
                 p.line(&format!("{arm}: {gate} {done}/{n}"));
             }
         };
@@ -273,7 +273,7 @@ pub async fn qualify_arm(
         progress.line(&format!("{}: serial reference, {} prompts in both orders", arm.name, prompts.len()));
         let name = arm.name.clone();
         let report = move |order: &str, done: usize| {
-            if done % 8 == 0 || done == prompts.len() {
+            if done.is_multiple_of(8) || done == prompts.len() {
                 progress.line(&format!("{name}: serial {order} {done}/{}", prompts.len()));
             }
         };
