@@ -65,6 +65,9 @@ enum Command {
     },
     /// HTTP acceptance suite for one OpenAI-compatible server (--url, or an arm of a plan).
     Accept(harness::accept::AcceptArgs),
+    /// Quality gates only (the plan's [qualification]): GSM strict match, NLL,
+    /// passkey retrieval and serial parity, each arm on a fresh server.
+    Qualify(harness::quality::QualifyArgs),
     /// Benchmark of the load generator itself against a built-in minimal streaming endpoint.
     BenchClient(harness::bench_client::Args),
 }
@@ -197,6 +200,15 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());
                 if outcome.failed() {
+                    return ExitCode::from(2);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
+        Command::Qualify(args) => match harness::quality::run_blocking(args) {
+            Ok(outcome) => {
+                if !outcome.all_qualified() {
                     return ExitCode::from(2);
                 }
                 Ok(())
