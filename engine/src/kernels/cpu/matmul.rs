@@ -142,7 +142,7 @@ mod portable {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     //! AVX2 + FMA micro-kernels. Every output element: one 8-lane accumulator,
     //! FMA over k in steps of 8, then `hsum`, then the scalar tail with FMA.
     use std::arch::x86_64::*;
@@ -231,7 +231,7 @@ mod avx2 {
     /// Fixed pairwise lane sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
+    pub(crate) fn hsum(v: __m256) -> f32 {
         let lo = _mm256_castps256_ps128(v);
         let hi = _mm256_extractf128_ps::<1>(v);
         let s4 = _mm_add_ps(lo, hi); // [l0+l4, l1+l5, l2+l6, l3+l7]

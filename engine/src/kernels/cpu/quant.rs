@@ -124,6 +124,7 @@ pub fn matmul_quant(x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{QK, QuantKind, QuantMatrix};
+    use crate::kernels::cpu::matmul::avx2::hsum;
     use half::f16;
     use std::arch::x86_64::*;
 
@@ -235,19 +236,6 @@ mod avx2 {
                 out[(i0 + r) * width + (j0 + c - c0)] = hsum(*a);
             }
         }
-    }
-
-    /// The same fixed lane sum as the f32 kernel.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    fn hsum(v: __m256) -> f32 {
-        let lo = _mm256_castps256_ps128(v);
-        let hi = _mm256_extractf128_ps::<1>(v);
-        let s4 = _mm_add_ps(lo, hi);
-        let sh = _mm_movehl_ps(s4, s4);
-        let s2 = _mm_add_ps(s4, sh);
-        let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
-        _mm_cvtss_f32(s1)
     }
 }
 
