@@ -118,8 +118,8 @@ pub struct BenchReport {
     pub chunk_interval_ms: f64,
     pub prompt_tokens: u32,
     pub seed: u64,
-    /// `load::SPIN_NS`: the dispatcher sleeps until this long before each intended
-    /// time, then spins (yielding) until it.
+    /// `load::SPIN_NS`: the dispatcher thread sleeps until this long before each
+    /// intended time, then spins until it.
     pub dispatcher_spin_ns: u64,
     pub rates: Vec<RateResult>,
 }

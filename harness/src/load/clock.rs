@@ -5,11 +5,15 @@
 
 use std::time::{Duration, Instant};
 
-/// How long before an intended time the dispatcher stops sleeping and spins. Tokio's
-/// timer has a 1 ms granularity, so a plain `sleep_until` is late by up to ~1 ms;
-/// sleeping to this margin and then spinning (yielding between checks) lands within
-/// microseconds at the cost of at most this much CPU per request.
-pub const SPIN_NS: u64 = 2_000_000;
+/// How long before an intended time the dispatcher thread stops sleeping and spins.
+/// `thread::sleep` wakes late by the kernel's timer slack (50 us by default) plus
+/// scheduling; sleeping to this margin and then spinning lands within microseconds
+/// on an idle core, at the cost of at most this much CPU per request.
+pub const SPIN_NS: u64 = 300_000;
+
+/// The longest single sleep of the dispatcher thread, so that it notices a dead
+/// server or an abandoned cell within this time while waiting for a far arrival.
+const MAX_SLEEP: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Clone, Copy)]
 pub struct StudyClock {
@@ -46,17 +50,29 @@ impl StudyClock {
         self.start + Duration::from_nanos(ns)
     }
 
-    /// Waits until study time `ns`: tokio sleep to `SPIN_NS` before it, then spin with
-    /// `yield_now` until it has passed. Returns at once if `ns` is already past.
-    pub async fn wait_until(&self, ns: u64) {
+    /// Blocks the calling OS thread until study time `ns` (sleep to `SPIN_NS` before
+    /// it, then spin), or until `stop` returns `Some`, which it returns. `stop` is
+    /// polled at least every `MAX_SLEEP` while sleeping and once after the spin.
+    /// Never call this on an async runtime's worker thread.
+    pub fn block_until<T>(&self, ns: u64, mut stop: impl FnMut() -> Option<T>) -> Option<T> {
         let target = self.instant(ns);
-        if let Some(coarse) = target.checked_sub(Duration::from_nanos(SPIN_NS))
-            && coarse > Instant::now()
-        {
-            tokio::time::sleep_until(tokio::time::Instant::from_std(coarse)).await;
-        }
-        while Instant::now() < target {
-            tokio::task::yield_now().await;
+        let margin = Duration::from_nanos(SPIN_NS);
+        loop {
+            if let Some(s) = stop() {
+                return Some(s);
+            }
+            let now = Instant::now();
+            if now >= target {
+                return None;
+            }
+            let left = target - now;
+            if left <= margin {
+                while Instant::now() < target {
+                    std::hint::spin_loop();
+                }
+                return stop();
+            }
+            std::thread::sleep((left - margin).min(MAX_SLEEP));
         }
     }
 }
@@ -65,14 +81,27 @@ impl StudyClock {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn waits_until_and_not_before() {
+    #[test]
+    fn blocks_until_and_not_before() {
         let clock = StudyClock::start();
-        let target = clock.now_ns() + 5_000_000;
-        clock.wait_until(target).await;
+        let target = clock.now_ns() + 12_000_000;
+        assert_eq!(clock.block_until(target, || None::<()>), None);
         assert!(clock.now_ns() >= target);
         // A past time returns at once.
-        clock.wait_until(0).await;
+        assert_eq!(clock.block_until(0, || None::<()>), None);
         assert_eq!(clock.ns_of(clock.instant(42)), 42);
+    }
+
+    #[test]
+    fn a_stop_ends_the_wait_early() {
+        let clock = StudyClock::start();
+        let far = clock.now_ns() + 60_000_000_000;
+        let mut polls = 0;
+        let stopped = clock.block_until(far, || {
+            polls += 1;
+            (polls == 3).then_some("stop")
+        });
+        assert_eq!(stopped, Some("stop"));
+        assert!(clock.now_ns() < 1_000_000_000, "stopped within a few sleeps, not at the far target");
     }
 }

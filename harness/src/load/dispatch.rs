@@ -1,5 +1,6 @@
 //! Driving one cell: every trace entry is dispatched at its intended time on the
-//! study clock and recorded by its own task. Open loop: no semaphore and no
+//! study clock by a dedicated OS thread (sleep, then spin: `StudyClock::block_until`)
+//! and recorded by its own async task. Open loop: no semaphore and no
 //! connection limit; a task per request is spawned at its intended time. Closed loop:
 //! requests are dispatched at their intended times (all at the cell start) and then
 //! admitted in index order by a semaphore of C permits, each held until its request
@@ -17,10 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::LoadError;
+use super::{LoadError, StudyClock};
 use super::recorder::{RequestCtx, execute, exited};
 use crate::record::{Failure, RequestRecord};
 use crate::trace::TraceEntry;
@@ -105,36 +106,25 @@ pub async fn drive_cell(
     let sem = d.concurrency.map(|c| Arc::new(Semaphore::new(c.max(1) as usize)));
     let mut last_admitted = 0u64;
 
-    // Stage 1: dispatch at the intended times.
-    let dispatcher = async {
-        let mut undispatched = Vec::new();
-        for (i, e) in d.entries.iter().enumerate() {
-            let mut rec = skeleton(d, e);
-            let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.0.clone()) else {
-                return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
-            };
-            // After the wait, the current value decides (a watch waiter can wake late).
-            let news = tokio::select! {
-                biased;
-                detail = exited(ctx.server_exit.clone()) => Some(detail),
-                () = clock.wait_until(rec.intended_ns) => ctx.server_exit.borrow().clone(),
-            };
-            if let Some(detail) = news {
-                undispatched.extend(d.entries[i..].iter().map(|e| {
-                    let mut r = skeleton(d, e);
-                    r.failure = Some(died(detail.clone(), "dispatch"));
-                    r
-                }));
-                break;
-            }
-            rec.dispatch_ns = Some(clock.now_ns());
-            if tx.send(Dispatched { rec, body }).is_err() {
-                break;
-            }
-        }
-        drop(tx);
-        Ok(undispatched)
-    };
+    // Stage 1: dispatch at the intended times, on a dedicated OS thread: neither the
+    // async timer's granularity nor busy runtime workers stand between a request's
+    // intended time and its dispatch stamp.
+    let mut planned = Vec::with_capacity(n);
+    for e in d.entries {
+        let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.0.clone()) else {
+            return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
+        };
+        planned.push(Dispatched { rec: skeleton(d, e), body });
+    }
+    let (done_tx, done_rx) = oneshot::channel();
+    let exit = ctx.server_exit.clone();
+    std::thread::Builder::new()
+        .name(format!("dispatch {}", d.cell))
+        .spawn(move || {
+            let undispatched = dispatch_on_thread(clock, planned, tx, exit);
+            let _ = done_tx.send(undispatched);
+        })
+        .map_err(|e| LoadError::Task(format!("cannot start the dispatcher thread: {e}")))?;
     // Stage 2: admit (closed loop: by semaphore, in index order) and spawn.
     let admitter = async {
         let mut unadmitted = Vec::new();
@@ -173,8 +163,9 @@ pub async fn drive_cell(
         }
         unadmitted
     };
-    let (undispatched, unadmitted) = tokio::join!(dispatcher, admitter);
-    for rec in undispatched?.into_iter().chain(unadmitted) {
+    let unadmitted = admitter.await;
+    let undispatched = done_rx.await.map_err(|_| LoadError::Task("the dispatcher thread panicked".into()))?;
+    for rec in undispatched.into_iter().chain(unadmitted) {
         counters.failed.fetch_add(1, Ordering::Relaxed);
         place(&mut out, rec)?;
     }
@@ -206,6 +197,49 @@ pub async fn drive_cell(
         .enumerate()
         .map(|(i, r)| r.ok_or(LoadError::Lost { cell: d.cell.to_string(), index: i as u64 }))
         .collect()
+}
+
+/// Why the dispatcher thread stopped early.
+enum Stop {
+    ServerDied(String),
+    /// The cell's driver is gone (cancelled): nobody will read what is left.
+    Abandoned,
+}
+
+/// The dispatcher thread: stamps each request at its intended time and hands it to
+/// the admitter. On a server death, returns the rest as `ServerDied` records with no
+/// dispatch stamp.
+fn dispatch_on_thread(
+    clock: StudyClock,
+    planned: Vec<Dispatched>,
+    tx: mpsc::UnboundedSender<Dispatched>,
+    exit: watch::Receiver<Option<String>>,
+) -> Vec<RequestRecord> {
+    let stop = || match exit.borrow().clone() {
+        Some(detail) => Some(Stop::ServerDied(detail)),
+        None => tx.is_closed().then_some(Stop::Abandoned),
+    };
+    let mut planned = planned.into_iter();
+    while let Some(mut next) = planned.next() {
+        match clock.block_until(next.rec.intended_ns, stop) {
+            None => {}
+            Some(Stop::Abandoned) => return Vec::new(),
+            Some(Stop::ServerDied(detail)) => {
+                return std::iter::once(next.rec)
+                    .chain(planned.map(|p| p.rec))
+                    .map(|mut r| {
+                        r.failure = Some(Failure::ServerDied { detail: format!("{detail} before dispatch") });
+                        r
+                    })
+                    .collect();
+            }
+        }
+        next.rec.dispatch_ns = Some(clock.now_ns());
+        if tx.send(next).is_err() {
+            return Vec::new();
+        }
+    }
+    Vec::new()
 }
 
 fn place(out: &mut [Option<RequestRecord>], rec: RequestRecord) -> Result<(), LoadError> {
