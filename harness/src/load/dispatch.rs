@@ -21,8 +21,8 @@ use axum::body::Bytes;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::{LoadError, StudyClock};
 use super::recorder::{RequestCtx, execute, exited};
+use super::{LoadError, StudyClock};
 use crate::record::{Failure, RequestRecord};
 use crate::trace::TraceEntry;
 
