@@ -168,11 +168,18 @@ struct GenerateArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Prompt text.
-    #[arg(long, conflicts_with = "prompt_ids")]
+    #[arg(long, conflicts_with_all = ["prompt_ids", "prompts_jsonl"])]
     prompt: Option<String>,
     /// Prompt as comma-separated token IDs.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with = "prompts_jsonl")]
     prompt_ids: Option<Vec<u32>>,
+    /// Many prompts, answered one after another by this one process, in file order:
+    /// a JSONL file (`-` for stdin) of `{"index": N, "prompt_ids": [...]}` lines.
+    /// Prints one JSON line per prompt as it finishes (implies --json): index,
+    /// output_ids, text, finish_reason, elapsed_s. The serial reference of the
+    /// harness's parity gate.
+    #[arg(long)]
+    prompts_jsonl: Option<PathBuf>,
     /// Wrap the prompt as one user message in the model's chat template.
     #[arg(long)]
     chat: bool,
@@ -280,6 +287,12 @@ fn main() {
 
 fn generate(a: GenerateArgs) -> Result<()> {
     let mut engine = a.model.engine()?;
+    if let Some(path) = &a.prompts_jsonl {
+        if a.chat {
+            bail!("--chat needs --prompt (text), not --prompts-jsonl");
+        }
+        return generate_serial(&mut engine, path, a.max_tokens, a.ignore_eos);
+    }
     let prompt_ids = match (&a.prompt, &a.prompt_ids) {
         (Some(text), None) => {
             let text = if a.chat {
@@ -313,6 +326,51 @@ fn generate(a: GenerateArgs) -> Result<()> {
     } else {
         println!("{text}");
         println!("[output ids: {:?}; finish_reason: {:?}]", g.output_ids, g.finish_reason);
+    }
+    Ok(())
+}
+
+/// One line of `--prompts-jsonl`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SerialPrompt {
+    index: u64,
+    prompt_ids: Vec<u32>,
+}
+
+/// `generate --prompts-jsonl`: every prompt in file order on one engine, one JSON
+/// line per answer, flushed as it is written.
+fn generate_serial(engine: &mut Engine, path: &Path, max_tokens: usize, ignore_eos: bool) -> Result<()> {
+    use std::io::{BufRead, Write};
+    let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    let mut out = std::io::stdout().lock();
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("{} line {}", path.display(), n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let p: SerialPrompt = serde_json::from_str(&line).map_err(|e| {
+            engine::error::EngineError::InvalidRequest(format!("{} line {}: {e}", path.display(), n + 1))
+        })?;
+        let t0 = std::time::Instant::now();
+        let g = engine
+            .generate_greedy(&p.prompt_ids, max_tokens, ignore_eos)
+            .with_context(|| format!("prompt {} ({} line {})", p.index, path.display(), n + 1))?;
+        let text = engine.tokenizer.decode(&g.output_ids, true)?;
+        let rec = serde_json::json!({
+            "index": p.index,
+            "output_ids": g.output_ids,
+            "text": text,
+            "finish_reason": g.finish_reason,
+            "elapsed_s": t0.elapsed().as_secs_f64(),
+        });
+        writeln!(out, "{rec}")?;
+        out.flush()?;
     }
     Ok(())
 }

@@ -100,3 +100,25 @@ fn bad_kv_scales() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--kv-scales"), "{err}");
 }
+
+#[test]
+fn malformed_prompts_jsonl_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SynthSpec { tokenizer: SynthTokenizer::ByteLevel, ..SynthSpec::default() };
+    write_model(&spec, dir.path()).unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"index\": 0, \"prompt_ids\": [1, 2]}\n{\"index\": 1}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_engine"))
+        .args(["generate", "--model", dir.path().to_str().unwrap(), "--max-tokens", "3", "--prompts-jsonl"])
+        .arg(&prompts)
+        .output()
+        .expect("run engine");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("prompts.jsonl line 2") && err.contains("prompt_ids"), "{err}");
+    // The first prompt was answered before the bad line: one JSON line per answer.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first: serde_json::Value = serde_json::from_str(stdout.lines().next().expect("an answer")).unwrap();
+    assert_eq!(first["index"], 0);
+    assert_eq!(first["output_ids"].as_array().map(Vec::len), Some(3));
+}

@@ -1,9 +1,10 @@
 //! Serial parity: K frozen prompts (seeded text cuts, use `parity`) sent
 //! concurrently through the arm's HTTP server (greedy, `ignore_eos`, fixed
 //! `max_tokens`, `return_token_ids`) must equal, token for token, the outputs of the
-//! arm's declared serial in-process reference command (argv + `--prompt-ids IDS
-//! --max-tokens N --ignore-eos`, one process per prompt, JSON `output_ids` on
-//! stdout), produced in both orders (forward, then reversed) and both compared.
+//! arm's declared serial in-process reference command (argv + `--prompts-jsonl -
+//! --max-tokens N --ignore-eos`: one process answers every prompt, one after
+//! another, from JSONL on its stdin, one JSON line per answer on stdout), produced
+//! in both orders (forward, then reversed, each by a fresh process) and both compared.
 //! Must not start the arm's server (the driver does; references run after it stops).
 
 use std::process::Stdio;
@@ -87,56 +88,123 @@ pub async fn run_http(ctx: &ArmCtx<'_>, spec: &ParityGateSpec, prompts: &[Parity
     ctx.complete_all_at("parity", &bodies, spec.concurrency as usize).await
 }
 
-async fn serial_one(argv: &[String], p: &ParityPrompt, n: u32, timeout: Duration) -> Result<SerialOutput, String> {
-    let (program, args) = argv.split_first().ok_or("empty reference argv")?;
-    let ids: Vec<String> = p.tokens.iter().map(u32::to_string).collect();
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .arg("--prompt-ids")
-        .arg(ids.join(","))
-        .args(["--max-tokens", &n.to_string(), "--ignore-eos"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
-    let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Err(_) => return Err(format!("no output within {:.0} s", timeout.as_secs_f64())),
-        Ok(r) => r.map_err(|e| e.to_string())?,
-    };
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let err: String = String::from_utf8_lossy(&out.stderr)
-            .chars()
-            .rev()
-            .take(400)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        return Err(format!("{}: {err}", out.status));
-    }
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or("no JSON line on stdout")?;
+/// The answer of one reference line: `{"index", "output_ids", "text", "finish_reason"}`.
+fn parse_answer(line: &str) -> Result<SerialOutput, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("stdout JSON: {e}"))?;
+    let index = v.get("index").and_then(Value::as_u64).ok_or("no index")?;
     let output_ids = v
         .get("output_ids")
         .and_then(Value::as_array)
         .ok_or("no output_ids")?
         .iter()
-        .map(|x| x.as_u64().map(|i| i as u32).ok_or("a non-integer output id"))
+        .map(|x| x.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or("a non-integer output id"))
         .collect::<Result<Vec<u32>, _>>()?;
     Ok(SerialOutput {
         order: String::new(),
-        index: p.index,
+        index,
         output_ids,
         text: v.get("text").and_then(Value::as_str).unwrap_or_default().to_string(),
         finish_reason: v.get("finish_reason").and_then(Value::as_str).map(str::to_string),
         error: None,
-        elapsed_s: 0.0,
+        elapsed_s: v.get("elapsed_s").and_then(Value::as_f64).unwrap_or(0.0),
     })
 }
 
-/// The serial half: each prompt in its own process, forward then reversed.
+/// One reference process answering `seq` in order (prompts as JSONL on its stdin).
+/// Returns one output per prompt of `seq`, in order; the prompts the process did not
+/// answer (it failed, timed out or printed something else) carry the error.
+async fn serial_order(
+    argv: &[String],
+    seq: &[&ParityPrompt],
+    n: u32,
+    timeout: Duration,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<SerialOutput> {
+    let mut out = Vec::with_capacity(seq.len());
+    let Err(error) = serial_process(argv, seq, n, timeout, progress, &mut out).await else {
+        return out;
+    };
+    let answered = out.len();
+    out.extend(seq[answered..].iter().map(|p| SerialOutput {
+        order: String::new(),
+        index: p.index,
+        output_ids: Vec::new(),
+        text: String::new(),
+        finish_reason: None,
+        error: Some(error.clone()),
+        elapsed_s: 0.0,
+    }));
+    out
+}
+
+async fn serial_process(
+    argv: &[String],
+    seq: &[&ParityPrompt],
+    n: u32,
+    timeout: Duration,
+    progress: &(dyn Fn(usize) + Sync),
+    out: &mut Vec<SerialOutput>,
+) -> Result<(), String> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (program, args) = argv.split_first().ok_or("empty reference argv")?;
+    let mut input = String::new();
+    for p in seq {
+        input.push_str(&json!({"index": p.index, "prompt_ids": p.tokens}).to_string());
+        input.push('\n');
+    }
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .args(["--prompts-jsonl", "-", "--max-tokens", &n.to_string(), "--ignore-eos"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(input.as_bytes()).await;
+    });
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let stderr_task = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf).await;
+        buf
+    });
+    let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+    // The process loads the model before its first answer: that line gets twice the time.
+    let mut wait = timeout * 2;
+    for p in seq {
+        let line = match tokio::time::timeout(wait, lines.next_line()).await {
+            Err(_) => return Err(format!("no answer for prompt {} within {:.0} s", p.index, wait.as_secs_f64())),
+            Ok(Err(e)) => return Err(format!("reading stdout: {e}")),
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => {
+                let status = child.wait().await.map_err(|e| e.to_string())?;
+                let err = stderr_task.await.unwrap_or_default();
+                let err = String::from_utf8_lossy(&err);
+                let tail: String = err.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect();
+                return Err(format!("{status} before answering prompt {}: {tail}", p.index));
+            }
+        };
+        wait = timeout;
+        let answer = parse_answer(&line)?;
+        if answer.index != p.index {
+            return Err(format!("answered prompt {} where prompt {} was next", answer.index, p.index));
+        }
+        out.push(answer);
+        progress(out.len());
+    }
+    let _ = writer.await;
+    let status = child.wait().await.map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("{status} after answering every prompt"));
+    }
+    Ok(())
+}
+
+/// The serial half: one reference process answers every prompt in forward order,
+/// then a fresh one in reversed order (state leaking from one request into the next
+/// would show as a difference between the orders).
 pub async fn run_serial(
     argv: &[String],
     spec: &ParityGateSpec,
@@ -148,22 +216,16 @@ pub async fn run_serial(
     for order in ["forward", "reversed"] {
         let seq: Vec<&ParityPrompt> =
             if order == "forward" { prompts.iter().collect() } else { prompts.iter().rev().collect() };
-        for (done, p) in seq.into_iter().enumerate() {
-            let t0 = Instant::now();
-            let mut rec = serial_one(argv, p, spec.output_tokens, timeout).await.unwrap_or_else(|e| SerialOutput {
-                order: String::new(),
-                index: p.index,
-                output_ids: Vec::new(),
-                text: String::new(),
-                finish_reason: None,
-                error: Some(e),
-                elapsed_s: 0.0,
-            });
-            rec.order = order.to_string();
-            rec.elapsed_s = t0.elapsed().as_secs_f64();
-            out.push(rec);
-            progress(order, done + 1);
-        }
+        let t0 = Instant::now();
+        let answers = serial_order(argv, &seq, spec.output_tokens, timeout, &|done| progress(order, done)).await;
+        let elapsed = t0.elapsed().as_secs_f64();
+        out.extend(answers.into_iter().map(|mut a| {
+            a.order = order.to_string();
+            if a.error.is_some() {
+                a.elapsed_s = elapsed;
+            }
+            a
+        }));
     }
     out
 }
