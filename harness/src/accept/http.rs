@@ -84,8 +84,16 @@ pub fn clip(s: &str, n: usize) -> String {
 }
 
 impl Http {
+    /// A fresh connection for every request, as the load client does: servers that
+    /// close idle keep-alive connections (llama.cpp's) would otherwise fail a request
+    /// sent on a socket the server is closing, an artefact of the client.
     pub fn new(base: &str, timeout: Duration) -> Result<Http, String> {
-        let client = reqwest::Client::builder().no_proxy().tcp_nodelay(true).build().map_err(|e| e.to_string())?;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| e.to_string())?;
         Ok(Http { client, base: base.trim_end_matches('/').to_string(), timeout })
     }
 

@@ -51,9 +51,11 @@ pub struct GateClient {
 impl GateClient {
     pub fn new(base_url: &str, timeout: Duration) -> Result<GateClient, QualityError> {
         require_loopback(base_url)?;
+        // A fresh connection per request (see `load::http_client`).
         let client = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
+            .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| QualityError::Client(e.to_string()))?;
         Ok(GateClient { client, url: format!("{}/v1/completions", base_url.trim_end_matches('/')), timeout })
