@@ -5,6 +5,7 @@ pub mod accept;
 pub mod arm;
 pub mod bench_client;
 pub mod evidence;
+pub mod gate;
 pub mod load;
 pub mod metrics;
 pub mod plan;

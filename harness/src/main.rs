@@ -70,6 +70,9 @@ enum Command {
     Qualify(harness::quality::QualifyArgs),
     /// Benchmark of the load generator itself against a built-in minimal streaming endpoint.
     BenchClient(harness::bench_client::Args),
+    /// CI regression gate: a candidate evidence directory against a baseline (directory
+    /// or baseline file) under a rules file; exit 2 on any violated rule.
+    Gate(harness::gate::GateArgs),
 }
 
 #[derive(Subcommand)]
@@ -216,6 +219,16 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::BenchClient(args) => harness::bench_client::run(&args).map_err(Into::into),
+        Command::Gate(args) => match harness::gate::run(&args) {
+            Ok(outcome) => {
+                print!("{}", outcome.render_text());
+                if !outcome.passed() {
+                    return ExitCode::from(2);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

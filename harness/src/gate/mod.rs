@@ -1,0 +1,145 @@
+//! `harness gate`: a regression gate for CI. Compares a candidate (an evidence
+//! directory: a full study or a quick single-block run) with a stored baseline (an
+//! evidence directory or a small `harness-gate-baseline/1` file written by
+//! `--export-baseline`) under a rules file (`harness-gate-rules/1`, see
+//! `docs/gate.md`), prints one row per rule, writes the verdict as JSON and lets the
+//! command exit 2 on any violation.
+//!
+//! - `rules`: the rules file and its validation (errors name the key);
+//! - `side`: reading one side (matrix rows, study identity, qualification) and the
+//!   baseline file format and export;
+//! - `csv`: the small CSV reader for `results/matrix.csv`;
+//! - `eval`: one row per rule (missing data fails the row, never passes);
+//! - `outcome`: the verdict JSON and terminal table.
+//!
+//! Owns `GateError`. Reads evidence only; never writes inside an evidence directory
+//! (the default JSON path is beside the candidate, see [`side::default_json_out`]).
+
+mod csv;
+mod eval;
+mod outcome;
+mod rules;
+mod side;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+pub use eval::{RuleRow, evaluate};
+pub use outcome::{GATE_FORMAT, GateOutcome, GateReport, SideInfo, show};
+pub use rules::{
+    ArmSelect, Check, DEFAULT_LOSS_LIMIT, DEFAULT_THROUGHPUT_METRIC, RULES_FORMAT, Rule, Rules, Statistic,
+    THROUGHPUT_METRICS, default_nll_limit, latency_metrics,
+};
+pub use side::{
+    BASELINE_FORMAT, MatrixRow, QualArm, QualComparison, QualParity, Qualification, Side, default_json_out, export,
+    read_matrix,
+};
+
+use crate::evidence::EvidenceError;
+
+/// Everything that stops a gate before it can give a verdict (exit code 1).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: {message}")]
+    Json { path: PathBuf, message: String },
+    #[error("{path}: invalid rules file:\n  {}", problems.join("\n  "))]
+    Rules { path: PathBuf, problems: Vec<String> },
+    #[error("{path}: {message}")]
+    Matrix { path: PathBuf, message: String },
+    #[error("{path}: not usable as a gate side: {message}")]
+    NotEvidence { path: PathBuf, message: String },
+    #[error("{0}")]
+    Args(String),
+    #[error(transparent)]
+    Evidence(#[from] EvidenceError),
+}
+
+/// `harness gate`: see `docs/gate.md`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GateArgs {
+    /// The baseline: an evidence directory or a baseline file (--export-baseline).
+    #[arg(long, required_unless_present = "export_baseline")]
+    pub baseline: Option<PathBuf>,
+    /// The candidate evidence directory (e.g. a quick single-block run).
+    #[arg(long, required_unless_present = "export_baseline")]
+    pub candidate: Option<PathBuf>,
+    /// The rules file (harness-gate-rules/1; example: plans/gate-ci.toml).
+    #[arg(long, required_unless_present = "export_baseline")]
+    pub rules: Option<PathBuf>,
+    /// Where the candidate's qualification is (a qualification.json or a
+    /// `harness qualify` directory), when it is not inside the candidate directory.
+    #[arg(long)]
+    pub qualification: Option<PathBuf>,
+    /// Write the verdict JSON here (default: <candidate>.gate.json beside the
+    /// candidate directory, never inside it).
+    #[arg(long)]
+    pub json_out: Option<PathBuf>,
+    /// Instead of gating: write the baseline file of this evidence directory to --out.
+    #[arg(long, conflicts_with_all = ["baseline", "candidate", "rules", "json_out"], requires = "out")]
+    pub export_baseline: Option<PathBuf>,
+    /// The baseline file to write (with --export-baseline).
+    #[arg(long, requires = "export_baseline")]
+    pub out: Option<PathBuf>,
+}
+
+fn need<'a>(v: &'a Option<PathBuf>, flag: &str) -> Result<&'a PathBuf, GateError> {
+    v.as_ref().ok_or_else(|| GateError::Args(format!("{flag} is required")))
+}
+
+/// The verdict must not land inside the candidate evidence directory: every file
+/// there is covered by its manifest, and replay would flag a new one.
+fn refuse_inside(json_out: &std::path::Path, candidate: &std::path::Path) -> Result<(), GateError> {
+    let (Ok(cand), Some(parent)) = (std::fs::canonicalize(candidate), json_out.parent()) else { return Ok(()) };
+    let parent = if parent.as_os_str().is_empty() { std::path::Path::new(".") } else { parent };
+    match std::fs::canonicalize(parent) {
+        Ok(p) if cand.is_dir() && p.starts_with(&cand) => Err(GateError::Args(format!(
+            "--json-out {} is inside the candidate evidence directory {}: write it elsewhere",
+            json_out.display(),
+            candidate.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Runs the gate (or the export). `Ok` even when rules fail: the caller exits 2 when
+/// [`GateOutcome::passed`] is false. `Err`: nothing could be decided (exit 1).
+pub fn run(args: &GateArgs) -> Result<GateOutcome, GateError> {
+    if let Some(dir) = &args.export_baseline {
+        let out = need(&args.out, "--out")?;
+        let side = export(dir, args.qualification.as_deref(), out)?;
+        return Ok(GateOutcome::Exported {
+            out: out.clone(),
+            evidence: side.evidence,
+            rows: side.matrix.as_ref().map_or(0, Vec::len),
+            qualification: side.qualification.is_some(),
+        });
+    }
+    let (b_path, c_path, r_path) =
+        (need(&args.baseline, "--baseline")?, need(&args.candidate, "--candidate")?, need(&args.rules, "--rules")?);
+    let rules = rules::load(r_path)?;
+    let baseline = Side::open(b_path, None)?;
+    let candidate = Side::open(c_path, args.qualification.as_deref())?;
+    let json_out = match &args.json_out {
+        Some(p) => p.clone(),
+        None => default_json_out(c_path)?,
+    };
+    refuse_inside(&json_out, c_path)?;
+    let rows = evaluate(&rules.rules, &baseline, &candidate);
+    let violations = rows.iter().filter(|r| !r.pass).count();
+    let report = GateReport {
+        format: GATE_FORMAT,
+        passed: violations == 0,
+        violations,
+        rules: r_path.display().to_string(),
+        baseline: SideInfo::new(b_path, &baseline),
+        candidate: SideInfo::new(c_path, &candidate),
+        rows,
+        json_out,
+    };
+    crate::evidence::write_json(&report.json_out, &report)?;
+    Ok(GateOutcome::Gated(report))
+}
