@@ -53,6 +53,11 @@ enum Command {
         /// Replace an earlier evidence directory there.
         #[arg(long)]
         force: bool,
+        /// Continue the interrupted study in DIR: verifies the plan, the inputs and
+        /// every completed server invocation by hash, moves partial ones aside to
+        /// DIR/discarded/, and runs the rest with fresh servers.
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "force"])]
+        resume: Option<PathBuf>,
         /// No progress bars: one line per cell (for CI and logs).
         #[arg(long)]
         quiet: bool,
@@ -150,10 +155,22 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
 }
 
 /// `harness run`: returns whether every server invocation completed.
-fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, quiet: bool) -> Result<bool> {
-    let opts = RunOptions { out, force, quiet, ..RunOptions::new(plan) };
+fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, resume: Option<PathBuf>, quiet: bool) -> Result<bool> {
+    let opts = RunOptions { out, force, resume, quiet, ..RunOptions::new(plan) };
     let outcome = harness::run::run(&opts)?;
     let faults = outcome.faults();
+    if outcome.sessions.len() > 1 {
+        let discarded: usize = outcome.sessions.iter().map(|s| s.discarded.len()).sum();
+        println!(
+            "resumed: session {} of {}; {} server invocations verified from earlier sessions, {} run now, {} \
+             partial unit(s) kept aside under discarded/",
+            outcome.sessions.len() - 1,
+            outcome.sessions.len(),
+            outcome.verified_units,
+            outcome.units.len() - outcome.verified_units,
+            discarded
+        );
+    }
     println!(
         "study complete: {} server invocations, {} failed requests, {} files in the manifest; evidence in {}",
         outcome.units.len(),
@@ -193,7 +210,7 @@ fn main() -> ExitCode {
         Command::Plan(PlanCommand::Check { plan }) => check(&plan),
         Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
         Command::Trace { plan, out, traces_only } => write_trace(&plan, &out, traces_only),
-        Command::Run { plan, out, force, quiet } => match run(plan, out, force, quiet) {
+        Command::Run { plan, out, force, resume, quiet } => match run(plan, out, force, resume, quiet) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(2),
             Err(e) => Err(e),

@@ -1,8 +1,15 @@
 //! `harness run PLAN`: one study from a frozen plan. Freezes the plan into the
-//! evidence directory first, writes and re-reads the inputs, then for each block and
-//! each arm in the block's counterbalanced order runs one server invocation
-//! (`unit`), and finally writes `results/summaries.json`, `run.json`, the report
-//! (`report::build`: matrix, evidence.json, figures, report.md) and the manifest.
+//! evidence directory first, writes and re-reads the inputs, runs the quality gates
+//! when the plan requires qualification (`qualify`), then for each block and each
+//! arm in the block's counterbalanced order runs one server invocation (`unit`),
+//! closing each with its completion record (`record`: `unit.json`), and finally
+//! writes `results/summaries.json`, `run.json`, the report (`report::build`:
+//! matrix, evidence.json, figures, report.md) and the manifest.
+//!
+//! `--resume DIR` (`resume`) continues an interrupted study: it verifies the plan,
+//! the inputs and every completed unit by hash, moves partial units aside to
+//! `discarded/`, and runs the remaining units with fresh servers in a new session
+//! (`session`: each session has its own clock and is recorded in `run.json`).
 //! Owns the orchestration and `RunError`. Must not read a setting from anywhere but
 //! the frozen plan (CLI options only choose where evidence goes and how progress is
 //! shown) and must not retry anything.
@@ -10,22 +17,26 @@
 mod cell;
 mod inputs;
 mod progress;
+mod qualify;
+mod record;
+mod resume;
+mod session;
 mod unit;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use serde::Serialize;
+use std::time::Duration;
 
 use crate::arm::{ArmError, find_nvidia_smi};
-use crate::evidence::{self, Evidence, EvidenceError, git_info, write_json, write_manifest};
+use crate::evidence::{Evidence, EvidenceError, git_info, write_bytes, write_json, write_manifest};
 use crate::load::{LoadError, SPIN_NS, StudyClock};
-use crate::plan::{FrozenPlan, PlanError, ResolvedCell, freeze_file};
+use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_file};
 use crate::trace::TraceError;
 
 pub use cell::CellOutcome;
 pub use inputs::{Inputs, TokenizerEncoder, prepare as prepare_inputs};
 pub use progress::Progress;
+pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};
+pub use session::{CLOCK, Discard, RUN_FORMAT, Session};
 pub use unit::UnitOutcome;
 
 /// How long a server gets to exit after SIGTERM before SIGKILL.
@@ -38,6 +49,8 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Replace an earlier evidence directory at `out`.
     pub force: bool,
+    /// Continue the interrupted study in this evidence directory (`--resume DIR`).
+    pub resume: Option<PathBuf>,
     /// No bars: one line per cell.
     pub quiet: bool,
     /// Where the plan's relative paths resolve (the working directory).
@@ -51,6 +64,7 @@ impl RunOptions {
             plan,
             out: None,
             force: false,
+            resume: None,
             quiet: false,
             base_dir: PathBuf::from("."),
             stop_grace: DEFAULT_STOP_GRACE,
@@ -75,9 +89,16 @@ pub enum RunError {
     Tokenizer { path: PathBuf, message: String },
     #[error("{path}: {error}")]
     Io { path: PathBuf, error: std::io::Error },
+    #[error("qualification: {0}")]
+    Quality(#[from] crate::quality::QualityError),
+    #[error("cannot resume {dir}: {why}")]
+    Resume { dir: PathBuf, why: String },
     #[error("cannot start the async runtime: {0}")]
     Runtime(String),
-    #[error("interrupted (Ctrl-C): the evidence directory {0} is incomplete and has no manifest")]
+    #[error(
+        "interrupted (Ctrl-C): the evidence directory {0} is incomplete and has no manifest; continue it with \
+         `harness run PLAN --resume {0}`"
+    )]
     Interrupted(PathBuf),
 }
 
@@ -87,6 +108,10 @@ pub struct StudyOutcome {
     pub dir: PathBuf,
     pub units: Vec<UnitOutcome>,
     pub manifest_files: usize,
+    /// Every session, this one last (one unless the study was resumed).
+    pub sessions: Vec<Session>,
+    /// Units verified by their completion record rather than run by this session.
+    pub verified_units: usize,
     /// The analysis (`results/` report files), or why it could not be built; the
     /// evidence and its manifest are complete either way.
     pub report: Result<crate::report::ReportOutcome, String>,
@@ -108,7 +133,10 @@ pub(crate) struct Study<'a> {
     pub frozen: &'a FrozenPlan,
     pub resolved: &'a [ResolvedCell],
     pub ev: &'a Evidence,
+    /// This session's clock (a resumed session starts a new one).
     pub clock: StudyClock,
+    /// This session's index in `run.json` `sessions`.
+    pub session: u32,
     pub inputs: &'a Inputs,
     pub progress: &'a Progress,
     pub base_dir: &'a Path,
@@ -116,30 +144,8 @@ pub(crate) struct Study<'a> {
     pub nvidia_smi: Option<PathBuf>,
 }
 
-#[derive(Serialize)]
-struct RunRecord<'a> {
-    format: &'static str,
-    study: &'a str,
-    plan_sha256: &'a str,
-    harness_version: &'static str,
-    git: &'a evidence::GitInfo,
-    started_unix_ms: u128,
-    finished_unix_ms: u128,
-    clock: &'static str,
-    dispatch_spin_ns: u64,
-    stop_grace_s: f64,
-    nvidia_smi: Option<String>,
-    /// SHA-256 of the request body sent for each panel prompt (same for every arm).
-    request_body_sha256: &'a [String],
-    units: Vec<serde_json::Value>,
-}
-
-fn unix_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
-}
-
 /// Runs a study on a new multi-threaded tokio runtime; Ctrl-C stops it (servers are
-/// killed, the evidence stays incomplete and unmanifested).
+/// killed, the evidence stays incomplete and unmanifested, and can be resumed).
 pub fn run(opts: &RunOptions) -> Result<StudyOutcome, RunError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -154,6 +160,56 @@ pub fn run(opts: &RunOptions) -> Result<StudyOutcome, RunError> {
     })
 }
 
+/// The evidence directory and where the session starts from: a new directory with
+/// the plan frozen into it, or (`--resume`) a verified one.
+fn open(opts: &RunOptions, frozen: &FrozenPlan) -> Result<(Evidence, resume::ResumeState), RunError> {
+    let plan = &frozen.plan;
+    match &opts.resume {
+        None => {
+            let dir = opts.out.clone().unwrap_or_else(|| opts.base_dir.join("reports").join(&plan.study.name));
+            let ev = Evidence::create(&dir, opts.force)?;
+            // The plan's exact bytes go in first.
+            write_bytes(&ev.plan_path(), &frozen.bytes)?;
+            Ok((ev, resume::ResumeState::default()))
+        }
+        Some(dir) => {
+            let root = std::fs::canonicalize(dir).map_err(|error| RunError::Io { path: dir.clone(), error })?;
+            let ev = Evidence::open(&root);
+            let state = resume::check(&ev, frozen, &plan.schedule(), &opts.base_dir)?;
+            Ok((ev, state))
+        }
+    }
+}
+
+/// Planned requests of one unit.
+fn unit_requests(resolved: &[ResolvedCell], block: &ScheduledBlock) -> u64 {
+    block.cells.iter().filter_map(|c| resolved.iter().find(|r| &r.name == c)).map(|c| c.count).sum()
+}
+
+/// A completed unit of an earlier session: its outcome and its cells' summaries.
+fn verified_unit(
+    ev: &Evidence,
+    block: &ScheduledBlock,
+    arm: &str,
+) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
+    let read = |p: &Path| -> Result<serde_json::Value, RunError> {
+        let bytes = std::fs::read(p).map_err(|error| RunError::Io { path: p.to_path_buf(), error })?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| RunError::Resume { dir: ev.root().to_path_buf(), why: format!("{}: {e}", p.display()) })
+    };
+    let outcome: UnitOutcome = serde_json::from_value(read(&ev.unit_dir(block.index, arm).join("arm_outcome.json"))?)
+        .map_err(|e| RunError::Resume {
+        dir: ev.root().to_path_buf(),
+        why: format!("b{}/{arm}: arm_outcome.json: {e}", block.index),
+    })?;
+    let summaries = resume::summary_paths(ev, block, arm)
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| read(p))
+        .collect::<Result<_, _>>()?;
+    Ok((outcome, summaries))
+}
+
 /// The study itself. `dir_out` receives the evidence directory as soon as it is known.
 pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
     let frozen = freeze_file(&opts.plan)?;
@@ -161,16 +217,65 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     plan.require_derived()?;
     let resolved = plan.resolved_cells()?;
     let git = git_info(&opts.base_dir);
-    let dir = opts.out.clone().unwrap_or_else(|| opts.base_dir.join("reports").join(&plan.study.name));
-    let ev = Evidence::create(&dir, opts.force)?;
+    let (ev, state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();
-    // The plan's exact bytes go in first.
-    evidence::write_bytes(&ev.plan_path(), &frozen.bytes)?;
-    let started_unix_ms = unix_ms();
+    let mut sessions = state.sessions.clone();
+    let index = u32::try_from(sessions.len()).unwrap_or(u32::MAX);
+    let discarded = resume::discard(&ev, &state, index)?;
+    if let Some(g) = sessions.iter().rev().find_map(|s| s.git.as_ref()).filter(|g| **g != git) {
+        println!(
+            "resume: note: the earlier session ran from git {} (dirty {:?}); this one from {} (dirty {:?})",
+            g.revision, g.dirty, git.revision, git.dirty
+        );
+    }
+    sessions.push(session::Session::start(index, opts.resume.is_some(), git.clone(), discarded));
     let clock = StudyClock::start();
-    let inputs = inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?;
-
+    let inputs = if state.inputs_ok {
+        inputs::load(plan, &ev.inputs_dir())?
+    } else {
+        inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?
+    };
     let schedule = plan.schedule();
+    let nvidia_smi = find_nvidia_smi();
+    let started_unix_ms = state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms));
+    let mut units: Vec<UnitOutcome> = Vec::new();
+    let write_run = |sessions: &[Session], units: &[UnitOutcome], finished: bool| {
+        session::RunRecord {
+            format: session::RUN_FORMAT,
+            study: &plan.study.name,
+            plan_sha256: &frozen.sha256,
+            harness_version: env!("CARGO_PKG_VERSION"),
+            git: &git,
+            started_unix_ms,
+            finished_unix_ms: if finished { sessions.last().and_then(|s| s.finished_unix_ms) } else { None },
+            clock: session::CLOCK,
+            dispatch_spin_ns: SPIN_NS,
+            stop_grace_s: opts.stop_grace.as_secs_f64(),
+            nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
+            request_body_sha256: &inputs.body_sha256,
+            sessions,
+            units: units
+                .iter()
+                .map(|u| {
+                    serde_json::json!({"block": u.block, "arm": u.arm, "status": u.status, "detail": u.detail,
+                    "session": u.session})
+                })
+                .collect(),
+        }
+        .write(ev.root())
+    };
+    write_run(&sessions, &units, false)?;
+    if qualify::required(&frozen) {
+        if state.qualification_done {
+            println!("resume: qualification verified (qualification/unit.json)");
+        } else {
+            qualify::run(&frozen, &ev, &opts.base_dir, index, opts.quiet).await?;
+            if let Some(s) = sessions.last_mut() {
+                s.qualification_run = true;
+            }
+        }
+    }
+
     let count_of = |name: &str| resolved.iter().find(|c| c.name == name);
     let mut total = 0u64;
     let mut expected = Some(0.0);
@@ -186,46 +291,57 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         resolved: &resolved,
         ev: &ev,
         clock,
+        session: index,
         inputs: &inputs,
         progress: &progress,
         base_dir: &opts.base_dir,
         stop_grace: opts.stop_grace,
-        nvidia_smi: find_nvidia_smi(),
+        nvidia_smi: nvidia_smi.clone(),
     };
-    let mut units = Vec::new();
     let mut summaries = Vec::new();
     let mut done = 0u64;
+    let mut verified_units = 0;
     for block in &schedule.blocks {
         for arm_name in &block.arms {
             let Some(arm) = plan.arm(arm_name) else { continue };
+            let name = record::unit_name(block.index, arm_name);
+            if let Some(rec) = state.completed(block.index, arm_name) {
+                let (unit, cell_summaries) = verified_unit(&ev, block, arm_name)?;
+                progress.println(&format!("resume: {name} verified ({RECORD_NAME}, session {})", rec.session));
+                done += unit_requests(&resolved, block);
+                progress.set_done(done);
+                summaries.extend(cell_summaries);
+                units.push(unit);
+                verified_units += 1;
+                continue;
+            }
             let (unit, cell_summaries) = unit::run_unit(&study, block, arm, &mut done).await?;
+            let dir = ev.unit_dir(block.index, arm_name);
+            let extra = resume::summary_paths(&ev, block, arm_name);
+            record::write_record(ev.root(), &dir, &extra, &name, Some(block.index), index, &unit.status)?;
+            if let Some(s) = sessions.last_mut() {
+                s.units_run.push(name);
+            }
             summaries.extend(cell_summaries);
             units.push(unit);
         }
     }
     progress.finish();
     write_json(&ev.results_dir().join("summaries.json"), &summaries)?;
-    let record = RunRecord {
-        format: "harness-run/1",
-        study: &plan.study.name,
-        plan_sha256: &frozen.sha256,
-        harness_version: env!("CARGO_PKG_VERSION"),
-        git: &git,
-        started_unix_ms,
-        finished_unix_ms: unix_ms(),
-        clock: "nanoseconds since study start on one monotonic clock (std::time::Instant)",
-        dispatch_spin_ns: SPIN_NS,
-        stop_grace_s: opts.stop_grace.as_secs_f64(),
-        nvidia_smi: study.nvidia_smi.as_ref().map(|p| p.display().to_string()),
-        request_body_sha256: &inputs.body_sha256,
-        units: units
-            .iter()
-            .map(|u| serde_json::json!({"block": u.block, "arm": u.arm, "status": u.status, "detail": u.detail}))
-            .collect(),
-    };
-    write_json(&ev.root().join("run.json"), &record)?;
+    if let Some(s) = sessions.last_mut() {
+        s.state = "finished".into();
+        s.finished_unix_ms = Some(session::unix_ms());
+    }
+    write_run(&sessions, &units, true)?;
     // The report reads only what is written by now, so the manifest covers its files.
     let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
-    let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git)?;
-    Ok(StudyOutcome { dir: ev.root().to_path_buf(), units, manifest_files: manifest.files.len(), report })
+    let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git.clone())?;
+    Ok(StudyOutcome {
+        dir: ev.root().to_path_buf(),
+        units,
+        manifest_files: manifest.files.len(),
+        sessions,
+        verified_units,
+        report,
+    })
 }

@@ -1,6 +1,7 @@
 //! A spawned server process: started from its argv (no shell) in its own process
 //! group with stdout and stderr appended to `server.log`, watched until it exits, and
-//! stopped with SIGTERM to the group, then SIGKILL after a grace period. Owns the
+//! stopped with SIGTERM to the group, then SIGKILL after a grace period; on Linux it
+//! also dies with the harness (`PR_SET_PDEATHSIG`). Owns the
 //! child and the record of how it ended. Must not decide when to stop (the runner
 //! does) and must not signal any process outside the group it started.
 
@@ -83,6 +84,27 @@ impl ServerProcess {
             .stderr(Stdio::from(err))
             .process_group(0)
             .kill_on_drop(true);
+        // Linux: the server gets SIGKILL when the harness thread that spawned it ends,
+        // so a harness killed outright (SIGKILL, OOM) leaves no server holding its
+        // port. Spawns run on the runtime's `block_on` thread, which lives as long as
+        // the study. A harness that died before the prctl is caught by the getppid check.
+        #[cfg(target_os = "linux")]
+        {
+            let parent = std::process::id();
+            // SAFETY: between fork and exec the closure calls only async-signal-safe
+            // functions (prctl, getppid, raise) and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                        libc::raise(libc::SIGKILL);
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = cmd.spawn().map_err(|e| ArmError::Spawn { program: program.clone(), detail: e.to_string() })?;
         let pid = child.id().ok_or_else(|| ArmError::Spawn { program: program.clone(), detail: "no pid".into() })?;
         let (tx, exit) = watch::channel(None);

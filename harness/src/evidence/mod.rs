@@ -10,8 +10,10 @@
 //! <dir>/inputs/    prompts.jsonl  traces/<cell>.trace.jsonl  catalog.json
 //! <dir>/raw/b<block>/<arm>/
 //!       server.log startup.json warmup.json receipts.jsonl scrapes.jsonl memory.jsonl
-//!       <cell>.requests.jsonl arm_outcome.json
+//!       <cell>.requests.jsonl arm_outcome.json unit.json (completion record, last)
 //! <dir>/results/cells/b<block>-<arm>-<cell>.summary.json  results/summaries.json
+//! <dir>/qualification/ results/qualification.json   (required qualification only)
+//! <dir>/discarded/<n>-<unit>/<former paths> discard.json  (after --resume only; not evidence)
 //! ```
 
 mod jsonl;

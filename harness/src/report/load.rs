@@ -3,7 +3,8 @@
 //! record, and every raw `<cell>.requests.jsonl`, from which the per-cell summaries
 //! are recomputed through `metrics` and compared with the stored ones. Owns what the
 //! report reads; reads nothing under `results/` except the stored summaries (only to
-//! compare) and `results/qualification.json` (kept verbatim). Must not write.
+//! compare) and `results/qualification.json` (kept verbatim); `run.json` only for
+//! its sessions (interruptions, resumptions, discarded units). Must not write.
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +57,8 @@ pub struct Loaded {
     pub summary_mismatches: Vec<String>,
     pub summaries_checked: usize,
     pub qualification: Option<Value>,
+    /// `run.json` `sessions` (every interruption and resumption; empty when absent).
+    pub sessions: Vec<Value>,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
@@ -253,6 +256,9 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     }
     let summary_mismatches = check_summaries(&ev, &cells)?;
     let qualification = read_json(&ev.results_dir().join("qualification.json"))?;
+    let sessions = read_json(&root.join("run.json"))?
+        .and_then(|v| v.get("sessions").and_then(Value::as_array).cloned())
+        .unwrap_or_default();
     Ok(Loaded {
         git: git_of(root)?,
         frozen,
@@ -264,6 +270,7 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
         failures,
         summary_mismatches,
         qualification,
+        sessions,
     })
 }
 

@@ -1,5 +1,6 @@
 //! `results/report.md`: what was run (plan hash, arms with argv, cells, blocks and
-//! their orders, engine version lines, git revision), qualification when present, the
+//! their orders, engine version lines, git revision, sessions with every interruption,
+//! resumption and discarded unit), qualification when present, the
 //! claims table with every failed rule named, the per-cell summary tables (medians
 //! across blocks, vLLM layout), every failure on its own line, the figures, and the
 //! exact definitions used. Deterministic: no timestamps, fixed number formats, plan
@@ -124,6 +125,53 @@ fn what_was_run(o: &mut String, l: &Loaded) {
     }
 }
 
+/// Every session of the study: interruptions, resumptions and what each discarded.
+fn sessions(o: &mut String, sessions: &[Value]) {
+    let _ = writeln!(o, "\n### Sessions\n");
+    if sessions.len() > 1 {
+        let _ = writeln!(
+            o,
+            "The study was interrupted and resumed (`harness run PLAN --resume DIR`): {} sessions. Completed server \
+             invocations were verified by hash (`unit.json`) and kept; partial ones were moved aside to \
+             `discarded/` (not evidence: never read by the analysis) and run again with fresh servers. Each \
+             session has its own clock; timestamps are compared only within a server invocation.\n",
+            sessions.len()
+        );
+    }
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+    for s in sessions {
+        let n = s.get("session").and_then(Value::as_u64).unwrap_or(0);
+        let resumed = if s.get("resumed").and_then(Value::as_bool) == Some(true) { " (resumed)" } else { "" };
+        let units: Vec<String> = s
+            .get("units_run")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
+        let qualified =
+            if s.get("qualification_run").and_then(Value::as_bool) == Some(true) { "qualification, " } else { "" };
+        let _ = writeln!(
+            o,
+            "- session {n}{resumed}: {}; ran {qualified}{} server invocation(s){}",
+            text(s, "state"),
+            units.len(),
+            if units.is_empty() { String::new() } else { format!(": {}", units.join(", ")) }
+        );
+        for d in s.get("discarded").and_then(Value::as_array).into_iter().flatten() {
+            let files = d.get("files").and_then(Value::as_array).map_or(0, Vec::len);
+            let _ = writeln!(
+                o,
+                "  - discarded {} ({files} files) to `{}/`: {}",
+                text(d, "unit"),
+                text(d, "dir"),
+                text(d, "reason")
+            );
+        }
+    }
+}
+
 fn qualification(o: &mut String, q: &Value) {
     let _ = writeln!(o, "## Qualification\n");
     let _ = writeln!(o, "`results/qualification.json` is present; evidence.json includes it verbatim.\n");
@@ -145,6 +193,12 @@ fn qualification(o: &mut String, q: &Value) {
         let get = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("?");
         let pass = if c.get("pass").and_then(Value::as_bool) == Some(true) { "pass" } else { "fail" };
         let _ = writeln!(o, "- {} {} vs {}: {pass}; {}", get("gate"), get("candidate"), get("control"), get("detail"));
+    }
+    for p in q.get("parity").and_then(Value::as_array).into_iter().flatten() {
+        let arm = p.get("arm").and_then(Value::as_str).unwrap_or("?");
+        let pass = if p.get("pass").and_then(Value::as_bool) == Some(true) { "pass" } else { "fail" };
+        let rule = p.get("rule").and_then(Value::as_str).unwrap_or("");
+        let _ = writeln!(o, "- parity {arm}: {pass}; {rule}");
     }
     for n in q.get("notes").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
         let _ = writeln!(o, "- note: {n}");
@@ -267,6 +321,9 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
          Every number below is recomputed from `raw/`; the full derivation is in [evidence.json](evidence.json).\n"
     );
     what_was_run(&mut o, l);
+    if !l.sessions.is_empty() {
+        sessions(&mut o, &l.sessions);
+    }
     o.push('\n');
     if let Some(q) = &l.qualification {
         qualification(&mut o, q);

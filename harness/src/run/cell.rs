@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::{RunError, Study};
@@ -21,7 +21,7 @@ use crate::trace::TraceEntry;
 /// intended arrival is not already past when the dispatcher reaches it.
 pub const CELL_LEAD_NS: u64 = 10_000_000;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellOutcome {
     pub cell: String,
     /// `completed`, `interrupted` (the server died during it) or `not_run`.

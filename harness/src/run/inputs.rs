@@ -60,13 +60,25 @@ impl Inputs {
 /// Builds the panel (relative sources under `base`), writes `inputs_dir`, verifies it
 /// and reads it back.
 pub fn prepare(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<Inputs, RunError> {
+    generate(plan, plan_sha256, base, inputs_dir)?;
+    load(plan, inputs_dir)
+}
+
+/// Builds the panel (relative sources under `base`) and writes the prompts, traces
+/// and catalog into `inputs_dir` (`--resume` regenerates them elsewhere to compare).
+pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<(), RunError> {
     let encoder = match &plan.prompts.source {
         PanelSource::Text { tokenizer, .. } => Some(TokenizerEncoder::from_file(&base.join(tokenizer))?),
         _ => None,
     };
     let panel = trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?;
     trace::write_inputs(inputs_dir, plan, plan_sha256, Some(&panel))?;
-    // From here on, only the files in inputs/ count.
+    Ok(())
+}
+
+/// Verifies `inputs_dir` against its catalog and reads it back: from here on, only
+/// the files in inputs/ count.
+pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
     trace::verify_catalog(inputs_dir)?;
     let path = inputs_dir.join("prompts.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|error| RunError::Io { path, error })?;

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::cell::{CellOutcome, CellRun, not_run};
@@ -18,10 +18,14 @@ use crate::evidence::{write_bytes, write_json};
 use crate::load::{RequestCtx, http_client, warmup_body};
 use crate::plan::{Arm, ScheduledBlock, sha256_hex};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnitOutcome {
     pub block: u32,
     pub arm: String,
+    /// The session that ran it (`run.json` `sessions`): its timestamps are on that
+    /// session's clock.
+    #[serde(default)]
+    pub session: u32,
     /// `completed`, `start_failed`, `warmup_failed` or `server_died`.
     pub status: String,
     pub detail: Option<String>,
@@ -94,6 +98,7 @@ pub(super) async fn run_unit(
     let mut out = UnitOutcome {
         block: b,
         arm: arm.name.clone(),
+        session: s.session,
         status: "completed".into(),
         detail: None,
         pid: None,

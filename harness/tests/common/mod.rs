@@ -138,6 +138,17 @@ pub fn check_manifest(dir: &Path, plan_bytes: &[u8]) {
     on_disk.sort();
     listed.sort();
     assert_eq!(listed, on_disk, "the manifest lists exactly the files on disk");
-    assert!(on_disk.iter().all(|p| !p.ends_with(".partial") && !p.ends_with(".tmp")), "{on_disk:?}");
+    // Discarded partial units (`--resume`) are kept as found, half files included.
+    let kept = on_disk.iter().filter(|p| !p.starts_with("discarded/"));
+    assert!(kept.clone().all(|p| !p.ends_with(".partial") && !p.ends_with(".tmp")), "{on_disk:?}");
     harness::evidence::verify_manifest(dir).expect("verify_manifest");
+}
+
+/// Copies a k16v8 scales file with every scale multiplied by `factor` (a broken candidate).
+pub fn scaled_scales(src: &Path, dst: &Path, factor: f64) {
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    let scaled: Vec<f64> =
+        v["scales"].as_array().expect("scales").iter().map(|s| s.as_f64().unwrap() * factor).collect();
+    v["scales"] = serde_json::json!(scaled);
+    std::fs::write(dst, v.to_string()).unwrap();
 }

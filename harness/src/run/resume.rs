@@ -1,0 +1,376 @@
+//! `harness run PLAN --resume DIR`: decides what of an interrupted study stands.
+//! [`check`] changes nothing: it refuses a complete study (manifest present), a
+//! changed plan (bytes against the frozen `plan.toml`), changed inputs (`inputs/`
+//! against its catalog and against inputs regenerated from the plan), a completed
+//! unit whose files differ from its `unit.json`, and a session that still runs.
+//! Units run in schedule order, so the completed units are a prefix; the first unit
+//! without a completion record and everything after it is partial. [`discard`] then
+//! moves each partial unit (and stray half-written files) aside to
+//! `discarded/<n>-<unit>/<former path>` with a `discard.json` saying why; nothing
+//! is deleted (the emptied directories stay; they hold no files). Must not rerun or repair a completed unit.
+
+use std::path::{Path, PathBuf};
+
+use super::record::{Check, QUALIFICATION_UNIT, RECORD_NAME, UnitRecord, check_record, files_under, unit_name};
+use super::session::{Discard, Session, live_harness, read_previous};
+use super::{RunError, inputs, qualify};
+use crate::evidence::{Evidence, write_json};
+use crate::plan::{FrozenPlan, Schedule, ScheduledBlock, sha256_hex};
+
+/// What a resuming session starts from.
+#[derive(Debug, Default)]
+pub struct ResumeState {
+    /// Earlier sessions, a `running` one marked `interrupted`.
+    pub sessions: Vec<Session>,
+    pub started_unix_ms: Option<u64>,
+    /// `inputs/` stands (else it is discarded and written again: nothing was timed).
+    pub inputs_ok: bool,
+    pub qualification_done: bool,
+    /// Completed units: (block, arm) and their record.
+    pub completed: Vec<(u32, String, UnitRecord)>,
+    /// To move aside: unit, files (absolute), reason.
+    pub partial: Vec<(String, Vec<PathBuf>, String)>,
+}
+
+impl ResumeState {
+    pub fn completed(&self, block: u32, arm: &str) -> Option<&UnitRecord> {
+        self.completed.iter().find(|(b, a, _)| *b == block && a == arm).map(|(_, _, r)| r)
+    }
+}
+
+fn refuse(root: &Path, why: impl std::fmt::Display) -> RunError {
+    RunError::Resume { dir: root.to_path_buf(), why: why.to_string() }
+}
+
+/// The summary files a unit owns under `results/cells/`.
+pub fn summary_paths(ev: &Evidence, block: &ScheduledBlock, arm: &str) -> Vec<PathBuf> {
+    block.cells.iter().map(|c| ev.cell_summary_path(block.index, arm, c)).collect()
+}
+
+fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).to_string_lossy().replace('\\', "/")
+}
+
+/// Regenerates the inputs from the plan into a scratch directory and compares them
+/// byte for byte with `inputs/` (after `inputs/` passed its catalog).
+fn compare_inputs(ev: &Evidence, frozen: &FrozenPlan, base: &Path) -> Result<(), RunError> {
+    let root = ev.root();
+    let dir = ev.inputs_dir();
+    crate::trace::verify_catalog(&dir).map_err(|e| refuse(root, format!("inputs/ differ from their catalog: {e}")))?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let scratch = std::env::temp_dir().join(format!("harness-resume-{}-{nanos}", std::process::id()));
+    let result = inputs::generate(&frozen.plan, &frozen.sha256, base, &scratch).and_then(|()| {
+        let list = |d: &Path| -> Result<Vec<String>, RunError> {
+            let mut v: Vec<String> = files_under(d)?.iter().map(|p| rel(d, p)).collect();
+            v.sort();
+            Ok(v)
+        };
+        let (fresh, kept) = (list(&scratch)?, list(&dir)?);
+        let mut problems: Vec<String> = Vec::new();
+        for f in kept.iter().filter(|f| !fresh.contains(f)) {
+            problems.push(format!("inputs/{f}: not produced by the plan"));
+        }
+        for f in &fresh {
+            let a = std::fs::read(scratch.join(f)).ok();
+            match std::fs::read(dir.join(f)).ok() {
+                None => problems.push(format!("inputs/{f}: missing")),
+                Some(b) if Some(&b) != a.as_ref() => problems.push(format!(
+                    "inputs/{f}: differs from the inputs regenerated from the plan (sha256 {} here, {} regenerated)",
+                    sha256_hex(&b),
+                    a.as_deref().map(sha256_hex).unwrap_or_default()
+                )),
+                Some(_) => {}
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(refuse(root, format!("changed inputs:\n  {}", problems.join("\n  "))))
+        }
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// Everything `--resume` verifies before it touches the directory.
+pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Path) -> Result<ResumeState, RunError> {
+    let root = ev.root();
+    if root.join("manifest.json").is_file() {
+        return Err(refuse(root, "the study is complete (manifest.json is present): there is nothing to resume"));
+    }
+    let frozen_bytes = std::fs::read(ev.plan_path())
+        .map_err(|e| refuse(root, format!("no frozen plan.toml ({e}): not the evidence directory of a study")))?;
+    if frozen_bytes != frozen.bytes {
+        return Err(refuse(
+            root,
+            format!(
+                "the plan changed: its SHA-256 is {}, the frozen plan.toml's is {}; a study resumes only with \
+                 the exact plan it started with",
+                frozen.sha256,
+                sha256_hex(&frozen_bytes)
+            ),
+        ));
+    }
+    let mut state = ResumeState::default();
+    let (started, sessions) = read_previous(root);
+    state.started_unix_ms = started;
+    state.sessions = sessions.unwrap_or_else(|| {
+        // Killed before its first run.json: one session of which nothing is known.
+        let mut s =
+            Session::start(0, false, crate::evidence::GitInfo { revision: "unknown".into(), dirty: None }, vec![]);
+        (s.pid, s.started_unix_ms, s.git) = (None, None, None);
+        vec![s]
+    });
+    for s in state.sessions.iter_mut().filter(|s| s.state == "running") {
+        if let Some(pid) = s.pid.filter(|&p| live_harness(p)) {
+            return Err(refuse(root, format!("session {} (pid {pid}) is still running", s.session)));
+        }
+        s.state = "interrupted".into();
+    }
+
+    // Inputs: complete (catalog written) and unchanged, or never finished.
+    if ev.inputs_dir().join("catalog.json").is_file() {
+        compare_inputs(ev, frozen, base)?;
+        state.inputs_ok = true;
+    } else if ev.inputs_dir().exists() {
+        let files = files_under(&ev.inputs_dir())?;
+        state.partial.push(("inputs".into(), files, "incomplete inputs (no catalog.json); written again".into()));
+    }
+
+    // Qualification, then the units in schedule order.
+    let mut first_partial: Option<String> = None;
+    let interrupted = state.sessions.last().map_or(0, |s| s.session);
+    let why = |what: &str| {
+        format!("partial {what}: no completion record (unit.json); session {interrupted} was interrupted during it")
+    };
+    let mut consider = |state: &mut ResumeState, name: &str, dir: &Path, extra: &[PathBuf]| -> Result<(), RunError> {
+        match check_record(root, dir, extra) {
+            Check::Complete(record) if first_partial.is_none() => {
+                state.completed_push(name, record);
+                Ok(())
+            }
+            Check::Complete(_) => Err(refuse(
+                root,
+                format!(
+                    "{name} is complete but {} before it is not: units run in order, so this directory was not \
+                     written by one study",
+                    first_partial.as_deref().unwrap_or("?")
+                ),
+            )),
+            Check::Changed(problems) => Err(refuse(
+                root,
+                format!("completed {name} differs from its {RECORD_NAME}:\n  {}", problems.join("\n  ")),
+            )),
+            Check::Partial => {
+                first_partial.get_or_insert_with(|| name.to_string());
+                let mut files = if dir.exists() { files_under(dir)? } else { Vec::new() };
+                files.extend(extra.iter().filter(|p| p.is_file()).cloned());
+                if !files.is_empty() {
+                    state.partial.push((name.to_string(), files, why(name)));
+                }
+                Ok(())
+            }
+        }
+    };
+    if qualify::required(frozen) {
+        let qdir = qualify::qualification_dir(ev);
+        consider(&mut state, QUALIFICATION_UNIT, &qdir, &[qualify::outcome_path(ev)])?;
+    }
+    for block in &schedule.blocks {
+        for arm in &block.arms {
+            let name = unit_name(block.index, arm);
+            consider(&mut state, &name, &ev.unit_dir(block.index, arm), &summary_paths(ev, block, arm))?;
+        }
+    }
+    state.qualification_done = state.completed.iter().any(|(_, a, r)| a.is_empty() && r.unit == QUALIFICATION_UNIT);
+    // The interrupted session's units: those whose record names it.
+    for s in state.sessions.iter_mut().filter(|s| s.state == "interrupted") {
+        s.units_run =
+            state.completed.iter().filter(|(_, _, r)| r.session == s.session).map(|(_, _, r)| r.unit.clone()).collect();
+        s.units_run.retain(|u| u != QUALIFICATION_UNIT);
+    }
+    // Half-written files elsewhere (an interrupted atomic write of run.json or results/).
+    let moving: Vec<PathBuf> = state.partial.iter().flat_map(|(_, f, _)| f.clone()).collect();
+    let stray: Vec<PathBuf> = files_under(root)?
+        .into_iter()
+        .filter(|p| !p.starts_with(root.join("discarded")) && !moving.contains(p))
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.ends_with(".partial") || (name.starts_with('.') && name.ends_with(".tmp"))
+        })
+        .collect();
+    if !stray.is_empty() {
+        state.partial.push(("stray".into(), stray, "half-written files of an interrupted write".into()));
+    }
+    Ok(state)
+}
+
+impl ResumeState {
+    fn completed_push(&mut self, name: &str, record: UnitRecord) {
+        let (block, arm) = match (record.block, name.split_once('/')) {
+            (Some(b), Some((_, arm))) => (b, arm.to_string()),
+            _ => (0, String::new()),
+        };
+        self.completed.push((block, arm, record));
+    }
+}
+
+/// Moves every partial unit of `state` aside (`discarded/<n>-<unit>/`, `n` counting
+/// on from the discards already there) and writes its `discard.json`.
+pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<Discard>, RunError> {
+    let root = ev.root();
+    let base = root.join("discarded");
+    let mut n = std::fs::read_dir(&base)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_string_lossy().split('-').next()?.parse::<u32>().ok())
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    let mut out = Vec::new();
+    for (unit, files, reason) in &state.partial {
+        n += 1;
+        let name = format!("{n}-{}", unit.replace('/', "-"));
+        let dest = base.join(&name);
+        let mut moved = Vec::new();
+        for f in files {
+            let r = rel(root, f);
+            let to = dest.join(&r);
+            ev.ensure_dir(to.parent().unwrap_or(&dest))?;
+            std::fs::rename(f, &to).map_err(|error| RunError::Io { path: f.clone(), error })?;
+            moved.push(r);
+        }
+        moved.sort();
+        let d = Discard { dir: format!("discarded/{name}"), unit: unit.clone(), reason: reason.clone(), files: moved };
+        write_json(&dest.join("discard.json"), &serde_json::json!({"session": session, "discard": &d}))?;
+        println!("resume: discarded {unit} to {}/ ({reason})", d.dir);
+        out.push(d);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::freeze;
+    use crate::run::record::write_record;
+    use crate::run::session::RunRecord;
+
+    const PLAN: &str = r#"
+[study]
+name = "t"
+seed = 7
+
+[request]
+model = "m"
+output_tokens = 4
+
+[prompts]
+source = "random"
+lengths = [8]
+documents = 2
+max_token_id = 255
+
+[warmup]
+prompts = 0
+
+[timing]
+settle_s = 0.0
+request_timeout_s = 30
+drain_timeout_s = 30
+
+[blocks]
+count = 1
+arm_order = "fixed"
+cell_order = "fixed"
+
+[[arms]]
+name = "a"
+role = "control"
+argv = ["engine", "serve", "--port", "{port}"]
+port = 18001
+
+[[arms]]
+name = "b"
+role = "candidate"
+argv = ["engine", "serve", "--port", "{port}"]
+port = 18002
+
+[[cells]]
+name = "c"
+kind = "confirmation"
+load = "closed"
+concurrency = 2
+count = 4
+"#;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn check_keeps_complete_units_discards_partial_ones_and_refuses_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("study");
+        let ev = Evidence::create(&root, false).unwrap();
+        let frozen = freeze(PLAN.as_bytes().to_vec()).unwrap();
+        write(&ev.plan_path(), PLAN);
+        inputs::prepare(&frozen.plan, &frozen.sha256, tmp.path(), &ev.inputs_dir()).unwrap();
+        let schedule = frozen.plan.schedule();
+        let block = &schedule.blocks[0];
+        let git = crate::evidence::GitInfo { revision: "unknown".into(), dirty: None };
+        let mut first = Session::start(0, false, git.clone(), vec![]);
+        first.pid = None;
+        let record = RunRecord {
+            format: super::super::session::RUN_FORMAT,
+            study: "t",
+            plan_sha256: &frozen.sha256,
+            harness_version: "0",
+            git: &git,
+            started_unix_ms: Some(1),
+            finished_unix_ms: None,
+            clock: "",
+            dispatch_spin_ns: 0,
+            stop_grace_s: 0.0,
+            nvidia_smi: None,
+            request_body_sha256: &[],
+            sessions: &[first],
+            units: vec![],
+        };
+        record.write(ev.root()).unwrap();
+        // b0/a complete, b0/b partial, and a stray half-written file.
+        let a = ev.unit_dir(0, "a");
+        write(&a.join("c.requests.jsonl"), "{}\n");
+        write(&ev.cell_summary_path(0, "a", "c"), "{}\n");
+        write_record(ev.root(), &a, &summary_paths(&ev, block, "a"), "b0/a", Some(0), 0, "completed").unwrap();
+        write(&ev.unit_dir(0, "b").join("startup.json"), "{}");
+        write(&ev.unit_dir(0, "b").join("scrapes.jsonl.partial"), "{\"t_ns\":");
+        write(&ev.results_dir().join(".summaries.json.tmp"), "[");
+
+        let state = check(&ev, &frozen, &schedule, tmp.path()).unwrap();
+        assert!(state.inputs_ok && state.completed(0, "a").is_some() && state.completed(0, "b").is_none());
+        assert_eq!(state.sessions[0].state, "interrupted");
+        assert_eq!(state.sessions[0].units_run, ["b0/a"]);
+        let partial: Vec<(&str, usize)> = state.partial.iter().map(|(u, f, _)| (u.as_str(), f.len())).collect();
+        assert_eq!(partial, [("b0/b", 2), ("stray", 1)]);
+        let discards = discard(&ev, &state, 1).unwrap();
+        assert_eq!(discards[0].dir, "discarded/1-b0-b");
+        assert_eq!(discards[0].files, ["raw/b0/b/scrapes.jsonl.partial", "raw/b0/b/startup.json"]);
+        assert!(root.join("discarded/1-b0-b/raw/b0/b/startup.json").is_file());
+        assert!(root.join("discarded/2-stray/results/.summaries.json.tmp").is_file());
+        assert!(root.join("discarded/2-stray/discard.json").is_file());
+        assert!(check(&ev, &frozen, &schedule, tmp.path()).unwrap().partial.is_empty());
+
+        // A completed unit that changed, a changed plan, a complete study: refused.
+        write(&a.join("c.requests.jsonl"), "{ }\n");
+        let err = check(&ev, &frozen, &schedule, tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("completed b0/a differs from its unit.json") && err.contains("c.requests.jsonl: changed"));
+        let other = freeze(format!("{PLAN}\n# edited\n").into_bytes()).unwrap();
+        let err = check(&ev, &other, &schedule, tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("the plan changed"), "{err}");
+        write(&root.join("manifest.json"), "{}");
+        let err = check(&ev, &frozen, &schedule, tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("the study is complete"), "{err}");
+    }
+}
