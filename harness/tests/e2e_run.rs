@@ -15,70 +15,20 @@ fn plan_text(model: &std::path::Path) -> String {
     let scales = model.join("scales.json").display().to_string();
     let f16 = serve_argv(model, &["--kv-format", "f16"], &[]);
     let k16v8 = serve_argv(model, &["--kv-format", "k16v8", "--kv-scales", &scales], &[]);
-    format!(
-        r#"[study]
-name = "e2e-test"
-seed = 11
-
-[request]
-model = "synth"
-output_tokens = 6
-
-[prompts]
-source = "random"
-min_token_id = 0
-max_token_id = 255
-lengths = [24]
-documents = 3
-
-[warmup]
-prompts = 3
-
-[timing]
-settle_s = 0.2
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 2
-arm_order = "alternate"
-cell_order = "alternate"
-
-[[arms]]
-name = "f16"
-role = "control"
-argv = {f16}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "k16v8"
-role = "candidate"
-argv = {k16v8}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/engine-receipts.jsonl"
-
-[[cells]]
-name = "closed-3"
-kind = "confirmation"
-load = "closed"
-concurrency = 3
-count = 7
-
-[[cells]]
-name = "open"
-kind = "confirmation"
-load = "open"
-rate = 25.0
-count = 6
-"#,
-        f16 = toml_array(&f16),
-        k16v8 = toml_array(&k16v8),
-        p1 = free_port(),
-        p2 = free_port(),
-    )
+    let plan = TestPlan {
+        prompt_tokens: 24,
+        documents: 3,
+        warmup_prompts: 3,
+        settle_s: 0.2,
+        arm_order: "alternate",
+        cell_order: "alternate",
+        ..TestPlan::new("e2e-test", 11)
+    };
+    plan.arm("f16", "control", &f16)
+        .arm_with_receipts("k16v8", "candidate", &k16v8, "engine-receipts.jsonl")
+        .closed("closed-3", "confirmation", 3, 7)
+        .open("open", "confirmation", 25.0, 6)
+        .render()
 }
 
 #[test]
@@ -230,48 +180,11 @@ fn an_external_arm_is_checked_but_never_started_or_stopped() {
         .spawn()
         .expect("start engine");
     let _server = Killer(server);
-    let text = format!(
-        r#"[study]
-name = "external"
-seed = 5
-
-[request]
-model = "synth"
-output_tokens = 4
-
-[prompts]
-source = "random"
-max_token_id = 255
-lengths = [12]
-documents = 2
-
-[warmup]
-prompts = 2
-
-[timing]
-settle_s = 0.0
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 1
-arm_order = "fixed"
-cell_order = "fixed"
-
-[[arms]]
-name = "ext"
-role = "control"
-url = "http://127.0.0.1:{port}"
-startup_timeout_s = 60.0
-
-[[cells]]
-name = "closed"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 3
-"#
-    );
+    let plan = TestPlan { output_tokens: 4, prompt_tokens: 12, blocks: 1, ..TestPlan::new("external", 5) };
+    let text = plan
+        .external_arm("ext", "control", &format!("http://127.0.0.1:{port}"))
+        .closed("closed", "confirmation", 2, 3)
+        .render();
     let plan_path = tmp.path().join("plan.toml");
     std::fs::write(&plan_path, &text).expect("write plan");
     let out = tmp.path().join("evidence");

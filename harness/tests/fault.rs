@@ -15,69 +15,12 @@ fn plan_text(model: &std::path::Path) -> String {
     // 100 ms per engine step: 16 output tokens keep a request busy for well over a second.
     let victim = serve_argv(model, &["--kv-format", "f16"], &["--debug-step-delay-us", "100000"]);
     let steady = serve_argv(model, &["--kv-format", "f16"], &[]);
-    format!(
-        r#"[study]
-name = "fault-test"
-seed = 3
-
-[request]
-model = "synth"
-output_tokens = 16
-
-[prompts]
-source = "random"
-max_token_id = 255
-lengths = [16]
-documents = 2
-
-[warmup]
-prompts = 0
-
-[timing]
-settle_s = 0.0
-request_timeout_s = 120.0
-drain_timeout_s = 120.0
-
-[blocks]
-count = 2
-arm_order = "fixed"
-cell_order = "fixed"
-
-[[arms]]
-name = "victim"
-role = "candidate"
-argv = {victim}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "steady"
-role = "control"
-argv = {steady}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[cells]]
-name = "long"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 4
-
-[[cells]]
-name = "after"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 2
-"#,
-        victim = toml_array(&victim),
-        steady = toml_array(&steady),
-        p1 = free_port(),
-        p2 = free_port(),
-    )
+    let plan = TestPlan { output_tokens: 16, warmup_prompts: 0, timeout_s: 120.0, ..TestPlan::new("fault-test", 3) };
+    plan.arm("victim", "candidate", &victim)
+        .arm("steady", "control", &steady)
+        .closed("long", "confirmation", 2, 4)
+        .closed("after", "confirmation", 2, 2)
+        .render()
 }
 
 #[test]

@@ -16,74 +16,21 @@ use polars_io::parquet::read::ParquetReader;
 
 fn plan_text(model: &Path) -> String {
     let f16 = serve_argv(model, &["--kv-format", "f16"], &[]);
-    format!(
-        r#"[study]
-name = "report-test"
-seed = 3
-
-[request]
-model = "synth"
-output_tokens = 5
-
-[prompts]
-source = "random"
-min_token_id = 0
-max_token_id = 255
-lengths = [16]
-documents = 2
-
-[warmup]
-prompts = 2
-
-[timing]
-settle_s = 0.1
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 2
-descriptive = 1
-arm_order = "alternate"
-cell_order = "alternate"
-
-[[arms]]
-name = "base"
-role = "control"
-argv = {argv}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "same"
-role = "candidate"
-argv = {argv}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[cells]]
-name = "closed-2"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 5
-
-[[cells]]
-name = "open"
-kind = "confirmation"
-load = "open"
-rate = 20.0
-count = 5
-
-[[cells]]
-name = "open-low"
-kind = "descriptive"
-load = "open"
-rate = 10.0
-count = 3
-
-[analysis]
+    let plan = TestPlan {
+        output_tokens: 5,
+        settle_s: 0.1,
+        descriptive_blocks: 1,
+        arm_order: "alternate",
+        cell_order: "alternate",
+        ..TestPlan::new("report-test", 3)
+    };
+    plan.arm("base", "control", &f16)
+        .arm("same", "candidate", &f16)
+        .closed("closed-2", "confirmation", 2, 5)
+        .open("open", "confirmation", 20.0, 5)
+        .open("open-low", "descriptive", 10.0, 3)
+        .tail(
+            r#"[analysis]
 alpha = 0.05
 
 [[hypotheses]]
@@ -102,10 +49,8 @@ candidate = "same"
 control = "base"
 threshold = 0.05
 "#,
-        argv = toml_array(&f16),
-        p1 = free_port(),
-        p2 = free_port(),
-    )
+        )
+        .render()
 }
 
 /// Every file under `results/` that the report owns, with its bytes.

@@ -23,69 +23,12 @@ fn plan_text(model: &Path) -> String {
     let slow = ["--debug-step-delay-us", "20000"];
     let f16 = serve_argv(model, &["--kv-format", "f16"], &slow);
     let k16v8 = serve_argv(model, &["--kv-format", "k16v8", "--kv-scales", &scales], &slow);
-    format!(
-        r#"[study]
-name = "resume-test"
-seed = 13
-
-[request]
-model = "synth"
-output_tokens = 6
-
-[prompts]
-source = "random"
-max_token_id = 255
-lengths = [16]
-documents = 3
-
-[warmup]
-prompts = 2
-
-[timing]
-settle_s = 0.3
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 2
-arm_order = "fixed"
-cell_order = "fixed"
-
-[[arms]]
-name = "f16"
-role = "control"
-argv = {f16}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "k16v8"
-role = "candidate"
-argv = {k16v8}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[cells]]
-name = "first"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 4
-
-[[cells]]
-name = "second"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 6
-"#,
-        f16 = toml_array(&f16),
-        k16v8 = toml_array(&k16v8),
-        p1 = free_port(),
-        p2 = free_port(),
-    )
+    let plan = TestPlan { documents: 3, settle_s: 0.3, ..TestPlan::new("resume-test", 13) };
+    plan.arm("f16", "control", &f16)
+        .arm("k16v8", "candidate", &k16v8)
+        .closed("first", "confirmation", 2, 4)
+        .closed("second", "confirmation", 2, 6)
+        .render()
 }
 
 fn resume(plan: &Path, dir: &Path) -> Output {

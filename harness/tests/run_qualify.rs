@@ -28,58 +28,12 @@ fn plan_text(model: &Path, broken_scales: &Path) -> String {
         "--json".into(),
     ]
     .into();
-    format!(
-        r#"[study]
-name = "run-qualify-test"
-seed = 5
-
-[request]
-model = "synth"
-output_tokens = 4
-
-[prompts]
-source = "random"
-max_token_id = 255
-lengths = [16]
-documents = 2
-
-[warmup]
-prompts = 0
-
-[timing]
-settle_s = 0.0
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 1
-arm_order = "fixed"
-cell_order = "fixed"
-
-[[arms]]
-name = "f16"
-role = "control"
-argv = {f16}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "broken"
-role = "candidate"
-argv = {broken}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[cells]]
-name = "closed-2"
-kind = "confirmation"
-load = "closed"
-concurrency = 2
-count = 4
-
-[analysis]
+    let plan = TestPlan { output_tokens: 4, warmup_prompts: 0, blocks: 1, ..TestPlan::new("run-qualify-test", 5) };
+    plan.arm("f16", "control", &f16)
+        .arm("broken", "candidate", &broken)
+        .closed("closed-2", "confirmation", 2, 4)
+        .tail(&format!(
+            r#"[analysis]
 alpha = 0.05
 
 [[hypotheses]]
@@ -109,13 +63,10 @@ concurrency = 4
 [qualification.parity.reference]
 f16 = {reference}
 "#,
-        f16 = toml_array(&f16),
-        broken = toml_array(&broken),
-        p1 = free_port(),
-        p2 = free_port(),
-        tok = model.join("tokenizer.json").display().to_string(),
-        reference = toml_array(&reference),
-    )
+            tok = model.join("tokenizer.json").display().to_string(),
+            reference = toml_array(&reference),
+        ))
+        .render()
 }
 
 #[test]

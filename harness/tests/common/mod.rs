@@ -8,6 +8,10 @@ use std::process::{Command, Output};
 
 use harness::record::RequestRecord;
 
+mod plan;
+#[allow(unused_imports)] // not every test crate builds plans
+pub use plan::TestPlan;
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
