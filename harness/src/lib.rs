@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod plan;
 pub mod quality;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod stats;

@@ -75,6 +75,9 @@ enum Command {
     Qualify(harness::quality::QualifyArgs),
     /// Benchmark of the load generator itself against a built-in minimal streaming endpoint.
     BenchClient(harness::bench_client::Args),
+    /// Independent audit of an evidence directory: hashes, completeness, and every
+    /// derived number recomputed from raw records; exit 2 when a check fails.
+    Replay(harness::replay::ReplayArgs),
     /// CI regression gate: a candidate evidence directory against a baseline (directory
     /// or baseline file) under a rules file; exit 2 on any violated rule.
     Gate(harness::gate::GateArgs),
@@ -236,6 +239,20 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::BenchClient(args) => harness::bench_client::run(&args).map_err(Into::into),
+        Command::Replay(args) => match harness::replay::run(&args) {
+            Ok(outcome) => {
+                if args.json {
+                    println!("{}", outcome.to_json());
+                } else {
+                    print!("{}", outcome.render_table(args.max_mismatches));
+                }
+                if !outcome.all_passed() {
+                    return ExitCode::from(2);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
         Command::Gate(args) => match harness::gate::run(&args) {
             Ok(outcome) => {
                 print!("{}", outcome.render_text());

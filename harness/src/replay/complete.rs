@@ -1,0 +1,269 @@
+//! What the frozen plan says should exist, and whether it does: the schedule's
+//! server invocations (with their `arm_outcome.json` status), each one's cells and
+//! request files; the check that every planned request appears exactly once (a unit
+//! that `arm_outcome.json` marks as faulted is reported as faulted, not as missing
+//! requests) and the check that every record follows its trace (prompt, prompt
+//! length, intended arrival = cell start + trace offset). Owns `Study`. Must not
+//! compute measures.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::files::Scan;
+use super::inputs::{Entry, read_prompt_lengths, read_traces};
+use super::read::read_json;
+use super::records::Rec;
+use super::{Check, Mismatch};
+use crate::plan::{CellKind, Plan, ResolvedCell};
+
+pub const NAME: &str = "completeness: every planned request exactly once";
+pub const TRACE_NAME: &str = "records follow their traces and prompts";
+
+/// One scheduled (block, arm, cell).
+pub struct CellRun<'a> {
+    pub block: u32,
+    pub arm: String,
+    pub cell: String,
+    pub kind: CellKind,
+    /// `raw/b<block>/<arm>/<cell>.requests.jsonl`.
+    pub path: String,
+    /// The parsed records (`None`: no file, or a file that did not parse whole).
+    pub records: Option<&'a [Rec]>,
+    /// Why the file did not parse whole.
+    pub broken: Option<String>,
+    pub planned: u64,
+}
+
+/// One scheduled server invocation.
+pub struct Unit {
+    pub block: u32,
+    pub arm: String,
+    /// `arm_outcome.json` status (`missing` without one).
+    pub status: String,
+    pub detail: Option<String>,
+}
+
+/// The plan's view of the evidence.
+pub struct Study<'a> {
+    pub plan: &'a Plan,
+    pub resolved: Vec<ResolvedCell>,
+    pub units: Vec<Unit>,
+    /// Schedule order: block, start order, cell order.
+    pub cells: Vec<CellRun<'a>>,
+    pub traces: HashMap<String, Result<Vec<Entry>, String>>,
+    pub prompt_lengths: Result<Vec<u32>, String>,
+    pub scan: &'a Scan,
+    /// Problems found while reading arm outcomes.
+    pub problems: Vec<Mismatch>,
+}
+
+#[derive(Deserialize)]
+struct Outcome {
+    status: String,
+    detail: Option<String>,
+}
+
+impl<'a> Study<'a> {
+    pub fn new(root: &Path, plan: &'a Plan, scan: &'a Scan) -> Study<'a> {
+        let mut problems = Vec::new();
+        let resolved = plan.resolved_cells().unwrap_or_else(|e| {
+            problems.push(Mismatch::new("plan.toml", "cells", "not resolved", e.to_string()));
+            Vec::new()
+        });
+        let mut units = Vec::new();
+        let mut cells = Vec::new();
+        for b in &plan.schedule().blocks {
+            for arm in &b.arms {
+                let rel = format!("raw/b{}/{arm}/arm_outcome.json", b.index);
+                let (status, detail) = if root.join(&rel).is_file() {
+                    match read_json::<Outcome>(&root.join(&rel)) {
+                        Ok(o) => (o.status, o.detail),
+                        Err(e) => {
+                            problems.push(Mismatch::new(&rel, "parse", "malformed", e));
+                            ("malformed".to_string(), None)
+                        }
+                    }
+                } else {
+                    ("missing".to_string(), None)
+                };
+                units.push(Unit { block: b.index, arm: arm.clone(), status, detail });
+                for cell in &b.cells {
+                    let Some(rc) = resolved.iter().find(|c| &c.name == cell) else { continue };
+                    let path = format!("raw/b{}/{arm}/{cell}.requests.jsonl", b.index);
+                    let broken = scan.parse_errors.iter().find(|(p, _)| p == &path).map(|(_, e)| e.clone());
+                    let records = if broken.is_some() { None } else { scan.requests.get(&path).map(Vec::as_slice) };
+                    cells.push(CellRun {
+                        block: b.index,
+                        arm: arm.clone(),
+                        cell: cell.clone(),
+                        kind: rc.kind,
+                        path,
+                        records,
+                        broken,
+                        planned: rc.count,
+                    });
+                }
+            }
+        }
+        Study {
+            plan,
+            resolved,
+            units,
+            cells,
+            traces: read_traces(root, plan),
+            prompt_lengths: read_prompt_lengths(root),
+            scan,
+            problems,
+        }
+    }
+
+    pub fn unit(&self, block: u32, arm: &str) -> Option<&Unit> {
+        self.units.iter().find(|u| u.block == block && u.arm == arm)
+    }
+}
+
+fn ranges(idx: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < idx.len() && parts.len() < 8 {
+        let mut j = i;
+        while j + 1 < idx.len() && idx[j + 1] == idx[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { idx[i].to_string() } else { format!("{}-{}", idx[i], idx[j]) });
+        i = j + 1;
+    }
+    if i < idx.len() {
+        parts.push("...".into());
+    }
+    parts.join(",")
+}
+
+/// Every planned request of every completed unit exactly once; nothing unplanned.
+pub fn completeness_check(s: &Study<'_>) -> Check {
+    let mut m = s.problems.clone();
+    let (mut planned, mut found, mut faulted) = (0u64, 0u64, Vec::new());
+    for u in s.units.iter().filter(|u| u.status != "completed") {
+        faulted.push(format!("b{}/{} {}", u.block, u.arm, u.status));
+    }
+    for c in &s.cells {
+        planned += c.planned;
+        let unit_ok = s.unit(c.block, &c.arm).is_some_and(|u| u.status == "completed");
+        if let Some(e) = &c.broken {
+            m.push(Mismatch::new(&c.path, "records", "unparseable", e.clone()));
+            continue;
+        }
+        let Some(records) = c.records else {
+            if unit_ok {
+                m.push(Mismatch::new(&c.path, "file", "missing", format!("{} planned requests", c.planned)));
+            }
+            continue;
+        };
+        let mut seen = vec![0u32; c.planned as usize];
+        for (line, r) in records.iter().enumerate() {
+            found += 1;
+            let want = format!("{}/b{}/{}/{}", c.cell, c.block, c.arm, r.index);
+            if (r.cell.as_str(), r.block, r.arm.as_str()) != (c.cell.as_str(), c.block, c.arm.as_str()) {
+                let got = format!("{}/b{}/{}", r.cell, r.block, r.arm);
+                m.push(Mismatch::new(&c.path, format!("line {} cell/block/arm", line + 1), got, "this file's cell"));
+            }
+            if r.id != want {
+                m.push(Mismatch::new(&c.path, format!("line {} id", line + 1), &r.id, want));
+            }
+            match seen.get_mut(r.index as usize) {
+                Some(n) => *n += 1,
+                None => m.push(Mismatch::new(
+                    &c.path,
+                    format!("request index {}", r.index),
+                    "recorded",
+                    format!("beyond the plan's count {}", c.planned),
+                )),
+            }
+        }
+        let dup: Vec<u64> = (0..c.planned).filter(|&i| seen[i as usize] > 1).collect();
+        let missing: Vec<u64> = (0..c.planned).filter(|&i| seen[i as usize] == 0).collect();
+        for &i in &dup {
+            let n = seen[i as usize];
+            m.push(Mismatch::new(&c.path, format!("request index {i}"), format!("{n} records"), "exactly 1"));
+        }
+        if !missing.is_empty() && unit_ok {
+            m.push(Mismatch::new(
+                &c.path,
+                format!("request indices {}", ranges(&missing)),
+                format!("{} of {} planned requests missing", missing.len(), c.planned),
+                "every planned request",
+            ));
+        }
+    }
+    let planned_paths: std::collections::HashSet<&str> = s.cells.iter().map(|c| c.path.as_str()).collect();
+    let mut unplanned: Vec<&String> = s.scan.requests.keys().filter(|p| !planned_paths.contains(p.as_str())).collect();
+    unplanned.sort();
+    for p in unplanned {
+        m.push(Mismatch::new(p, "file", "request records", "not in the plan's schedule"));
+    }
+    let mut detail = format!("{planned} planned requests in {} cells, {found} records", s.cells.len());
+    if !faulted.is_empty() {
+        detail.push_str(&format!("; faulted units (not counted as missing): {}", faulted.join(", ")));
+    }
+    Check::of(NAME, detail, m)
+}
+
+/// Every record's prompt, prompt length and intended arrival follow its trace.
+pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
+    let mut m = Vec::new();
+    let lengths = match &s.prompt_lengths {
+        Ok(l) => Some(l),
+        Err(e) => {
+            m.push(Mismatch::new("inputs/prompts.jsonl", "parse", "malformed", e.clone()));
+            None
+        }
+    };
+    let mut checked = 0u64;
+    for c in &s.cells {
+        let Some(records) = c.records else { continue };
+        let entries = match s.traces.get(&c.cell) {
+            Some(Ok(e)) => e,
+            Some(Err(e)) => {
+                m.push(Mismatch::new(format!("inputs/traces/{}.trace.jsonl", c.cell), "parse", "malformed", e.clone()));
+                continue;
+            }
+            None => continue,
+        };
+        let mut base: Option<i128> = None;
+        for r in records {
+            let Some(e) = entries.get(r.index as usize) else { continue };
+            checked += 1;
+            let field = |f: &str| format!("request {} {f}", r.index);
+            if e.index != r.index {
+                m.push(Mismatch::new(&c.path, field("trace index"), e.index.to_string(), r.index.to_string()));
+            }
+            if r.prompt != e.prompt {
+                m.push(Mismatch::new(&c.path, field("prompt"), r.prompt.to_string(), e.prompt.to_string()));
+            }
+            if let Some(len) = lengths.and_then(|l| l.get(e.prompt as usize))
+                && *len != r.prompt_tokens_intended
+            {
+                m.push(Mismatch::new(
+                    &c.path,
+                    field("prompt_tokens_intended"),
+                    r.prompt_tokens_intended.to_string(),
+                    len.to_string(),
+                ));
+            }
+            let start = i128::from(r.intended_ns) - i128::from(e.offset_ns);
+            match base {
+                None => base = Some(start),
+                Some(b) if b != start => m.push(Mismatch::new(
+                    &c.path,
+                    field("intended_ns"),
+                    r.intended_ns.to_string(),
+                    format!("cell start {b} + trace offset {} = {}", e.offset_ns, b + i128::from(e.offset_ns)),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    Check::of(TRACE_NAME, format!("{checked} records against their trace entries"), m)
+}

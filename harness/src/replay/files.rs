@@ -1,0 +1,237 @@
+//! The file layer of replay: lists the evidence directory (never following links),
+//! reads every file exactly once in parallel (hashing it; request records and
+//! receipts are parsed in the same pass), and checks the result against
+//! `manifest.json`: every listed file with its size and SHA-256, no unlisted file,
+//! and every raw file parseable. Owns `Scan`. Must not write or execute anything.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::read::{FileDigest, hash_file, read_json, stream_lines};
+use super::records::{Rec, Receipt};
+use super::{Check, Mismatch, ReplayError};
+use crate::evidence::Manifest;
+
+/// Per request id of one server invocation: times admitted fresh, resumed, preempted.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiptIndex {
+    pub steps: u64,
+    pub by_id: HashMap<String, [u32; 3]>,
+}
+
+/// Everything read from the directory.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Every plain file (except `manifest.json`), relative `/`-separated path.
+    pub files: BTreeMap<String, FileDigest>,
+    /// Entries that are not plain files or directories (links, devices), and files
+    /// that could not be read, with why.
+    pub unreadable: Vec<(String, String)>,
+    /// Parsed `raw/b<block>/<arm>/<cell>.requests.jsonl`, by path.
+    pub requests: HashMap<String, Vec<Rec>>,
+    /// Parsed `raw/b<block>/<arm>/receipts.jsonl`, by the unit directory `raw/b<block>/<arm>`.
+    pub receipts: HashMap<String, ReceiptIndex>,
+    /// Raw files that did not parse: path, `line N: why`.
+    pub parse_errors: Vec<(String, String)>,
+}
+
+/// Reads `manifest.json` (the one file replay cannot do without).
+pub fn read_manifest(root: &Path) -> Result<Manifest, ReplayError> {
+    let path = root.join("manifest.json");
+    if !path.is_file() {
+        return Err(ReplayError::Unreadable { path, message: "missing: not a complete evidence directory".into() });
+    }
+    read_json(&path).map_err(|message| ReplayError::Malformed { path, message })
+}
+
+fn walk_into(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, bool)>) -> Result<(), ReplayError> {
+    let unreadable = |e: std::io::Error| ReplayError::Unreadable { path: dir.to_path_buf(), message: e.to_string() };
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).map_err(unreadable)?.collect::<Result<_, _>>().map_err(unreadable)?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let kind = e.file_type().map_err(unreadable)?;
+        let rel = path.strip_prefix(root).unwrap_or(&path);
+        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        if kind.is_dir() {
+            walk_into(root, &path, out)?;
+        } else if rel != "manifest.json" {
+            out.push((rel, path, kind.is_file()));
+        }
+    }
+    Ok(())
+}
+
+/// Every entry under `root` except `manifest.json`: (relative path, path, is a plain file).
+pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf, bool)>, ReplayError> {
+    let mut out = Vec::new();
+    walk_into(root, root, &mut out)?;
+    Ok(out)
+}
+
+enum Kind {
+    Requests,
+    Receipts(String),
+    Other,
+}
+
+fn kind_of(rel: &str) -> Kind {
+    let parts: Vec<&str> = rel.split('/').collect();
+    match parts.as_slice() {
+        ["raw", b, _, name] if b.starts_with('b') && name.ends_with(".requests.jsonl") => Kind::Requests,
+        ["raw", b, arm, "receipts.jsonl"] if b.starts_with('b') => Kind::Receipts(format!("raw/{b}/{arm}")),
+        _ => Kind::Other,
+    }
+}
+
+enum Parsed {
+    Requests(Vec<Rec>),
+    Receipts(String, ReceiptIndex),
+    None,
+}
+
+fn parse_line<T: serde::de::DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(line).map_err(|e| e.to_string())
+}
+
+fn read_one(rel: &str, path: &Path) -> (Result<FileDigest, String>, Parsed, Option<String>) {
+    match kind_of(rel) {
+        Kind::Requests => {
+            let mut recs = Vec::new();
+            match stream_lines(path, |_, l| parse_line::<Rec>(l).map(|r| recs.push(r))) {
+                Ok((d, err)) => (Ok(d), Parsed::Requests(recs), err),
+                Err(e) => (Err(e.to_string()), Parsed::None, None),
+            }
+        }
+        Kind::Receipts(unit) => {
+            let mut idx = ReceiptIndex::default();
+            let res = stream_lines(path, |_, l| {
+                let r: Receipt = parse_line(l)?;
+                idx.steps += 1;
+                for (slot, ids) in [(0, r.admitted), (1, r.resumed), (2, r.preempted)] {
+                    for id in ids {
+                        idx.by_id.entry(id).or_default()[slot] += 1;
+                    }
+                }
+                Ok(())
+            });
+            match res {
+                Ok((d, err)) => (Ok(d), Parsed::Receipts(unit, idx), err),
+                Err(e) => (Err(e.to_string()), Parsed::None, None),
+            }
+        }
+        Kind::Other => (hash_file(path).map_err(|e| e.to_string()), Parsed::None, None),
+    }
+}
+
+/// Reads every listed entry once, in parallel (largest files first).
+pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)]) -> Scan {
+    let _ = root;
+    let mut out = Scan::default();
+    let mut work: Vec<(u64, &String, &PathBuf)> = Vec::new();
+    for (rel, path, plain) in listing {
+        if *plain {
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            work.push((size, rel, path));
+        } else {
+            out.unreadable.push((rel.clone(), "not a plain file (a link or special file): not read".into()));
+        }
+    }
+    work.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::with_capacity(work.len()));
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((_, rel, path)) = work.get(i) else { break };
+                    let r = read_one(rel, path);
+                    if let Ok(mut v) = results.lock() {
+                        v.push(((*rel).clone(), r));
+                    }
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_default();
+    for (rel, (digest, parsed, err)) in results {
+        match digest {
+            Ok(d) => {
+                out.files.insert(rel.clone(), d);
+            }
+            Err(e) => out.unreadable.push((rel.clone(), e)),
+        }
+        if let Some(e) = err {
+            out.parse_errors.push((rel.clone(), e));
+        }
+        match parsed {
+            Parsed::Requests(recs) => {
+                out.requests.insert(rel, recs);
+            }
+            Parsed::Receipts(unit, idx) => {
+                out.receipts.insert(unit, idx);
+            }
+            Parsed::None => {}
+        }
+    }
+    out.parse_errors.sort();
+    out.unreadable.sort();
+    out
+}
+
+/// Every manifest entry is on disk with its size and SHA-256.
+pub fn manifest_check(manifest: &Manifest, scan: &Scan) -> Check {
+    let mut m = Vec::new();
+    for f in &manifest.files {
+        match scan.files.get(&f.path) {
+            None => {
+                let why = scan.unreadable.iter().find(|(p, _)| p == &f.path).map_or("missing", |(_, w)| w.as_str());
+                m.push(Mismatch::new(&f.path, "file", "listed in manifest.json", why));
+            }
+            Some(d) => {
+                if d.bytes != f.bytes {
+                    m.push(Mismatch::new(&f.path, "bytes", f.bytes.to_string(), d.bytes.to_string()));
+                }
+                if d.sha256 != f.sha256 {
+                    m.push(Mismatch::new(&f.path, "sha256", &f.sha256, &d.sha256));
+                }
+            }
+        }
+    }
+    let detail = format!(
+        "{} files listed, {} bytes on disk",
+        manifest.files.len(),
+        scan.files.values().map(|d| d.bytes).sum::<u64>()
+    );
+    Check::of("manifest: size and SHA-256 of every file", detail, m)
+}
+
+/// Files (or links) on disk that the manifest does not list.
+pub fn unlisted_check(manifest: &Manifest, scan: &Scan) -> Check {
+    let listed: std::collections::HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    let mut m = Vec::new();
+    for path in scan.files.keys().chain(scan.unreadable.iter().map(|(p, _)| p)) {
+        if !listed.contains(path.as_str()) {
+            m.push(Mismatch::new(path, "file", "not in manifest.json", "present on disk"));
+        }
+    }
+    let detail = format!("{} entries on disk", scan.files.len() + scan.unreadable.len());
+    Check::of("manifest: no unlisted files", detail, m)
+}
+
+/// Every raw request record and receipt line parses.
+pub fn parse_check(scan: &Scan) -> Check {
+    let m = scan.parse_errors.iter().map(|(p, e)| Mismatch::new(p, "parse", "malformed", e.clone())).collect();
+    let records: usize = scan.requests.values().map(Vec::len).sum();
+    let detail = format!(
+        "{records} request records in {} files, receipts of {} server invocations",
+        scan.requests.len(),
+        scan.receipts.len()
+    );
+    Check::of("raw records parse", detail, m)
+}

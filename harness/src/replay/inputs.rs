@@ -1,0 +1,185 @@
+//! The frozen plan and the inputs: `plan.toml` parsed through the plan layer (the
+//! one parser of the format), its SHA-256 against every place that records it
+//! (manifest, `run.json`, the catalog, `evidence.json`), and `inputs/` against
+//! `inputs/catalog.json` (size, SHA-256, no unlisted file, trace lengths equal to
+//! the plan's counts). Also reads the traces and prompt lengths that `complete`
+//! checks records against. Must not regenerate traces or prompts.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::files::Scan;
+use super::read::{read_doc, read_json, stream_lines};
+use super::{Check, Mismatch};
+use crate::evidence::Manifest;
+use crate::plan::{FrozenPlan, Plan, freeze};
+use crate::trace::Catalog;
+
+pub const PLAN_NAME: &str = "plan hash: plan.toml, manifest, run.json, catalog, evidence.json";
+pub const CATALOG_NAME: &str = "inputs: traces and prompt panel against catalog.json";
+
+/// Parses `plan.toml`; `Err` says why it is not a valid plan.
+pub fn read_plan(root: &Path, _scan: &Scan) -> Result<FrozenPlan, String> {
+    let bytes = read_doc(&root.join("plan.toml")).map_err(|e| format!("plan.toml: {e}"))?;
+    freeze(bytes).map_err(|e| format!("plan.toml: {e}"))
+}
+
+#[derive(Deserialize)]
+struct PlanSha {
+    plan_sha256: Option<String>,
+}
+
+/// Every recorded plan hash equals the SHA-256 of `plan.toml`.
+pub fn plan_hash_check(root: &Path, manifest: &Manifest, plan: &Result<FrozenPlan, String>, scan: &Scan) -> Check {
+    let mut m = Vec::new();
+    let Some(actual) = scan.files.get("plan.toml").map(|d| d.sha256.clone()) else {
+        m.push(Mismatch::new("plan.toml", "file", "missing", "the frozen plan"));
+        return Check::of(PLAN_NAME, "no plan.toml".into(), m);
+    };
+    if let Err(why) = plan {
+        m.push(Mismatch::new("plan.toml", "plan", "not a valid plan", why.clone()));
+    }
+    if manifest.plan_sha256 != actual {
+        m.push(Mismatch::new("manifest.json", "plan_sha256", &manifest.plan_sha256, &actual));
+    }
+    if let Ok(p) = plan
+        && manifest.study != p.plan.study.name
+    {
+        m.push(Mismatch::new("manifest.json", "study", &manifest.study, &p.plan.study.name));
+    }
+    let mut seen = vec!["manifest.json"];
+    for rel in ["run.json", "inputs/catalog.json", "results/evidence.json"] {
+        let path = root.join(rel);
+        if !path.is_file() {
+            continue;
+        }
+        match read_json::<PlanSha>(&path) {
+            Ok(PlanSha { plan_sha256: Some(h) }) if h == actual => seen.push(rel),
+            Ok(PlanSha { plan_sha256: Some(h) }) => m.push(Mismatch::new(rel, "plan_sha256", h, &actual)),
+            Ok(PlanSha { plan_sha256: None }) => m.push(Mismatch::new(rel, "plan_sha256", "absent", &actual)),
+            Err(e) => m.push(Mismatch::new(rel, "parse", "malformed", e)),
+        }
+    }
+    Check::of(PLAN_NAME, format!("sha256 {actual}, recorded in {}", seen.join(", ")), m)
+}
+
+fn safe_relative(path: &str) -> bool {
+    !path.is_empty() && Path::new(path).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// `inputs/` against its catalog; with a plan, trace lengths against its counts.
+pub fn catalog_check(root: &Path, scan: &Scan, plan: Option<&FrozenPlan>) -> Check {
+    let mut m = Vec::new();
+    let cat_rel = "inputs/catalog.json";
+    let catalog: Catalog = match read_json(&root.join(cat_rel)) {
+        Ok(c) => c,
+        Err(e) => {
+            m.push(Mismatch::new(cat_rel, "parse", "malformed or missing", e));
+            return Check::of(CATALOG_NAME, "no readable catalog".into(), m);
+        }
+    };
+    for f in &catalog.files {
+        if !safe_relative(&f.path) {
+            m.push(Mismatch::new(cat_rel, "path", &f.path, "a relative path inside inputs/"));
+            continue;
+        }
+        let rel = format!("inputs/{}", f.path);
+        match scan.files.get(&rel) {
+            None => m.push(Mismatch::new(&rel, "file", "listed in catalog.json", "missing")),
+            Some(d) => {
+                if d.bytes != f.bytes {
+                    m.push(Mismatch::new(&rel, "bytes (catalog)", f.bytes.to_string(), d.bytes.to_string()));
+                }
+                if d.sha256 != f.sha256 {
+                    m.push(Mismatch::new(&rel, "sha256 (catalog)", &f.sha256, &d.sha256));
+                }
+            }
+        }
+    }
+    for rel in scan.files.keys().filter(|p| p.starts_with("inputs/") && p.as_str() != cat_rel) {
+        if !catalog.files.iter().any(|f| format!("inputs/{}", f.path) == *rel) {
+            m.push(Mismatch::new(rel, "file", "not in catalog.json", "present"));
+        }
+    }
+    if let Some(p) = plan {
+        if catalog.study != p.plan.study.name {
+            m.push(Mismatch::new(cat_rel, "study", &catalog.study, &p.plan.study.name));
+        }
+        if let Ok(cells) = p.plan.resolved_cells() {
+            for c in &cells {
+                match catalog.traces.iter().find(|t| t.cell == c.name) {
+                    None => m.push(Mismatch::new(cat_rel, format!("traces[{}]", c.name), "absent", "a trace")),
+                    Some(t) if t.requests != c.count => m.push(Mismatch::new(
+                        cat_rel,
+                        format!("traces[{}].requests", c.name),
+                        t.requests.to_string(),
+                        c.count.to_string(),
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    let detail = format!("{} files, {} traces", catalog.files.len(), catalog.traces.len());
+    Check::of(CATALOG_NAME, detail, m)
+}
+
+/// One line of a trace file.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Entry {
+    pub index: u64,
+    pub offset_ns: u64,
+    pub prompt: u64,
+}
+
+#[derive(Deserialize)]
+struct PromptLine {
+    index: u64,
+    length: u32,
+    tokens: Vec<u32>,
+}
+
+/// The trace of every plan cell (`Err`: why it cannot be read).
+pub fn read_traces(root: &Path, plan: &Plan) -> HashMap<String, Result<Vec<Entry>, String>> {
+    let mut out = HashMap::new();
+    for c in &plan.cells {
+        let rel = format!("inputs/traces/{}.trace.jsonl", c.name);
+        let mut entries = Vec::new();
+        let r = stream_lines(&root.join(&rel), |_, l| {
+            let e: Entry = serde_json::from_slice(l).map_err(|e| e.to_string())?;
+            entries.push(e);
+            Ok(())
+        });
+        let v = match r {
+            Ok((_, None)) => Ok(entries),
+            Ok((_, Some(e))) => Err(format!("{rel}: {e}")),
+            Err(e) => Err(format!("{rel}: {e}")),
+        };
+        out.insert(c.name.clone(), v);
+    }
+    out
+}
+
+/// The exact length of every panel prompt, by index; checks `length == tokens.len()`.
+pub fn read_prompt_lengths(root: &Path) -> Result<Vec<u32>, String> {
+    let rel = "inputs/prompts.jsonl";
+    let mut lengths = Vec::new();
+    let r = stream_lines(&root.join(rel), |_, l| {
+        let p: PromptLine = serde_json::from_slice(l).map_err(|e| e.to_string())?;
+        if p.index != lengths.len() as u64 {
+            return Err(format!("index {} out of order", p.index));
+        }
+        if p.tokens.len() != p.length as usize {
+            return Err(format!("prompt {}: length {} but {} tokens", p.index, p.length, p.tokens.len()));
+        }
+        lengths.push(p.length);
+        Ok(())
+    });
+    match r {
+        Ok((_, None)) => Ok(lengths),
+        Ok((_, Some(e))) => Err(format!("{rel}: {e}")),
+        Err(e) => Err(format!("{rel}: {e}")),
+    }
+}

@@ -1,0 +1,254 @@
+//! `harness replay DIR`: an independent audit of one evidence directory (DESIGN
+//! section 3, step 5). Reads only that directory and
+//! - verifies every file against `manifest.json` (size, SHA-256) and names files on
+//!   disk that the manifest does not list (`files`);
+//! - verifies `plan.toml` against the plan hash of the manifest, `run.json`, the
+//!   catalog and `evidence.json`, and the inputs against `inputs/catalog.json`
+//!   (`inputs`);
+//! - checks that every planned request appears exactly once and follows its trace
+//!   (`complete`);
+//! - recomputes every per-cell measure (`measures`) and compares it with
+//!   `results/matrix.csv`, `results/summaries.json` and the per-cell summaries
+//!   (`tables`), and every paired effect, test, Holm p, median, interval, decision
+//!   and cell median of `results/evidence.json` (`decide`, `evidence`);
+//! - joins client records to engine receipts (`receipts`) and recounts the quality
+//!   gates under `qualification/` (`quality`).
+//!
+//! Owns `ReplayArgs`, `ReplayError`, the check table and its rendering. The
+//! recomputation is its own code: it shares only parsing types (the plan, the
+//! manifest and catalog formats) and the definitions of DESIGN sections 5-6, and
+//! must never call the analysis path's aggregation (`metrics`, `stats`, `report`),
+//! whose output it audits. Must never execute anything named by the evidence (no
+//! argv, no scripts, no spawning), never write into the evidence directory, and never
+//! panic on malformed input: a bad file is a failed check naming file and line.
+//! `synth` (a generator of synthetic evidence for tests and the benchmark) is the
+//! one exception to the independence rule: it builds evidence through the analysis
+//! path so that replay has something to audit.
+
+mod complete;
+mod decide;
+mod evidence;
+mod files;
+mod inputs;
+mod measures;
+mod quality;
+mod read;
+mod receipts;
+mod records;
+mod render;
+pub mod synth;
+mod tables;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use read::MAX_LINE_BYTES;
+
+/// `harness replay DIR`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// The evidence directory (e.g. reports/<study>).
+    pub dir: PathBuf,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Mismatches listed per check (all are counted).
+    #[arg(long, default_value_t = 20)]
+    pub max_mismatches: usize,
+}
+
+/// What stops a replay before any check can be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("{path}: {message}")]
+    Unreadable { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    Malformed { path: PathBuf, message: String },
+}
+
+/// The verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    /// Nothing to check (no receipts, no qualification): not a failure.
+    Skip,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::Skip => "skip",
+        }
+    }
+}
+
+/// One difference: where, which field, what the evidence says, what replay computed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mismatch {
+    pub file: String,
+    pub field: String,
+    pub archived: String,
+    pub recomputed: String,
+}
+
+impl Mismatch {
+    pub fn new(
+        file: impl Into<String>,
+        field: impl Into<String>,
+        archived: impl Into<String>,
+        recomputed: impl Into<String>,
+    ) -> Mismatch {
+        Mismatch { file: file.into(), field: field.into(), archived: archived.into(), recomputed: recomputed.into() }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    /// What was checked (counts), or why it was skipped.
+    pub detail: String,
+    /// Every difference found (the table lists the first `--max-mismatches`).
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl Check {
+    /// Pass when `mismatches` is empty, else fail.
+    pub fn of(name: &str, detail: String, mismatches: Vec<Mismatch>) -> Check {
+        let status = if mismatches.is_empty() { Status::Pass } else { Status::Fail };
+        Check { name: name.into(), status, detail, mismatches }
+    }
+
+    pub fn skip(name: &str, detail: impl Into<String>) -> Check {
+        Check { name: name.into(), status: Status::Skip, detail: detail.into(), mismatches: Vec::new() }
+    }
+}
+
+/// Everything a replay found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayOutcome {
+    pub format: &'static str,
+    pub dir: PathBuf,
+    pub passed: bool,
+    pub checks: Vec<Check>,
+    /// Per (block, arm, cell): admissions, resumptions, preemptions from receipts.
+    pub receipts: Vec<receipts::CellReceipts>,
+    pub files_read: u64,
+    pub bytes_read: u64,
+}
+
+impl ReplayOutcome {
+    /// True when no check failed (skipped checks do not fail a replay).
+    pub fn all_passed(&self) -> bool {
+        self.checks.iter().all(|c| c.status != Status::Fail)
+    }
+
+    /// Checks that failed.
+    pub fn failed(&self) -> Vec<&Check> {
+        self.checks.iter().filter(|c| c.status == Status::Fail).collect()
+    }
+
+    /// The check named `name`.
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+
+    /// The terminal table (first `max` mismatches of each check).
+    pub fn render_table(&self, max: usize) -> String {
+        render::table(self, max)
+    }
+
+    /// The JSON object of `--json`.
+    pub fn to_json(&self) -> String {
+        render::json(self)
+    }
+}
+
+/// Replays `args.dir`: runs every check and returns the table. `Err` only when the
+/// directory or its manifest cannot be read at all.
+pub fn run(args: &ReplayArgs) -> Result<ReplayOutcome, ReplayError> {
+    replay_dir(&args.dir)
+}
+
+/// Replays the evidence directory `root`.
+pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
+    if !root.is_dir() {
+        return Err(ReplayError::Unreadable { path: root.to_path_buf(), message: "not a directory".into() });
+    }
+    let manifest = files::read_manifest(root)?;
+    let listing = files::walk(root)?;
+    let scan = files::scan(root, &listing);
+    let mut checks = vec![files::manifest_check(&manifest, &scan), files::unlisted_check(&manifest, &scan)];
+    let plan = inputs::read_plan(root, &scan);
+    checks.push(inputs::plan_hash_check(root, &manifest, &plan, &scan));
+    checks.push(inputs::catalog_check(root, &scan, plan.as_ref().ok()));
+    checks.push(files::parse_check(&scan));
+    let mut cell_receipts = Vec::new();
+    match &plan {
+        Err(why) => {
+            for name in [
+                complete::NAME,
+                complete::TRACE_NAME,
+                tables::SUMMARIES_NAME,
+                tables::MATRIX_NAME,
+                evidence::NAME,
+                evidence::CELLS_NAME,
+                receipts::NAME,
+            ] {
+                checks.push(Check::of(
+                    name,
+                    format!("no valid plan: {why}"),
+                    vec![Mismatch::new("plan.toml", "plan", "unparseable", "a valid plan")],
+                ));
+            }
+        }
+        Ok(frozen) => {
+            let study = complete::Study::new(root, &frozen.plan, &scan);
+            checks.push(complete::completeness_check(&study));
+            checks.push(complete::trace_check(root, &study));
+            let cells = measures::recompute(&study);
+            checks.push(tables::summaries_check(root, &study, &cells));
+            checks.push(tables::matrix_check(root, &study, &cells));
+            let (hyp, med) = evidence::checks(root, &study, &cells, frozen);
+            checks.push(hyp);
+            checks.push(med);
+            let (check, per_cell) = receipts::check(&study, &scan);
+            checks.push(check);
+            cell_receipts = per_cell;
+        }
+    }
+    checks.push(quality::check(root, plan.as_ref().ok(), &scan));
+    let mut outcome = ReplayOutcome {
+        format: "harness-replay/1",
+        dir: root.to_path_buf(),
+        passed: false,
+        checks,
+        receipts: cell_receipts,
+        files_read: scan.files.len() as u64,
+        bytes_read: scan.files.values().map(|f| f.bytes).sum(),
+    };
+    outcome.passed = outcome.all_passed();
+    Ok(outcome)
+}
+
+/// Floats written as text: equal within a relative 1e-9 (absolute 1e-12 near zero).
+pub(crate) fn close(a: f64, b: f64) -> bool {
+    if a == b {
+        return true;
+    }
+    if !a.is_finite() || !b.is_finite() {
+        return false;
+    }
+    (a - b).abs() <= 1e-12_f64.max(1e-9 * a.abs().max(b.abs()))
+}
+
+/// A float as the table prints it (shortest round-trip text).
+pub(crate) fn num(v: Option<f64>) -> String {
+    v.map_or_else(|| "null".to_string(), |x| format!("{x}"))
+}
