@@ -4,6 +4,7 @@
 pub mod accept;
 pub mod arm;
 pub mod bench_client;
+pub mod compare;
 pub mod evidence;
 pub mod gate;
 pub mod load;

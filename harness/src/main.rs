@@ -81,6 +81,9 @@ enum Command {
     /// CI regression gate: a candidate evidence directory against a baseline (directory
     /// or baseline file) under a rules file; exit 2 on any violated rule.
     Gate(harness::gate::GateArgs),
+    /// Binding comparison of the plan's candidate against its reference ([compare]):
+    /// token parity first, then a noise band, then interleaved rounds over the ladder.
+    Compare(harness::compare::CompareArgs),
 }
 
 #[derive(Subcommand)]
@@ -257,6 +260,17 @@ fn main() -> ExitCode {
             Ok(outcome) => {
                 print!("{}", outcome.render_text());
                 if !outcome.passed() {
+                    return ExitCode::from(2);
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
+        Command::Compare(args) => match harness::compare::run_blocking(args) {
+            Ok(outcome) => {
+                print!("{}", outcome.markdown());
+                println!("evidence: {} ({} files in the manifest)", outcome.dir.display(), outcome.manifest_files);
+                if !outcome.parity_passed() || outcome.failed_requests() > 0 {
                     return ExitCode::from(2);
                 }
                 Ok(())
