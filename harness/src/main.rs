@@ -2,13 +2,15 @@
 //! work itself lives in the library (`harness::plan`, `harness::trace`, ...). Must not
 //! hold study logic: each subcommand loads, calls the library, and reports.
 //!
-//! Subcommands now: `plan check`, `plan derive`, `trace`, `run`, `report`. The other
-//! study commands of the design (`replay`, `gate`, `accept`, `qualify`) are added
-//! here as their layers land, each as one more `Command` variant and one function.
+//! Subcommands: `plan check`, `plan derive`, `trace`, `run` (with `--resume`),
+//! `report`, `replay`, `gate`, `qualify`, `accept`, `compare`, `bench-client`; each
+//! is one `Command` variant and one function or match arm.
 //!
 //! Exit codes: 0 success; 1 error (nothing or an incomplete study was produced);
-//! 2 `run` completed with arm faults (a server failed to start, warm up, or died):
-//! the evidence is complete and says what happened.
+//! 2 the command completed with a negative verdict: `run` with arm faults (a
+//! server failed to start, warm up, or died; the evidence is complete and says
+//! what happened), a failed `replay` check, a violated `gate` rule, an unqualified
+//! arm in `qualify`, a failed `accept` case, failed parity in `compare`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
