@@ -116,6 +116,15 @@ fn check(path: &Path) -> Result<()> {
     for (key, missing) in p.missing_inputs(Path::new(".")) {
         println!("warning: {key}: {} does not exist (yet)", missing.display());
     }
+    if let Ok(text) = std::str::from_utf8(&frozen.bytes)
+        && text.lines().any(|l| l.trim() == "[compare]")
+    {
+        let spec = harness::compare::parse_spec(text, p).with_context(|| format!("plan {}", path.display()))?;
+        println!(
+            "compare: candidate {} against reference {}, {} parity prompts, {} noise round(s)",
+            spec.candidate, spec.reference, spec.parity_prompts, spec.noise_rounds
+        );
+    }
     match p.require_derived() {
         Ok(()) => println!("plan {} is valid", path.display()),
         Err(e) => println!("plan {} is valid but not ready to run:\n{e}", path.display()),

@@ -35,7 +35,7 @@ pub use ladder::CellResult;
 pub use parity::{Answer, Dialect, Mismatch, ParityReport};
 pub use report::{COMPARE_FORMAT, CompareReport};
 pub use server::UnitRecord;
-pub use spec::{CompareSpec, NoiseArms};
+pub use spec::{CompareSpec, NoiseArms, parse as parse_spec};
 
 use crate::accept::ServerKind;
 use crate::arm::{ArmError, find_nvidia_smi};
