@@ -3,14 +3,19 @@
 //! trace, the prompt panel, a request record, receipts, the plan, evidence.json) is
 //! detected and the file named; a deleted and a duplicated request record are caught
 //! by the completeness check even with the manifest rewritten to match; malformed
-//! files give named failures or errors, never a panic.
+//! files give named failures or errors, never a panic. A tampered completion record
+//! (`unit.json`) is named; a study killed mid-arm and resumed replays clean, its
+//! discarded partial unit verified by the manifest only; a study with required
+//! qualification replays clean, and one GSM answer rescored (behind a rewritten
+//! manifest and completion record) or one bound of results/qualification.json
+//! changed is named.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::evidence::{GitInfo, write_manifest};
+use common::tamper::*;
 use harness::replay::synth::{SynthSpec, generate};
 use harness::replay::{ReplayOutcome, Status, replay_dir};
 
@@ -36,59 +41,6 @@ fn assert_names(o: &ReplayOutcome, check: &str, file: &str) {
     let c = o.check(check).unwrap_or_else(|| panic!("no check {check:?}"));
     assert_eq!(c.status, Status::Fail, "{check} should fail:\n{}", o.render_table(10));
     assert!(c.mismatches.iter().any(|m| m.file == file), "{check} does not name {file}:\n{}", o.render_table(10));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-/// Flips one byte of `rel`: the first byte at or after `from` that `pick` accepts
-/// becomes `to(byte)`.
-fn flip(dir: &Path, rel: &str, from: usize, pick: impl Fn(u8) -> bool, to: impl Fn(u8) -> u8) {
-    let path = dir.join(rel);
-    let mut bytes = std::fs::read(&path).unwrap();
-    let at = (from..bytes.len()).find(|&i| pick(bytes[i])).unwrap_or_else(|| panic!("{rel}: nothing to flip"));
-    bytes[at] = to(bytes[at]);
-    std::fs::write(&path, bytes).unwrap();
-}
-
-/// Changes the 4th-last digit (tens of microseconds) of the first number after `key`.
-fn bump_after(dir: &Path, rel: &str, key: &str) {
-    let path = dir.join(rel);
-    let mut bytes = std::fs::read(&path).unwrap();
-    let text = String::from_utf8(bytes.clone()).unwrap();
-    let start = text.find(key).unwrap_or_else(|| panic!("{rel}: no {key}")) + key.len();
-    let end = start + text[start..].find(|c: char| !c.is_ascii_digit()).unwrap();
-    let at = end - 4;
-    bytes[at] = if bytes[at] == b'9' { b'8' } else { bytes[at] + 1 };
-    std::fs::write(&path, bytes).unwrap();
-}
-
-fn flip_digit(dir: &Path, rel: &str, from: usize) {
-    flip(dir, rel, from, |b| b.is_ascii_digit(), |b| if b == b'9' { b'8' } else { b + 1 });
-}
-
-/// Rewrites the manifest so that only content checks can see a change.
-fn rewrite_manifest(dir: &Path) {
-    let m: harness::evidence::Manifest =
-        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
-    write_manifest(dir, &m.study, &m.plan_sha256, GitInfo { revision: "synthetic".into(), dirty: None }).unwrap();
-}
-
-fn edit_lines(dir: &Path, rel: &str, f: impl FnOnce(&mut Vec<String>)) {
-    let path = dir.join(rel);
-    let mut lines: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect();
-    f(&mut lines);
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
 }
 
 #[test]
@@ -313,4 +265,151 @@ fn a_real_engine_study_replays_clean_through_the_cli_and_a_flipped_record_fails_
     assert!(named, "{v:#}");
     let missing = Command::new(common::harness_bin()).arg("replay").arg(tmp.path().join("nope")).output().unwrap();
     assert_eq!(missing.status.code(), Some(1));
+}
+
+const UNITS: &str = "unit records: unit.json of every unit against its files";
+const SESSIONS: &str = "sessions: run.json, unit.json and arm_outcome.json agree";
+const DISCARDED: &str = "discarded: partial units kept aside (manifest only, not evidence)";
+const QUALITY: &str = "quality gates: rescored answers, scores, bounds, verdicts";
+
+fn edit_json(dir: &Path, rel: &str, f: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(rel)).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(dir.join(rel), serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+fn replay_cli(dir: &Path) -> (Option<i32>, String) {
+    let out = Command::new(common::harness_bin()).arg("replay").arg(dir).output().expect("run harness replay");
+    (out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn unit_records_and_sessions_name_a_tampered_unit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = synth(tmp.path(), "clean", &SynthSpec::small());
+    let o = replay(&clean);
+    assert_clean(&o);
+    assert_eq!(o.check(UNITS).unwrap().status, Status::Pass);
+    assert_eq!(o.check(SESSIONS).unwrap().status, Status::Pass);
+    let rel = "raw/b1/cand/closed-32.requests.jsonl";
+    let record = "raw/b1/cand/unit.json";
+
+    // A changed request record behind a rewritten manifest: its unit's record names it.
+    let dir = tmp.path().join("changed");
+    copy_dir(&clean, &dir);
+    bump_after(&dir, rel, "\"done_ns\":");
+    rewrite_manifest(&dir);
+    let o = replay(&dir);
+    assert_eq!(o.check(MANIFEST).unwrap().status, Status::Pass);
+    assert_names(&o, UNITS, rel);
+    let c = o.check(UNITS).unwrap();
+    assert!(c.mismatches.iter().any(|m| m.field == format!("sha256 ({record})")), "{}", o.render_table(5));
+
+    // A record that claims another session.
+    let dir = tmp.path().join("session");
+    copy_dir(&clean, &dir);
+    edit_json(&dir, record, |v| v["session"] = 1.into());
+    rewrite_manifest(&dir);
+    assert_names(&replay(&dir), SESSIONS, record);
+
+    // A file left out of a record, and a record deleted.
+    let dir = tmp.path().join("dropped");
+    copy_dir(&clean, &dir);
+    let summary = "results/cells/b1-cand-closed-32.summary.json";
+    edit_json(&dir, record, |v| v["files"].as_array_mut().unwrap().retain(|f| f["path"] != summary));
+    std::fs::remove_file(dir.join("raw/b2/base/unit.json")).unwrap();
+    rewrite_manifest(&dir);
+    let o = replay(&dir);
+    assert_names(&o, UNITS, summary);
+    assert_names(&o, UNITS, "raw/b2/base/unit.json");
+}
+
+#[test]
+fn a_resumed_study_replays_clean_and_its_discarded_bytes_are_still_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::synth_model(tmp.path());
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, common::studies::resume_plan(&model)).unwrap();
+    let out = tmp.path().join("study");
+    common::studies::run_killed_and_resumed(&plan, &out);
+    assert!(out.join("discarded/1-b1-f16/raw/b1/f16/first.requests.jsonl").is_file());
+
+    let (code, text) = replay_cli(&out);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("replay PASSED"), "{text}");
+    // (A kill during an atomic write can leave a stray half file too: a second discard.)
+    assert!(text.contains("discarded partial unit") && text.contains("discarded/1-b1-f16 (partial b1/f16"), "{text}");
+    let o = replay(&out);
+    assert!(o.check(SESSIONS).unwrap().detail.starts_with("2 sessions (1 resumed)"), "{}", o.render_table(5));
+    assert_eq!(o.check(UNITS).unwrap().status, Status::Pass);
+    // 40 planned, 40 counted: the discarded half unit's records are not evidence.
+    assert!(o.check(COMPLETE).unwrap().detail.starts_with("40 planned requests in 8 cells, 40 records"));
+
+    // One flipped byte of a discarded file: the manifest names it; nothing reads it as evidence.
+    let rel = "discarded/1-b1-f16/raw/b1/f16/first.requests.jsonl";
+    flip_digit(&out, rel, 0);
+    let (code, text) = replay_cli(&out);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains(rel), "{text}");
+    let o = replay(&out);
+    assert_names(&o, MANIFEST, rel);
+    for check in [COMPLETE, UNITS, SESSIONS, DISCARDED] {
+        assert_eq!(o.check(check).unwrap().status, Status::Pass, "{check}:\n{}", o.render_table(5));
+    }
+    // A discarded directory that no session names.
+    copy_dir(&out.join("discarded/1-b1-f16"), &out.join("discarded/2-b1-f16"));
+    assert_names(&replay(&out), DISCARDED, "discarded/2-b1-f16");
+}
+
+#[test]
+fn a_qualified_study_replays_clean_and_a_rescored_answer_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::synth_model(tmp.path());
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, common::studies::qualification_plan(&model)).unwrap();
+    let clean = tmp.path().join("study");
+    let run = common::run_harness(&plan, &clean);
+    assert!(run.status.success(), "harness run failed:\n{}", String::from_utf8_lossy(&run.stderr));
+    let o = replay(&clean);
+    assert_clean(&o);
+    let q = o.check(QUALITY).unwrap();
+    assert!(q.status == Status::Pass && q.detail.contains("7 (arm, gate) answer files"), "{}", o.render_table(5));
+
+    // One GSM answer's text made right (its stored score left as it was), behind a
+    // rewritten manifest and completion record: only the rescoring can see it.
+    let rel = "qualification/f16/gsm.responses.jsonl";
+    let dir = tmp.path().join("answer");
+    copy_dir(&clean, &dir);
+    edit_lines(&dir, rel, |l| {
+        let mut v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
+        v["text"] = format!("#### {}", v["gold"].as_str().unwrap()).into();
+        l[0] = v.to_string();
+    });
+    reseal_unit(&dir, "qualification/unit.json");
+    rewrite_manifest(&dir);
+    let o = replay(&dir);
+    for check in [MANIFEST, UNITS] {
+        assert_eq!(o.check(check).unwrap().status, Status::Pass, "{check}:\n{}", o.render_table(5));
+    }
+    assert_names(&o, QUALITY, rel);
+    let c = o.check(QUALITY).unwrap();
+    assert!(
+        c.mismatches.iter().any(|m| m.field == "line 1 correct" && m.recomputed == "true"),
+        "{}",
+        o.render_table(9)
+    );
+
+    // A bound of the outcome the report reads.
+    let dir = tmp.path().join("outcome");
+    copy_dir(&clean, &dir);
+    edit_json(&dir, "results/qualification.json", |v| {
+        let nll = v["comparisons"].as_array_mut().unwrap().iter_mut().find(|c| c["gate"] == "nll").unwrap();
+        nll["nll"]["upper"] = (nll["nll"]["upper"].as_f64().unwrap() + 1e-3).into();
+    });
+    reseal_unit(&dir, "qualification/unit.json");
+    rewrite_manifest(&dir);
+    let o = replay(&dir);
+    assert_names(&o, QUALITY, "results/qualification.json");
+    let c = o.check(QUALITY).unwrap();
+    assert!(c.mismatches.iter().any(|m| m.field.ends_with("nll.upper")), "{}", o.render_table(9));
 }

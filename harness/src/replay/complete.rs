@@ -43,6 +43,8 @@ pub struct Unit {
     /// `arm_outcome.json` status (`missing` without one).
     pub status: String,
     pub detail: Option<String>,
+    /// `arm_outcome.json` `session` (studies written before sessions have none).
+    pub session: Option<u32>,
 }
 
 /// The plan's view of the evidence.
@@ -63,6 +65,8 @@ pub struct Study<'a> {
 struct Outcome {
     status: String,
     detail: Option<String>,
+    #[serde(default)]
+    session: Option<u32>,
 }
 
 impl<'a> Study<'a> {
@@ -77,18 +81,18 @@ impl<'a> Study<'a> {
         for b in &plan.schedule().blocks {
             for arm in &b.arms {
                 let rel = format!("raw/b{}/{arm}/arm_outcome.json", b.index);
-                let (status, detail) = if root.join(&rel).is_file() {
+                let (status, detail, session) = if root.join(&rel).is_file() {
                     match read_json::<Outcome>(&root.join(&rel)) {
-                        Ok(o) => (o.status, o.detail),
+                        Ok(o) => (o.status, o.detail, o.session),
                         Err(e) => {
                             problems.push(Mismatch::new(&rel, "parse", "malformed", e));
-                            ("malformed".to_string(), None)
+                            ("malformed".to_string(), None, None)
                         }
                     }
                 } else {
-                    ("missing".to_string(), None)
+                    ("missing".to_string(), None, None)
                 };
-                units.push(Unit { block: b.index, arm: arm.clone(), status, detail });
+                units.push(Unit { block: b.index, arm: arm.clone(), status, detail, session });
                 for cell in &b.cells {
                     let Some(rc) = resolved.iter().find(|c| &c.name == cell) else { continue };
                     let path = format!("raw/b{}/{arm}/{cell}.requests.jsonl", b.index);

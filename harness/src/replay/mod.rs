@@ -11,8 +11,13 @@
 //!   `results/matrix.csv`, `results/summaries.json` and the per-cell summaries
 //!   (`tables`), and every paired effect, test, Holm p, median, interval, decision
 //!   and cell median of `results/evidence.json` (`decide`, `evidence`);
+//! - verifies every unit's completion record `unit.json` against its files (a
+//!   second hash chain beside the manifest, `units`), the sessions of `run.json`
+//!   against the units, and `discarded/` (partial units a resume moved aside:
+//!   verified by the manifest only, never read as evidence) (`sessions`);
 //! - joins client records to engine receipts (`receipts`) and recounts the quality
-//!   gates under `qualification/` (`quality`).
+//!   gates under `qualification/` from the raw answers and compares the outcome
+//!   field by field (`quality`, `qualification`).
 //!
 //! Owns `ReplayArgs`, `ReplayError`, the check table and its rendering. The
 //! recomputation is its own code: it shares only parsing types (the plan, the
@@ -31,13 +36,16 @@ mod evidence;
 mod files;
 mod inputs;
 mod measures;
+mod qualification;
 mod quality;
 mod read;
 mod receipts;
 mod records;
 mod render;
+mod sessions;
 pub mod synth;
 mod tables;
+mod units;
 
 use std::path::{Path, PathBuf};
 
@@ -200,6 +208,9 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                 evidence::NAME,
                 evidence::CELLS_NAME,
                 receipts::NAME,
+                units::NAME,
+                sessions::NAME,
+                sessions::DISCARDED_NAME,
             ] {
                 checks.push(Check::of(
                     name,
@@ -212,10 +223,15 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             let study = complete::Study::new(root, &frozen.plan, &scan);
             checks.push(complete::completeness_check(&study));
             checks.push(complete::trace_check(root, &study));
+            let records = units::Records::read(root, &study);
+            checks.push(units::check(root, &study, &records));
+            checks.push(sessions::check(&study, &records));
+            checks.push(sessions::discarded_check(root, &study, &records));
             let cells = measures::recompute(&study);
             checks.push(tables::summaries_check(root, &study, &cells));
-            checks.push(tables::matrix_check(root, &study, &cells));
-            let (hyp, med) = evidence::checks(root, &study, &cells, frozen);
+            let listed = |rel: &str| manifest.files.iter().any(|f| f.path == rel);
+            checks.push(tables::matrix_check(root, &study, &cells, listed("results/matrix.csv")));
+            let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed("results/evidence.json"));
             checks.push(hyp);
             checks.push(med);
             let (check, per_cell) = receipts::check(&study, &scan);
@@ -223,7 +239,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             cell_receipts = per_cell;
         }
     }
-    checks.push(quality::check(root, plan.as_ref().ok(), &scan));
+    checks.push(qualification::check(root, plan.as_ref().ok()));
     let mut outcome = ReplayOutcome {
         format: "harness-replay/1",
         dir: root.to_path_buf(),

@@ -1,221 +1,302 @@
-//! The quality gates under `qualification/`, recounted from the raw answers: per
-//! arm and gate, correct and failed answers (GSM, retrieval: each response's
-//! `correct`; NLL: each document's mean NLL, itself recomputed from its token
-//! logprobs) against `<arm>/<gate>.scores.json`; per comparison, the paired losses
-//! and gains and the one-sided Clopper-Pearson upper bound of losses / N (the
-//! `confidence` quantile of Beta(losses + 1, N - losses), by bisection on statrs's
-//! regularized incomplete beta), or the one-sided Student-t upper bound of the mean
-//! paired NLL difference, and each gate's pass. Bounds are compared within a
-//! relative 1e-7. Must not call `quality` or `stats`.
+//! The quality gates under `qualification/`, rescored from the raw answers: per arm
+//! (`<arm>/arm.json`: its server fault) and gate, every response line against its
+//! item (`inputs/<gate>.items.jsonl`): GSM right when not failed and the strict
+//! `#### <number>` answer of its text equals the item's gold (the extractor of
+//! `quality::extract`, the definition shared, not the counting), retrieval right
+//! when the first digits of its text equal the item's passkey, NLL the document's
+//! mean token NLL from its logprobs; then the arm's `<gate>.scores.json`; parity
+//! recounted from the HTTP answers and the serial reference
+//! (`parity.responses.jsonl`, `parity.reference.jsonl`) against
+//! `parity.scores.json`. `qualification` then compares the outcome with this.
+//! Must not call `quality`'s gates, `paired` or `verdict`, nor `stats`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
-use statrs::distribution::{ContinuousCDF, StudentsT};
-use statrs::function::beta::checked_beta_reg;
 
-use super::files::Scan;
-use super::read::{read_json, stream_lines};
-use super::{Check, Mismatch};
-use crate::plan::FrozenPlan;
+use super::read::stream_lines;
+use super::{Mismatch, close};
+use crate::plan::Qualification;
+use crate::quality::extract::{lm_eval_v3_equal, strict_answer, strict_correct};
+use crate::quality::first_digits;
 
-pub const NAME: &str = "quality gates: recounted scores and bounds";
-
-fn near(a: f64, b: f64) -> bool {
-    a == b || (a - b).abs() <= 1e-7 * a.abs().max(b.abs()).max(1e-9)
+/// Floats of the quality evidence: equal within a relative 1e-7.
+pub fn near(a: f64, b: f64) -> bool {
+    a == b || close(a, b) || (a - b).abs() <= 1e-7 * a.abs().max(b.abs()).max(1e-9)
 }
 
-/// One-sided Clopper-Pearson upper bound of x / n.
-pub fn cp_upper(x: u64, n: u64, confidence: f64) -> Option<f64> {
-    if n == 0 || x > n {
+/// Collects mismatches of one file.
+pub struct Cmp<'a> {
+    pub m: &'a mut Vec<Mismatch>,
+    pub file: String,
+}
+
+impl Cmp<'_> {
+    pub fn exact(&mut self, field: impl Into<String>, archived: Option<&Value>, mine: Value) {
+        if archived.unwrap_or(&Value::Null) != &mine {
+            let a = archived.map_or("absent".into(), Value::to_string);
+            self.m.push(Mismatch::new(&self.file, field, a, mine.to_string()));
+        }
+    }
+
+    /// A number; `None` means null (or absent) is expected.
+    pub fn num(&mut self, field: impl Into<String>, archived: Option<&Value>, mine: Option<f64>) {
+        let ok = match (archived.and_then(Value::as_f64), mine) {
+            (Some(a), Some(b)) => near(a, b),
+            (None, None) => archived.is_none_or(Value::is_null),
+            _ => false,
+        };
+        if !ok {
+            let a = archived.map_or("absent".into(), Value::to_string);
+            self.m.push(Mismatch::new(&self.file, field, a, mine.map_or("null".into(), |x| x.to_string())));
+        }
+    }
+}
+
+/// One gate on one arm, rescored.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// Right/wrong per item (GSM, retrieval); a failed request is wrong.
+    pub correct: Vec<bool>,
+    /// NLL per document (NaN when it failed).
+    pub values: Vec<f64>,
+    pub failed: u64,
+    /// The archived `<gate>.scores.json` (the outcome must repeat it).
+    pub scores: Value,
+}
+
+/// Parity of one arm, recounted: (prompt, order, first difference, HTTP tokens, reference tokens).
+pub type ParityRow = (u64, String, Option<u64>, u64, u64);
+
+/// One arm's qualification, rescored.
+#[derive(Debug, Default)]
+pub struct Arm {
+    pub arm_json: Value,
+    pub gates: BTreeMap<&'static str, Gate>,
+    /// Recounted parity mismatches, and the archived `parity.scores.json`.
+    pub parity: Option<(Vec<ParityRow>, Value)>,
+}
+
+/// The JSON lines of a file (`Err`: why it cannot be read whole).
+pub fn lines(path: &Path) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    match stream_lines(path, |_, l| serde_json::from_slice(l).map(|v| out.push(v)).map_err(|e| e.to_string())) {
+        Ok((_, None)) => Ok(out),
+        Ok((_, Some(e))) => Err(e),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn doc(path: &Path) -> Value {
+    super::read::read_json(path).unwrap_or(Value::Null)
+}
+
+fn s(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+/// Rescores one gate of one arm; mismatches name the responses or scores file.
+fn gate(dir: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[Value], m: &mut Vec<Mismatch>) -> Gate {
+    let rel = format!("{arm}/{name}.responses.jsonl");
+    let mut g = Gate::default();
+    let mut c = Cmp { m, file: format!("qualification/{rel}") };
+    let answers = match lines(&dir.join(&rel)) {
+        Ok(a) => a,
+        Err(e) => {
+            c.m.push(Mismatch::new(&c.file, "file", "unreadable or malformed", e));
+            return g;
+        }
+    };
+    c.exact("lines", Some(&Value::from(answers.len())), Value::from(items.len()));
+    for (i, (a, it)) in answers.iter().zip(items).enumerate() {
+        let f = |k: &str| format!("line {} {k}", i + 1);
+        c.exact(f("index"), a.get("index"), Value::from(i));
+        let failed = !a.get("error").is_none_or(Value::is_null);
+        g.failed += u64::from(failed);
+        let text = s(a, "text").unwrap_or_default();
+        match name {
+            "gsm" => {
+                let gold = s(it, "gold").unwrap_or_default();
+                c.exact(f("gold"), a.get("gold"), Value::from(gold.clone()));
+                c.exact(f("line"), a.get("line"), it.get("line").cloned().unwrap_or(Value::Null));
+                let ok = !failed && strict_correct(&text, &gold);
+                c.exact(f("correct"), a.get("correct"), Value::from(ok));
+                c.exact(
+                    f("strict_answer"),
+                    a.get("strict_answer"),
+                    strict_answer(&text).map_or(Value::Null, Value::from),
+                );
+                let v3 = !failed && lm_eval_v3_equal(&text, &gold);
+                c.exact(f("lm_eval_v3_correct"), a.get("lm_eval_v3_correct"), Value::from(v3));
+                g.correct.push(ok);
+            }
+            "retrieval" => {
+                let key = s(it, "passkey").unwrap_or_default();
+                c.exact(f("passkey"), a.get("passkey"), Value::from(key.clone()));
+                let digits = first_digits(&text);
+                c.exact(f("answer_digits"), a.get("answer_digits"), digits.map_or(Value::Null, Value::from));
+                let ok = !failed && digits == Some(key.as_str());
+                c.exact(f("correct"), a.get("correct"), Value::from(ok));
+                g.correct.push(ok);
+            }
+            _ => {
+                let tokens = it.get("tokens").and_then(Value::as_array).map_or(0, Vec::len);
+                let lps: Option<Vec<f64>> =
+                    a.get("logprobs").and_then(Value::as_array).map(|l| l.iter().filter_map(Value::as_f64).collect());
+                let mine = match (&lps, failed) {
+                    (Some(l), false) if l.len() + 1 == tokens && !l.is_empty() => {
+                        Some(-l.iter().sum::<f64>() / l.len() as f64)
+                    }
+                    (_, false) => {
+                        let got = lps.as_ref().map_or(0, Vec::len);
+                        c.m.push(Mismatch::new(
+                            &c.file,
+                            f("logprobs"),
+                            format!("{got} values"),
+                            format!("{}", tokens.max(1) - 1),
+                        ));
+                        None
+                    }
+                    (_, true) => None,
+                };
+                c.num(f("mean_nll"), a.get("mean_nll"), mine);
+                g.values.push(mine.unwrap_or(f64::NAN));
+            }
+        }
+    }
+    // The arm's own scores.
+    let srel = format!("{arm}/{name}.scores.json");
+    g.scores = doc(&dir.join(&srel));
+    let sc = g.scores.clone();
+    let mut c = Cmp { m: c.m, file: format!("qualification/{srel}") };
+    let n = answers.len();
+    c.exact("failed", sc.get("failed"), Value::from(g.failed));
+    match name {
+        "nll" => {
+            let ok: Vec<f64> = g.values.iter().copied().filter(|v| v.is_finite()).collect();
+            let mean = (!ok.is_empty()).then(|| ok.iter().sum::<f64>() / ok.len() as f64);
+            c.num("mean_of_document_mean_nll", sc.get("mean_of_document_mean_nll"), mean);
+            c.exact("documents", sc.get("documents"), Value::from(n));
+            let tokens = items.first().and_then(|d| d.get("tokens")).and_then(Value::as_array).map(Vec::len);
+            c.exact("tokens", sc.get("tokens"), tokens.map_or(Value::Null, Value::from));
+            c.exact(
+                "scored_per_document",
+                sc.get("scored_per_document"),
+                tokens.map_or(Value::Null, |t| Value::from(t.saturating_sub(1))),
+            );
+        }
+        _ => {
+            let right = g.correct.iter().filter(|&&x| x).count();
+            c.exact("n", sc.get("n"), Value::from(items.len()));
+            c.exact("correct", sc.get("correct"), Value::from(right));
+            if name == "gsm" {
+                let acc = if items.is_empty() { 0.0 } else { right as f64 / items.len() as f64 };
+                c.num("accuracy", sc.get("accuracy"), Some(acc));
+                let v3 = answers.iter().filter(|a| a.get("lm_eval_v3_correct") == Some(&Value::Bool(true))).count();
+                c.exact("lm_eval_v3_correct", sc.get("lm_eval_v3_correct"), Value::from(v3));
+                c.exact("set", sc.get("set"), doc(&dir.join("inputs/gsm.set.json")));
+            } else if let Some(r) = &q.retrieval {
+                c.exact("context_tokens", sc.get("context_tokens"), Value::from(r.context_tokens));
+                c.exact("max_tokens", sc.get("max_tokens"), Value::from(r.max_tokens));
+            }
+        }
+    }
+    g
+}
+
+/// Parity of one arm: HTTP answers against the serial reference, both orders.
+fn parity(dir: &Path, arm: &str, m: &mut Vec<Mismatch>) -> Option<(Vec<ParityRow>, Value)> {
+    let srel = format!("{arm}/parity.scores.json");
+    if !dir.join(&srel).is_file() {
         return None;
     }
-    if x == n {
-        return Some(1.0);
-    }
-    let (a, b) = ((x + 1) as f64, (n - x) as f64);
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    for _ in 0..200 {
-        let mid = lo + (hi - lo) / 2.0;
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        if checked_beta_reg(a, b, mid).ok()? >= confidence {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
-}
-
-/// Per item of one gate: right/wrong (or NLL value) and whether the request failed.
-struct Answers {
-    correct: Vec<bool>,
-    values: Vec<f64>,
-    failed: u64,
-}
-
-fn answers(dir: &Path, rel: &str, m: &mut Vec<Mismatch>) -> Option<Answers> {
-    let mut a = Answers { correct: Vec::new(), values: Vec::new(), failed: 0 };
-    let mut bad = Vec::new();
-    let r = stream_lines(&dir.join(rel), |n, l| {
-        let v: Value = serde_json::from_slice(l).map_err(|e| e.to_string())?;
-        let failed = !v.get("error").is_none_or(Value::is_null);
-        a.failed += u64::from(failed);
-        a.correct.push(!failed && v.get("correct").and_then(Value::as_bool) == Some(true));
-        let mean = v.get("mean_nll").and_then(Value::as_f64);
-        if let (Some(mean), Some(lps)) = (mean, v.get("logprobs").and_then(Value::as_array)) {
-            let lps: Vec<f64> = lps.iter().filter_map(Value::as_f64).collect();
-            let mine = -lps.iter().sum::<f64>() / lps.len().max(1) as f64;
-            if !near(mean, mine) {
-                bad.push(Mismatch::new(
-                    format!("qualification/{rel}"),
-                    format!("line {n} mean_nll"),
-                    mean.to_string(),
-                    mine.to_string(),
-                ));
-            }
-        }
-        a.values.push(if failed { f64::NAN } else { mean.unwrap_or(f64::NAN) });
-        Ok(())
-    });
-    m.extend(bad);
-    match r {
-        Ok((_, None)) => Some(a),
-        Ok((_, Some(e))) => {
-            m.push(Mismatch::new(format!("qualification/{rel}"), "parse", "malformed", e));
-            None
-        }
-        Err(e) => {
-            m.push(Mismatch::new(format!("qualification/{rel}"), "file", "unreadable", e.to_string()));
-            None
-        }
-    }
-}
-
-fn num_eq(m: &mut Vec<Mismatch>, file: &str, field: String, a: Option<&Value>, mine: f64) {
-    if !a.and_then(Value::as_f64).is_some_and(|x| near(x, mine)) {
-        m.push(Mismatch::new(file, field, a.map_or("absent".into(), Value::to_string), mine.to_string()));
-    }
-}
-
-/// Recounts `qualification/` when present.
-pub fn check(root: &Path, _plan: Option<&FrozenPlan>, _scan: &Scan) -> Check {
-    let dir = root.join("qualification");
-    let qrel = "qualification/qualification.json";
-    if !dir.join("qualification.json").is_file() {
-        return Check::skip(NAME, "no qualification/ in this evidence directory");
-    }
-    let mut m = Vec::new();
-    let q: Value = match read_json(&dir.join("qualification.json")) {
-        Ok(v) => v,
-        Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new(qrel, "parse", "malformed", e)]),
+    let mut rows = Vec::new();
+    let read = |m: &mut Vec<Mismatch>, rel: String| {
+        lines(&dir.join(&rel)).unwrap_or_else(|e| {
+            m.push(Mismatch::new(format!("qualification/{rel}"), "file", "unreadable or malformed", e));
+            Vec::new()
+        })
     };
-    let confidence = q.get("confidence").and_then(Value::as_f64).unwrap_or(0.95);
-    let mut recounted = 0;
-    let arm_names: Vec<String> = q
-        .get("arms")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|x| x.get("arm").and_then(Value::as_str).map(str::to_string)).collect())
-        .unwrap_or_default();
-    let mut all = std::collections::HashMap::new();
-    for arm in &arm_names {
-        for gate in ["gsm", "retrieval", "nll"] {
-            let rel = format!("{arm}/{gate}.responses.jsonl");
-            if !dir.join(&rel).is_file() {
-                continue;
-            }
-            let Some(a) = answers(&dir, &rel, &mut m) else { continue };
-            recounted += 1;
-            let srel = format!("qualification/{arm}/{gate}.scores.json");
-            let scores: Value = read_json(&root.join(&srel)).unwrap_or(Value::Null);
-            num_eq(&mut m, &srel, "failed".into(), scores.get("failed"), a.failed as f64);
-            if gate == "nll" {
-                let ok: Vec<f64> = a.values.iter().copied().filter(|v| v.is_finite()).collect();
-                if !ok.is_empty() {
-                    let mean = ok.iter().sum::<f64>() / ok.len() as f64;
-                    num_eq(
-                        &mut m,
-                        &srel,
-                        "mean_of_document_mean_nll".into(),
-                        scores.get("mean_of_document_mean_nll"),
-                        mean,
-                    );
+    let http = read(m, format!("{arm}/parity.responses.jsonl"));
+    let serial = read(m, format!("{arm}/parity.reference.jsonl"));
+    let ids = |v: &Value, k: &str| -> Vec<u64> {
+        v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()
+    };
+    let failed = |v: &Value| !v.get("error").is_none_or(Value::is_null);
+    for sv in &serial {
+        let index = sv.get("index").and_then(Value::as_u64).unwrap_or(u64::MAX);
+        let order = s(sv, "order").unwrap_or_default();
+        let reference = ids(sv, "output_ids");
+        let h = http.iter().find(|h| h.get("index").and_then(Value::as_u64) == Some(index));
+        let row = match h {
+            None => (index, order, None, 0, reference.len() as u64),
+            Some(h) if failed(h) => (index, order, None, 0, reference.len() as u64),
+            Some(h) if failed(sv) => (index, order, None, ids(h, "token_ids").len() as u64, reference.len() as u64),
+            Some(h) => {
+                let got = ids(h, "token_ids");
+                let first = got.iter().zip(&reference).position(|(a, b)| a != b);
+                let first = first.or((got.len() != reference.len()).then(|| got.len().min(reference.len())));
+                match first {
+                    None => continue,
+                    Some(i) => (index, order, Some(i as u64), got.len() as u64, reference.len() as u64),
                 }
-            } else {
-                let right = a.correct.iter().filter(|&&c| c).count() as f64;
-                num_eq(&mut m, &srel, "correct".into(), scores.get("correct"), right);
-                num_eq(&mut m, &srel, "n".into(), scores.get("n"), a.correct.len() as f64);
             }
-            all.insert((arm.clone(), gate), a);
-        }
-    }
-    for (i, c) in q.get("comparisons").and_then(Value::as_array).cloned().unwrap_or_default().iter().enumerate() {
-        let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let (gate, cand, ctrl) = (s("gate"), s("candidate"), s("control"));
-        let f = |k: &str| format!("comparisons[{i}] {gate} {cand} vs {ctrl} {k}");
-        let g: &str = match gate.as_str() {
-            "gsm" => "gsm",
-            "retrieval" => "retrieval",
-            "nll" => "nll",
-            _ => continue,
         };
-        let (Some(a), Some(b)) = (all.get(&(cand.clone(), g)), all.get(&(ctrl.clone(), g))) else { continue };
-        let pass = c.get("pass").and_then(Value::as_bool);
-        if g == "nll" {
-            let Some(gate_v) = c.get("nll").filter(|v| !v.is_null()) else { continue };
-            let diffs: Vec<f64> = a.values.iter().zip(&b.values).map(|(x, y)| x - y).collect();
-            let n = diffs.len();
-            if n < 2 || diffs.iter().any(|d| !d.is_finite()) {
-                continue;
-            }
-            let mean = diffs.iter().sum::<f64>() / n as f64;
-            let sd = (diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
-            let Ok(t) = StudentsT::new(0.0, 1.0, (n - 1) as f64) else { continue };
-            let upper = mean + t.inverse_cdf(confidence) * sd / (n as f64).sqrt();
-            num_eq(&mut m, qrel, f("nll.mean"), gate_v.get("mean"), mean);
-            num_eq(&mut m, qrel, f("nll.upper"), gate_v.get("upper"), upper);
-            let limit = gate_v.get("limit").and_then(Value::as_f64).unwrap_or(f64::NAN);
-            if pass != Some(upper < limit) {
-                m.push(Mismatch::new(qrel, f("pass"), format!("{pass:?}"), format!("{}", upper < limit)));
-            }
-        } else {
-            let Some(loss) = c.get("loss").filter(|v| !v.is_null()) else { continue };
-            if a.correct.len() != b.correct.len() {
-                m.push(Mismatch::new(qrel, f("items"), a.correct.len().to_string(), b.correct.len().to_string()));
-                continue;
-            }
-            let pairs = a.correct.iter().zip(&b.correct);
-            let losses = pairs.clone().filter(|(x, y)| !**x && **y).count() as u64;
-            let gains = pairs.filter(|(x, y)| **x && !**y).count() as u64;
-            let n = a.correct.len() as u64;
-            num_eq(&mut m, qrel, f("loss.counts.losses"), loss.pointer("/counts/losses"), losses as f64);
-            num_eq(&mut m, qrel, f("loss.counts.gains"), loss.pointer("/counts/gains"), gains as f64);
-            num_eq(&mut m, qrel, f("loss.counts.n"), loss.pointer("/counts/n"), n as f64);
-            if let Some(upper) = cp_upper(losses, n, confidence) {
-                num_eq(&mut m, qrel, f("loss.loss_upper"), loss.get("loss_upper"), upper);
-                let limit = loss.get("limit").and_then(Value::as_f64).unwrap_or(f64::NAN);
-                if pass != Some(upper < limit) {
-                    m.push(Mismatch::new(qrel, f("pass"), format!("{pass:?}"), format!("{}", upper < limit)));
-                }
-            }
-        }
+        rows.push(row);
     }
-    Check::of(NAME, format!("{recounted} (arm, gate) answer files recounted"), m)
+    let covered = ["forward", "reversed"]
+        .iter()
+        .all(|o| serial.iter().filter(|s| s.get("order").and_then(Value::as_str) == Some(o)).count() == http.len());
+    if !covered {
+        rows.push((0, "both".into(), None, 0, 0));
+    }
+    Some((rows, doc(&dir.join(&srel))))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clopper_pearson_published_values() {
-        // DESIGN 7: 12, 11 and 8 losses of 1,319 give 1.470%, 1.377%, 1.092%.
-        for (x, pct) in [(12u64, 1.470), (11, 1.377), (8, 1.092)] {
-            let u = cp_upper(x, 1319, 0.95).unwrap();
-            assert!((u * 100.0 - pct).abs() < 0.0005, "{x}: {u}");
+/// Rescores every arm named by the plan that has a directory under `qualification/`.
+pub fn rescore(
+    root: &Path,
+    plan: &crate::plan::Plan,
+    q: &Qualification,
+    m: &mut Vec<Mismatch>,
+) -> BTreeMap<String, Arm> {
+    let dir = root.join("qualification");
+    let mut items: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    let enabled = [("gsm", q.gsm.is_some()), ("nll", q.nll.is_some()), ("retrieval", q.retrieval.is_some())];
+    for (name, _) in enabled.iter().filter(|(_, on)| *on) {
+        let rel = format!("inputs/{name}.items.jsonl");
+        match lines(&dir.join(&rel)) {
+            Ok(v) => {
+                items.insert(name, v);
+            }
+            Err(e) => m.push(Mismatch::new(format!("qualification/{rel}"), "file", "unreadable or malformed", e)),
         }
-        assert_eq!(cp_upper(5, 5, 0.95), Some(1.0));
     }
+    let mut out = BTreeMap::new();
+    for arm in &plan.arms {
+        let mut a = Arm { arm_json: doc(&dir.join(&arm.name).join("arm.json")), ..Arm::default() };
+        let server_ran = a.arm_json.get("error").is_some_and(Value::is_null);
+        if !a.arm_json.is_object() {
+            m.push(Mismatch::new(
+                format!("qualification/{}/arm.json", arm.name),
+                "file",
+                "missing or malformed",
+                "the arm's record",
+            ));
+        }
+        if server_ran {
+            for (name, list) in &items {
+                let g = match *name {
+                    "gsm" => "gsm",
+                    "nll" => "nll",
+                    _ => "retrieval",
+                };
+                a.gates.insert(g, gate(&dir, &arm.name, g, q, list, m));
+            }
+            a.parity = parity(&dir, &arm.name, m);
+        }
+        out.insert(arm.name.clone(), a);
+    }
+    out
 }

@@ -6,16 +6,52 @@
 //! (`metrics::summarize_cell` for the stored summaries, `report::build` for the
 //! matrix and evidence.json) and the manifest from `evidence::write_manifest`, so
 //! the archived numbers come from the analysis path and replay checks them
-//! independently. Unlike the rest of `replay`, this module calls the analysis path
+//! independently. The layout is what `harness run` writes now: a completion record
+//! `unit.json` per unit (the `run::UnitRecord` format), `session` in every
+//! `arm_outcome.json`, and `run.json` `harness-run/2` with one finished session. Unlike the rest of `replay`, this module calls the analysis path
 //! on purpose. Must not start processes or touch anything outside `dir`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::evidence::{self, Evidence, GitInfo, write_json, write_jsonl};
+use crate::evidence::{self, Evidence, GitInfo, ManifestFile, write_json, write_jsonl};
 use crate::plan::{CellKind, ResolvedLoad, freeze};
 use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
+use crate::run::{RECORD_NAME, RUN_FORMAT, Session, UNIT_FORMAT, UnitRecord};
+
+/// Writes `unit_dir/unit.json` over the unit's files (its flat directory and `owned`).
+fn unit_record(
+    root: &Path,
+    unit_dir: &Path,
+    owned: &[PathBuf],
+    unit: &str,
+    block: u32,
+    status: &str,
+) -> Result<(), String> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(unit_dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != RECORD_NAME))
+        .collect();
+    paths.extend(owned.iter().filter(|p| p.is_file()).cloned());
+    let mut files = Vec::with_capacity(paths.len());
+    for p in paths {
+        let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+        files.push(ManifestFile { path: rel, bytes: bytes.len() as u64, sha256: crate::plan::sha256_hex(&bytes) });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let record = UnitRecord {
+        format: UNIT_FORMAT.into(),
+        unit: unit.into(),
+        block: Some(block),
+        session: 0,
+        status: status.into(),
+        files,
+    };
+    write_json(&unit_dir.join(RECORD_NAME), &record).map_err(|e| e.to_string())
+}
 
 /// The size and shape of a synthetic study.
 #[derive(Debug, Clone)]
@@ -264,7 +300,7 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
     let panel = crate::trace::build_panel(plan, dir, None).map_err(|e| e.to_string())?;
     crate::trace::write_inputs(&ev.inputs_dir(), plan, &frozen.sha256, Some(&panel)).map_err(|e| e.to_string())?;
     let mut t0 = 1_000_000_000u64;
-    let (mut summaries, mut units, mut total) = (Vec::new(), Vec::new(), 0u64);
+    let (mut summaries, mut units, mut units_run, mut total) = (Vec::new(), Vec::new(), Vec::new(), 0u64);
     for block in &plan.schedule().blocks {
         for arm in &block.arms {
             let Some(arm_i) = ARMS.iter().position(|a| a.0 == arm) else { continue };
@@ -290,19 +326,37 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
             }
             let (status, detail) =
                 if faulted { ("server_died", Some("synthetic: killed by signal 9")) } else { ("completed", None) };
-            let outcome = json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "cells": cells});
+            let outcome = json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "cells": cells,
+                "session": 0});
             write_json(&unit_dir.join("arm_outcome.json"), &outcome).map_err(|e| e.to_string())?;
             write_json(
                 &unit_dir.join("startup.json"),
                 &json!({"block": block.index, "arm": arm, "kind": "spawn", "startup_s": 0.5, "ok": true}),
             )
             .map_err(|e| e.to_string())?;
-            units.push(json!({"block": block.index, "arm": arm, "status": status, "detail": detail}));
+            let owned: Vec<_> = sim.records.iter().map(|(c, _)| ev.cell_summary_path(block.index, arm, c)).collect();
+            unit_record(ev.root(), &unit_dir, &owned, &format!("b{}/{arm}", block.index), block.index, status)?;
+            units.push(json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "session": 0}));
+            units_run.push(format!("b{}/{arm}", block.index));
         }
     }
     write_json(&ev.results_dir().join("summaries.json"), &summaries).map_err(|e| e.to_string())?;
     let git = GitInfo { revision: "synthetic".into(), dirty: None };
-    let run = json!({"format": "harness-run/1", "study": plan.study.name, "plan_sha256": frozen.sha256, "git": git, "units": units});
+    let session = Session {
+        session: 0,
+        state: "finished".into(),
+        resumed: false,
+        pid: None,
+        started_unix_ms: None,
+        finished_unix_ms: None,
+        harness_version: env!("CARGO_PKG_VERSION").into(),
+        git: Some(git.clone()),
+        discarded: Vec::new(),
+        qualification_run: false,
+        units_run,
+    };
+    let run = json!({"format": RUN_FORMAT, "study": plan.study.name, "plan_sha256": frozen.sha256, "git": git,
+        "clock": crate::run::CLOCK, "sessions": [session], "units": units});
     write_json(&ev.root().join("run.json"), &run).map_err(|e| e.to_string())?;
     crate::report::build(ev.root()).map_err(|e| format!("report: {e}"))?;
     evidence::write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git).map_err(|e| e.to_string())?;

@@ -200,12 +200,17 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
 }
 
 /// `results/matrix.csv`: one row per scheduled (block, arm, cell), every column.
-pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
+/// `listed`: whether the manifest lists the matrix (then it must be there).
+pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: bool) -> Check {
     let file = "results/matrix.csv";
     let mut m = Vec::new();
-    if !root.join(file).exists() {
-        // A deleted matrix fails the manifest check; one never written is no claim.
-        return Check::skip(MATRIX_NAME, "no results/matrix.csv (no report; `harness report DIR` writes one)");
+    if !root.join(file).is_file() {
+        if listed {
+            let m = vec![Mismatch::new(file, "file", "listed in manifest.json", "missing")];
+            return Check::of(MATRIX_NAME, "no matrix".into(), m);
+        }
+        // Never written (no report): no claim to check.
+        return Check::skip(MATRIX_NAME, "no results/matrix.csv, none in the manifest (no report was built)");
     }
     let text = match read_doc(&root.join(file)).and_then(|b| String::from_utf8(b).map_err(|e| e.to_string())) {
         Ok(t) => t,

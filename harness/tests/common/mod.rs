@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 use harness::record::RequestRecord;
 
 mod plan;
+pub mod studies;
+pub mod tamper;
 #[allow(unused_imports)] // not every test crate builds plans
 pub use plan::TestPlan;
 

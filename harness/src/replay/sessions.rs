@@ -1,0 +1,201 @@
+//! The sessions of a study (`run.json` `harness-run/2`: the first `harness run` and
+//! every `--resume`) against the units and the discarded partial units:
+//! - sessions are numbered from 0, every one but the last `interrupted`, the last
+//!   `finished`, only later ones `resumed`; every unit is in exactly one session's
+//!   `units_run`, the session its `unit.json`, its `arm_outcome.json` and its
+//!   `run.json` `units[]` entry name (the qualification: `qualification_run`);
+//!   `units[]` is the schedule with each unit's status and detail;
+//! - `discarded/<n>-<unit>/` holds what a resuming session moved aside: each is
+//!   named by exactly one session's `discarded`, its `discard.json` says the same
+//!   (session, unit, reason, files), and it holds exactly those files. Their bytes
+//!   are verified by the manifest only: they are not evidence, and nothing else in
+//!   replay reads them (the raw readers look under `raw/` only).
+//!
+//! Must not read the discarded files' contents.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::complete::Study;
+use super::read::read_json;
+use super::units::{QUALIFICATION, Records};
+use super::{Check, Mismatch};
+use crate::run::{Discard, Session};
+
+pub const NAME: &str = "sessions: run.json, unit.json and arm_outcome.json agree";
+pub const DISCARDED_NAME: &str = "discarded: partial units kept aside (manifest only, not evidence)";
+
+fn sessions_of(r: &Records) -> Result<Vec<Session>, String> {
+    let run = r.run.as_ref().map_err(|e| format!("run.json: {e}"))?;
+    let v = run.get("sessions").ok_or("run.json: no sessions")?;
+    serde_json::from_value(v.clone()).map_err(|e| format!("run.json sessions: {e}"))
+}
+
+fn text(v: Option<&Value>) -> String {
+    v.map_or("absent".into(), Value::to_string)
+}
+
+/// Sessions against units.
+pub fn check(s: &Study<'_>, r: &Records) -> Check {
+    if !r.expected {
+        return Check::skip(NAME, "no sessions (run.json is not harness-run/2): written before resume");
+    }
+    let mut m = Vec::new();
+    let sessions = match sessions_of(r) {
+        Ok(v) => v,
+        Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new("run.json", "sessions", "malformed", e)]),
+    };
+    let last = sessions.len().saturating_sub(1);
+    if sessions.is_empty() {
+        m.push(Mismatch::new("run.json", "sessions", "none", "at least one session"));
+    }
+    for (i, ses) in sessions.iter().enumerate() {
+        let f = |k: &str| format!("sessions[{i}].{k}");
+        let want_state = if i == last { "finished" } else { "interrupted" };
+        if ses.session as usize != i {
+            m.push(Mismatch::new("run.json", f("session"), ses.session.to_string(), i.to_string()));
+        }
+        if ses.state != want_state {
+            m.push(Mismatch::new("run.json", f("state"), &ses.state, want_state));
+        }
+        if ses.resumed != (i > 0) {
+            m.push(Mismatch::new("run.json", f("resumed"), ses.resumed.to_string(), (i > 0).to_string()));
+        }
+    }
+    // Which session ran each unit, by run.json's units_run.
+    let mut ran: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for ses in &sessions {
+        for u in &ses.units_run {
+            ran.entry(u.as_str()).or_default().push(ses.session);
+        }
+        if ses.qualification_run {
+            ran.entry(QUALIFICATION).or_default().push(ses.session);
+        }
+    }
+    let run = r.run.as_ref().ok();
+    let run_units: Vec<Value> = run.and_then(|v| v.get("units")).and_then(Value::as_array).cloned().unwrap_or_default();
+    if run_units.len() != s.units.len() {
+        m.push(Mismatch::new("run.json", "units (count)", run_units.len().to_string(), s.units.len().to_string()));
+    }
+    for (name, rel, rec) in &r.units {
+        let Ok(rec) = rec else { continue };
+        // The session that ran the unit, by run.json; every other record must agree.
+        let by = ran.remove(name.as_str()).unwrap_or_default();
+        let session = match by.as_slice() {
+            [one] => *one,
+            [] => {
+                m.push(Mismatch::new("run.json", format!("units_run {name}"), "in no session", "in exactly one"));
+                rec.session
+            }
+            many => {
+                m.push(Mismatch::new("run.json", format!("units_run {name}"), format!("sessions {many:?}"), "one"));
+                rec.session
+            }
+        };
+        if rec.session != session {
+            let want = format!("{session} (run.json units_run)");
+            m.push(Mismatch::new(rel, "session", rec.session.to_string(), want));
+        }
+        if name == QUALIFICATION {
+            continue;
+        }
+        let Some((i, u)) = s.units.iter().enumerate().find(|(_, u)| format!("b{}/{}", u.block, u.arm) == *name) else {
+            continue;
+        };
+        let outcome = format!("raw/b{}/{}/arm_outcome.json", u.block, u.arm);
+        if u.session != Some(session) {
+            let got = u.session.map_or("absent".into(), |x| x.to_string());
+            m.push(Mismatch::new(outcome, "session", got, format!("{session} (run.json units_run)")));
+        }
+        let e = run_units.get(i).cloned().unwrap_or(Value::Null);
+        let f = |k: &str| format!("units[{i}].{k}");
+        let want = [
+            ("block", Value::from(u.block)),
+            ("arm", Value::from(u.arm.clone())),
+            ("status", Value::from(u.status.clone())),
+            ("detail", u.detail.clone().map_or(Value::Null, Value::from)),
+            ("session", Value::from(session)),
+        ];
+        for (k, v) in want {
+            if e.get(k).unwrap_or(&Value::Null) != &v {
+                m.push(Mismatch::new("run.json", f(k), text(e.get(k)), v.to_string()));
+            }
+        }
+    }
+    for (name, by) in ran.into_iter().filter(|(n, _)| !r.units.iter().any(|(u, _, _)| u == n)) {
+        m.push(Mismatch::new("run.json", format!("units_run {name}"), format!("sessions {by:?}"), "a scheduled unit"));
+    }
+    let resumed = sessions.len().saturating_sub(1);
+    let detail =
+        format!("{} sessions ({resumed} resumed), {} units each in one session", sessions.len(), r.units.len());
+    Check::of(NAME, detail, m)
+}
+
+/// `discarded/`: named by run.json and discard.json, holding exactly what they list.
+pub fn discarded_check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
+    let mut on_disk: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in s.scan.files.keys().chain(s.scan.unreadable.iter().map(|(p, _)| p)) {
+        if let Some(rest) = p.strip_prefix("discarded/") {
+            let (dir, file) = rest.split_once('/').unwrap_or((rest, ""));
+            on_disk.entry(format!("discarded/{dir}")).or_default().insert(file.to_string());
+        }
+    }
+    let sessions = sessions_of(r).unwrap_or_default();
+    let named: Vec<(u32, &Discard)> =
+        sessions.iter().flat_map(|ses| ses.discarded.iter().map(move |d| (ses.session, d))).collect();
+    if on_disk.is_empty() && named.is_empty() {
+        return Check::skip(DISCARDED_NAME, "nothing discarded");
+    }
+    let mut m = Vec::new();
+    let mut numbers = BTreeSet::new();
+    for (session, d) in &named {
+        let n = d.dir.strip_prefix("discarded/").and_then(|x| x.split_once('-')).map(|(n, u)| (n.parse::<u32>(), u));
+        match n {
+            Some((Ok(n), unit)) if unit == d.unit.replace('/', "-") => {
+                if !numbers.insert(n) {
+                    m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), "a repeated number", "unique"));
+                }
+            }
+            _ => m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), &d.dir, "discarded/<n>-<unit>")),
+        }
+        if *session == 0 {
+            m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), "by session 0", "by a resuming session"));
+        }
+        let Some(files) = on_disk.remove(&d.dir) else {
+            m.push(Mismatch::new(&d.dir, "directory", "named in run.json", "missing"));
+            continue;
+        };
+        let rel = format!("{}/discard.json", d.dir);
+        match read_json::<Value>(&root.join(&rel)) {
+            Err(e) => m.push(Mismatch::new(&rel, "parse", "malformed or missing", e)),
+            Ok(v) => {
+                if v.get("session") != Some(&Value::from(*session)) {
+                    m.push(Mismatch::new(&rel, "session", text(v.get("session")), session.to_string()));
+                }
+                let want = serde_json::to_value(d).unwrap_or_default();
+                if v.get("discard") != Some(&want) {
+                    m.push(Mismatch::new(&rel, "discard", text(v.get("discard")), format!("{want} (run.json)")));
+                }
+            }
+        }
+        let listed: BTreeSet<String> = d.files.iter().cloned().chain(["discard.json".to_string()]).collect();
+        for f in files.symmetric_difference(&listed) {
+            let (a, b) = if files.contains(f) { ("on disk", "not listed") } else { ("listed", "missing") };
+            m.push(Mismatch::new(format!("{}/{f}", d.dir), "file (discard.json)", a, b));
+        }
+    }
+    for dir in on_disk.keys() {
+        m.push(Mismatch::new(dir, "directory", "on disk", "named by no session in run.json"));
+    }
+    let list: Vec<String> = named.iter().map(|(_, d)| format!("{} ({})", d.dir, d.reason)).collect();
+    let files: usize = named.iter().map(|(_, d)| d.files.len()).sum();
+    let detail = format!(
+        "{} discarded partial unit{}: {}; {files} files, verified by the manifest, never read as evidence",
+        named.len(),
+        if named.len() == 1 { "" } else { "s" },
+        list.join(", ")
+    );
+    Check::of(DISCARDED_NAME, detail, m)
+}
