@@ -1,5 +1,5 @@
 //! The `engine` command line: `generate` (serial, in-process), `score`,
-//! `calibrate`, `synth` and `bench`. Errors are mapped to exit codes here and
+//! `calibrate`, `synth`, `bench`, `serve`, `export-tokenizer` and `dequantize`. Errors are mapped to exit codes here and
 //! nowhere else: 2 for bad input or assets, 1 for anything else.
 
 use anyhow::{Context, Result, bail};
@@ -39,6 +39,25 @@ enum Command {
     /// tokenizer_config.json with its chat template), for tools that read the
     /// Hugging Face format (the harness cuts prompts with it).
     ExportTokenizer(ExportTokenizerArgs),
+    /// Rewrite a GGUF file with every tensor decoded to F32 (or F16): the values
+    /// this engine's loader produces, under the same names, shapes and order,
+    /// with every metadata key copied (general.file_type updated). Gives another
+    /// server (llama.cpp) un-quantized weights for a token-exact comparison.
+    Dequantize(DequantizeArgs),
+}
+
+#[derive(Args)]
+struct DequantizeArgs {
+    /// The input .gguf file.
+    #[arg(long)]
+    model: PathBuf,
+    /// The output .gguf file (written to OUT.tmp, then renamed).
+    #[arg(long)]
+    out: PathBuf,
+    /// Tensor type: f32 (bit-exact: the loader's values) or f16 (rounded; 1-D
+    /// tensors stay f32).
+    #[arg(long, default_value = "f32")]
+    dtype: engine::model::gguf::OutDtype,
 }
 
 #[derive(Args)]
@@ -277,6 +296,7 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Serve(a) => serve(a),
         Command::ExportTokenizer(a) => export_tokenizer(a),
+        Command::Dequantize(a) => dequantize(a),
     };
     if let Err(e) = result {
         eprintln!("engine: error: {e:#}");
@@ -474,6 +494,47 @@ fn export_tokenizer(a: ExportTokenizerArgs) -> Result<()> {
         "the exported tokenizer.json does not encode like the GGUF vocabulary"
     );
     eprintln!("engine: wrote {}/tokenizer.json and tokenizer_config.json", a.out.display());
+    Ok(())
+}
+
+fn dequantize(a: DequantizeArgs) -> Result<()> {
+    use engine::error::EngineError;
+    let bad = |msg: String| EngineError::InvalidRequest(msg);
+    let gguf = engine::model::gguf::GgufFile::open(&a.model)?;
+    if let (Ok(i), Ok(o)) = (a.model.canonicalize(), a.out.canonicalize())
+        && i == o
+    {
+        return Err(bad(format!("--out {} is the input file", a.out.display())).into());
+    }
+    let dir = match a.out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(bad(format!("--out {}: directory {} does not exist", a.out.display(), dir.display())).into());
+    }
+    // Every tensor is checked before a byte is written.
+    let plan = engine::model::gguf::Dequantized::new(&gguf, a.dtype).with_context(|| a.model.display().to_string())?;
+    let tmp = a.out.with_extension("gguf.tmp");
+    let write = || -> std::io::Result<()> {
+        let file = std::fs::File::create(&tmp)?;
+        let file = plan.write_to(std::io::BufWriter::with_capacity(8 << 20, file))?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", tmp.display()));
+    }
+    std::fs::rename(&tmp, &a.out).with_context(|| format!("renaming {} to {}", tmp.display(), a.out.display()))?;
+    let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "engine: wrote {} ({} tensors as {}, general.file_type {}, {:.1} MiB)",
+        a.out.display(),
+        plan.tensors().len(),
+        a.dtype,
+        a.dtype.file_type(),
+        size as f64 / (1 << 20) as f64
+    );
     Ok(())
 }
 

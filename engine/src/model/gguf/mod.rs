@@ -5,12 +5,14 @@
 //! Owns the GGUF format only: it does not build models, tokenizers (see
 //! `tokenizer`) or kernels, and it never trusts a length read from the file.
 
+mod convert;
 mod dequant;
 mod meta;
 mod names;
 mod parse;
 pub mod writer;
 
+pub use convert::{Dequantized, OutDtype};
 pub use dequant::{GgmlType, dequantize};
 pub use meta::MetaValue;
 pub use names::{hf_name, unpermute_rows};
@@ -69,6 +71,7 @@ pub struct GgufFile {
     alignment: u64,
     data_offset: u64,
     metadata: Vec<(String, MetaValue)>,
+    array_types: Vec<Option<u32>>,
     meta_index: HashMap<String, usize>,
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
@@ -119,6 +122,7 @@ impl GgufFile {
             alignment: h.alignment,
             data_offset: h.data_offset,
             metadata: h.metadata,
+            array_types: h.array_types,
             meta_index,
             tensors: h.tensors,
             tensor_index,
@@ -142,6 +146,12 @@ impl GgufFile {
 
     pub fn get(&self, key: &str) -> Option<&MetaValue> {
         self.meta_index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    /// For an array value, the element type id (`gguf_type`) the file gives it,
+    /// which an empty array carries nowhere else; `None` for other values.
+    pub fn array_elem_type(&self, key: &str) -> Option<u32> {
+        self.meta_index.get(key).and_then(|&i| self.array_types[i])
     }
 
     /// A string value; `Ok(None)` if absent, an error if present with another type.

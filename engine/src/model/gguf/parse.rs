@@ -27,6 +27,9 @@ const MAX_PREALLOC: usize = 4096;
 pub(super) struct Header {
     pub version: u32,
     pub metadata: Vec<(String, MetaValue)>,
+    /// For each metadata value (same order) that is an array, its element type
+    /// id as written (an empty array has no element to tell it).
+    pub array_types: Vec<Option<u32>>,
     pub tensors: Vec<TensorInfo>,
     pub alignment: u64,
     pub data_offset: u64,
@@ -174,11 +177,16 @@ pub(super) fn parse(buf: &[u8]) -> Result<Header> {
     let n_kv = c.count(13, "metadata key/value count")?;
 
     let mut metadata = Vec::with_capacity(n_kv.min(MAX_PREALLOC));
+    let mut array_types = Vec::with_capacity(n_kv.min(MAX_PREALLOC));
     for i in 0..n_kv {
         let key = c.string(&format!("metadata key #{i}"))?;
         let ty = c.u32(&format!("type of metadata key {key:?}"))?;
+        // An array starts with its element type: note it before parsing.
+        let elem =
+            c.buf.get(c.pos..c.pos + 4).filter(|_| ty == 9).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
         let v = value(&mut c, ty, &key, 0)?;
         metadata.push((key, v));
+        array_types.push(elem);
     }
 
     let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
@@ -261,5 +269,5 @@ pub(super) fn parse(buf: &[u8]) -> Result<Header> {
         t.offset += data_offset;
     }
 
-    Ok(Header { version, metadata, tensors, alignment, data_offset })
+    Ok(Header { version, metadata, array_types, tensors, alignment, data_offset })
 }
