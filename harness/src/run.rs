@@ -239,6 +239,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let nvidia_smi = find_nvidia_smi();
     let started_unix_ms = state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms));
     let mut units: Vec<UnitOutcome> = Vec::new();
+    let dispatch_realtime = crate::load::realtime_dispatch_available();
     let write_run = |sessions: &[Session], units: &[UnitOutcome], finished: bool| {
         session::RunRecord {
             format: session::RUN_FORMAT,
@@ -250,6 +251,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             finished_unix_ms: if finished { sessions.last().and_then(|s| s.finished_unix_ms) } else { None },
             clock: session::CLOCK,
             dispatch_spin_ns: SPIN_NS,
+            dispatch_realtime,
             stop_grace_s: opts.stop_grace.as_secs_f64(),
             nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
             request_body_sha256: &inputs.body_sha256,

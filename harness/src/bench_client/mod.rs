@@ -121,6 +121,8 @@ pub struct BenchReport {
     /// `load::SPIN_NS`: the dispatcher thread sleeps until this long before each
     /// intended time, then spins until it.
     pub dispatcher_spin_ns: u64,
+    /// Whether the dispatcher thread got real-time scheduling (SCHED_FIFO).
+    pub dispatcher_realtime: bool,
     pub rates: Vec<RateResult>,
 }
 
@@ -283,6 +285,7 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
             prompt_tokens: args.prompt_tokens,
             seed: args.seed,
             dispatcher_spin_ns: crate::load::SPIN_NS,
+            dispatcher_realtime: crate::load::realtime_dispatch_available(),
             rates,
         })
     })

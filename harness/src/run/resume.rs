@@ -332,6 +332,7 @@ count = 4
             finished_unix_ms: None,
             clock: "",
             dispatch_spin_ns: 0,
+            dispatch_realtime: false,
             stop_grace_s: 0.0,
             nvidia_smi: None,
             request_body_sha256: &[],

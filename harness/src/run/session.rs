@@ -93,6 +93,9 @@ pub struct RunRecord<'a> {
     pub finished_unix_ms: Option<u64>,
     pub clock: &'static str,
     pub dispatch_spin_ns: u64,
+    /// Whether the dispatcher threads run with real-time scheduling (SCHED_FIFO):
+    /// without it, busy cores can delay dispatches (see `dispatch_lag_*` per cell).
+    pub dispatch_realtime: bool,
     pub stop_grace_s: f64,
     pub nvidia_smi: Option<String>,
     /// SHA-256 of the request body sent for each panel prompt (same for every arm).
