@@ -212,7 +212,7 @@ fn one(r: &Rec) -> Result<One, String> {
     Ok(One { prompt, output, from_usage, event_tokens: tokens, ttft, tpot, e2e, gaps, events, empty, multi, lag })
 }
 
-fn summarize(records: &[Rec]) -> Result<Vec<Val>, String> {
+pub fn summarize(records: &[Rec]) -> Result<Vec<Val>, String> {
     if records.is_empty() {
         return Err("no request records".into());
     }

@@ -17,7 +17,10 @@
 //!   verified by the manifest only, never read as evidence) (`sessions`);
 //! - joins client records to engine receipts (`receipts`) and recounts the quality
 //!   gates under `qualification/` from the raw answers and compares the outcome
-//!   field by field (`quality`, `qualification`).
+//!   field by field (`quality`, `qualification`);
+//! - in evidence written by `harness compare` (`compare.json` `harness-compare/`,
+//!   no `run.json`), skips the run-specific unit, session and discarded checks and
+//!   recomputes `compare.json`'s cell observations and parity verdict (`compare`).
 //!
 //! Owns `ReplayArgs`, `ReplayError`, the check table and its rendering. The
 //! recomputation is its own code: it shares only parsing types (the plan, the
@@ -30,6 +33,7 @@
 //! one exception to the independence rule: it builds evidence through the analysis
 //! path so that replay has something to audit.
 
+mod compare;
 mod complete;
 mod decide;
 mod evidence;
@@ -197,6 +201,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
     checks.push(inputs::plan_hash_check(root, &manifest, &plan, &scan));
     checks.push(inputs::catalog_check(root, &scan, plan.as_ref().ok()));
     checks.push(files::parse_check(&scan));
+    let layout = compare::layout(root, &scan);
     let mut cell_receipts = Vec::new();
     match &plan {
         Err(why) => {
@@ -218,15 +223,35 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     vec![Mismatch::new("plan.toml", "plan", "unparseable", "a valid plan")],
                 ));
             }
+            if layout.is_some() {
+                checks.push(Check::of(
+                    compare::NAME,
+                    format!("no valid plan: {why}"),
+                    vec![Mismatch::new("plan.toml", "plan", "unparseable", "a valid plan")],
+                ));
+            }
         }
         Ok(frozen) => {
             let study = complete::Study::new(root, &frozen.plan, &scan);
             checks.push(complete::completeness_check(&study));
             checks.push(complete::trace_check(root, &study));
-            let records = units::Records::read(root, &study);
-            checks.push(units::check(root, &study, &records));
-            checks.push(sessions::check(&study, &records));
-            checks.push(sessions::discarded_check(root, &study, &records));
+            match &layout {
+                Some(why) => {
+                    checks.push(Check::skip(
+                        units::NAME,
+                        format!("{why}: its unit.json files are compare's server records, not harness-unit/1"),
+                    ));
+                    checks.push(Check::skip(sessions::NAME, format!("{why}: no sessions")));
+                    checks.push(compare::discarded_check(&scan, sessions::DISCARDED_NAME, why));
+                    checks.push(compare::check(root, &scan, &frozen.plan));
+                }
+                None => {
+                    let records = units::Records::read(root, &study);
+                    checks.push(units::check(root, &study, &records));
+                    checks.push(sessions::check(&study, &records));
+                    checks.push(sessions::discarded_check(root, &study, &records));
+                }
+            }
             let cells = measures::recompute(&study);
             checks.push(tables::summaries_check(root, &study, &cells));
             let listed = |rel: &str| manifest.files.iter().any(|f| f.path == rel);

@@ -47,7 +47,7 @@ fn json_text(v: Option<&Value>) -> Option<String> {
 }
 
 /// One stored summary object against its recomputation.
-fn compare_summary(m: &mut Vec<Mismatch>, file: &str, label: &str, obj: &Value, c: &CellMeasures) {
+pub(super) fn compare_summary(m: &mut Vec<Mismatch>, file: &str, label: &str, obj: &Value, c: &CellMeasures) {
     let Some(map) = obj.as_object() else {
         m.push(Mismatch::new(file, label, "not an object", "a cell summary"));
         return;

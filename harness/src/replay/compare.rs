@@ -1,0 +1,501 @@
+//! Evidence written by `harness compare` (docs/compare.md): recognised by
+//! `compare.json` with the `harness-compare/` format and no `run.json`. Its layout
+//! differs from a run's (`raw/parity/<arm>/`, `raw/noise<r>/<arm>.a|.b/`,
+//! `raw/b<block>/<arm>/`, each with compare's own `unit.json`; no `run.json`), so the
+//! run-specific checks are skipped and this one check audits `compare.json`:
+//! - every cell observation (phase, round, arm, cell) against replay's own
+//!   recomputation from the raw records (`measures::summarize`): failed requests,
+//!   total and output tok/s, TTFT and ITL p50/p99; the record count against the
+//!   plan's cell count; each record's block/arm/cell against its file; the per-cell
+//!   summary `results/cells/<tag>-<label>-<cell>.summary.json` field by field;
+//! - every request file and per-cell summary is observed, and (status `complete`)
+//!   every planned cell of every completed server is observed;
+//! - the server observations (cold start, peak RSS) against each server's
+//!   `unit.json`, and `compare.json` `units[]` against those files;
+//! - the parity verdict recounted from `raw/parity/<arm>/parity.jsonl` (token IDs
+//!   per prompt as recorded, within the prefix rule when the plan sets one) and the
+//!   status that follows from it.
+//!
+//! Not recomputed: the rows (medians over rounds, ratios, noise band, verdicts) and
+//! the token IDs' extraction from the raw answer bodies (the dialects). Must not call
+//! the analysis path (`metrics`, `stats`, `compare::band`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::files::Scan;
+use super::measures::{CellMeasures, FIELD_NAMES, summarize};
+use super::read::{read_json, stream_lines};
+use super::records::Rec;
+use super::tables::compare_summary;
+use super::{Check, Mismatch, close, num};
+use crate::plan::{Plan, ResolvedLoad};
+
+pub const NAME: &str = "compare.json: per-cell measures recomputed";
+const FILE: &str = "compare.json";
+
+/// The format prefix that marks a comparison's `compare.json`.
+const FORMAT_PREFIX: &str = "harness-compare/";
+
+/// Why this is a compare evidence directory (`None`: it is not one).
+pub fn layout(root: &Path, scan: &Scan) -> Option<String> {
+    let run_json = scan.files.contains_key("run.json") || root.join("run.json").symlink_metadata().is_ok();
+    if run_json || !scan.files.contains_key(FILE) {
+        return None;
+    }
+    #[derive(Deserialize)]
+    struct Marker {
+        format: String,
+    }
+    let format = read_json::<Marker>(&root.join(FILE)).ok()?.format;
+    format.starts_with(FORMAT_PREFIX).then(|| format!("compare evidence layout ({FILE} {format}, no run.json)"))
+}
+
+#[derive(Deserialize)]
+struct Report {
+    format: String,
+    status: String,
+    spec: Spec,
+    parity: Parity,
+    units: Vec<Value>,
+    observations: Vec<Obs>,
+}
+
+#[derive(Deserialize)]
+struct Spec {
+    reference: String,
+    candidate: String,
+    noise_arms: String,
+    noise_rounds: u32,
+    parity_prompts: u32,
+    parity_prefix_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct Parity {
+    pass: bool,
+    mismatches: Vec<ParityMismatch>,
+    #[serde(default)]
+    full_output_differences: Vec<ParityMismatch>,
+}
+
+#[derive(Deserialize)]
+struct ParityMismatch {
+    prompt: u64,
+    first_difference: Option<usize>,
+}
+
+#[derive(Deserialize)]
+struct Obs {
+    phase: String,
+    round: u32,
+    second: bool,
+    arm: String,
+    key: String,
+    measure: String,
+    value: Option<f64>,
+    failed: u64,
+}
+
+/// One line of `parity.jsonl` (only what the verdict needs).
+#[derive(Deserialize)]
+struct Answer {
+    prompt: u64,
+    tokens: Vec<u32>,
+    error: Option<String>,
+}
+
+/// The summary field a cell measure of `compare.json` reports.
+fn field_of(measure: &str) -> Option<&'static str> {
+    Some(match measure {
+        "total_tokens_per_s" => "total_token_throughput_tps",
+        "output_tokens_per_s" => "output_token_throughput_tps",
+        "ttft_p50_ms" => "ttft_p50_ms",
+        "ttft_p99_ms" => "ttft_p99_ms",
+        "itl_p50_ms" => "itl_p50_ms",
+        "itl_p99_ms" => "itl_p99_ms",
+        _ => return None,
+    })
+}
+
+const SERVER_MEASURES: [&str; 2] = ["cold_start_s", "peak_rss_mib"];
+
+/// One server start that ran the ladder: (phase, round, second, arm).
+type Server = (String, u32, bool, String);
+
+/// Label, raw directory and summary tag of a server start.
+fn where_of((phase, round, second, arm): &Server) -> (String, String, String) {
+    if phase == "noise" {
+        let label = format!("{arm}.{}", if *second { "b" } else { "a" });
+        (label.clone(), format!("raw/noise{round}/{label}"), format!("noise{round}"))
+    } else {
+        (arm.clone(), format!("raw/b{round}/{arm}"), format!("b{round}"))
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    num(v)
+}
+
+fn same(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => close(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The records of `rel`: from the scan when it parsed them, else read here.
+fn records(root: &Path, scan: &Scan, rel: &str) -> Result<Vec<Rec>, String> {
+    if let Some((_, e)) = scan.parse_errors.iter().find(|(p, _)| p == rel) {
+        return Err(e.clone());
+    }
+    if let Some(r) = scan.requests.get(rel) {
+        return Ok(r.clone());
+    }
+    if !scan.files.contains_key(rel) {
+        return Err("missing".into());
+    }
+    let mut out = Vec::new();
+    let parse = |_: usize, l: &[u8]| serde_json::from_slice::<Rec>(l).map(|r| out.push(r)).map_err(|e| e.to_string());
+    match stream_lines(&root.join(rel), parse) {
+        Ok((_, None)) => Ok(out),
+        Ok((_, Some(e))) => Err(e),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn answers(root: &Path, scan: &Scan, rel: &str) -> Result<Vec<Answer>, String> {
+    if !scan.files.contains_key(rel) {
+        return Err("missing".into());
+    }
+    let mut out = Vec::new();
+    let parse =
+        |_: usize, l: &[u8]| serde_json::from_slice::<Answer>(l).map(|a| out.push(a)).map_err(|e| e.to_string());
+    match stream_lines(&root.join(rel), parse) {
+        Ok((_, None)) => Ok(out),
+        Ok((_, Some(e))) => Err(e),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// First differing position of the compared tokens (or the shorter length).
+fn first_difference(a: &[u32], b: &[u32], limit: Option<usize>) -> Option<usize> {
+    let cut = |t: &[u32]| limit.map_or(t.len(), |n| n.min(t.len()));
+    let (a, b) = (&a[..cut(a)], &b[..cut(b)]);
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => Some(i),
+        None if a.len() != b.len() => Some(a.len().min(b.len())),
+        None => None,
+    }
+}
+
+/// Recounts parity; returns the number of prompts compared.
+fn parity(m: &mut Vec<Mismatch>, root: &Path, scan: &Scan, r: &Report) -> usize {
+    let s = &r.spec;
+    let rel = |arm: &str| format!("raw/parity/{arm}/parity.jsonl");
+    let (ref_rel, cand_rel) = (rel(&s.reference), rel(&s.candidate));
+    let (refs, cands) = match (answers(root, scan, &ref_rel), answers(root, scan, &cand_rel)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            for (f, e) in [(&ref_rel, a.err()), (&cand_rel, b.err())] {
+                if let Some(e) = e {
+                    m.push(Mismatch::new(f, "parity answers", e, "one answer per parity prompt"));
+                }
+            }
+            return 0;
+        }
+    };
+    let prefix = s.parity_prefix_tokens.map(|n| n as usize);
+    // prompt -> first difference (None: an arm failed or did not answer).
+    let (mut decisive, mut beyond) = (BTreeMap::new(), BTreeMap::new());
+    for a in &refs {
+        let c = cands.iter().find(|c| c.prompt == a.prompt);
+        match c {
+            Some(c) if a.error.is_none() && c.error.is_none() => {
+                if let Some(d) = first_difference(&a.tokens, &c.tokens, prefix) {
+                    decisive.insert(a.prompt, Some(d));
+                } else if prefix.is_some()
+                    && let Some(d) = first_difference(&a.tokens, &c.tokens, None)
+                {
+                    beyond.insert(a.prompt, Some(d));
+                }
+            }
+            _ => {
+                decisive.insert(a.prompt, None);
+            }
+        }
+    }
+    let pass = decisive.is_empty() && refs.len() == s.parity_prompts as usize;
+    if r.parity.pass != pass {
+        m.push(Mismatch::new(FILE, "parity.pass", r.parity.pass.to_string(), pass.to_string()));
+    }
+    let want = if pass { "complete" } else { "parity_failed" };
+    if r.status != want {
+        m.push(Mismatch::new(FILE, "status", &r.status, want));
+    }
+    let text = |v: &BTreeMap<u64, Option<usize>>| {
+        let parts: Vec<String> =
+            v.iter().map(|(p, d)| format!("{p}@{}", d.map_or("failed".into(), |d| d.to_string()))).collect();
+        format!("[{}]", parts.join(", "))
+    };
+    for (field, archived, mine) in [
+        ("parity.mismatches (prompt@first difference)", &r.parity.mismatches, &decisive),
+        ("parity.full_output_differences (prompt@first difference)", &r.parity.full_output_differences, &beyond),
+    ] {
+        let archived: BTreeMap<u64, Option<usize>> = archived.iter().map(|x| (x.prompt, x.first_difference)).collect();
+        if archived != *mine {
+            m.push(Mismatch::new(FILE, field, text(&archived), text(mine)));
+        }
+    }
+    refs.len()
+}
+
+/// Compare's `unit.json` of `dir`.
+fn unit_json(root: &Path, scan: &Scan, dir: &str) -> Result<Value, String> {
+    let rel = format!("{dir}/unit.json");
+    if !scan.files.contains_key(&rel) {
+        return Err("missing".into());
+    }
+    read_json::<Value>(&root.join(rel))
+}
+
+/// The server measures a `unit.json` gives: cold start (s) and peak RSS (MiB).
+fn server_values(u: &Value) -> (Option<f64>, Option<f64>) {
+    let ns = |k: &str| u.get(k).and_then(Value::as_u64);
+    let cold = ns("healthy_ns").zip(ns("spawned_ns")).map(|(h, s)| h.saturating_sub(s) as f64 / 1e9);
+    let rss = ns("peak_rss_bytes").map(|b| b as f64 / (1024.0 * 1024.0));
+    (cold, rss)
+}
+
+/// The compare check.
+pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
+    let mut m = Vec::new();
+    let r: Report = match read_json(&root.join(FILE)) {
+        Ok(r) => r,
+        Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new(FILE, "parse", "malformed", e)]),
+    };
+    if r.format != crate::compare::COMPARE_FORMAT {
+        m.push(Mismatch::new(FILE, "format", &r.format, crate::compare::COMPARE_FORMAT));
+    }
+    let prompts = parity(&mut m, root, scan, &r);
+
+    // compare.json units[] against each server's unit.json.
+    let mut unit_status: BTreeMap<String, String> = BTreeMap::new();
+    for (i, u) in r.units.iter().enumerate() {
+        let Some(dir) = u.get("dir").and_then(Value::as_str) else {
+            m.push(Mismatch::new(FILE, format!("units[{i}].dir"), "absent", "a raw directory"));
+            continue;
+        };
+        if let Some(s) = u.get("status").and_then(Value::as_str) {
+            unit_status.insert(dir.to_string(), s.to_string());
+        }
+        match unit_json(root, scan, dir) {
+            Err(e) => m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, format!("{FILE} units[{i}]"))),
+            Ok(v) if v != *u => {
+                let keys: BTreeSet<&String> =
+                    u.as_object().into_iter().chain(v.as_object()).flat_map(|o| o.keys()).collect();
+                for k in keys.into_iter().filter(|k| u.get(k.as_str()) != v.get(k.as_str())) {
+                    let t = |x: Option<&Value>| x.map_or("absent".into(), Value::to_string);
+                    let field = format!("units[{i}].{k} (against {dir}/unit.json)");
+                    m.push(Mismatch::new(FILE, field, t(u.get(k.as_str())), t(v.get(k.as_str()))));
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+
+    // Observations grouped by server start and key.
+    let mut groups: BTreeMap<(Server, String), Vec<&Obs>> = BTreeMap::new();
+    for (i, o) in r.observations.iter().enumerate() {
+        if o.phase != "noise" && o.phase != "round" {
+            m.push(Mismatch::new(FILE, format!("observations[{i}].phase"), &o.phase, "noise or round"));
+            continue;
+        }
+        let server = (o.phase.clone(), o.round, o.second, o.arm.clone());
+        groups.entry((server, o.key.clone())).or_default().push(o);
+    }
+    let resolved = plan.resolved_cells().unwrap_or_default();
+    let (mut cells, mut servers, mut values) = (0usize, 0usize, 0usize);
+    let mut seen_files: BTreeSet<String> = BTreeSet::new();
+    for ((server, key), obs) in &groups {
+        let (label, dir, tag) = where_of(server);
+        let at = format!("{}{} {label} {key}", server.0, server.1);
+        let mut by_measure: BTreeMap<&str, &Obs> = BTreeMap::new();
+        for o in obs {
+            if by_measure.insert(o.measure.as_str(), o).is_some() {
+                m.push(Mismatch::new(FILE, format!("{at} {}", o.measure), "observed twice", "once"));
+            }
+        }
+        let wanted: Vec<&str> = if key == "server" {
+            SERVER_MEASURES.to_vec()
+        } else {
+            ["total_tokens_per_s", "output_tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"]
+                .to_vec()
+        };
+        for w in &wanted {
+            if !by_measure.contains_key(w) {
+                m.push(Mismatch::new(FILE, format!("{at} {w}"), "absent", "observed"));
+            }
+        }
+        for k in by_measure.keys().filter(|k| !wanted.contains(k)) {
+            m.push(Mismatch::new(FILE, format!("{at} {k}"), "present", "not a measure of this key"));
+        }
+        if key == "server" {
+            servers += 1;
+            let (cold, rss) = match unit_json(root, scan, &dir) {
+                Ok(u) => server_values(&u),
+                Err(e) => {
+                    m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, "the server record"));
+                    continue;
+                }
+            };
+            for (name, mine) in [("cold_start_s", cold), ("peak_rss_mib", rss)] {
+                if let Some(o) = by_measure.get(name) {
+                    values += 1;
+                    if !same(o.value, mine) || o.failed != 0 {
+                        let a = format!("{} (failed {})", opt(o.value), o.failed);
+                        m.push(Mismatch::new(FILE, format!("{at} {name}"), a, format!("{} (failed 0)", opt(mine))));
+                    }
+                }
+            }
+            continue;
+        }
+        cells += 1;
+        let rel = format!("{dir}/{key}.requests.jsonl");
+        seen_files.insert(rel.clone());
+        let recs = match records(root, scan, &rel) {
+            Ok(v) => v,
+            Err(e) => {
+                m.push(Mismatch::new(&rel, "records", e, format!("the records of {FILE} {at}")));
+                continue;
+            }
+        };
+        let strays = recs.iter().filter(|x| x.block != server.1 || x.arm != label || x.cell != *key).count();
+        if strays > 0 {
+            let want = format!("block {}, arm {label}, cell {key}", server.1);
+            m.push(Mismatch::new(&rel, "block/arm/cell", format!("{strays} records of another"), want));
+        }
+        if let Some(rc) = resolved.iter().find(|c| c.name == *key) {
+            if rc.count != recs.len() as u64 {
+                let a = format!("{} planned (plan.toml)", rc.count);
+                m.push(Mismatch::new(&rel, "requests", a, recs.len().to_string()));
+            }
+        } else {
+            m.push(Mismatch::new(FILE, at.clone(), "observed", "not a cell of plan.toml"));
+        }
+        let mut failed_by_class = BTreeMap::new();
+        for x in recs.iter().filter(|x| !x.valid()) {
+            *failed_by_class.entry(x.failure_class().to_string()).or_insert(0u64) += 1;
+        }
+        let failed = recs.iter().filter(|x| !x.valid()).count() as u64;
+        let c = CellMeasures {
+            block: server.1,
+            arm: label.clone(),
+            cell: key.clone(),
+            values: summarize(&recs),
+            failed_by_class,
+            failures: Vec::new(),
+        };
+        for (measure, o) in &by_measure {
+            let Some(field) = field_of(measure) else { continue };
+            values += 1;
+            if o.failed != failed {
+                m.push(Mismatch::new(FILE, format!("{at} {measure} failed"), o.failed.to_string(), failed.to_string()));
+            }
+            let mine = c.float(field);
+            if !same(o.value, mine) {
+                m.push(Mismatch::new(FILE, format!("{at} {measure}"), opt(o.value), opt(mine)));
+            }
+        }
+        let summary = format!("results/cells/{tag}-{label}-{key}.summary.json");
+        seen_files.insert(summary.clone());
+        if !scan.files.contains_key(&summary) {
+            m.push(Mismatch::new(&summary, "file", "missing", "a stored summary"));
+        } else {
+            match read_json::<Value>(&root.join(&summary)) {
+                Ok(v) => compare_summary(&mut m, &summary, "summary", &v, &c),
+                Err(e) => m.push(Mismatch::new(&summary, "parse", "malformed", e)),
+            }
+        }
+    }
+
+    // Every request file and per-cell summary is observed.
+    for p in scan.files.keys() {
+        let parts: Vec<&str> = p.split('/').collect();
+        let cell_file = match parts.as_slice() {
+            ["raw", phase, _, name] => *phase != "parity" && name.ends_with(".requests.jsonl"),
+            ["results", "cells", name] => name.ends_with(".summary.json"),
+            _ => false,
+        };
+        if cell_file && !seen_files.contains(p) {
+            m.push(Mismatch::new(p, "file", "present", format!("no observation in {FILE}")));
+        }
+    }
+
+    // With parity passed, every planned cell of every completed server is observed.
+    if r.status == "complete" {
+        let closed: Vec<&str> = resolved
+            .iter()
+            .filter(|c| matches!(c.load, ResolvedLoad::Closed { .. }))
+            .map(|c| c.name.as_str())
+            .collect();
+        let noise_arms: Vec<&str> = match r.spec.noise_arms.as_str() {
+            "both" => vec![&r.spec.reference, &r.spec.candidate],
+            _ => vec![&r.spec.reference],
+        };
+        let mut expected: Vec<(Server, Vec<&str>)> = Vec::new();
+        for round in 0..r.spec.noise_rounds {
+            for second in [false, true] {
+                for arm in &noise_arms {
+                    expected.push((("noise".into(), round, second, arm.to_string()), closed.clone()));
+                }
+            }
+        }
+        let schedule = plan.schedule();
+        for b in &schedule.blocks {
+            for arm in b.arms.iter().filter(|a| **a == r.spec.reference || **a == r.spec.candidate) {
+                let cs: Vec<&str> = b.cells.iter().map(String::as_str).filter(|c| closed.contains(c)).collect();
+                expected.push((("round".into(), b.index, false, arm.clone()), cs));
+            }
+        }
+        for (server, cs) in expected {
+            let (label, dir, _) = where_of(&server);
+            let completed = unit_status.get(&dir).is_none_or(|s| s == "completed");
+            for key in std::iter::once("server").chain(cs.iter().copied().filter(|_| completed)) {
+                if !groups.contains_key(&(server.clone(), key.to_string())) {
+                    let at = format!("{}{} {label} {key}", server.0, server.1);
+                    m.push(Mismatch::new(FILE, at, "no observations", "planned (plan.toml, [compare])"));
+                }
+            }
+        }
+    }
+
+    let detail = format!(
+        "{} ({}): parity recounted from {prompts} prompts; {cells} cells recomputed from raw records \
+         (failed, total and output tok/s, TTFT and ITL p50/p99, record count; results/cells summaries x {} fields); \
+         {servers} servers (cold start, peak RSS from unit.json); {values} observations compared; \
+         rows (medians, ratios, noise band, verdicts) not recomputed",
+        FILE,
+        r.status,
+        FIELD_NAMES.len()
+    );
+    Check::of(NAME, detail, m)
+}
+
+/// `harness compare` never moves anything aside: a `discarded/` there fails.
+pub fn discarded_check(scan: &Scan, name: &str, why: &str) -> Check {
+    let m: Vec<Mismatch> = scan
+        .files
+        .keys()
+        .filter(|p| p.starts_with("discarded/"))
+        .map(|p| Mismatch::new(p, "file", "present", "nothing discarded (harness compare does not resume)"))
+        .collect();
+    if m.is_empty() {
+        return Check::skip(name, format!("{why}: nothing discarded"));
+    }
+    Check::of(name, format!("{why}: compare writes no discarded/"), m)
+}
