@@ -10,82 +10,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{check_manifest, free_port, read_records, serve_argv, synth_model, toml_array};
+use common::plan::compare_plan;
+use common::{check_manifest, read_records, synth_model};
 use harness::compare::{CompareArgs, Measure, run_blocking};
-
-fn plan_text(name: &str, cand_model: &Path, ref_model: &Path) -> String {
-    let cand = serve_argv(cand_model, &["--kv-format", "f16"], &[]);
-    let reference = serve_argv(ref_model, &["--kv-format", "f16"], &[]);
-    format!(
-        r#"[study]
-name = "{name}"
-seed = 11
-
-[request]
-model = "synth"
-output_tokens = 8
-
-[prompts]
-source = "random"
-min_token_id = 0
-max_token_id = 255
-lengths = [24]
-documents = 4
-
-[warmup]
-prompts = 2
-
-[timing]
-settle_s = 0.0
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 0
-descriptive = 2
-arm_order = "alternate"
-cell_order = "fixed"
-
-[[arms]]
-name = "cand"
-role = "candidate"
-argv = {cand}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "ref"
-role = "control"
-argv = {reference}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[cells]]
-name = "c1"
-kind = "descriptive"
-load = "closed"
-concurrency = 1
-count = 2
-
-[[cells]]
-name = "c2"
-kind = "descriptive"
-load = "closed"
-concurrency = 2
-count = 4
-
-[compare]
-parity_prompts = 4
-noise_rounds = 1
-"#,
-        cand = toml_array(&cand),
-        reference = toml_array(&reference),
-        p1 = free_port(),
-        p2 = free_port(),
-    )
-}
 
 /// A copy of a synthetic model with the final RMSNorm weight negated. Random-weight
 /// models with tied embeddings echo the last prompt token whatever their seed; with
@@ -118,7 +45,7 @@ fn engine_against_itself_passes_parity_and_gives_the_ladder_with_a_noise_band() 
     let tmp = tempfile::tempdir().unwrap();
     let model = synth_model(tmp.path());
     let plan = tmp.path().join("plan.toml");
-    let text = plan_text("cmp-same", &model, &model);
+    let text = compare_plan("cmp-same", &model, &model);
     std::fs::write(&plan, &text).unwrap();
     let out = tmp.path().join("evidence");
     let args = CompareArgs { plan, out: Some(out.clone()), force: false, quiet: true };
@@ -170,7 +97,7 @@ fn different_weights_fail_parity_name_the_difference_and_report_no_speed() {
     let model = synth_model(tmp.path());
     let other = negated_final_norm(&model, &tmp.path().join("other"));
     let plan = tmp.path().join("plan.toml");
-    let text = plan_text("cmp-differ", &other, &model);
+    let text = compare_plan("cmp-differ", &other, &model);
     std::fs::write(&plan, &text).unwrap();
     let out = tmp.path().join("evidence");
     // Through the CLI: it prints the table and exits 2.

@@ -10,8 +10,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::plan::compare_plan;
+use common::synth_model;
 use common::tamper::{copy_dir, rewrite_manifest};
-use common::{free_port, serve_argv, synth_model, toml_array};
 use harness::compare::{CompareArgs, run_blocking};
 use harness::replay::{ReplayOutcome, Status, replay_dir};
 
@@ -22,77 +23,6 @@ const SKIPPED: [&str; 3] = [
     "sessions: run.json, unit.json and arm_outcome.json agree",
     "discarded: partial units kept aside (manifest only, not evidence)",
 ];
-
-fn plan_text(name: &str, model: &Path) -> String {
-    let argv = toml_array(&serve_argv(model, &["--kv-format", "f16"], &[]));
-    format!(
-        r#"[study]
-name = "{name}"
-seed = 11
-
-[request]
-model = "synth"
-output_tokens = 8
-
-[prompts]
-source = "random"
-min_token_id = 0
-max_token_id = 255
-lengths = [24]
-documents = 4
-
-[warmup]
-prompts = 2
-
-[timing]
-settle_s = 0.0
-request_timeout_s = 60.0
-drain_timeout_s = 60.0
-
-[blocks]
-count = 0
-descriptive = 2
-arm_order = "alternate"
-cell_order = "fixed"
-
-[[arms]]
-name = "cand"
-role = "candidate"
-argv = {argv}
-port = {p1}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[arms]]
-name = "ref"
-role = "control"
-argv = {argv}
-port = {p2}
-startup_timeout_s = 60.0
-receipts = "{{arm_dir}}/receipts.jsonl"
-
-[[cells]]
-name = "c1"
-kind = "descriptive"
-load = "closed"
-concurrency = 1
-count = 2
-
-[[cells]]
-name = "c2"
-kind = "descriptive"
-load = "closed"
-concurrency = 2
-count = 4
-
-[compare]
-parity_prompts = 4
-noise_rounds = 1
-"#,
-        p1 = free_port(),
-        p2 = free_port(),
-    )
-}
 
 fn replay(dir: &Path) -> ReplayOutcome {
     replay_dir(dir).unwrap_or_else(|e| panic!("replay {}: {e}", dir.display()))
@@ -128,7 +58,7 @@ fn compare_evidence_replays_clean_and_a_changed_number_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let model = synth_model(tmp.path());
     let plan = tmp.path().join("plan.toml");
-    std::fs::write(&plan, plan_text("cmp-replay", &model)).unwrap();
+    std::fs::write(&plan, compare_plan("cmp-replay", &model, &model)).unwrap();
     let clean = tmp.path().join("evidence");
     let outcome =
         run_blocking(CompareArgs { plan, out: Some(clean.clone()), force: false, quiet: true }).expect("compare runs");

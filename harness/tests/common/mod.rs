@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use harness::record::RequestRecord;
 
-mod plan;
+pub mod plan;
 pub mod studies;
 pub mod tamper;
 #[allow(unused_imports)] // not every test crate builds plans

@@ -120,3 +120,27 @@ impl TestPlan {
         t
     }
 }
+
+/// The binding-comparison plan of the compare tests: candidate `cand` on
+/// `cand_model` against reference `ref` on `ref_model` (both f16 engines), two
+/// interleaved descriptive rounds over the ladder 1, 2, one noise round, 4 parity
+/// prompts.
+pub fn compare_plan(name: &str, cand_model: &std::path::Path, ref_model: &std::path::Path) -> String {
+    let cand = super::serve_argv(cand_model, &["--kv-format", "f16"], &[]);
+    let reference = super::serve_argv(ref_model, &["--kv-format", "f16"], &[]);
+    let plan = TestPlan {
+        output_tokens: 8,
+        prompt_tokens: 24,
+        documents: 4,
+        blocks: 0,
+        descriptive_blocks: 2,
+        arm_order: "alternate",
+        ..TestPlan::new(name, 11)
+    };
+    plan.arm("cand", "candidate", &cand)
+        .arm("ref", "control", &reference)
+        .closed("c1", "descriptive", 1, 2)
+        .closed("c2", "descriptive", 2, 4)
+        .tail("[compare]\nparity_prompts = 4\nnoise_rounds = 1\n")
+        .render()
+}
