@@ -305,8 +305,8 @@ fn verdict_text(pass: bool, failed: &[String]) -> Value {
 }
 
 fn parity(rule: &Rule, baseline: &Side, candidate: &Side) -> RuleRow {
-    let mut out = row(rule, format!("serial parity, {}", rule.arms.describe(false)), "every result passes".into());
-    let pick = |side: &Side, baseline_side: bool| -> Result<(bool, Vec<String>, Vec<String>), String> {
+    let out = row(rule, format!("serial parity, {}", rule.arms.describe(false)), "every result passes".into());
+    let pick = |side: &Side, baseline_side: bool| -> Verdict {
         let q = qual(side, baseline_side)?;
         let results: Vec<_> = q.parity.iter().filter(|p| qual_selected(rule, q, &p.arm, baseline_side)).collect();
         if results.is_empty() {
@@ -325,10 +325,18 @@ fn parity(rule: &Rule, baseline: &Side, candidate: &Side) -> RuleRow {
             .collect();
         Ok((failed.is_empty(), failed, detail))
     };
-    if let Ok((pass, failed, _)) = pick(baseline, true) {
+    fill_verdicts(out, pick(baseline, true), pick(candidate, false))
+}
+
+/// (pass, failed arms, detail lines) of one side of a pass/fail rule, or why it has none.
+type Verdict = Result<(bool, Vec<String>, Vec<String>), String>;
+
+/// A pass/fail row: the baseline's verdict for reference, the candidate's decides.
+fn fill_verdicts(mut out: RuleRow, baseline: Verdict, candidate: Verdict) -> RuleRow {
+    if let Ok((pass, failed, _)) = baseline {
         out.baseline = verdict_text(pass, &failed);
     }
-    match pick(candidate, false) {
+    match candidate {
         Ok((pass, failed, detail)) => {
             out.candidate = verdict_text(pass, &failed);
             out.pass = pass;
@@ -340,8 +348,8 @@ fn parity(rule: &Rule, baseline: &Side, candidate: &Side) -> RuleRow {
 }
 
 fn qualified(rule: &Rule, baseline: &Side, candidate: &Side) -> RuleRow {
-    let mut out = row(rule, format!("qualification, {}", rule.arms.describe(false)), "every arm qualified".into());
-    let pick = |side: &Side, baseline_side: bool| -> Result<(bool, Vec<String>, Vec<String>), String> {
+    let out = row(rule, format!("qualification, {}", rule.arms.describe(false)), "every arm qualified".into());
+    let pick = |side: &Side, baseline_side: bool| -> Verdict {
         let q = qual(side, baseline_side)?;
         let arms: Vec<_> = q.arms.iter().filter(|a| rule.arms.matches(&a.arm, &a.role, baseline_side)).collect();
         if arms.is_empty() {
@@ -357,18 +365,7 @@ fn qualified(rule: &Rule, baseline: &Side, candidate: &Side) -> RuleRow {
             arms.iter().filter(|a| !a.qualified).map(|a| format!("{}: {}", a.arm, a.reasons.join("; "))).collect();
         Ok((failed.is_empty(), failed, detail))
     };
-    if let Ok((pass, failed, _)) = pick(baseline, true) {
-        out.baseline = verdict_text(pass, &failed);
-    }
-    match pick(candidate, false) {
-        Ok((pass, failed, detail)) => {
-            out.candidate = verdict_text(pass, &failed);
-            out.pass = pass;
-            out.detail = detail.join("; ");
-        }
-        Err(e) => out.detail = e,
-    }
-    out
+    fill_verdicts(out, pick(baseline, true), pick(candidate, false))
 }
 
 fn bound(rule: &Rule, gate: &str, control: Option<&str>, max_upper: f64, baseline: &Side, candidate: &Side) -> RuleRow {
