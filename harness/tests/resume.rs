@@ -81,7 +81,9 @@ fn start_and_kill(plan: &Path, out: &Path) -> i32 {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn harness");
-    let marker = out.join("raw/b1/f16/first.requests.jsonl");
+    // The cell's summary is written after its raw records: waiting for the summary
+    // means the kill lands after the first cell is wholly on disk.
+    let marker = out.join("results/cells/b1-f16-first.summary.json");
     let deadline = Instant::now() + Duration::from_secs(180);
     while !marker.is_file() {
         assert!(Instant::now() < deadline, "block 1 never reached its second cell");
