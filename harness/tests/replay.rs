@@ -8,7 +8,8 @@
 //! discarded partial unit verified by the manifest only; a study with required
 //! qualification replays clean, and one GSM answer rescored (behind a rewritten
 //! manifest and completion record) or one bound of results/qualification.json
-//! changed is named.
+//! changed is named. Quality gates alone (`harness qualify`) replay clean with
+//! every timing check skipped, and a rescored answer there is named too.
 
 mod common;
 
@@ -21,6 +22,7 @@ use harness::replay::{ReplayOutcome, Status, replay_dir};
 
 const MANIFEST: &str = "manifest: size and SHA-256 of every file";
 const COMPLETE: &str = "completeness: every planned request exactly once";
+const CATALOG: &str = "inputs: traces and prompt panel against catalog.json";
 
 fn synth(tmp: &Path, name: &str, spec: &SynthSpec) -> PathBuf {
     let dir = tmp.join(name);
@@ -412,4 +414,64 @@ fn a_qualified_study_replays_clean_and_a_rescored_answer_is_named() {
     assert_names(&o, QUALITY, "results/qualification.json");
     let c = o.check(QUALITY).unwrap();
     assert!(c.mismatches.iter().any(|m| m.field.ends_with("nll.upper")), "{}", o.render_table(9));
+}
+
+#[test]
+fn quality_gates_alone_replay_clean_with_timing_skipped_and_a_rescored_answer_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::synth_model(tmp.path());
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, common::studies::qualification_plan(&model)).unwrap();
+    let clean = tmp.path().join("gates");
+    let run = Command::new(common::harness_bin())
+        .args(["qualify", "--quiet", "--out"])
+        .arg(&clean)
+        .arg(&plan)
+        .current_dir(common::workspace())
+        .output()
+        .expect("run harness qualify");
+    let said = format!("{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    // Exit 2: an arm failed a gate (this random-weight model's k16v8 NLL may); the
+    // evidence is complete either way.
+    let code = run.status.code();
+    assert!(
+        code == Some(0) || (code == Some(2) && said.contains("NOT QUALIFIED")),
+        "harness qualify ({code:?}):\n{said}"
+    );
+    assert!(!clean.join("run.json").exists() && !clean.join("inputs").exists() && !clean.join("raw").exists());
+    let o = replay(&clean);
+    assert_clean(&o);
+    let q = o.check(QUALITY).unwrap();
+    assert!(q.status == Status::Pass && q.detail.contains("7 (arm, gate) answer files"), "{}", o.render_table(5));
+    for check in [MANIFEST, "plan hash: plan.toml, manifest, run.json, catalog, evidence.json"] {
+        assert_eq!(o.check(check).unwrap().status, Status::Pass, "{check}:\n{}", o.render_table(5));
+    }
+    for check in [CATALOG, COMPLETE, UNITS, SESSIONS, DISCARDED] {
+        let c = o.check(check).unwrap_or_else(|| panic!("no check {check:?}"));
+        assert!(c.status == Status::Skip && c.detail.contains("qualification-only"), "{check}: {}", c.detail);
+    }
+
+    // One GSM answer's text made right behind a rewritten manifest: the rescoring names it.
+    let rel = "qualification/k16v8/gsm.responses.jsonl";
+    let dir = tmp.path().join("answer");
+    copy_dir(&clean, &dir);
+    edit_lines(&dir, rel, |l| {
+        let mut v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
+        v["text"] = format!("#### {}", v["gold"].as_str().unwrap()).into();
+        l[0] = v.to_string();
+    });
+    rewrite_manifest(&dir);
+    let o = replay(&dir);
+    assert_eq!(o.check(MANIFEST).unwrap().status, Status::Pass, "{}", o.render_table(5));
+    assert_names(&o, QUALITY, rel);
+
+    // Files of a timing study beside the gates: audited as a study, so its missing
+    // inputs fail instead of being skipped.
+    let dir = tmp.path().join("mixed");
+    copy_dir(&clean, &dir);
+    std::fs::create_dir_all(dir.join("results")).unwrap();
+    std::fs::write(dir.join("results/matrix.csv"), "block,arm,cell\n").unwrap();
+    rewrite_manifest(&dir);
+    let o = replay(&dir);
+    assert_names(&o, CATALOG, "inputs/catalog.json");
 }

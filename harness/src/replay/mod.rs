@@ -20,7 +20,10 @@
 //!   field by field (`quality`, `qualification`);
 //! - in evidence written by `harness compare` (`compare.json` `harness-compare/`,
 //!   no `run.json`), skips the run-specific unit, session and discarded checks and
-//!   recomputes `compare.json`'s cell observations and parity verdict (`compare`).
+//!   recomputes `compare.json`'s cell observations and parity verdict (`compare`);
+//! - in evidence written by `harness qualify` (quality gates alone), skips every
+//!   timing check and audits the files, the plan hash and the qualification
+//!   (`layout` decides which kind a directory is).
 //!
 //! Owns `ReplayArgs`, `ReplayError`, the check table and its rendering. The
 //! recomputation is its own code: it shares only parsing types (the plan, the
@@ -39,6 +42,7 @@ mod decide;
 mod evidence;
 mod files;
 mod inputs;
+mod layout;
 mod measures;
 mod qualification;
 mod quality;
@@ -56,6 +60,23 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use read::MAX_LINE_BYTES;
+
+use layout::Layout;
+
+/// The checks of a timing study (everything after the files, the plan and the
+/// inputs, before the qualification).
+const TIMING_CHECKS: [&str; 10] = [
+    complete::NAME,
+    complete::TRACE_NAME,
+    tables::SUMMARIES_NAME,
+    tables::MATRIX_NAME,
+    evidence::NAME,
+    evidence::CELLS_NAME,
+    receipts::NAME,
+    units::NAME,
+    sessions::NAME,
+    sessions::DISCARDED_NAME,
+];
 
 /// `harness replay DIR`.
 #[derive(Debug, Clone, clap::Args)]
@@ -199,52 +220,44 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
     let mut checks = vec![files::manifest_check(&manifest, &scan), files::unlisted_check(&manifest, &scan)];
     let plan = inputs::read_plan(root, &scan);
     checks.push(inputs::plan_hash_check(root, &manifest, &plan, &scan));
-    checks.push(inputs::catalog_check(root, &scan, plan.as_ref().ok()));
+    let layout = layout::detect(root, &scan);
+    if let Layout::Qualify(why) = &layout {
+        checks.push(Check::skip(inputs::CATALOG_NAME, why.clone()));
+    } else {
+        checks.push(inputs::catalog_check(root, &scan, plan.as_ref().ok()));
+    }
     checks.push(files::parse_check(&scan));
-    let layout = compare::layout(root, &scan);
     let mut cell_receipts = Vec::new();
-    match &plan {
-        Err(why) => {
-            for name in [
-                complete::NAME,
-                complete::TRACE_NAME,
-                tables::SUMMARIES_NAME,
-                tables::MATRIX_NAME,
-                evidence::NAME,
-                evidence::CELLS_NAME,
-                receipts::NAME,
-                units::NAME,
-                sessions::NAME,
-                sessions::DISCARDED_NAME,
-            ] {
+    match (&plan, &layout) {
+        (_, Layout::Qualify(why)) => {
+            for name in TIMING_CHECKS {
+                checks.push(Check::skip(name, why.clone()));
+            }
+        }
+        (Err(why), _) => {
+            let names = TIMING_CHECKS.iter().chain(matches!(layout, Layout::Compare(_)).then_some(&compare::NAME));
+            for name in names {
                 checks.push(Check::of(
                     name,
                     format!("no valid plan: {why}"),
                     vec![Mismatch::new("plan.toml", "plan", "unparseable", "a valid plan")],
                 ));
             }
-            if layout.is_some() {
-                checks.push(Check::of(
-                    compare::NAME,
-                    format!("no valid plan: {why}"),
-                    vec![Mismatch::new("plan.toml", "plan", "unparseable", "a valid plan")],
-                ));
-            }
         }
-        Ok(frozen) => {
+        (Ok(frozen), _) => {
             let study = complete::Study::new(root, &frozen.plan, &scan);
             match &layout {
                 // Compare writes no arm_outcome.json: completeness by unit would call every
                 // round unit faulted. The compare check's coverage rules do this job there.
-                Some(why) => checks.push(Check::skip(
+                Layout::Compare(why) => checks.push(Check::skip(
                     complete::NAME,
                     format!("{why}: every planned request of every round is counted by the compare.json check"),
                 )),
-                None => checks.push(complete::completeness_check(&study)),
+                _ => checks.push(complete::completeness_check(&study)),
             }
             checks.push(complete::trace_check(root, &study));
             match &layout {
-                Some(why) => {
+                Layout::Compare(why) => {
                     checks.push(Check::skip(
                         units::NAME,
                         format!("{why}: its unit.json files are compare's server records, not harness-unit/1"),
@@ -253,7 +266,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     checks.push(compare::discarded_check(&scan, sessions::DISCARDED_NAME, why));
                     checks.push(compare::check(root, &scan, &frozen.plan));
                 }
-                None => {
+                _ => {
                     let records = units::Records::read(root, &study);
                     checks.push(units::check(root, &study, &records));
                     checks.push(sessions::check(&study, &records));
