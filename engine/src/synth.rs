@@ -79,6 +79,9 @@ impl Default for SynthSpec {
     }
 }
 
+/// A tensor ready for safetensors: name, shape, little-endian bytes.
+type EncodedTensor = (String, Vec<usize>, Vec<u8>);
+
 fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| EngineError::io(path, e))
 }
@@ -177,7 +180,7 @@ pub fn write_model(spec: &SynthSpec, out: &Path) -> Result<ModelConfig> {
     let (s, d) = uniform(vec![h], 300);
     push("model.norm.weight".into(), (s, d.iter().map(|v| 1.0 + v).collect()));
 
-    let (dtype, encoded): (Dtype, Vec<(String, Vec<usize>, Vec<u8>)>) = match spec.dtype {
+    let (dtype, encoded): (Dtype, Vec<EncodedTensor>) = match spec.dtype {
         SynthDtype::F32 => (
             Dtype::F32,
             tensors.into_iter().map(|(n, s, d)| (n, s, d.iter().flat_map(|v| v.to_le_bytes()).collect())).collect(),

@@ -131,13 +131,13 @@ impl ModelConfig {
                 return err(format!("{name} must be positive"));
             }
         }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
+        if !self.num_attention_heads.is_multiple_of(self.num_key_value_heads) {
             return err(format!(
                 "num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
                 self.num_attention_heads, self.num_key_value_heads
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return err(format!("head_dim ({}) must be even for RoPE", self.head_dim));
         }
         if !self.arch.has_qk_norm() && self.head_dim * self.num_attention_heads != self.hidden_size {

@@ -170,11 +170,7 @@ impl Scheduler {
             let target = self.running[i].num_computed + take;
             // Make room, preempting the most recently admitted sequences.
             let mut preempted_self = false;
-            loop {
-                let i = match self.running.iter().position(|s| s.id == id) {
-                    Some(i) => i,
-                    None => break,
-                };
+            while let Some(i) = self.running.iter().position(|s| s.id == id) {
                 if self.running[i].table.as_mut().map(|t| t.reserve(target)).unwrap_or(false) {
                     break;
                 }

@@ -146,13 +146,13 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
                 None => "(no results/qualification.json)",
             };
             field("status", rec.status.clone(), want.into());
-            owned = files_under(&s.scan, "qualification/").cloned().collect();
+            owned = files_under(s.scan, "qualification/").cloned().collect();
             owned.extend(s.scan.files.keys().filter(|p| *p == "results/qualification.json").cloned());
         } else {
             let Some(u) = s.units.iter().find(|u| format!("b{}/{}", u.block, u.arm) == *name) else { continue };
             field("block", format!("{:?}", rec.block), format!("{:?}", Some(u.block)));
             field("status", rec.status.clone(), u.status.clone());
-            owned = files_under(&s.scan, &format!("raw/b{}/{}/", u.block, u.arm)).cloned().collect();
+            owned = files_under(s.scan, &format!("raw/b{}/{}/", u.block, u.arm)).cloned().collect();
             let cells: BTreeSet<&str> =
                 s.cells.iter().filter(|c| c.block == u.block && c.arm == u.arm).map(|c| c.cell.as_str()).collect();
             for c in cells {

@@ -30,6 +30,9 @@ pub struct AttnShape {
 /// Rows per task: bounds the repeated gather of history per task.
 const ROWS_PER_TASK: usize = 64;
 
+/// (sequence, KV head, first row, end row): one unit of parallel work.
+type Task = (usize, usize, usize, usize);
+
 /// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape).
 pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: usize, shape: AttnShape) -> Vec<f32> {
     let AttnShape { heads, kv_heads, head_dim: hd } = shape;
@@ -54,7 +57,7 @@ pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: 
         }
     }
     let scale = 1.0 / (hd as f32).sqrt();
-    let parts: Vec<((usize, usize, usize, usize), Vec<f32>)> = tasks
+    let parts: Vec<(Task, Vec<f32>)> = tasks
         .into_par_iter()
         .map(|(s, kvh, r0, r1)| {
             let seq = &seqs[s];

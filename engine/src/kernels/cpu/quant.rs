@@ -45,7 +45,7 @@ pub struct QuantMatrix {
 impl QuantMatrix {
     /// `None` unless `cols` is a multiple of 32 and `data` has exactly the bytes.
     pub fn new(kind: QuantKind, rows: usize, cols: usize, data: Vec<u8>) -> Option<Self> {
-        (cols % QK == 0 && data.len() == rows * cols / QK * kind.block_bytes()).then_some(QuantMatrix {
+        (cols.is_multiple_of(QK) && data.len() == rows * cols / QK * kind.block_bytes()).then_some(QuantMatrix {
             kind,
             rows,
             cols,
