@@ -6,7 +6,7 @@
 //! quantized layer gives bit-for-bit the result of the f32 layer built from the
 //! dequantized tensor, while reading 4.5 or 8.5 bits per weight instead of 32.
 
-use super::matmul::{block_serial, par_columns};
+use super::matmul::{COLS_PER_TASK, block_serial, columns_per_task, par_columns};
 
 /// From this many rows on, a column block is dequantized once into f32 and the
 /// f32 kernel runs over it; below, weights are dequantized inside the tiles.
@@ -105,13 +105,16 @@ pub fn matmul_quant(x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
             && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: AVX2 and FMA were detected at run time.
-            par_columns(m, n, &mut y, |c0, c1, out| unsafe { avx2::block(x, w, m, c0, c1, out) });
+            par_columns(m, n, &mut y, columns_per_task(m, n), |c0, c1, out| unsafe {
+                avx2::block(x, w, m, c0, c1, out)
+            });
             return y;
         }
     }
     // Many rows (or no AVX2): dequantize each column block once, then run the
-    // f32 kernel over it (same values, same lanes, same results).
-    par_columns(m, n, &mut y, |c0, c1, out| {
+    // f32 kernel over it (same values, same lanes, same results). Small blocks:
+    // each is an f32 copy.
+    par_columns(m, n, &mut y, COLS_PER_TASK, |c0, c1, out| {
         let mut wf = vec![0.0f32; (c1 - c0) * k];
         for (i, r) in (c0..c1).enumerate() {
             w.dequantize_row(r, &mut wf[i * k..(i + 1) * k]);
