@@ -252,7 +252,22 @@ impl GgufFile {
         let bytes = self.tensor_bytes(info)?;
         let data = dequantize(info.ty, bytes, info.numel())
             .ok_or_else(|| EngineError::Gguf(format!("tensor {:?}: data size does not match its shape", info.name)))?;
+        self.release(info);
         Ok(Tensor::new(info.hf_shape(), data))
+    }
+
+    /// Drops a copied tensor's mapped pages from this process's resident set, so
+    /// that loading never holds the file and its decoded copy at once (the peak
+    /// RSS a comparison reports). Only a hint: errors are ignored.
+    fn release(&self, info: &TensorInfo) {
+        let (Bytes::Mmap(map), Some(len)) = (&self.bytes, info.n_bytes) else { return };
+        // SAFETY: the mapping is read-only and file-backed: MADV_DONTNEED only
+        // unmaps its pages from this process, and a later read faults the same
+        // file bytes back in, so no live reference (the tokenizer's strings, a
+        // tensor decoding in parallel on a shared page) sees a change.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, info.offset as usize, len as usize)
+        };
     }
 
     /// The model configuration from `{arch}.*` and `tokenizer.ggml.*` keys.
@@ -415,6 +430,7 @@ impl GgufFile {
             }
             let (cols, rows) = (info.dims[0], info.dims[1]);
             let mut bytes = self.tensor_bytes(info)?.to_vec();
+            self.release(info);
             if cfg.arch == Arch::Llama
                 && let Some(is_q) = names::qk_kind(&info.name)
             {
