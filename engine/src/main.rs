@@ -105,6 +105,11 @@ struct ServeArgs {
     /// Tokens per SSE event.
     #[arg(long, default_value_t = 1)]
     stream_interval: usize,
+    /// With nothing running, wait up to this fraction of the next step's
+    /// expected prefill time (at most 20 ms) for more requests, so that requests
+    /// sent together are prefilled together (0 turns it off). Never delays a decode.
+    #[arg(long, default_value_t = 0.02, value_parser = parse_fraction)]
+    idle_gather_factor: f64,
     /// DEBUG KNOB: sleep this many microseconds after every step, to inject a
     /// known slowdown (the harness's validity tests use it). Off by default.
     #[arg(long, default_value_t = 0)]
@@ -142,6 +147,14 @@ fn default_threads() -> usize {
 }
 
 /// Parses `1234`, `64KiB`, `512MiB`, `2GiB` (also KB/MB/GB as powers of 1000).
+/// A finite number from 0 to 1.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number from 0 to 1")),
+    }
+}
+
 fn parse_bytes(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
@@ -560,6 +573,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         receipts: a.receipts,
         stream_interval: a.stream_interval,
         debug_step_delay_us: a.debug_step_delay_us,
+        idle_gather_factor: a.idle_gather_factor,
         body_limit_bytes: a.max_body,
         shutdown_grace: std::time::Duration::from_secs_f64(a.shutdown_grace_s.max(0.0)),
     };

@@ -122,3 +122,13 @@ fn malformed_prompts_jsonl_names_the_line() {
     assert_eq!(first["index"], 0);
     assert_eq!(first["output_ids"].as_array().map(Vec::len), Some(3));
 }
+
+#[test]
+fn idle_gather_factor_outside_0_to_1() {
+    for bad in ["1.5", "-0.1", "nan", "x"] {
+        let flag = format!("--idle-gather-factor={bad}");
+        let (code, err) = engine(&["serve", "--model", "/nonexistent", &flag]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains("--idle-gather-factor") && err.contains("from 0 to 1"), "{bad}: {err}");
+    }
+}

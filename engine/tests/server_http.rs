@@ -1,6 +1,7 @@
 //! The server over real HTTP, against the `engine` binary: streaming framing,
 //! forced lengths, isolation under batching, preemption, long-then-short
-//! scheduling, disconnects, bad input, API keys, k16v8 inventory, SIGTERM.
+//! scheduling, requests sent together prefilled together, disconnects, bad
+//! input, API keys, k16v8 inventory, SIGTERM.
 
 mod common;
 
@@ -192,6 +193,36 @@ async fn short_request_finishes_before_long_prefill() {
     let (((ls, lv), long_done), ((ss, sv), short_done)) = tokio::join!(long, short);
     assert_eq!((ls, ss), (200, 200), "{lv} {sv}");
     assert!(short_done < long_done, "the short request must finish while the long prompt is still in prefill");
+}
+
+/// Counts of fresh admissions per admitting step, from a receipts file.
+fn admissions_per_step(receipts: &Path) -> Vec<usize> {
+    let text = std::fs::read_to_string(receipts).unwrap();
+    let steps = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap());
+    steps.map(|s| s["admitted"].as_array().unwrap().len()).filter(|&n| n > 0).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_sent_together_to_an_idle_server_share_one_prefill_step() {
+    let dir = synth();
+    let receipts = dir.path().join("receipts.jsonl");
+    // Wait up to the whole expected prefill (at most 20 ms) for more requests.
+    let args = ["--threads", "2", "--idle-gather-factor", "1", "--receipts", receipts.to_str().unwrap()];
+    let s = Server::start(dir.path(), &args);
+    // One request first: the wait scales with the measured prefill time.
+    post(&s, "/v1/completions", greedy(prompt_ids(200, 1), 2)).await;
+    let first = post(&s, "/v1/completions", greedy(prompt_ids(200, 2), 3));
+    let second = async {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        post(&s, "/v1/completions", greedy(prompt_ids(200, 3), 3)).await
+    };
+    let ((a, _), (b, _)) = tokio::join!(first, second);
+    assert_eq!((a, b), (200, 200));
+    drop(s);
+    // (With `--idle-gather-factor 0` this gave [1, 1, 1] five times in five
+    // here: the first request's step starts at once, and the second, 2 ms later,
+    // cannot join a step in flight.)
+    assert_eq!(admissions_per_step(&receipts), [1, 2], "the pair shares one prefill step");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -86,6 +86,11 @@ impl Scheduler {
         self.running.len()
     }
 
+    /// Tokens the waiting sequences must compute before their first sample.
+    pub fn waiting_tokens(&self) -> usize {
+        self.waiting.iter().map(|s| s.tokens.len().saturating_sub(s.num_computed)).sum()
+    }
+
     pub fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.running.is_empty()
     }

@@ -70,8 +70,14 @@ pub enum Command {
 pub struct LoopConfig {
     pub scheduler: SchedulerConfig,
     pub step_delay: Duration,
+    /// With nothing running, a step waits up to this fraction of its expected
+    /// prefill time for more requests (`gather`).
+    pub idle_gather_factor: f64,
     pub eos_token_ids: Vec<u32>,
 }
+
+/// The longest `gather` ever waits.
+const MAX_GATHER: Duration = Duration::from_millis(20);
 
 struct Active {
     name: String,
@@ -96,6 +102,9 @@ pub struct EngineLoop {
     next_id: SeqId,
     step: u64,
     started: Instant,
+    /// Forward time per prefill token of the last step that admitted fresh
+    /// requests (`gather`).
+    prefill_per_token: Duration,
 }
 
 impl EngineLoop {
@@ -119,6 +128,7 @@ impl EngineLoop {
             next_id: 1,
             step: 0,
             started,
+            prefill_per_token: Duration::ZERO,
         }
     }
 
@@ -161,6 +171,10 @@ impl EngineLoop {
                 self.update_gauges();
                 continue;
             }
+            if self.sched.num_running() == 0 && !self.gather(&rx) {
+                self.abort_all();
+                break;
+            }
             let worked = self.step_once();
             if !worked {
                 // Nothing schedulable right now (cannot happen for requests that
@@ -181,6 +195,36 @@ impl EngineLoop {
             }
         }
         self.update_gauges();
+    }
+
+    /// With nothing running (every waiting request would start with a
+    /// prefill), waits up to `idle_gather_factor` x the time the next step's
+    /// prefill is expected to take (the waiting tokens, up to one step's budget,
+    /// at the last admitting step's time per prefill token) for more requests. Requests sent together (the replacements of
+    /// a closed-loop client, a burst at a cell start) then share one prefill
+    /// step; otherwise the one that arrives a millisecond late is prefilled in
+    /// the next step, which stalls the first one's decode for a whole prefill,
+    /// and the pair stays out of step for good. The wait costs a waiting request
+    /// that fraction of its own prefill time, and never delays a decode.
+    /// Returns false when the loop must stop.
+    fn gather(&mut self, rx: &Receiver<Command>) -> bool {
+        let tokens = self.sched.waiting_tokens().min(self.cfg.scheduler.max_num_batched_tokens);
+        let window = (self.prefill_per_token * tokens as u32).mul_f64(self.cfg.idle_gather_factor).min(MAX_GATHER);
+        let deadline = Instant::now() + window;
+        loop {
+            let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+                return true;
+            };
+            match rx.recv_timeout(left) {
+                Ok(cmd) => {
+                    if !self.handle(cmd) {
+                        return false;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => return true,
+                Err(RecvTimeoutError::Disconnected) => return false,
+            }
+        }
     }
 
     /// Returns false when the loop must stop.
@@ -305,7 +349,11 @@ impl EngineLoop {
             inputs.push(SeqInput { tokens: &tokens[c.start..c.end], table, logits });
             order.push(c.clone());
         }
+        let forward_started = Instant::now();
         let result = pool.install(|| model.forward(cache, &mut inputs, None));
+        if !plan.fresh.is_empty() && plan.prefill_tokens > 0 {
+            self.prefill_per_token = forward_started.elapsed() / plan.prefill_tokens as u32;
+        }
         drop(inputs);
         let logits = match result {
             Ok(l) => l,

@@ -45,6 +45,7 @@ pub struct ServeOptions {
     pub receipts: Option<PathBuf>,
     pub stream_interval: usize,
     pub debug_step_delay_us: u64,
+    pub idle_gather_factor: f64,
     pub body_limit_bytes: usize,
     pub shutdown_grace: Duration,
 }
@@ -144,6 +145,7 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
                 prefix_caching: loop_opts.prefix_caching,
             },
             step_delay: Duration::from_micros(loop_opts.debug_step_delay_us),
+            idle_gather_factor: loop_opts.idle_gather_factor,
             eos_token_ids: engine.tokenizer.eos_token_ids().to_vec(),
         };
         let ready = Ready {
