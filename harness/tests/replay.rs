@@ -363,6 +363,17 @@ fn a_resumed_study_replays_clean_and_its_discarded_bytes_are_still_verified() {
     assert_names(&replay(&out), DISCARDED, "discarded/2-b1-f16");
 }
 
+/// A copy of `clean` in `dir` where the first answer in `rel` (a GSM responses
+/// file) is made right, its stored score left as it was.
+fn copy_with_first_answer_right(clean: &Path, dir: &Path, rel: &str) {
+    copy_dir(clean, dir);
+    edit_lines(dir, rel, |l| {
+        let mut v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
+        v["text"] = format!("#### {}", v["gold"].as_str().unwrap()).into();
+        l[0] = v.to_string();
+    });
+}
+
 #[test]
 fn a_qualified_study_replays_clean_and_a_rescored_answer_is_named() {
     let tmp = tempfile::tempdir().unwrap();
@@ -381,12 +392,7 @@ fn a_qualified_study_replays_clean_and_a_rescored_answer_is_named() {
     // rewritten manifest and completion record: only the rescoring can see it.
     let rel = "qualification/f16/gsm.responses.jsonl";
     let dir = tmp.path().join("answer");
-    copy_dir(&clean, &dir);
-    edit_lines(&dir, rel, |l| {
-        let mut v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
-        v["text"] = format!("#### {}", v["gold"].as_str().unwrap()).into();
-        l[0] = v.to_string();
-    });
+    copy_with_first_answer_right(&clean, &dir, rel);
     reseal_unit(&dir, "qualification/unit.json");
     rewrite_manifest(&dir);
     let o = replay(&dir);
@@ -454,12 +460,7 @@ fn quality_gates_alone_replay_clean_with_timing_skipped_and_a_rescored_answer_is
     // One GSM answer's text made right behind a rewritten manifest: the rescoring names it.
     let rel = "qualification/k16v8/gsm.responses.jsonl";
     let dir = tmp.path().join("answer");
-    copy_dir(&clean, &dir);
-    edit_lines(&dir, rel, |l| {
-        let mut v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
-        v["text"] = format!("#### {}", v["gold"].as_str().unwrap()).into();
-        l[0] = v.to_string();
-    });
+    copy_with_first_answer_right(&clean, &dir, rel);
     rewrite_manifest(&dir);
     let o = replay(&dir);
     assert_eq!(o.check(MANIFEST).unwrap().status, Status::Pass, "{}", o.render_table(5));
