@@ -51,24 +51,6 @@ fn alive(pid: i32) -> bool {
     stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|s| s != "Z" && s != "X")
 }
 
-/// Every file under `dir`, relative, sorted.
-fn files(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read_dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Starts the study, kills the harness with SIGKILL once block 1's first unit has
 /// finished its first cell, and returns the pid of that unit's server.
 fn start_and_kill(plan: &Path, out: &Path) -> i32 {

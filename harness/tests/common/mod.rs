@@ -115,33 +115,39 @@ pub fn read_records(path: &Path) -> Vec<RequestRecord> {
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).collect()
 }
 
-/// Recomputes every manifest entry's size and SHA-256 and checks that the manifest
-/// lists every file of the directory (except itself).
-pub fn check_manifest(dir: &Path, plan_bytes: &[u8]) {
-    let m = read_json(&dir.join("manifest.json"));
-    assert_eq!(m["plan_sha256"], harness::plan::sha256_hex(plan_bytes));
-    let files = m["files"].as_array().expect("files");
-    let mut listed: Vec<String> = Vec::new();
-    for f in files {
-        let rel = f["path"].as_str().expect("path");
-        let bytes = std::fs::read(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-        assert_eq!(f["bytes"].as_u64(), Some(bytes.len() as u64), "{rel}: size");
-        assert_eq!(f["sha256"].as_str(), Some(harness::plan::sha256_hex(&bytes).as_str()), "{rel}: sha256");
-        listed.push(rel.to_string());
-    }
-    let mut on_disk = Vec::new();
+/// Every file under `dir`, relative and `/`-separated, sorted.
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).expect("read_dir") {
             let p = e.expect("entry").path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p != dir.join("manifest.json") {
-                on_disk.push(p.strip_prefix(dir).expect("inside").to_string_lossy().replace('\\', "/"));
+            } else {
+                out.push(p.strip_prefix(dir).expect("inside").to_string_lossy().replace('\\', "/"));
             }
         }
     }
-    on_disk.sort();
+    out.sort();
+    out
+}
+
+/// Recomputes every manifest entry's size and SHA-256 and checks that the manifest
+/// lists every file of the directory (except itself).
+pub fn check_manifest(dir: &Path, plan_bytes: &[u8]) {
+    let m = read_json(&dir.join("manifest.json"));
+    assert_eq!(m["plan_sha256"], harness::plan::sha256_hex(plan_bytes));
+    let entries = m["files"].as_array().expect("files");
+    let mut listed: Vec<String> = Vec::new();
+    for f in entries {
+        let rel = f["path"].as_str().expect("path");
+        let bytes = std::fs::read(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert_eq!(f["bytes"].as_u64(), Some(bytes.len() as u64), "{rel}: size");
+        assert_eq!(f["sha256"].as_str(), Some(harness::plan::sha256_hex(&bytes).as_str()), "{rel}: sha256");
+        listed.push(rel.to_string());
+    }
+    let on_disk: Vec<String> = files(dir).into_iter().filter(|p| p != "manifest.json").collect();
     listed.sort();
     assert_eq!(listed, on_disk, "the manifest lists exactly the files on disk");
     // Discarded partial units (`--resume`) are kept as found, half files included.
