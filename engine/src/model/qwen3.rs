@@ -73,6 +73,41 @@ pub struct Attention {
     pub k_norm: Option<RmsNorm>,
 }
 
+impl Attention {
+    /// Self-attention of every new row (`x` is the normalised hidden state,
+    /// `[rows, hidden]`): projects, rotates, stores this layer's keys and values
+    /// in each sequence's pages, attends over the cache and projects back.
+    fn forward(&self, x: &[f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) -> Vec<f32> {
+        let (q_dim, kv_dim) = (batch.shape.heads * batch.shape.head_dim, batch.shape.kv_heads * batch.shape.head_dim);
+        let mut q = self.q_proj.forward(x);
+        let mut k = self.k_proj.forward(x);
+        let v = self.v_proj.forward(x);
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q = qn.forward(&q);
+            k = kn.forward(&k);
+        }
+        for (r, &pos) in batch.positions.iter().enumerate() {
+            batch.rope.apply(&mut q[r * q_dim..(r + 1) * q_dim], pos);
+            batch.rope.apply(&mut k[r * kv_dim..(r + 1) * kv_dim], pos);
+        }
+        if let Some(obs) = batch.observe.as_mut() {
+            obs(batch.layer, &v);
+        }
+        for (s, p) in batch.seqs.iter().zip(&batch.places) {
+            let rows = p.row * kv_dim..(p.row + p.len) * kv_dim;
+            cache.write(batch.layer, s.table, p.start, &k[rows.clone()], &v[rows]);
+        }
+        let attn_seqs: Vec<AttnSeq<'_>> = batch
+            .seqs
+            .iter()
+            .zip(&batch.places)
+            .map(|(s, p)| AttnSeq { table: &*s.table, q_row: p.row, rows: p.len, start_pos: p.start })
+            .collect();
+        let attn = paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape);
+        self.o_proj.forward(&attn)
+    }
+}
+
 pub struct Mlp {
     pub gate_proj: Linear,
     pub up_proj: Linear,
@@ -93,6 +128,16 @@ pub struct DecoderLayer {
     pub mlp: Mlp,
     pub input_layernorm: RmsNorm,
     pub post_attention_layernorm: RmsNorm,
+}
+
+impl DecoderLayer {
+    /// Pre-norm residual block: `x += attn(norm(x))`, then `x += mlp(norm(x))`.
+    fn forward(&self, x: &mut [f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) {
+        let attn = self.self_attn.forward(&self.input_layernorm.forward(x), batch, cache);
+        add_in_place(x, &attn);
+        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(x));
+        add_in_place(x, &mlp);
+    }
 }
 
 /// Which logits a sequence wants back from a forward call.
@@ -117,35 +162,146 @@ pub struct SeqInput<'a> {
 /// `engine calibrate` uses it to measure value ranges.
 pub type ValueObserver<'a> = &'a mut dyn FnMut(usize, &[f32]);
 
+/// Where one sequence's new tokens sit: rows `row..row + len` of the batch,
+/// positions `start..start + len` of the sequence.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    row: usize,
+    start: usize,
+    len: usize,
+}
+
+/// What every layer of one forward call shares: the sequences, where their rows
+/// sit, each row's position, and the layer being run.
+struct Batch<'s, 'o> {
+    seqs: &'s [SeqInput<'s>],
+    places: Vec<Place>,
+    positions: Vec<usize>,
+    shape: AttnShape,
+    rope: &'s RopeTable,
+    observe: Option<ValueObserver<'o>>,
+    layer: usize,
+}
+
+/// The output projection: the embedding matrix read as a linear layer (tied
+/// weights), or a layer of its own (an untied head, or the quantized copy of a
+/// tied embedding matrix, whose lookups keep the f32 one).
+pub enum LmHead {
+    Tied,
+    Linear(Linear),
+}
+
 pub struct Model {
     pub config: ModelConfig,
     pub embed_tokens: Vec<f32>,
     pub layers: Vec<DecoderLayer>,
     pub norm: RmsNorm,
-    /// `None` when tied to `embed_tokens`.
-    pub lm_head: Option<Linear>,
+    pub lm_head: LmHead,
     rope: RopeTable,
 }
 
+/// Takes tensors out of a checkpoint by Hugging Face name under a prefix
+/// (`model.layers.3`, then `self_attn`, ...), checking each shape: the loader's
+/// counterpart of candle's `VarBuilder::pp`.
 struct Take<'a> {
     tensors: &'a mut TensorMap,
+    prefix: String,
 }
 
-impl Take<'_> {
-    fn get(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let t = self.tensors.remove(name).ok_or_else(|| EngineError::MissingTensor(name.to_string()))?;
+impl<'a> Take<'a> {
+    fn new(tensors: &'a mut TensorMap) -> Self {
+        Take { tensors, prefix: String::new() }
+    }
+
+    /// The same map under `self.prefix` + `.` + `sub`.
+    fn pp(&mut self, sub: &str) -> Take<'_> {
+        let prefix = self.name(sub);
+        Take { tensors: self.tensors, prefix }
+    }
+
+    fn name(&self, leaf: &str) -> String {
+        if self.prefix.is_empty() { leaf.to_string() } else { format!("{}.{leaf}", self.prefix) }
+    }
+
+    fn contains(&self, leaf: &str) -> bool {
+        self.tensors.contains_key(&self.name(leaf))
+    }
+
+    fn get(&mut self, leaf: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let name = self.name(leaf);
+        let t = self.tensors.remove(&name).ok_or_else(|| EngineError::MissingTensor(name.clone()))?;
         if t.shape != shape {
-            return Err(EngineError::Shape { name: name.to_string(), expected: shape.to_vec(), found: t.shape });
+            return Err(EngineError::Shape { name, expected: shape.to_vec(), found: t.shape });
         }
         Ok(t.data)
     }
 
-    fn linear(&mut self, name: &str, out_features: usize, in_features: usize) -> Result<Linear> {
-        Ok(Linear { weight: Weight::F32(self.get(name, &[out_features, in_features])?), out_features, in_features })
+    /// `{leaf}.weight` as a linear layer `[out_features, in_features]`.
+    fn linear(&mut self, leaf: &str, out_features: usize, in_features: usize) -> Result<Linear> {
+        let weight = Weight::F32(self.get(&format!("{leaf}.weight"), &[out_features, in_features])?);
+        Ok(Linear { weight, out_features, in_features })
     }
 
-    fn norm(&mut self, name: &str, dim: usize, eps: f32) -> Result<RmsNorm> {
-        Ok(RmsNorm { weight: self.get(name, &[dim])?, eps })
+    /// `{leaf}.weight` as an RMSNorm over `dim`.
+    fn norm(&mut self, leaf: &str, dim: usize, eps: f32) -> Result<RmsNorm> {
+        Ok(RmsNorm { weight: self.get(&format!("{leaf}.weight"), &[dim])?, eps })
+    }
+}
+
+impl Attention {
+    fn load(t: &mut Take<'_>, c: &ModelConfig) -> Result<Self> {
+        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        let (q_norm, k_norm) = if c.arch.has_qk_norm() {
+            (Some(t.norm("q_norm", c.head_dim, eps)?), Some(t.norm("k_norm", c.head_dim, eps)?))
+        } else {
+            (None, None)
+        };
+        Ok(Attention {
+            q_proj: t.linear("q_proj", c.q_dim(), h)?,
+            k_proj: t.linear("k_proj", c.kv_dim(), h)?,
+            v_proj: t.linear("v_proj", c.kv_dim(), h)?,
+            o_proj: t.linear("o_proj", h, c.q_dim())?,
+            q_norm,
+            k_norm,
+        })
+    }
+}
+
+impl Mlp {
+    fn load(t: &mut Take<'_>, c: &ModelConfig) -> Result<Self> {
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        Ok(Mlp {
+            gate_proj: t.linear("gate_proj", i, h)?,
+            up_proj: t.linear("up_proj", i, h)?,
+            down_proj: t.linear("down_proj", h, i)?,
+        })
+    }
+}
+
+impl DecoderLayer {
+    fn load(t: &mut Take<'_>, c: &ModelConfig) -> Result<Self> {
+        let (h, eps) = (c.hidden_size, c.rms_norm_eps);
+        Ok(DecoderLayer {
+            self_attn: Attention::load(&mut t.pp("self_attn"), c)?,
+            mlp: Mlp::load(&mut t.pp("mlp"), c)?,
+            input_layernorm: t.norm("input_layernorm", h, eps)?,
+            post_attention_layernorm: t.norm("post_attention_layernorm", h, eps)?,
+        })
+    }
+
+    /// The layer's linear layer named by the tail of a checkpoint name
+    /// (`self_attn.q_proj.weight`).
+    fn linear_mut(&mut self, tail: &str) -> Option<&mut Linear> {
+        match tail {
+            "self_attn.q_proj.weight" => Some(&mut self.self_attn.q_proj),
+            "self_attn.k_proj.weight" => Some(&mut self.self_attn.k_proj),
+            "self_attn.v_proj.weight" => Some(&mut self.self_attn.v_proj),
+            "self_attn.o_proj.weight" => Some(&mut self.self_attn.o_proj),
+            "mlp.gate_proj.weight" => Some(&mut self.mlp.gate_proj),
+            "mlp.up_proj.weight" => Some(&mut self.mlp.up_proj),
+            "mlp.down_proj.weight" => Some(&mut self.mlp.down_proj),
+            _ => None,
+        }
     }
 }
 
@@ -156,45 +312,20 @@ impl Model {
         config.validate()?;
         let c = &config;
         let (h, eps) = (c.hidden_size, c.rms_norm_eps);
-        let mut t = Take { tensors: &mut tensors };
-        let embed_tokens = t.get("model.embed_tokens.weight", &[c.vocab_size, h])?;
-        let mut layers = Vec::with_capacity(c.num_hidden_layers);
-        for i in 0..c.num_hidden_layers {
-            let p = format!("model.layers.{i}");
-            let (q_norm, k_norm) = if c.arch.has_qk_norm() {
-                (
-                    Some(t.norm(&format!("{p}.self_attn.q_norm.weight"), c.head_dim, eps)?),
-                    Some(t.norm(&format!("{p}.self_attn.k_norm.weight"), c.head_dim, eps)?),
-                )
-            } else {
-                (None, None)
-            };
-            layers.push(DecoderLayer {
-                self_attn: Attention {
-                    q_proj: t.linear(&format!("{p}.self_attn.q_proj.weight"), c.q_dim(), h)?,
-                    k_proj: t.linear(&format!("{p}.self_attn.k_proj.weight"), c.kv_dim(), h)?,
-                    v_proj: t.linear(&format!("{p}.self_attn.v_proj.weight"), c.kv_dim(), h)?,
-                    o_proj: t.linear(&format!("{p}.self_attn.o_proj.weight"), h, c.q_dim())?,
-                    q_norm,
-                    k_norm,
-                },
-                mlp: Mlp {
-                    gate_proj: t.linear(&format!("{p}.mlp.gate_proj.weight"), c.intermediate_size, h)?,
-                    up_proj: t.linear(&format!("{p}.mlp.up_proj.weight"), c.intermediate_size, h)?,
-                    down_proj: t.linear(&format!("{p}.mlp.down_proj.weight"), h, c.intermediate_size)?,
-                },
-                input_layernorm: t.norm(&format!("{p}.input_layernorm.weight"), h, eps)?,
-                post_attention_layernorm: t.norm(&format!("{p}.post_attention_layernorm.weight"), h, eps)?,
-            });
-        }
-        let norm = t.norm("model.norm.weight", h, eps)?;
-        let lm_head = if t.tensors.contains_key("lm_head.weight") {
-            Some(t.linear("lm_head.weight", c.vocab_size, h)?)
+        let mut root = Take::new(&mut tensors);
+        let lm_head = if root.contains("lm_head.weight") {
+            LmHead::Linear(root.linear("lm_head", c.vocab_size, h)?)
         } else if c.tie_word_embeddings {
-            None
+            LmHead::Tied
         } else {
             return Err(EngineError::MissingTensor("lm_head.weight (and tie_word_embeddings is false)".into()));
         };
+        let mut t = root.pp("model");
+        let embed_tokens = t.get("embed_tokens.weight", &[c.vocab_size, h])?;
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| DecoderLayer::load(&mut t.pp(&format!("layers.{i}")), c))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = t.norm("norm", h, eps)?;
         let rope = RopeTable::new(c.head_dim, c.rope_theta, c.max_position_embeddings);
         Ok(Model { config, embed_tokens, layers, norm, lm_head, rope })
     }
@@ -204,15 +335,10 @@ impl Model {
     }
 
     fn lm_head_forward(&self, x: &[f32]) -> Vec<f32> {
+        let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
         match &self.lm_head {
-            Some(l) => l.forward(x),
-            None => matmul(
-                x,
-                &self.embed_tokens,
-                x.len() / self.config.hidden_size,
-                self.config.hidden_size,
-                self.config.vocab_size,
-            ),
+            LmHead::Linear(l) => l.forward(x),
+            LmHead::Tied => matmul(x, &self.embed_tokens, x.len() / h, h, vocab),
         }
     }
 
@@ -223,47 +349,70 @@ impl Model {
     pub fn use_quantized(&mut self, weights: Vec<(String, QuantMatrix)>) -> usize {
         let mut n = 0;
         for (name, q) in weights {
-            let target: Option<&mut Linear> = if name == "lm_head.weight" {
-                self.lm_head.as_mut()
-            } else if name == "model.embed_tokens.weight" {
-                if self.lm_head.is_none() && self.config.tie_word_embeddings {
-                    let (out_features, in_features) = (self.config.vocab_size, self.config.hidden_size);
-                    self.lm_head = Some(Linear { weight: Weight::F32(Vec::new()), out_features, in_features });
-                }
-                match self.lm_head.as_mut() {
-                    Some(l) if matches!(&l.weight, Weight::F32(w) if w.is_empty()) => Some(l),
-                    _ => None,
-                }
-            } else {
-                self.linear_mut(&name)
+            let used = match name.as_str() {
+                "lm_head.weight" => match &mut self.lm_head {
+                    LmHead::Linear(l) => l.set_quantized(q),
+                    LmHead::Tied => false,
+                },
+                "model.embed_tokens.weight" => self.tie_quantized_embedding(q),
+                _ => self.linear_mut(&name).is_some_and(|l| l.set_quantized(q)),
             };
-            if let Some(l) = target
-                && l.set_quantized(q)
-            {
-                n += 1;
-            }
-        }
-        // A tied head whose quantized matrix did not fit falls back to the embedding.
-        if matches!(&self.lm_head, Some(Linear { weight: Weight::F32(w), .. }) if w.is_empty()) {
-            self.lm_head = None;
+            n += usize::from(used);
         }
         n
+    }
+
+    /// A tied head reads the quantized embedding matrix when its shape fits.
+    fn tie_quantized_embedding(&mut self, q: QuantMatrix) -> bool {
+        let (out_features, in_features) = (self.config.vocab_size, self.config.hidden_size);
+        let fits = q.rows == out_features && q.cols == in_features;
+        if matches!(self.lm_head, LmHead::Tied) && self.config.tie_word_embeddings && fits {
+            self.lm_head = LmHead::Linear(Linear { weight: Weight::Quant(q), out_features, in_features });
+            return true;
+        }
+        false
     }
 
     fn linear_mut(&mut self, name: &str) -> Option<&mut Linear> {
         let rest = name.strip_prefix("model.layers.")?;
         let (idx, tail) = rest.split_once('.')?;
-        let layer = self.layers.get_mut(idx.parse::<usize>().ok()?)?;
-        match tail {
-            "self_attn.q_proj.weight" => Some(&mut layer.self_attn.q_proj),
-            "self_attn.k_proj.weight" => Some(&mut layer.self_attn.k_proj),
-            "self_attn.v_proj.weight" => Some(&mut layer.self_attn.v_proj),
-            "self_attn.o_proj.weight" => Some(&mut layer.self_attn.o_proj),
-            "mlp.gate_proj.weight" => Some(&mut layer.mlp.gate_proj),
-            "mlp.up_proj.weight" => Some(&mut layer.mlp.up_proj),
-            "mlp.down_proj.weight" => Some(&mut layer.mlp.down_proj),
-            _ => None,
+        self.layers.get_mut(idx.parse::<usize>().ok()?)?.linear_mut(tail)
+    }
+
+    /// Checks every sequence and places its new tokens in the batch, before
+    /// anything touches the cache.
+    fn place(&self, seqs: &[SeqInput<'_>]) -> Result<Vec<Place>> {
+        let vocab = self.config.vocab_size;
+        let mut places = Vec::with_capacity(seqs.len());
+        let mut row = 0usize;
+        for (i, s) in seqs.iter().enumerate() {
+            let (start, len) = (s.table.len(), s.tokens.len());
+            if len == 0 {
+                return Err(EngineError::InvalidRequest(format!("sequence {i} has no new tokens")));
+            }
+            if start + len > self.max_positions() {
+                return Err(EngineError::InvalidRequest(format!(
+                    "sequence {i} would reach position {} but the model supports {}",
+                    start + len,
+                    self.max_positions()
+                )));
+            }
+            if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(EngineError::InvalidRequest(format!(
+                    "token id {bad} is outside the vocabulary (size {vocab})"
+                )));
+            }
+            if s.table.capacity() < start + len {
+                return Err(EngineError::Kv(format!(
+                    "sequence {i}: block table holds {} slots, needs {}",
+                    s.table.capacity(),
+                    start + len
+                )));
+            }
+            places.push(Place { row, start, len });
+            row += len;
         }
+        Ok(places)
     }
 
     /// Runs the new tokens of every sequence through the model, storing their
@@ -273,113 +422,45 @@ impl Model {
         &self,
         cache: &mut KvCache,
         seqs: &mut [SeqInput<'_>],
-        mut observe: Option<ValueObserver<'_>>,
+        observe: Option<ValueObserver<'_>>,
     ) -> Result<Vec<Vec<Vec<f32>>>> {
         let c = &self.config;
-        let (h, hd) = (c.hidden_size, c.head_dim);
-        // Validate and place every sequence before touching the cache.
-        let mut starts = Vec::with_capacity(seqs.len());
-        let mut total = 0usize;
-        for (i, s) in seqs.iter().enumerate() {
-            let start = s.table.len();
-            let n = s.tokens.len();
-            if n == 0 {
-                return Err(EngineError::InvalidRequest(format!("sequence {i} has no new tokens")));
-            }
-            if start + n > self.max_positions() {
-                return Err(EngineError::InvalidRequest(format!(
-                    "sequence {i} would reach position {} but the model supports {}",
-                    start + n,
-                    self.max_positions()
-                )));
-            }
-            if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-                return Err(EngineError::InvalidRequest(format!(
-                    "token id {bad} is outside the vocabulary (size {})",
-                    c.vocab_size
-                )));
-            }
-            if s.table.capacity() < start + n {
-                return Err(EngineError::Kv(format!(
-                    "sequence {i}: block table holds {} slots, needs {}",
-                    s.table.capacity(),
-                    start + n
-                )));
-            }
-            starts.push((total, start, n));
-            total += n;
+        let h = c.hidden_size;
+        let places = self.place(seqs)?;
+        for (s, p) in seqs.iter_mut().zip(&places) {
+            cache.commit(s.table, p.start + p.len);
         }
-        for (s, &(_, start, n)) in seqs.iter_mut().zip(&starts) {
-            cache.commit(s.table, start + n);
-        }
-
+        let total: usize = places.iter().map(|p| p.len).sum();
         let mut x = Vec::with_capacity(total * h);
-        for s in seqs.iter() {
-            for &t in s.tokens {
-                x.extend_from_slice(&self.embed_tokens[t as usize * h..(t as usize + 1) * h]);
-            }
+        for &t in seqs.iter().flat_map(|s| s.tokens) {
+            x.extend_from_slice(&self.embed_tokens[t as usize * h..(t as usize + 1) * h]);
         }
-        let positions: Vec<usize> = starts.iter().flat_map(|&(_, start, n)| start..start + n).collect();
-        let shape = AttnShape { heads: c.num_attention_heads, kv_heads: c.num_key_value_heads, head_dim: hd };
-        let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
-
+        let positions = places.iter().flat_map(|p| p.start..p.start + p.len).collect();
+        let shape = AttnShape { heads: c.num_attention_heads, kv_heads: c.num_key_value_heads, head_dim: c.head_dim };
+        let mut batch = Batch { seqs: &*seqs, places, positions, shape, rope: &self.rope, observe, layer: 0 };
         for (li, layer) in self.layers.iter().enumerate() {
-            let a = &layer.self_attn;
-            let hn = layer.input_layernorm.forward(&x);
-            let mut q = a.q_proj.forward(&hn);
-            let mut k = a.k_proj.forward(&hn);
-            let v = a.v_proj.forward(&hn);
-            if let (Some(qn), Some(kn)) = (&a.q_norm, &a.k_norm) {
-                q = qn.forward(&q);
-                k = kn.forward(&k);
-            }
-            for (r, &pos) in positions.iter().enumerate() {
-                self.rope.apply(&mut q[r * q_dim..(r + 1) * q_dim], pos);
-                self.rope.apply(&mut k[r * kv_dim..(r + 1) * kv_dim], pos);
-            }
-            if let Some(obs) = observe.as_mut() {
-                obs(li, &v);
-            }
-            for (s, &(row, start, n)) in seqs.iter().zip(&starts) {
-                let (k_rows, v_rows) = (&k[row * kv_dim..(row + n) * kv_dim], &v[row * kv_dim..(row + n) * kv_dim]);
-                cache.write(li, s.table, start, k_rows, v_rows);
-            }
-            let attn_seqs: Vec<AttnSeq<'_>> = seqs
-                .iter()
-                .zip(&starts)
-                .map(|(s, &(row, start, n))| AttnSeq { table: &*s.table, q_row: row, rows: n, start_pos: start })
-                .collect();
-            let attn = paged_attention(&q, &attn_seqs, cache, li, shape);
-            add_in_place(&mut x, &a.o_proj.forward(&attn));
-            let hn = layer.post_attention_layernorm.forward(&x);
-            add_in_place(&mut x, &layer.mlp.forward(&hn));
+            batch.layer = li;
+            layer.forward(&mut x, &mut batch, cache);
         }
+        Ok(self.logits(&x, seqs, &batch.places))
+    }
 
-        // Final norm and LM head only for the rows someone asked for.
-        let mut wanted_rows = Vec::new();
-        for (s, &(row, _, n)) in seqs.iter().zip(&starts) {
-            match s.logits {
-                LogitsWanted::None => {}
-                LogitsWanted::Last => wanted_rows.push(row + n - 1),
-                LogitsWanted::All => wanted_rows.extend(row..row + n),
+    /// Final norm and LM head, only for the rows someone asked for.
+    fn logits(&self, x: &[f32], seqs: &[SeqInput<'_>], places: &[Place]) -> Vec<Vec<Vec<f32>>> {
+        let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
+        let wanted = |s: &SeqInput<'_>, p: &Place| match s.logits {
+            LogitsWanted::None => 0..0,
+            LogitsWanted::Last => p.row + p.len - 1..p.row + p.len,
+            LogitsWanted::All => p.row..p.row + p.len,
+        };
+        let mut picked = Vec::new();
+        for (s, p) in seqs.iter().zip(places) {
+            for r in wanted(s, p) {
+                picked.extend_from_slice(&x[r * h..(r + 1) * h]);
             }
         }
-        let mut picked = Vec::with_capacity(wanted_rows.len() * h);
-        for &r in &wanted_rows {
-            picked.extend_from_slice(&x[r * h..(r + 1) * h]);
-        }
-        let normed = self.norm.forward(&picked);
-        let logits = self.lm_head_forward(&normed);
-        let mut rows = logits.chunks_exact(c.vocab_size).map(|r| r.to_vec());
-        let mut out = Vec::with_capacity(seqs.len());
-        for (s, &(_, _, n)) in seqs.iter().zip(&starts) {
-            let count = match s.logits {
-                LogitsWanted::None => 0,
-                LogitsWanted::Last => 1,
-                LogitsWanted::All => n,
-            };
-            out.push(rows.by_ref().take(count).collect());
-        }
-        Ok(out)
+        let logits = self.lm_head_forward(&self.norm.forward(&picked));
+        let mut rows = logits.chunks_exact(vocab).map(|r| r.to_vec());
+        seqs.iter().zip(places).map(|(s, p)| rows.by_ref().take(wanted(s, p).len()).collect()).collect()
     }
 }
