@@ -3,6 +3,7 @@
 //! HTTP server and the scheduler build on the same `Model` and `KvCache` so that
 //! the serial path and the batched path run exactly the same kernels.
 
+pub mod commands;
 pub mod error;
 pub mod kernels;
 pub mod kv;

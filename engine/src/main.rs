@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use engine::commands::{self, CommandError};
 use engine::kv::{KvFormat, ValueScales};
 use engine::model::Arch;
 use engine::runtime::{Engine, EngineOptions};
@@ -313,9 +314,17 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("engine: error: {e:#}");
-        let input_error = e.chain().any(|c| c.downcast_ref::<engine::error::EngineError>().is_some());
-        std::process::exit(if input_error { 2 } else { 1 });
+        std::process::exit(exit_code(&e));
     }
+}
+
+/// 2 for bad input or assets (the user's to fix), 1 for anything else.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    let input = e.chain().any(|c| {
+        c.downcast_ref::<engine::error::EngineError>().is_some()
+            || c.downcast_ref::<CommandError>().is_some_and(CommandError::is_input)
+    });
+    if input { 2 } else { 1 }
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
@@ -408,20 +417,9 @@ fn generate_serial(engine: &mut Engine, path: &Path, max_tokens: usize, ignore_e
     Ok(())
 }
 
-fn read_text(path: &Path, chars: Option<&str>) -> Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let Some(range) = chars else { return Ok(text) };
-    let (s, e) = range.split_once(':').context("--chars must be START:END")?;
-    let (s, e): (usize, usize) = (s.parse().context("--chars START")?, e.parse().context("--chars END")?);
-    if s >= e {
-        bail!("--chars START must be below END");
-    }
-    Ok(text.chars().skip(s).take(e - s).collect())
-}
-
 fn score(a: ScoreArgs) -> Result<()> {
     let mut engine = a.model.engine()?;
-    let text = read_text(&a.text_file, a.chars.as_deref())?;
+    let text = engine::commands::read_text(&a.text_file, a.chars.as_deref())?;
     let mut ids = engine.tokenizer.encode(&text, false)?;
     if let Some(n) = a.max_tokens {
         ids.truncate(n);
@@ -449,104 +447,32 @@ fn score(a: ScoreArgs) -> Result<()> {
 }
 
 fn calibrate(a: CalibrateArgs) -> Result<()> {
-    let mut args = a.model.clone();
-    // Calibration observes values before they are stored, so the cache format
-    // does not matter; f16 needs no scales.
-    args.kv_format = KvFormat::F16;
-    args.kv_scales = None;
-    let mut engine = args.engine()?;
-    let text = read_text(&a.text, None)?;
-    let mut ids = engine.tokenizer.encode(&text, false)?;
-    ids.truncate(a.max_tokens);
-    let scales = engine.calibrate(&ids)?;
-    let out = serde_json::json!({
-        "rule": scales.rule,
-        "scales": scales.scales,
-        "model": a.model.model.display().to_string(),
-        "text": a.text.display().to_string(),
-        "tokens": ids.len(),
-    });
-    let tmp = a.out.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&out)?).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &a.out).with_context(|| format!("writing {}", a.out.display()))?;
-    eprintln!("engine: wrote {} scales to {}", scales.scales.len(), a.out.display());
+    let report = commands::calibrate(commands::CalibrateOptions {
+        model: &a.model.model,
+        engine: a.model.options()?,
+        text: &a.text,
+        max_tokens: a.max_tokens,
+        out: a.out.clone(),
+    })?;
+    eprintln!("engine: wrote {} scales ({} tokens) to {}", report.layers, report.tokens, a.out.display());
     Ok(())
 }
 
 fn export_tokenizer(a: ExportTokenizerArgs) -> Result<()> {
-    let gguf = engine::model::gguf::GgufFile::open(&a.model)?;
-    let vocab = engine::tokenizer::GgufVocab::from_gguf(&gguf)?;
-    let json = vocab.to_tokenizer_json()?;
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let mut cfg = serde_json::Map::new();
-    if let Some(t) = &vocab.chat_template {
-        cfg.insert("chat_template".into(), serde_json::Value::String(t.clone()));
-    }
-    let name = |id: Option<u32>| id.and_then(|i| vocab.tokens.get(i as usize).cloned());
-    if let Some(b) = name(vocab.bos_token_id) {
-        cfg.insert("bos_token".into(), b.into());
-    }
-    if let Some(e) = name(vocab.eos_token_id) {
-        cfg.insert("eos_token".into(), e.into());
-    }
-    for (file, text) in [("tokenizer.json", json), ("tokenizer_config.json", serde_json::to_string_pretty(&cfg)?)] {
-        let path = a.out.join(file);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-    }
-    // The exported file must encode exactly as the engine does.
-    let exported = engine::tokenizer::Tokenizer::from_hf_files(
-        &a.out.join("tokenizer.json"),
-        Some(&a.out.join("tokenizer_config.json")),
-    )?;
-    let native = engine::tokenizer::Tokenizer::from_gguf(&gguf)?;
-    let probe = "Check 12345: naïve café, <|im_start|>user\nhi<|im_end|> 🙂";
-    anyhow::ensure!(
-        exported.encode(probe, false)? == native.encode(probe, false)?,
-        "the exported tokenizer.json does not encode like the GGUF vocabulary"
-    );
+    commands::export_tokenizer(&a.model, &a.out)?;
     eprintln!("engine: wrote {}/tokenizer.json and tokenizer_config.json", a.out.display());
     Ok(())
 }
 
 fn dequantize(a: DequantizeArgs) -> Result<()> {
-    use engine::error::EngineError;
-    let bad = |msg: String| EngineError::InvalidRequest(msg);
-    let gguf = engine::model::gguf::GgufFile::open(&a.model)?;
-    if let (Ok(i), Ok(o)) = (a.model.canonicalize(), a.out.canonicalize())
-        && i == o
-    {
-        return Err(bad(format!("--out {} is the input file", a.out.display())).into());
-    }
-    let dir = match a.out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !dir.is_dir() {
-        return Err(bad(format!("--out {}: directory {} does not exist", a.out.display(), dir.display())).into());
-    }
-    // Every tensor is checked before a byte is written.
-    let plan = engine::model::gguf::Dequantized::new(&gguf, a.dtype).with_context(|| a.model.display().to_string())?;
-    let tmp = a.out.with_extension("gguf.tmp");
-    let write = || -> std::io::Result<()> {
-        let file = std::fs::File::create(&tmp)?;
-        let file = plan.write_to(std::io::BufWriter::with_capacity(8 << 20, file))?;
-        file.into_inner().map_err(|e| e.into_error())?.sync_all()
-    };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", tmp.display()));
-    }
-    std::fs::rename(&tmp, &a.out).with_context(|| format!("renaming {} to {}", tmp.display(), a.out.display()))?;
-    let size = std::fs::metadata(&a.out).map(|m| m.len()).unwrap_or(0);
+    let report = commands::dequantize(&a.model, &a.out, a.dtype)?;
     eprintln!(
         "engine: wrote {} ({} tensors as {}, general.file_type {}, {:.1} MiB)",
         a.out.display(),
-        plan.tensors().len(),
+        report.tensors,
         a.dtype,
         a.dtype.file_type(),
-        size as f64 / (1 << 20) as f64
+        report.bytes as f64 / (1 << 20) as f64
     );
     Ok(())
 }
