@@ -4,6 +4,7 @@
 //! the serial path and the batched path run exactly the same kernels.
 
 pub mod error;
+pub mod finish;
 pub mod kernels;
 pub mod kv;
 pub mod model;

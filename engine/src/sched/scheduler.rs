@@ -27,6 +27,41 @@ impl SchedulerConfig {
     }
 }
 
+/// Whether a sequence can ever be scheduled, checked once at admission (the
+/// server refuses the rest up front instead of letting them wait forever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FitLimits {
+    /// Token slots of the whole KV pool.
+    pub kv_slots: usize,
+    pub chunked_prefill: bool,
+    pub max_num_batched_tokens: usize,
+}
+
+impl FitLimits {
+    pub fn new(cfg: &SchedulerConfig, kv_slots: usize) -> Self {
+        FitLimits { kv_slots, chunked_prefill: cfg.chunked_prefill, max_num_batched_tokens: cfg.max_num_batched_tokens }
+    }
+
+    /// A sequence of `total_tokens` (prompt + max output) fits when its pages
+    /// fit the whole pool and, without chunked prefill, it fits one step's
+    /// budget (a resumed sequence recomputes prompt + generated tokens at once).
+    pub fn check(&self, total_tokens: usize) -> Result<(), String> {
+        if total_tokens > self.kv_slots {
+            return Err(format!(
+                "the request needs {total_tokens} KV token slots but the whole cache holds {}",
+                self.kv_slots
+            ));
+        }
+        if !self.chunked_prefill && total_tokens > self.max_num_batched_tokens {
+            return Err(format!(
+                "prompt + max_tokens ({total_tokens}) exceeds max_num_batched_tokens ({}) and chunked prefill is off",
+                self.max_num_batched_tokens
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One sequence's work in a step: compute tokens `start..end` of its
 /// `tokens`; `sample` when that reaches the end (a new token follows).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,22 +130,9 @@ impl Scheduler {
         self.waiting.is_empty() && self.running.is_empty()
     }
 
-    /// Whether a sequence of `total_tokens` (prompt + max output) can ever be
-    /// scheduled: its pages fit the whole pool, and without chunked prefill its
-    /// prompt fits one step's budget. The server refuses others up front.
-    pub fn can_ever_fit(&self, total_tokens: usize) -> Result<(), String> {
-        let slots = self.alloc.total() * crate::kv::PAGE_SIZE;
-        if total_tokens > slots {
-            return Err(format!("the request needs {total_tokens} KV token slots but the whole cache holds {slots}"));
-        }
-        if !self.cfg.chunked_prefill && total_tokens > self.cfg.max_num_batched_tokens {
-            // A resumed sequence recomputes prompt + generated tokens in one step.
-            return Err(format!(
-                "prompt + max_tokens ({total_tokens}) exceeds max_num_batched_tokens ({}) and chunked prefill is off",
-                self.cfg.max_num_batched_tokens
-            ));
-        }
-        Ok(())
+    /// The limits a request must fit to ever be scheduled (`FitLimits`).
+    pub fn fit_limits(&self) -> FitLimits {
+        FitLimits::new(&self.cfg, self.alloc.total() * crate::kv::PAGE_SIZE)
     }
 
     pub fn add(&mut self, seq: Sequence) {
@@ -397,10 +419,10 @@ mod tests {
     #[test]
     fn never_fitting_requests_are_refused_up_front() {
         let s = sched(2, 8, 64, false);
-        assert!(s.can_ever_fit(33).unwrap_err().contains("whole cache holds 32"));
-        assert!(s.can_ever_fit(30).is_ok());
+        assert!(s.fit_limits().check(33).unwrap_err().contains("whole cache holds 32"));
+        assert!(s.fit_limits().check(30).is_ok());
         let s = sched(100, 8, 64, false);
-        assert!(s.can_ever_fit(70).unwrap_err().contains("max_num_batched_tokens"));
+        assert!(s.fit_limits().check(70).unwrap_err().contains("max_num_batched_tokens"));
     }
 
     #[test]

@@ -13,10 +13,16 @@ pub enum ApiError {
     Unauthorized,
     /// 404: unknown model.
     ModelNotFound(String),
+    /// 404: unknown route.
+    NotFound(String),
+    /// 405: a route that exists, with another method.
+    MethodNotAllowed(String),
     /// 413: body over the size limit.
     TooLarge(String),
-    /// 503: still loading, shutting down, or overloaded.
+    /// 503: still loading, shutting down, or the engine loop stopped.
     Unavailable(String),
+    /// 503 with `Retry-After`: the admission queue is full (see `admission`).
+    Overloaded(String),
     /// 500: the engine failed.
     Internal(String),
 }
@@ -34,9 +40,10 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::ModelNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::ModelNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -56,8 +63,12 @@ impl ApiError {
                 Some("model".into()),
                 Some("model_not_found"),
             ),
+            ApiError::NotFound(m) => (m.clone(), "invalid_request_error", None, Some("not_found")),
+            ApiError::MethodNotAllowed(m) => (m.clone(), "invalid_request_error", None, Some("method_not_allowed")),
             ApiError::TooLarge(m) => (m.clone(), "invalid_request_error", None, Some("request_too_large")),
-            ApiError::Unavailable(m) => (m.clone(), "server_error", None, Some("service_unavailable")),
+            ApiError::Unavailable(m) | ApiError::Overloaded(m) => {
+                (m.clone(), "server_error", None, Some("service_unavailable"))
+            }
             ApiError::Internal(m) => (m.clone(), "server_error", None, None),
         };
         serde_json::json!({"error": {"message": message, "type": ty, "param": param, "code": code}})
@@ -66,6 +77,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if matches!(self, ApiError::Overloaded(_)) {
+            return (self.status(), [(axum::http::header::RETRY_AFTER, "1")], Json(self.body())).into_response();
+        }
         (self.status(), Json(self.body())).into_response()
     }
 }

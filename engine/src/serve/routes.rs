@@ -4,12 +4,15 @@
 //! that come back into JSON responses or SSE streams. A dropped stream drops the
 //! event receiver, which the engine loop notices and aborts at its next step.
 
+use super::admission::{self, AdmissionQueue};
 use super::api::{ChatRequest, CompletionRequest, GenerationSpec, Limits};
 use super::choice::{ChoiceState, Delta};
 use super::engine_loop::{Command, Event, NewRequest};
 use super::error::ApiError;
+use super::extras;
+use super::format::{chat_logprobs, completion_logprobs, prompt_logprobs_json, usage, usage_json};
 use super::metrics::Metrics;
-use super::sampling::TokenLogprob;
+use crate::sched::FitLimits;
 use crate::tokenizer::Tokenizer;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -32,10 +35,8 @@ pub struct Ready {
     pub tokenizer: Arc<Tokenizer>,
     pub vocab_size: usize,
     pub max_model_len: usize,
-    /// Token slots of the whole KV pool.
-    pub kv_slots: usize,
-    pub chunked_prefill: bool,
-    pub max_num_batched_tokens: usize,
+    /// What a request must fit to ever be scheduled.
+    pub fit: FitLimits,
 }
 
 pub struct AppState {
@@ -48,10 +49,11 @@ pub struct AppState {
     pub stream_interval: usize,
     pub accepting: AtomicBool,
     pub next_id: AtomicU64,
+    pub admission: Arc<AdmissionQueue>,
 }
 
 impl AppState {
-    fn ready(&self) -> Result<&Ready, ApiError> {
+    pub fn ready(&self) -> Result<&Ready, ApiError> {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::Unavailable("the server is shutting down".into()));
         }
@@ -69,12 +71,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(extras::model))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(api)
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .fallback(|| async { ApiError::bad("unknown route").into_response() })
+        .route("/version", get(extras::version))
+        .route("/tokenize", post(extras::tokenize))
+        .route("/detokenize", post(extras::detokenize))
+        .fallback(extras::not_found)
+        .method_not_allowed_fallback(extras::method_not_allowed)
         .with_state(state)
 }
 
@@ -106,19 +113,20 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Response {
+    Json(json!({"object": "list", "data": [model_card(&state)]})).into_response()
+}
+
+/// The served model as `/v1/models` lists it.
+pub fn model_card(state: &AppState) -> Value {
     let max_len = state.ready.get().map(|r| r.max_model_len);
-    Json(json!({
-        "object": "list",
-        "data": [{"id": state.served_model_name, "object": "model", "created": unix_now(), "owned_by": "engine", "max_model_len": max_len}]
-    }))
-    .into_response()
+    json!({"id": state.served_model_name, "object": "model", "created": unix_now(), "owned_by": "engine", "max_model_len": max_len})
 }
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
+pub async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
     axum::body::to_bytes(body, state.body_limit)
         .await
         .map_err(|_| ApiError::TooLarge(format!("the request body exceeds {} bytes", state.body_limit)))
@@ -170,6 +178,7 @@ struct Meta {
     model: String,
     endpoint: Endpoint,
     include_usage: bool,
+    continuous_usage: bool,
     return_token_ids: bool,
     logprobs: Option<usize>,
     stream_interval: usize,
@@ -182,24 +191,8 @@ async fn start(
     endpoint: Endpoint,
     prefix: &str,
 ) -> Result<Response, ApiError> {
-    for p in &spec.prompts {
-        let total = p.len() + spec.params.max_tokens;
-        if total > ready.kv_slots {
-            return Err(ApiError::bad_param(
-                "max_tokens",
-                format!("the request needs {total} KV token slots but the whole cache holds {}", ready.kv_slots),
-            ));
-        }
-        if !ready.chunked_prefill && total > ready.max_num_batched_tokens {
-            return Err(ApiError::bad_param(
-                "max_tokens",
-                format!(
-                    "prompt + max_tokens ({total}) exceeds max_num_batched_tokens ({}) with chunked prefill off",
-                    ready.max_num_batched_tokens
-                ),
-            ));
-        }
-    }
+    let mut permits =
+        admission::admit(&state.admission, &ready.fit, &spec.prompts, spec.params.max_tokens)?.into_iter();
     let n = state.next_id.fetch_add(1, Ordering::SeqCst);
     let id = format!("{prefix}-{n}");
     let (tx, rx) = unbounded_channel();
@@ -215,10 +208,12 @@ async fn start(
             id: req_id,
             prompt: prompt.clone(),
             params: spec.params.clone(),
+            stop: spec.stop.clone(),
             seed,
             events: tx.clone(),
             tag: i,
             arrived,
+            permit: permits.next(),
         })))?;
     }
     drop(tx);
@@ -228,28 +223,20 @@ async fn start(
         model: state.served_model_name.clone(),
         endpoint,
         include_usage: spec.include_usage,
+        continuous_usage: spec.continuous_usage,
         return_token_ids: spec.return_token_ids,
         logprobs: spec.params.logprobs,
         stream_interval: state.stream_interval.max(1),
     };
     let tok = ready.tokenizer.clone();
     if spec.stream {
-        Ok(stream_response(state.clone(), meta, choices, rx, tok).into_response())
+        Ok(stream_response(meta, choices, rx, tok).into_response())
     } else {
-        Ok(collect_response(state, meta, choices, rx, &tok).await)
-    }
-}
-
-/// Tells the engine to stop a choice that a stop string ended.
-fn abort_if_stopped(state: &AppState, c: &mut ChoiceState) {
-    if c.stopped_by_string {
-        c.stopped_by_string = false;
-        let _ = state.send(Command::Abort(c.request_id.clone()));
+        Ok(collect_response(meta, choices, rx, &tok).await)
     }
 }
 
 async fn collect_response(
-    state: &Arc<AppState>,
     meta: Meta,
     mut choices: Vec<ChoiceState>,
     mut rx: UnboundedReceiver<(usize, Event)>,
@@ -260,21 +247,24 @@ async fn collect_response(
         let Some((i, ev)) = rx.recv().await else {
             break;
         };
-        let d = choices[i].on_event(ev, tok);
-        abort_if_stopped(state, &mut choices[i]);
+        let d = choices[i].on_event(ev);
         deltas[i].merge(d);
+    }
+    if let Some(message) = choices.iter().find_map(|c| c.error.clone()) {
+        return ApiError::Internal(message).into_response();
     }
     let mut out = Vec::new();
     for (i, (c, d)) in choices.iter().zip(&deltas).enumerate() {
-        let finish = c.finish.map(|f| f.as_str()).unwrap_or("abort");
+        let finish = c.finish.as_ref().map(|f| f.as_str()).unwrap_or("abort");
+        let stop_reason = c.finish.as_ref().map(|f| f.stop_reason()).unwrap_or(Value::Null);
         let mut choice = match meta.endpoint {
             Endpoint::Completions => json!({
-                "index": i, "text": c.text, "finish_reason": finish, "stop_reason": null,
+                "index": i, "text": c.text, "finish_reason": finish, "stop_reason": stop_reason,
                 "logprobs": meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, 0)),
             }),
             Endpoint::Chat => json!({
                 "index": i, "message": {"role": "assistant", "content": c.text},
-                "finish_reason": finish, "stop_reason": null,
+                "finish_reason": finish, "stop_reason": stop_reason,
                 "logprobs": meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok)),
             }),
         };
@@ -298,68 +288,7 @@ async fn collect_response(
     .into_response()
 }
 
-fn usage(choices: &[ChoiceState]) -> Value {
-    let prompt: usize = choices.iter().map(|c| c.prompt_ids.len()).sum();
-    let completion: usize = choices.iter().map(|c| c.completion_tokens).sum();
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
-}
-
-fn token_text(tok: &Tokenizer, id: u32) -> String {
-    tok.decode(&[id], false).unwrap_or_default()
-}
-
-fn completion_logprobs(lps: &[TokenLogprob], tok: &Tokenizer, offset: usize) -> Value {
-    let mut text_offset = Vec::with_capacity(lps.len());
-    let mut at = offset;
-    let tokens: Vec<String> = lps
-        .iter()
-        .map(|l| {
-            let t = token_text(tok, l.token);
-            text_offset.push(at);
-            at += t.len();
-            t
-        })
-        .collect();
-    json!({
-        "tokens": tokens,
-        "token_logprobs": lps.iter().map(|l| l.logprob).collect::<Vec<_>>(),
-        "top_logprobs": lps.iter().map(|l| l.top.iter().map(|(id, lp)| (token_text(tok, *id), json!(lp))).collect::<serde_json::Map<_, _>>()).collect::<Vec<_>>(),
-        "text_offset": text_offset,
-    })
-}
-
-fn chat_logprobs(lps: &[TokenLogprob], tok: &Tokenizer) -> Value {
-    let entry = |id: u32, lp: f64| {
-        let t = token_text(tok, id);
-        json!({"token": t, "logprob": lp, "bytes": t.as_bytes()})
-    };
-    json!({"content": lps.iter().map(|l| {
-        let mut e = entry(l.token, l.logprob);
-        e["top_logprobs"] = json!(l.top.iter().map(|(id, lp)| entry(*id, *lp)).collect::<Vec<_>>());
-        e
-    }).collect::<Vec<_>>()})
-}
-
-/// vLLM's format: `[null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...]`.
-fn prompt_logprobs_json(lps: &[TokenLogprob], tok: &Tokenizer) -> Value {
-    let mut out = vec![Value::Null];
-    for l in lps {
-        let mut m = serde_json::Map::new();
-        m.insert(
-            l.token.to_string(),
-            json!({"logprob": l.logprob, "rank": l.rank, "decoded_token": token_text(tok, l.token)}),
-        );
-        for (rank, (id, lp)) in l.top.iter().enumerate() {
-            m.entry(id.to_string())
-                .or_insert_with(|| json!({"logprob": lp, "rank": rank + 1, "decoded_token": token_text(tok, *id)}));
-        }
-        out.push(Value::Object(m));
-    }
-    Value::Array(out)
-}
-
 struct StreamState {
-    state: Arc<AppState>,
     meta: Meta,
     choices: Vec<ChoiceState>,
     buffered: Vec<Delta>,
@@ -375,17 +304,18 @@ fn sse(v: Value) -> SseEvent {
 
 impl StreamState {
     fn chunk(&self, index: usize, d: &Delta, first: bool) -> Value {
-        let finish = d.finish.map(|f| f.as_str());
+        let finish = d.finish.as_ref().map(|f| f.as_str());
+        let stop_reason = d.finish.as_ref().map(|f| f.stop_reason()).unwrap_or(Value::Null);
         let tok = &*self.tok;
         let mut choice = match self.meta.endpoint {
             Endpoint::Completions => json!({
-                "index": index, "text": d.text, "finish_reason": finish, "stop_reason": null,
+                "index": index, "text": d.text, "finish_reason": finish, "stop_reason": stop_reason,
                 "logprobs": self.meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, self.choices[index].text.len() - d.text.len())),
             }),
             Endpoint::Chat => {
                 let delta =
                     if d.text.is_empty() && d.finish.is_some() { json!({}) } else { json!({"content": d.text}) };
-                json!({"index": index, "delta": delta, "finish_reason": finish, "stop_reason": null,
+                json!({"index": index, "delta": delta, "finish_reason": finish, "stop_reason": stop_reason,
                        "logprobs": self.meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok))})
             }
         };
@@ -398,7 +328,17 @@ impl StreamState {
         if first && let Some(lp) = &self.choices[index].prompt_logprobs {
             choice["prompt_logprobs"] = prompt_logprobs_json(lp, tok);
         }
-        self.envelope(vec![choice])
+        let mut chunk = self.envelope(vec![choice]);
+        self.add_continuous_usage(&mut chunk, index);
+        chunk
+    }
+
+    /// vLLM's `continuous_usage_stats`: the choice's usage so far on every chunk.
+    fn add_continuous_usage(&self, chunk: &mut Value, index: usize) {
+        if self.meta.continuous_usage {
+            let c = &self.choices[index];
+            chunk["usage"] = usage_json(c.prompt_ids.len(), c.completion_tokens, c.cached_tokens);
+        }
     }
 
     fn envelope(&self, choices: Vec<Value>) -> Value {
@@ -420,7 +360,9 @@ impl StreamState {
             if self.meta.endpoint == Endpoint::Chat {
                 for i in 0..self.choices.len() {
                     let c = json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null});
-                    out.push(sse(self.envelope(vec![c])));
+                    let mut chunk = self.envelope(vec![c]);
+                    self.add_continuous_usage(&mut chunk, i);
+                    out.push(sse(chunk));
                 }
                 return Some(out);
             }
@@ -441,8 +383,14 @@ impl StreamState {
             return Some(out);
         };
         let first_for_choice = self.buffered[i].token_ids.is_empty() && self.choices[i].completion_tokens == 0;
-        let d = self.choices[i].on_event(ev, &self.tok);
-        abort_if_stopped(&self.state, &mut self.choices[i]);
+        let d = self.choices[i].on_event(ev);
+        if let Some(message) = self.choices[i].error.clone() {
+            // As vLLM: an OpenAI-shaped error event, then [DONE], then the end.
+            out.push(sse(ApiError::Internal(message).body()));
+            out.push(SseEvent::default().data("[DONE]"));
+            self.done = true;
+            return Some(out);
+        }
         self.buffered[i].merge(d);
         let b = &self.buffered[i];
         if b.finish.is_some() || b.token_ids.len() >= self.meta.stream_interval {
@@ -455,15 +403,13 @@ impl StreamState {
 }
 
 fn stream_response(
-    state: Arc<AppState>,
     meta: Meta,
     choices: Vec<ChoiceState>,
     rx: UnboundedReceiver<(usize, Event)>,
     tok: Arc<Tokenizer>,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     let n = choices.len();
-    let st =
-        StreamState { state, meta, choices, buffered: vec![Delta::default(); n], rx, tok, started: false, done: false };
+    let st = StreamState { meta, choices, buffered: vec![Delta::default(); n], rx, tok, started: false, done: false };
     let stream = futures_util::stream::unfold(st, |mut st| async move { st.next_events().await.map(|evs| (evs, st)) })
         .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok)));
     Sse::new(stream)
