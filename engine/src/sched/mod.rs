@@ -11,4 +11,4 @@ pub mod scheduler;
 pub mod sequence;
 
 pub use scheduler::{FitLimits, ScheduledChunk, Scheduler, SchedulerConfig, StepPlan};
-pub use sequence::{SeqId, Sequence};
+pub use sequence::{SeqId, Sequence, StopRules};

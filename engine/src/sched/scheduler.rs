@@ -1,6 +1,7 @@
 //! The per-step scheduling decision (see the module doc of `sched`).
 
 use super::sequence::{SeqId, Sequence};
+use crate::finish::{FinishReason, StopReason};
 use crate::kv::BlockAllocator;
 use std::collections::VecDeque;
 
@@ -143,7 +144,8 @@ impl Scheduler {
         self.running.iter().find(|s| s.id == id).or_else(|| self.waiting.iter().find(|s| s.id == id))
     }
 
-    pub fn get_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
+    #[cfg(test)]
+    fn get_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
         match self.running.iter_mut().find(|s| s.id == id) {
             Some(s) => Some(s),
             None => self.waiting.iter_mut().find(|s| s.id == id),
@@ -275,6 +277,24 @@ impl Scheduler {
             self.running.push(s);
         }
         plan
+    }
+
+    /// Appends a sampled token to a running sequence and decides a token-level
+    /// finish: `stop` on a stop token once `min_tokens` are generated (the
+    /// sampler never picks one earlier), else `length` at `max_tokens`. The
+    /// engine loop then removes a finished sequence (`remove`); stop strings
+    /// are text, matched by the loop (`serve::stop`).
+    pub fn on_sampled(&mut self, id: SeqId, token: u32) -> Option<FinishReason> {
+        let s = self.running.iter_mut().find(|s| s.id == id)?;
+        s.tokens.push(token);
+        let generated = s.tokens.len() - s.prompt_len;
+        if generated >= s.rules.min_tokens && s.rules.stop_token_ids.contains(&token) {
+            Some(FinishReason::Stop(StopReason::Token(token)))
+        } else if generated >= s.rules.max_tokens {
+            Some(FinishReason::Length)
+        } else {
+            None
+        }
     }
 
     /// Records that a sequence's tokens `..end` now have keys and values in the
@@ -414,6 +434,23 @@ mod tests {
         let p = s.schedule();
         assert_eq!(p.preempted, vec![1]);
         assert!(p.chunks.is_empty());
+    }
+
+    #[test]
+    fn on_sampled_appends_and_decides_token_finishes() {
+        use super::super::sequence::StopRules;
+        let mut s = sched(100, 8, 64, false);
+        let rules = StopRules { max_tokens: 3, min_tokens: 1, stop_token_ids: vec![9] };
+        s.add(Sequence::new(1, vec![1; 4]).with_rules(rules));
+        let p = s.schedule();
+        s.mark_computed(1, p.chunks[0].end);
+        assert_eq!(s.get(1).unwrap().banned_tokens(), &[9], "no stop token before min_tokens");
+        assert_eq!(s.on_sampled(1, 5), None);
+        assert!(s.get(1).unwrap().banned_tokens().is_empty());
+        assert_eq!(s.on_sampled(1, 9), Some(FinishReason::Stop(StopReason::Token(9))));
+        assert_eq!(s.get(1).unwrap().generated(), &[5, 9]);
+        assert_eq!(s.on_sampled(1, 5), Some(FinishReason::Length), "max_tokens 3");
+        assert_eq!(s.on_sampled(2, 5), None, "unknown sequences are ignored");
     }
 
     #[test]

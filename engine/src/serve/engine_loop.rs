@@ -14,7 +14,7 @@ use super::stop::StopChecker;
 pub use crate::finish::{FinishReason, StopReason};
 use crate::model::{LogitsWanted, SeqInput};
 use crate::runtime::Engine;
-use crate::sched::{ScheduledChunk, Scheduler, SchedulerConfig, SeqId, Sequence};
+use crate::sched::{ScheduledChunk, Scheduler, SchedulerConfig, SeqId, Sequence, StopRules};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -252,8 +252,14 @@ impl EngineLoop {
                         permit: req.permit,
                     },
                 );
-                let mut seq = Sequence::new(id, req.prompt);
-                seq.reuse_prefix = self.active[&id].params.prompt_logprobs.is_none();
+                let p = &self.active[&id].params;
+                let mut stop_token_ids = p.stop_token_ids.clone();
+                if !p.ignore_eos {
+                    stop_token_ids.extend(&self.cfg.eos_token_ids);
+                }
+                let rules = StopRules { max_tokens: p.max_tokens, min_tokens: p.min_tokens, stop_token_ids };
+                let seq =
+                    Sequence::new(id, req.prompt).with_rules(rules).with_prefix_reuse(p.prompt_logprobs.is_none());
                 self.sched.add(seq);
                 true
             }
@@ -313,7 +319,7 @@ impl EngineLoop {
             }
             if let (Some(a), Some(s)) = (self.active.get(id), self.sched.get(*id)) {
                 self.metrics.request_queue_time.observe(now.duration_since(a.arrived).as_secs_f64());
-                self.metrics.prompt_tokens.inc_by(s.prompt_len as u64);
+                self.metrics.prompt_tokens.inc_by(s.prompt_len() as u64);
             }
         }
         self.metrics.num_preemptions.inc_by(plan.preempted.len() as u64);
@@ -338,11 +344,10 @@ impl EngineLoop {
         let mut order: Vec<ScheduledChunk> = Vec::with_capacity(chunks.len());
         let mut inputs: Vec<SeqInput<'_>> = Vec::with_capacity(chunks.len());
         for seq in self.sched.running_mut() {
-            let Some(c) = chunks.get(&seq.id) else {
+            let Some(c) = chunks.get(&seq.id()) else {
                 continue;
             };
-            let Sequence { tokens, table, .. } = seq;
-            let Some(table) = table.as_mut() else {
+            let (tokens, Some(table)) = seq.forward_parts() else {
                 continue;
             };
             let logits = if wants_all[&c.seq] {
@@ -406,8 +411,8 @@ impl EngineLoop {
     /// sends it after counting the request).
     fn after_forward(&mut self, c: &ScheduledChunk, rows: Vec<Vec<f32>>) -> Option<(FinishReason, Event)> {
         self.sched.mark_computed(c.seq, c.end);
-        let seq = self.sched.get_mut(c.seq)?;
-        let prompt_len = seq.prompt_len;
+        let seq = self.sched.get(c.seq)?;
+        let prompt_len = seq.prompt_len();
         let a = self.active.get_mut(&c.seq)?;
         if let Some(k) = a.params.prompt_logprobs
             && !a.prompt_logprobs_sent
@@ -416,7 +421,7 @@ impl EngineLoop {
             for (j, row) in rows.iter().enumerate() {
                 let pos = c.start + j;
                 if pos + 1 < prompt_len && pos + 1 > a.prompt_logprobs.len() {
-                    a.prompt_logprobs.push(token_logprob(row, seq.tokens[pos + 1], k));
+                    a.prompt_logprobs.push(token_logprob(row, seq.tokens()[pos + 1], k));
                 }
             }
             if a.prompt_logprobs.len() + 1 >= prompt_len {
@@ -428,19 +433,10 @@ impl EngineLoop {
             return None;
         }
         let row = rows.last()?;
-        let generated = seq.tokens.len() - prompt_len;
-        let banned: Vec<u32> = if generated < a.params.min_tokens {
-            let mut b = a.params.stop_token_ids.clone();
-            if !a.params.ignore_eos {
-                b.extend(&self.cfg.eos_token_ids);
-            }
-            b
-        } else {
-            Vec::new()
-        };
-        let tok = a.sampler.sample(row, &a.params, &banned);
+        let generated = seq.generated().len() + 1;
+        let tok = a.sampler.sample(row, &a.params, seq.banned_tokens());
         let logprob = a.params.logprobs.map(|k| token_logprob(row, tok, k));
-        seq.tokens.push(tok);
+        let mut finish = self.sched.on_sampled(c.seq, tok);
         let now = Instant::now();
         match a.last_token_at {
             None => self.metrics.time_to_first_token.observe(now.duration_since(a.arrived).as_secs_f64()),
@@ -448,15 +444,6 @@ impl EngineLoop {
         }
         a.last_token_at = Some(now);
         self.metrics.generation_tokens.inc();
-        let generated = generated + 1;
-        let is_eos = !a.params.ignore_eos && self.cfg.eos_token_ids.contains(&tok);
-        let mut finish = if generated >= a.params.min_tokens && (is_eos || a.params.stop_token_ids.contains(&tok)) {
-            Some(FinishReason::Stop(StopReason::Token(tok)))
-        } else if generated >= a.params.max_tokens {
-            Some(FinishReason::Length)
-        } else {
-            None
-        };
         let tokenizer = &self.engine.tokenizer;
         let mut text = a.stop.push(tokenizer, tok);
         if finish.is_some() {
