@@ -11,13 +11,14 @@ pub mod choice;
 pub mod engine_loop;
 pub mod error;
 pub mod extras;
-pub mod format;
 pub mod listen;
 pub mod metrics;
 pub mod receipts;
+pub mod response;
 pub mod routes;
 pub mod sampling;
 pub mod stop;
+pub mod stream;
 
 use crate::error::EngineError;
 use crate::kv::{KvFormat, ValueScales};

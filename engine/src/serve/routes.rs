@@ -1,8 +1,8 @@
 //! HTTP routes: `POST /v1/completions`, `POST /v1/chat/completions`,
-//! `GET /v1/models`, `GET /health`, `GET /metrics`. Handlers validate, hand
-//! requests to the engine loop over its command channel, and turn the events
-//! that come back into JSON responses or SSE streams. A dropped stream drops the
-//! event receiver, which the engine loop notices and aborts at its next step.
+//! `GET /v1/models`, `GET /health`, `GET /metrics` (and vLLM's extras, in
+//! `extras`). Handlers validate, admit (`admission`), hand requests to the
+//! engine loop over its command channel, and turn the events that come back
+//! into a typed JSON response (`response`) or an SSE stream (`stream`).
 
 use super::admission::{self, AdmissionQueue};
 use super::api::{ChatRequest, CompletionRequest, GenerationSpec, Limits};
@@ -10,21 +10,21 @@ use super::choice::{ChoiceState, Delta};
 use super::engine_loop::{Command, Event, NewRequest};
 use super::error::ApiError;
 use super::extras;
-use super::format::{chat_logprobs, completion_logprobs, prompt_logprobs_json, usage, usage_json};
 use super::metrics::Metrics;
+use super::response::{
+    ChatChoice, ChoiceExtras, CompletionChoice, Envelope, Message, Usage, chat_logprobs, completion_logprobs,
+    finish_fields, prompt_logprobs,
+};
+use super::stream::stream_response;
 use crate::sched::FitLimits;
 use crate::tokenizer::Tokenizer;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::StreamExt;
-use serde_json::{Value, json};
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -112,14 +112,34 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
+#[derive(serde::Serialize)]
+struct ModelList<'a> {
+    object: &'static str,
+    data: Vec<ModelCard<'a>>,
+}
+
+#[derive(serde::Serialize)]
+pub struct ModelCard<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    owned_by: &'static str,
+    max_model_len: Option<usize>,
+}
+
 async fn models(State(state): State<Arc<AppState>>) -> Response {
-    Json(json!({"object": "list", "data": [model_card(&state)]})).into_response()
+    Json(ModelList { object: "list", data: vec![model_card(&state)] }).into_response()
 }
 
 /// The served model as `/v1/models` lists it.
-pub fn model_card(state: &AppState) -> Value {
-    let max_len = state.ready.get().map(|r| r.max_model_len);
-    json!({"id": state.served_model_name, "object": "model", "created": unix_now(), "owned_by": "engine", "max_model_len": max_len})
+pub fn model_card(state: &AppState) -> ModelCard<'_> {
+    ModelCard {
+        id: &state.served_model_name,
+        object: "model",
+        created: unix_now(),
+        owned_by: "engine",
+        max_model_len: state.ready.get().map(|r| r.max_model_len),
+    }
 }
 
 fn unix_now() -> u64 {
@@ -133,7 +153,7 @@ pub async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Endpoint {
+pub enum Endpoint {
     Completions,
     Chat,
 }
@@ -172,16 +192,16 @@ fn limits<'a>(state: &'a AppState, ready: &'a Ready) -> Limits<'a> {
 }
 
 /// Everything a response needs besides the choices.
-struct Meta {
-    id: String,
-    created: u64,
-    model: String,
-    endpoint: Endpoint,
-    include_usage: bool,
-    continuous_usage: bool,
-    return_token_ids: bool,
-    logprobs: Option<usize>,
-    stream_interval: usize,
+pub struct Meta {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub endpoint: Endpoint,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    pub return_token_ids: bool,
+    pub logprobs: Option<usize>,
+    pub stream_interval: usize,
 }
 
 async fn start(
@@ -232,7 +252,7 @@ async fn start(
     if spec.stream {
         Ok(stream_response(meta, choices, rx, tok).into_response())
     } else {
-        Ok(collect_response(meta, choices, rx, &tok).await)
+        Ok(collect_response(meta, choices, rx, tok).await)
     }
 }
 
@@ -240,7 +260,7 @@ async fn collect_response(
     meta: Meta,
     mut choices: Vec<ChoiceState>,
     mut rx: UnboundedReceiver<(usize, Event)>,
-    tok: &Tokenizer,
+    tok: Arc<Tokenizer>,
 ) -> Response {
     let mut deltas: Vec<Delta> = vec![Delta::default(); choices.len()];
     while choices.iter().any(|c| !c.is_finished()) {
@@ -253,164 +273,56 @@ async fn collect_response(
     if let Some(message) = choices.iter().find_map(|c| c.error.clone()) {
         return ApiError::Internal(message).into_response();
     }
-    let mut out = Vec::new();
-    for (i, (c, d)) in choices.iter().zip(&deltas).enumerate() {
-        let finish = c.finish.as_ref().map(|f| f.as_str()).unwrap_or("abort");
-        let stop_reason = c.finish.as_ref().map(|f| f.stop_reason()).unwrap_or(Value::Null);
-        let mut choice = match meta.endpoint {
-            Endpoint::Completions => json!({
-                "index": i, "text": c.text, "finish_reason": finish, "stop_reason": stop_reason,
-                "logprobs": meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, 0)),
-            }),
-            Endpoint::Chat => json!({
-                "index": i, "message": {"role": "assistant", "content": c.text},
-                "finish_reason": finish, "stop_reason": stop_reason,
-                "logprobs": meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok)),
-            }),
-        };
-        if meta.return_token_ids {
-            choice["token_ids"] = json!(d.token_ids);
-            choice["prompt_token_ids"] = json!(c.prompt_ids);
-        }
-        if let Some(lp) = &c.prompt_logprobs {
-            choice["prompt_logprobs"] = prompt_logprobs_json(lp, tok);
-        }
-        out.push(choice);
-    }
-    let object = match meta.endpoint {
-        Endpoint::Completions => "text_completion",
-        Endpoint::Chat => "chat.completion",
+    let tok = &*tok;
+    let usage = Some(Usage::of(&choices));
+    let extras = |c: &ChoiceState, d: &Delta| ChoiceExtras {
+        token_ids: meta.return_token_ids.then(|| d.token_ids.clone()),
+        prompt_token_ids: meta.return_token_ids.then(|| c.prompt_ids.clone()),
+        prompt_logprobs: c.prompt_logprobs.as_ref().map(|lp| prompt_logprobs(lp, tok)),
     };
-    Json(json!({
-        "id": meta.id, "object": object, "created": meta.created, "model": meta.model,
-        "choices": out, "usage": usage(&choices),
-    }))
-    .into_response()
-}
-
-struct StreamState {
-    meta: Meta,
-    choices: Vec<ChoiceState>,
-    buffered: Vec<Delta>,
-    rx: UnboundedReceiver<(usize, Event)>,
-    tok: Arc<Tokenizer>,
-    started: bool,
-    done: bool,
-}
-
-fn sse(v: Value) -> SseEvent {
-    SseEvent::default().data(v.to_string())
-}
-
-impl StreamState {
-    fn chunk(&self, index: usize, d: &Delta, first: bool) -> Value {
-        let finish = d.finish.as_ref().map(|f| f.as_str());
-        let stop_reason = d.finish.as_ref().map(|f| f.stop_reason()).unwrap_or(Value::Null);
-        let tok = &*self.tok;
-        let mut choice = match self.meta.endpoint {
-            Endpoint::Completions => json!({
-                "index": index, "text": d.text, "finish_reason": finish, "stop_reason": stop_reason,
-                "logprobs": self.meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, self.choices[index].text.len() - d.text.len())),
-            }),
-            Endpoint::Chat => {
-                let delta =
-                    if d.text.is_empty() && d.finish.is_some() { json!({}) } else { json!({"content": d.text}) };
-                json!({"index": index, "delta": delta, "finish_reason": finish, "stop_reason": stop_reason,
-                       "logprobs": self.meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok))})
-            }
-        };
-        if self.meta.return_token_ids {
-            choice["token_ids"] = json!(d.token_ids);
-            if first {
-                choice["prompt_token_ids"] = json!(self.choices[index].prompt_ids);
-            }
+    let fields = |c: &ChoiceState| {
+        let (finish, stop) = finish_fields(c.finish.as_ref());
+        (Some(finish.unwrap_or("abort")), stop)
+    };
+    let (id, created, model) = (meta.id.as_str(), meta.created, meta.model.as_str());
+    match meta.endpoint {
+        Endpoint::Completions => {
+            let choices = choices
+                .iter()
+                .zip(&deltas)
+                .enumerate()
+                .map(|(index, (c, d))| {
+                    let (finish_reason, stop_reason) = fields(c);
+                    CompletionChoice {
+                        index,
+                        text: c.text.clone(),
+                        finish_reason,
+                        stop_reason,
+                        logprobs: meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, 0)),
+                        extras: extras(c, d),
+                    }
+                })
+                .collect();
+            Json(Envelope { id, object: "text_completion", created, model, choices, usage }).into_response()
         }
-        if first && let Some(lp) = &self.choices[index].prompt_logprobs {
-            choice["prompt_logprobs"] = prompt_logprobs_json(lp, tok);
-        }
-        let mut chunk = self.envelope(vec![choice]);
-        self.add_continuous_usage(&mut chunk, index);
-        chunk
-    }
-
-    /// vLLM's `continuous_usage_stats`: the choice's usage so far on every chunk.
-    fn add_continuous_usage(&self, chunk: &mut Value, index: usize) {
-        if self.meta.continuous_usage {
-            let c = &self.choices[index];
-            chunk["usage"] = usage_json(c.prompt_ids.len(), c.completion_tokens, c.cached_tokens);
+        Endpoint::Chat => {
+            let choices = choices
+                .iter()
+                .zip(&deltas)
+                .enumerate()
+                .map(|(index, (c, d))| {
+                    let (finish_reason, stop_reason) = fields(c);
+                    ChatChoice {
+                        index,
+                        message: Message { role: "assistant", content: c.text.clone() },
+                        finish_reason,
+                        stop_reason,
+                        logprobs: meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok)),
+                        extras: extras(c, d),
+                    }
+                })
+                .collect();
+            Json(Envelope { id, object: "chat.completion", created, model, choices, usage }).into_response()
         }
     }
-
-    fn envelope(&self, choices: Vec<Value>) -> Value {
-        let object = match self.meta.endpoint {
-            Endpoint::Completions => "text_completion",
-            Endpoint::Chat => "chat.completion.chunk",
-        };
-        json!({"id": self.meta.id, "object": object, "created": self.meta.created, "model": self.meta.model, "choices": choices})
-    }
-
-    /// The SSE events that follow the next engine event (possibly none).
-    async fn next_events(&mut self) -> Option<Vec<SseEvent>> {
-        if self.done {
-            return None;
-        }
-        let mut out = Vec::new();
-        if !self.started {
-            self.started = true;
-            if self.meta.endpoint == Endpoint::Chat {
-                for i in 0..self.choices.len() {
-                    let c = json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null});
-                    let mut chunk = self.envelope(vec![c]);
-                    self.add_continuous_usage(&mut chunk, i);
-                    out.push(sse(chunk));
-                }
-                return Some(out);
-            }
-        }
-        if self.choices.iter().all(|c| c.is_finished()) {
-            if self.meta.include_usage {
-                let mut u = self.envelope(vec![]);
-                u["usage"] = usage(&self.choices);
-                out.push(sse(u));
-            }
-            out.push(SseEvent::default().data("[DONE]"));
-            self.done = true;
-            return Some(out);
-        }
-        let Some((i, ev)) = self.rx.recv().await else {
-            // The engine dropped the request: end the stream without [DONE].
-            self.done = true;
-            return Some(out);
-        };
-        let first_for_choice = self.buffered[i].token_ids.is_empty() && self.choices[i].completion_tokens == 0;
-        let d = self.choices[i].on_event(ev);
-        if let Some(message) = self.choices[i].error.clone() {
-            // As vLLM: an OpenAI-shaped error event, then [DONE], then the end.
-            out.push(sse(ApiError::Internal(message).body()));
-            out.push(SseEvent::default().data("[DONE]"));
-            self.done = true;
-            return Some(out);
-        }
-        self.buffered[i].merge(d);
-        let b = &self.buffered[i];
-        if b.finish.is_some() || b.token_ids.len() >= self.meta.stream_interval {
-            let d = std::mem::take(&mut self.buffered[i]);
-            let first = first_for_choice || self.choices[i].completion_tokens == d.token_ids.len();
-            out.push(sse(self.chunk(i, &d, first)));
-        }
-        Some(out)
-    }
-}
-
-fn stream_response(
-    meta: Meta,
-    choices: Vec<ChoiceState>,
-    rx: UnboundedReceiver<(usize, Event)>,
-    tok: Arc<Tokenizer>,
-) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
-    let n = choices.len();
-    let st = StreamState { meta, choices, buffered: vec![Delta::default(); n], rx, tok, started: false, done: false };
-    let stream = futures_util::stream::unfold(st, |mut st| async move { st.next_events().await.map(|evs| (evs, st)) })
-        .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok)));
-    Sse::new(stream)
 }
