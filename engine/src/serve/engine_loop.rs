@@ -235,6 +235,13 @@ impl EngineLoop {
                 let id = self.next_id;
                 self.next_id += 1;
                 let req = *req;
+                let p = &req.params;
+                let mut stop_token_ids = p.stop_token_ids.clone();
+                if !p.ignore_eos {
+                    stop_token_ids.extend(&self.cfg.eos_token_ids);
+                }
+                let rules = StopRules { max_tokens: p.max_tokens, min_tokens: p.min_tokens, stop_token_ids };
+                let reuse_prefix = p.prompt_logprobs.is_none();
                 self.by_name.insert(req.id.clone(), id);
                 self.active.insert(
                     id,
@@ -252,14 +259,7 @@ impl EngineLoop {
                         permit: req.permit,
                     },
                 );
-                let p = &self.active[&id].params;
-                let mut stop_token_ids = p.stop_token_ids.clone();
-                if !p.ignore_eos {
-                    stop_token_ids.extend(&self.cfg.eos_token_ids);
-                }
-                let rules = StopRules { max_tokens: p.max_tokens, min_tokens: p.min_tokens, stop_token_ids };
-                let seq =
-                    Sequence::new(id, req.prompt).with_rules(rules).with_prefix_reuse(p.prompt_logprobs.is_none());
+                let seq = Sequence::new(id, req.prompt).with_rules(rules).with_prefix_reuse(reuse_prefix);
                 self.sched.add(seq);
                 true
             }
@@ -335,8 +335,10 @@ impl EngineLoop {
             .chunks
             .iter()
             .map(|c| {
-                let a = &self.active[&c.seq];
-                let want = a.params.prompt_logprobs.is_some() && !a.prompt_logprobs_sent;
+                let want = self
+                    .active
+                    .get(&c.seq)
+                    .is_some_and(|a| a.params.prompt_logprobs.is_some() && !a.prompt_logprobs_sent);
                 (c.seq, want)
             })
             .collect();
@@ -350,7 +352,7 @@ impl EngineLoop {
             let (tokens, Some(table)) = seq.forward_parts() else {
                 continue;
             };
-            let logits = if wants_all[&c.seq] {
+            let logits = if wants_all.get(&c.seq).copied().unwrap_or(false) {
                 LogitsWanted::All
             } else if c.sample {
                 LogitsWanted::Last

@@ -1,29 +1,39 @@
-//! API errors, OpenAI-shaped: `{"error": {"message", "type", "param", "code"}}`,
-//! each mapped to its HTTP status here and nowhere else.
+//! The HTTP layer's one error enum: API errors, OpenAI-shaped
+//! (`{"error": {"message", "type", "param", "code"}}`), each mapped to its HTTP
+//! status here and nowhere else.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
     /// 400: malformed JSON, wrong types, values out of range.
+    #[error("{message}")]
     BadRequest { message: String, param: Option<String> },
     /// 401: missing or wrong API key.
+    #[error("missing or invalid API key")]
     Unauthorized,
     /// 404: unknown model.
+    #[error("the model {0:?} does not exist")]
     ModelNotFound(String),
     /// 404: unknown route.
+    #[error("{0}")]
     NotFound(String),
     /// 405: a route that exists, with another method.
+    #[error("{0}")]
     MethodNotAllowed(String),
     /// 413: body over the size limit.
+    #[error("{0}")]
     TooLarge(String),
     /// 503: still loading, shutting down, or the engine loop stopped.
+    #[error("{0}")]
     Unavailable(String),
     /// 503 with `Retry-After`: the admission queue is full (see `admission`).
+    #[error("{0}")]
     Overloaded(String),
     /// 500: the engine failed.
+    #[error("{0}")]
     Internal(String),
 }
 
