@@ -190,3 +190,14 @@ fn half_sent_headers_and_idle_connections_are_closed() {
     let got = read_until_closed(&mut idle, Duration::from_secs(30));
     assert!(got.starts_with("HTTP/1.1 200"), "the request is answered first: {got}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_in_flight_request_outlives_the_keep_alive_timeout() {
+    let dir = synth();
+    // 30 steps of at least 100 ms: about 3 s without a byte on the connection.
+    let args = ["--threads", "1", "--keep-alive-timeout-s", "1", "--debug-step-delay-us", "100000"];
+    let s = Server::start(dir.path(), &args);
+    let (status, v) = post(&s, "/v1/completions", greedy("abc", 30)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 30);
+}
