@@ -5,6 +5,7 @@
 
 pub mod commands;
 pub mod error;
+pub mod finish;
 pub mod kernels;
 pub mod kv;
 pub mod model;

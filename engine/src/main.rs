@@ -115,12 +115,28 @@ struct ServeArgs {
     /// known slowdown (the harness's validity tests use it). Off by default.
     #[arg(long, default_value_t = 0)]
     debug_step_delay_us: u64,
+    /// DEBUG KNOB: the forward pass after the first N fails once, as a model
+    /// failure would (tests of the error path use it). Hidden.
+    #[arg(long, hide = true)]
+    debug_fail_forward_after: Option<u64>,
     /// Largest accepted request body.
     #[arg(long, default_value = "8MiB", value_parser = parse_bytes)]
     max_body: usize,
     /// Seconds in-flight requests may run after SIGTERM before they are aborted.
     #[arg(long, default_value_t = 5.0)]
     shutdown_grace_s: f64,
+    /// Most sequences waiting for their first step; more requests get 503
+    /// (OpenAI-shaped, with Retry-After).
+    #[arg(long, default_value_t = 1024)]
+    max_waiting: usize,
+    /// Seconds a client may take to send a request head (also bounds an idle
+    /// keep-alive connection, as hyper counts idle time toward it).
+    #[arg(long, default_value_t = 10.0)]
+    header_read_timeout_s: f64,
+    /// Seconds an idle keep-alive connection stays open (uvicorn's and so
+    /// vLLM's default is 5).
+    #[arg(long, default_value_t = 5.0)]
+    keep_alive_timeout_s: f64,
 }
 
 /// Options shared by every command that loads a model.
@@ -130,7 +146,7 @@ struct ModelArgs {
     #[arg(long)]
     model: PathBuf,
     /// KV cache storage format.
-    #[arg(long, default_value = "f16")]
+    #[arg(long, default_value = "f16", value_parser = kv_format_parser())]
     kv_format: KvFormat,
     /// Per-layer value scales (JSON from `engine calibrate`); required for k16v8.
     #[arg(long)]
@@ -141,6 +157,12 @@ struct ModelArgs {
     /// Kernel threads.
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
+}
+
+/// `--kv-format`, listing its values in `--help`.
+fn kv_format_parser() -> impl clap::builder::TypedValueParser<Value = KvFormat> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["f16", "bf16", "k16v8"]).try_map(|s| s.parse::<KvFormat>())
 }
 
 fn default_threads() -> usize {
@@ -477,9 +499,16 @@ fn dequantize(a: DequantizeArgs) -> Result<()> {
     Ok(())
 }
 
+fn positive_secs(flag: &str, s: f64) -> Result<std::time::Duration> {
+    if !(s.is_finite() && s > 0.0) {
+        bail!("{flag} must be a positive number of seconds, got {s}");
+    }
+    Ok(std::time::Duration::from_secs_f64(s))
+}
+
 fn serve(a: ServeArgs) -> Result<()> {
-    if a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 || a.stream_interval == 0 {
-        bail!("--max-num-seqs, --max-num-batched-tokens and --stream-interval must be positive");
+    if a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 || a.stream_interval == 0 || a.max_waiting == 0 {
+        bail!("--max-num-seqs, --max-num-batched-tokens, --stream-interval and --max-waiting must be positive");
     }
     let opts = engine::serve::ServeOptions {
         model: a.model.model.clone(),
@@ -499,9 +528,13 @@ fn serve(a: ServeArgs) -> Result<()> {
         receipts: a.receipts,
         stream_interval: a.stream_interval,
         debug_step_delay_us: a.debug_step_delay_us,
+        debug_fail_forward_after: a.debug_fail_forward_after,
         idle_gather_factor: a.idle_gather_factor,
         body_limit_bytes: a.max_body,
         shutdown_grace: std::time::Duration::from_secs_f64(a.shutdown_grace_s.max(0.0)),
+        max_waiting: a.max_waiting,
+        header_read_timeout: positive_secs("--header-read-timeout-s", a.header_read_timeout_s)?,
+        keep_alive_timeout: positive_secs("--keep-alive-timeout-s", a.keep_alive_timeout_s)?,
     };
     engine::serve::run(opts)?;
     Ok(())

@@ -5,6 +5,7 @@
 //! and `KvCache` through its scheduler, so both paths run the same kernels.
 
 use crate::error::{EngineError, Result};
+pub use crate::finish::{FinishReason, StopReason};
 use crate::kernels::cpu::ops::{argmax, log_softmax};
 use crate::kv::format::E4M3_MAX;
 use crate::kv::{KvCache, KvFormat, ValueScales};
@@ -26,15 +27,6 @@ impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 256 << 20, threads: 1 }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FinishReason {
-    /// An end-of-sequence token was generated (it is included in the output).
-    Stop,
-    /// `max_tokens` was reached.
-    Length,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -129,7 +121,7 @@ impl Engine {
             let tok = argmax(&logits[0][0]);
             output.push(tok);
             if !ignore_eos && eos.contains(&tok) {
-                break FinishReason::Stop;
+                break FinishReason::Stop(StopReason::Token(tok));
             }
             if output.len() == max_tokens {
                 break FinishReason::Length;

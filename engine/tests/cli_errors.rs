@@ -132,3 +132,13 @@ fn idle_gather_factor_outside_0_to_1() {
         assert!(err.contains("--idle-gather-factor") && err.contains("from 0 to 1"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn serve_help_lists_the_kv_formats_and_a_bad_one_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_engine")).args(["serve", "--help"]).output().expect("run engine");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("[possible values: f16, bf16, k16v8]"), "{help}");
+    let (code, err) = engine(&["serve", "--model", "x", "--kv-format", "fp8"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("fp8"), "{err}");
+}

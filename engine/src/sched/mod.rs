@@ -10,5 +10,5 @@
 pub mod scheduler;
 pub mod sequence;
 
-pub use scheduler::{ScheduledChunk, Scheduler, SchedulerConfig, StepPlan};
-pub use sequence::{SeqId, Sequence};
+pub use scheduler::{FitLimits, ScheduledChunk, Scheduler, SchedulerConfig, StepPlan};
+pub use sequence::{SeqId, Sequence, StopRules};

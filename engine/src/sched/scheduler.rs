@@ -1,6 +1,7 @@
 //! The per-step scheduling decision (see the module doc of `sched`).
 
 use super::sequence::{SeqId, Sequence};
+use crate::finish::{FinishReason, StopReason};
 use crate::kv::BlockAllocator;
 use std::collections::VecDeque;
 
@@ -24,6 +25,41 @@ impl SchedulerConfig {
             0 => (self.max_num_batched_tokens / 2).max(1),
             n => n,
         }
+    }
+}
+
+/// Whether a sequence can ever be scheduled, checked once at admission (the
+/// server refuses the rest up front instead of letting them wait forever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FitLimits {
+    /// Token slots of the whole KV pool.
+    pub kv_slots: usize,
+    pub chunked_prefill: bool,
+    pub max_num_batched_tokens: usize,
+}
+
+impl FitLimits {
+    pub fn new(cfg: &SchedulerConfig, kv_slots: usize) -> Self {
+        FitLimits { kv_slots, chunked_prefill: cfg.chunked_prefill, max_num_batched_tokens: cfg.max_num_batched_tokens }
+    }
+
+    /// A sequence of `total_tokens` (prompt + max output) fits when its pages
+    /// fit the whole pool and, without chunked prefill, it fits one step's
+    /// budget (a resumed sequence recomputes prompt + generated tokens at once).
+    pub fn check(&self, total_tokens: usize) -> Result<(), String> {
+        if total_tokens > self.kv_slots {
+            return Err(format!(
+                "the request needs {total_tokens} KV token slots but the whole cache holds {}",
+                self.kv_slots
+            ));
+        }
+        if !self.chunked_prefill && total_tokens > self.max_num_batched_tokens {
+            return Err(format!(
+                "prompt + max_tokens ({total_tokens}) exceeds max_num_batched_tokens ({}) and chunked prefill is off",
+                self.max_num_batched_tokens
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -95,22 +131,9 @@ impl Scheduler {
         self.waiting.is_empty() && self.running.is_empty()
     }
 
-    /// Whether a sequence of `total_tokens` (prompt + max output) can ever be
-    /// scheduled: its pages fit the whole pool, and without chunked prefill its
-    /// prompt fits one step's budget. The server refuses others up front.
-    pub fn can_ever_fit(&self, total_tokens: usize) -> Result<(), String> {
-        let slots = self.alloc.total() * crate::kv::PAGE_SIZE;
-        if total_tokens > slots {
-            return Err(format!("the request needs {total_tokens} KV token slots but the whole cache holds {slots}"));
-        }
-        if !self.cfg.chunked_prefill && total_tokens > self.cfg.max_num_batched_tokens {
-            // A resumed sequence recomputes prompt + generated tokens in one step.
-            return Err(format!(
-                "prompt + max_tokens ({total_tokens}) exceeds max_num_batched_tokens ({}) and chunked prefill is off",
-                self.cfg.max_num_batched_tokens
-            ));
-        }
-        Ok(())
+    /// The limits a request must fit to ever be scheduled (`FitLimits`).
+    pub fn fit_limits(&self) -> FitLimits {
+        FitLimits::new(&self.cfg, self.alloc.total() * crate::kv::PAGE_SIZE)
     }
 
     pub fn add(&mut self, seq: Sequence) {
@@ -121,7 +144,8 @@ impl Scheduler {
         self.running.iter().find(|s| s.id == id).or_else(|| self.waiting.iter().find(|s| s.id == id))
     }
 
-    pub fn get_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
+    #[cfg(test)]
+    fn get_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
         match self.running.iter_mut().find(|s| s.id == id) {
             Some(s) => Some(s),
             None => self.waiting.iter_mut().find(|s| s.id == id),
@@ -253,6 +277,24 @@ impl Scheduler {
             self.running.push(s);
         }
         plan
+    }
+
+    /// Appends a sampled token to a running sequence and decides a token-level
+    /// finish: `stop` on a stop token once `min_tokens` are generated (the
+    /// sampler never picks one earlier), else `length` at `max_tokens`. The
+    /// engine loop then removes a finished sequence (`remove`); stop strings
+    /// are text, matched by the loop (`serve::stop`).
+    pub fn on_sampled(&mut self, id: SeqId, token: u32) -> Option<FinishReason> {
+        let s = self.running.iter_mut().find(|s| s.id == id)?;
+        s.tokens.push(token);
+        let generated = s.tokens.len() - s.prompt_len;
+        if generated >= s.rules.min_tokens && s.rules.stop_token_ids.contains(&token) {
+            Some(FinishReason::Stop(StopReason::Token(token)))
+        } else if generated >= s.rules.max_tokens {
+            Some(FinishReason::Length)
+        } else {
+            None
+        }
     }
 
     /// Records that a sequence's tokens `..end` now have keys and values in the
@@ -395,12 +437,29 @@ mod tests {
     }
 
     #[test]
+    fn on_sampled_appends_and_decides_token_finishes() {
+        use super::super::sequence::StopRules;
+        let mut s = sched(100, 8, 64, false);
+        let rules = StopRules { max_tokens: 3, min_tokens: 1, stop_token_ids: vec![9] };
+        s.add(Sequence::new(1, vec![1; 4]).with_rules(rules));
+        let p = s.schedule();
+        s.mark_computed(1, p.chunks[0].end);
+        assert_eq!(s.get(1).unwrap().banned_tokens(), &[9], "no stop token before min_tokens");
+        assert_eq!(s.on_sampled(1, 5), None);
+        assert!(s.get(1).unwrap().banned_tokens().is_empty());
+        assert_eq!(s.on_sampled(1, 9), Some(FinishReason::Stop(StopReason::Token(9))));
+        assert_eq!(s.get(1).unwrap().generated(), &[5, 9]);
+        assert_eq!(s.on_sampled(1, 5), Some(FinishReason::Length), "max_tokens 3");
+        assert_eq!(s.on_sampled(2, 5), None, "unknown sequences are ignored");
+    }
+
+    #[test]
     fn never_fitting_requests_are_refused_up_front() {
         let s = sched(2, 8, 64, false);
-        assert!(s.can_ever_fit(33).unwrap_err().contains("whole cache holds 32"));
-        assert!(s.can_ever_fit(30).is_ok());
+        assert!(s.fit_limits().check(33).unwrap_err().contains("whole cache holds 32"));
+        assert!(s.fit_limits().check(30).is_ok());
         let s = sched(100, 8, 64, false);
-        assert!(s.can_ever_fit(70).unwrap_err().contains("max_num_batched_tokens"));
+        assert!(s.fit_limits().check(70).unwrap_err().contains("max_num_batched_tokens"));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! OpenAI-compatible request types and their validation into one engine-level
 //! `GenerationSpec`. Field names follow OpenAI, with vLLM's extras
 //! (`ignore_eos`, `min_tokens`, `stop_token_ids`, `return_token_ids`,
-//! `prompt_logprobs`, `top_k`). Unknown fields are ignored, as OpenAI does.
+//! `prompt_logprobs`, `top_k`). Fields the engine does not implement (tools,
+//! response formats, penalties, ...) are refused with 400 naming the field
+//! (`UNSUPPORTED`) rather than silently ignored; other unknown fields (`user`,
+//! `metadata`, ...) are ignored, as OpenAI does.
 
 use super::error::{ApiError, fields, parse_object};
 use super::sampling::SamplingParams;
@@ -18,6 +21,48 @@ pub const MAX_LOGPROBS: usize = 20;
 pub struct StreamOptions {
     #[serde(default)]
     pub include_usage: bool,
+    /// vLLM's extra: usage on every chunk too (with `include_usage`).
+    #[serde(default)]
+    pub continuous_usage_stats: bool,
+}
+
+/// Request fields that change what a compliant server returns but that this
+/// engine does not implement, each with the value that means "off" (accepted).
+const UNSUPPORTED: &[(&str, fn(&Value) -> bool)] = &[
+    ("tools", |v| v.as_array().is_some_and(|a| a.is_empty())),
+    ("tool_choice", |v| v == "none"),
+    ("functions", |v| v.as_array().is_some_and(|a| a.is_empty())),
+    ("function_call", |v| v == "none"),
+    ("parallel_tool_calls", |_| true),
+    ("response_format", |v| v.get("type").is_some_and(|t| t == "text")),
+    ("logit_bias", |v| v.as_object().is_some_and(|m| m.is_empty())),
+    ("frequency_penalty", |v| v.as_f64() == Some(0.0)),
+    ("presence_penalty", |v| v.as_f64() == Some(0.0)),
+    ("repetition_penalty", |v| v.as_f64() == Some(1.0)),
+    ("best_of", |v| v.as_u64() == Some(1)),
+    ("suffix", |_| false),
+    ("use_beam_search", |v| v == false),
+    ("guided_json", |_| false),
+    ("guided_regex", |_| false),
+    ("guided_choice", |_| false),
+    ("guided_grammar", |_| false),
+    ("structured_outputs", |_| false),
+    ("audio", |_| false),
+    ("modalities", |v| v == &serde_json::json!(["text"])),
+    ("prediction", |_| false),
+];
+
+/// 400 for the first unsupported field a body sets to anything but "off".
+fn reject_unsupported(body: &Value) -> Result<(), ApiError> {
+    for (name, off) in UNSUPPORTED {
+        if let Some(v) = body.get(*name)
+            && !v.is_null()
+            && !off(v)
+        {
+            return Err(ApiError::bad_param(*name, format!("{name} is not supported by this server")));
+        }
+    }
+    Ok(())
 }
 
 /// Fields shared by both endpoints.
@@ -99,6 +144,8 @@ pub struct GenerationSpec {
     pub stop: Vec<String>,
     pub stream: bool,
     pub include_usage: bool,
+    /// Usage on every streamed chunk (`stream_options.continuous_usage_stats`).
+    pub continuous_usage: bool,
     pub return_token_ids: bool,
 }
 
@@ -263,6 +310,7 @@ fn build(
         stop: parse_stop(&c.stop)?,
         stream: c.stream,
         include_usage: c.stream_options.as_ref().map(|o| o.include_usage).unwrap_or(false),
+        continuous_usage: c.stream_options.as_ref().is_some_and(|o| o.include_usage && o.continuous_usage_stats),
         return_token_ids: c.return_token_ids,
     })
 }
@@ -270,6 +318,7 @@ fn build(
 impl CompletionRequest {
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let v = parse_object(body)?;
+        reject_unsupported(&v)?;
         Ok(CompletionRequest { fields: fields(&v)?, common: fields(&v)? })
     }
 
@@ -287,6 +336,7 @@ impl CompletionRequest {
 impl ChatRequest {
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
         let v = parse_object(body)?;
+        reject_unsupported(&v)?;
         Ok(ChatRequest { fields: fields(&v)?, common: fields(&v)? })
     }
 
@@ -296,38 +346,48 @@ impl ChatRequest {
         if f.messages.is_empty() {
             return Err(ApiError::bad_param("messages", "messages must not be empty"));
         }
-        let mut msgs = Vec::with_capacity(f.messages.len());
-        for (i, m) in f.messages.iter().enumerate() {
-            let content = match &m.content {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
-                        (Some("text"), Some(t)) => Ok(t.to_string()),
-                        _ => Err(ApiError::bad_param(
-                            format!("messages[{i}].content"),
-                            "only text content parts are supported",
-                        )),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?
-                    .join(""),
-                Value::Null => String::new(),
-                _ => {
-                    return Err(ApiError::bad_param(
-                        format!("messages[{i}].content"),
-                        "content must be a string or a list of parts",
-                    ));
-                }
-            };
-            msgs.push(ChatMessage { role: m.role.clone(), content });
-        }
-        let text = limits
-            .tokenizer
-            .apply_chat_template(&msgs, f.add_generation_prompt)
-            .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
-        let ids = limits.tokenizer.encode(&text, false).map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+        let ids = chat_prompt_ids(&f.messages, f.add_generation_prompt, limits.tokenizer)?;
         let logprobs = if f.logprobs { Some(f.top_logprobs.unwrap_or(0)) } else { None };
         let max = f.max_completion_tokens.or(self.common.max_tokens);
         build(&self.common, vec![ids], max, logprobs, limits)
     }
+}
+
+/// Renders chat messages with the model's template and tokenizes them (the
+/// template carries the special tokens).
+pub fn chat_prompt_ids(
+    messages: &[ChatMessageIn],
+    add_generation_prompt: bool,
+    tok: &Tokenizer,
+) -> Result<Vec<u32>, ApiError> {
+    let mut msgs = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let content = match &m.content {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => Ok(t.to_string()),
+                    _ => Err(ApiError::bad_param(
+                        format!("messages[{i}].content"),
+                        "only text content parts are supported",
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .join(""),
+            Value::Null => String::new(),
+            _ => {
+                return Err(ApiError::bad_param(
+                    format!("messages[{i}].content"),
+                    "content must be a string or a list of parts",
+                ));
+            }
+        };
+        msgs.push(ChatMessage { role: m.role.clone(), content });
+    }
+    let text = tok
+        .apply_chat_template(&msgs, add_generation_prompt)
+        .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    let ids = tok.encode(&text, false).map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
+    Ok(ids)
 }

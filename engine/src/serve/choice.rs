@@ -1,10 +1,10 @@
-//! One choice's output as it streams: incremental detokenization, stop-string
-//! matching (text that could still become a stop string is held back until it
-//! cannot), and the pieces each endpoint formats into chunks or a response.
+//! One choice's output as it streams: the text pieces the engine loop sends
+//! (it detokenizes and decides stop-string finishes, see `stop`), held back
+//! while they could still begin a stop string and cut at the match, and the
+//! pieces each endpoint formats into chunks or a response.
 
-use super::engine_loop::{Event, FinishReason};
+use super::engine_loop::{Event, FinishReason, StopReason};
 use super::sampling::TokenLogprob;
-use crate::tokenizer::{IncrementalDecoder, Tokenizer};
 
 /// What a choice adds since the last delta.
 #[derive(Debug, Default, Clone)]
@@ -33,7 +33,6 @@ impl Delta {
 pub struct ChoiceState {
     pub request_id: String,
     pub prompt_ids: Vec<u32>,
-    decoder: IncrementalDecoder,
     stop: Vec<String>,
     holdback: usize,
     /// Decoded text not yet released (may start a stop string).
@@ -42,8 +41,10 @@ pub struct ChoiceState {
     pub completion_tokens: usize,
     pub finish: Option<FinishReason>,
     pub prompt_logprobs: Option<Vec<TokenLogprob>>,
-    /// Whether a stop string ended it (the engine must be told to stop).
-    pub stopped_by_string: bool,
+    /// Why the server failed it (finish `error`).
+    pub error: Option<String>,
+    /// Prompt tokens served from the prefix cache at its first admission.
+    pub cached_tokens: usize,
 }
 
 impl ChoiceState {
@@ -52,7 +53,6 @@ impl ChoiceState {
         ChoiceState {
             request_id,
             prompt_ids,
-            decoder: IncrementalDecoder::new(true),
             stop,
             holdback,
             pending: String::new(),
@@ -60,7 +60,8 @@ impl ChoiceState {
             completion_tokens: 0,
             finish: None,
             prompt_logprobs: None,
-            stopped_by_string: false,
+            error: None,
+            cached_tokens: 0,
         }
     }
 
@@ -69,38 +70,41 @@ impl ChoiceState {
     }
 
     /// Applies one engine event; returns what to emit (possibly empty).
-    pub fn on_event(&mut self, ev: Event, tok: &Tokenizer) -> Delta {
+    pub fn on_event(&mut self, ev: Event) -> Delta {
         let mut d = Delta::default();
         if self.finish.is_some() {
-            return d; // after a stop string, late tokens are dropped
+            return d;
         }
         match ev {
             Event::PromptLogprobs(lp) => self.prompt_logprobs = Some(lp),
+            Event::Admitted { cached_tokens } => self.cached_tokens = cached_tokens,
             Event::Aborted => {
-                d.text = self.release_all(tok);
+                d.text = std::mem::take(&mut self.pending);
                 self.finish = Some(FinishReason::Abort);
-                d.finish = self.finish;
             }
-            Event::Token { token, logprob, finish } => {
+            Event::Failed(message) => {
+                d.text = std::mem::take(&mut self.pending);
+                self.finish = Some(FinishReason::Error);
+                self.error = Some(message);
+            }
+            Event::Token { token, text, logprob, finish } => {
                 self.completion_tokens += 1;
                 d.token_ids.push(token);
                 d.logprobs.extend(logprob);
-                let piece = self.decoder.push(tok, token).unwrap_or_default();
-                self.pending.push_str(&piece);
-                if let Some(cut) = self.find_stop() {
-                    self.pending.truncate(cut);
-                    d.text = std::mem::take(&mut self.pending);
-                    self.finish = Some(FinishReason::Stop);
-                    self.stopped_by_string = finish.is_none();
-                } else if finish.is_some() {
-                    d.text = self.release_all(tok);
-                    self.finish = finish;
-                } else {
-                    d.text = self.release_safe();
-                }
-                d.finish = self.finish;
+                self.pending.push_str(&text);
+                d.text = match &finish {
+                    Some(FinishReason::Stop(StopReason::String(_))) => {
+                        let cut = self.find_stop().unwrap_or(self.pending.len());
+                        self.pending.truncate(cut);
+                        std::mem::take(&mut self.pending)
+                    }
+                    Some(_) => std::mem::take(&mut self.pending),
+                    None => self.release_safe(),
+                };
+                self.finish = finish;
             }
         }
+        d.finish = self.finish.clone();
         self.text.push_str(&d.text);
         d
     }
@@ -120,14 +124,5 @@ impl ChoiceState {
         }
         let rest = self.pending.split_off(keep_from);
         std::mem::replace(&mut self.pending, rest)
-    }
-
-    fn release_all(&mut self, tok: &Tokenizer) -> String {
-        let tail = self.decoder.finish(tok).unwrap_or_default();
-        self.pending.push_str(&tail);
-        if let Some(cut) = self.find_stop() {
-            self.pending.truncate(cut);
-        }
-        std::mem::take(&mut self.pending)
     }
 }

@@ -6,45 +6,35 @@
 //! the metrics. HTTP handlers never touch the model; this thread never touches
 //! sockets.
 
+use super::admission::QueuePermit;
 use super::metrics::{FinishedLabel, Metrics};
 use super::receipts::{Receipt, ReceiptWriter};
 use super::sampling::{Sampler, SamplingParams, TokenLogprob, token_logprob};
+use super::stop::StopChecker;
+pub use crate::finish::{FinishReason, StopReason};
 use crate::model::{LogitsWanted, SeqInput};
 use crate::runtime::Engine;
-use crate::sched::{ScheduledChunk, Scheduler, SchedulerConfig, SeqId, Sequence};
+use crate::sched::{ScheduledChunk, Scheduler, SchedulerConfig, SeqId, Sequence, StopRules};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FinishReason {
-    Stop,
-    Length,
-    Abort,
-}
-
-impl FinishReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::Abort => "abort",
-        }
-    }
-}
-
 /// What the engine tells a request's HTTP task.
 #[derive(Debug, Clone)]
 pub enum Event {
+    /// First admitted; `cached_tokens` of its prompt came from the prefix cache.
+    Admitted { cached_tokens: usize },
     /// Log-probabilities of prompt tokens 1.. (position 0 has none).
     PromptLogprobs(Vec<TokenLogprob>),
-    /// A generated token; `finish` is set on the request's last token.
-    Token { token: u32, logprob: Option<TokenLogprob>, finish: Option<FinishReason> },
+    /// A generated token and the text it completes (detokenized here, once);
+    /// `finish` is set on the request's last token.
+    Token { token: u32, text: String, logprob: Option<TokenLogprob>, finish: Option<FinishReason> },
     /// The request ended without a final token (aborted).
     Aborted,
+    /// The server failed the request (HTTP 500 / an error event in the stream).
+    Failed(String),
 }
 
 pub struct NewRequest {
@@ -52,17 +42,19 @@ pub struct NewRequest {
     pub id: String,
     pub prompt: Vec<u32>,
     pub params: SamplingParams,
+    /// Stop strings (the loop matches them; see `stop`).
+    pub stop: Vec<String>,
     pub seed: u64,
     /// Events go here, tagged with `tag` (the choice index of the HTTP request).
     pub events: UnboundedSender<(usize, Event)>,
     pub tag: usize,
     pub arrived: Instant,
+    /// Its place in the admission queue, given back at its first step.
+    pub permit: Option<QueuePermit>,
 }
 
 pub enum Command {
     Add(Box<NewRequest>),
-    /// Abort by request id (e.g. a stop string matched in the HTTP task).
-    Abort(String),
     /// Abort everything and leave the loop.
     Shutdown,
 }
@@ -74,6 +66,9 @@ pub struct LoopConfig {
     /// prefill time for more requests (`gather`).
     pub idle_gather_factor: f64,
     pub eos_token_ids: Vec<u32>,
+    /// DEBUG KNOB (`--debug-fail-forward-after N`): the forward pass after the
+    /// first N fails, once, as a real model failure would (tests use it).
+    pub debug_fail_forward_after: Option<u64>,
 }
 
 /// The longest `gather` ever waits.
@@ -83,12 +78,15 @@ struct Active {
     name: String,
     params: SamplingParams,
     sampler: Sampler,
+    stop: StopChecker,
     events: UnboundedSender<(usize, Event)>,
     tag: usize,
     arrived: Instant,
     last_token_at: Option<Instant>,
     prompt_logprobs: Vec<TokenLogprob>,
     prompt_logprobs_sent: bool,
+    /// Held until the scheduler first admits it (or it ends).
+    permit: Option<QueuePermit>,
 }
 
 pub struct EngineLoop {
@@ -101,6 +99,8 @@ pub struct EngineLoop {
     by_name: HashMap<String, SeqId>,
     next_id: SeqId,
     step: u64,
+    /// Forward passes run (for `debug_fail_forward_after`).
+    forwards: u64,
     started: Instant,
     /// Forward time per prefill token of the last step that admitted fresh
     /// requests (`gather`).
@@ -127,6 +127,7 @@ impl EngineLoop {
             by_name: HashMap::new(),
             next_id: 1,
             step: 0,
+            forwards: 0,
             started,
             prefill_per_token: Duration::ZERO,
         }
@@ -234,12 +235,20 @@ impl EngineLoop {
                 let id = self.next_id;
                 self.next_id += 1;
                 let req = *req;
+                let p = &req.params;
+                let mut stop_token_ids = p.stop_token_ids.clone();
+                if !p.ignore_eos {
+                    stop_token_ids.extend(&self.cfg.eos_token_ids);
+                }
+                let rules = StopRules { max_tokens: p.max_tokens, min_tokens: p.min_tokens, stop_token_ids };
+                let reuse_prefix = p.prompt_logprobs.is_none();
                 self.by_name.insert(req.id.clone(), id);
                 self.active.insert(
                     id,
                     Active {
                         name: req.id,
                         sampler: Sampler::new(req.seed),
+                        stop: StopChecker::new(req.stop),
                         params: req.params,
                         events: req.events,
                         tag: req.tag,
@@ -247,17 +256,11 @@ impl EngineLoop {
                         last_token_at: None,
                         prompt_logprobs: Vec::new(),
                         prompt_logprobs_sent: false,
+                        permit: req.permit,
                     },
                 );
-                let mut seq = Sequence::new(id, req.prompt);
-                seq.reuse_prefix = self.active[&id].params.prompt_logprobs.is_none();
+                let seq = Sequence::new(id, req.prompt).with_rules(rules).with_prefix_reuse(reuse_prefix);
                 self.sched.add(seq);
-                true
-            }
-            Command::Abort(name) => {
-                if let Some(id) = self.by_name.get(&name).copied() {
-                    self.finish(id, FinishReason::Abort);
-                }
                 true
             }
             Command::Shutdown => false,
@@ -267,29 +270,32 @@ impl EngineLoop {
     fn abort_all(&mut self) {
         let ids: Vec<SeqId> = self.active.keys().copied().collect();
         for id in ids {
-            self.finish(id, FinishReason::Abort);
+            self.finish(id, FinishReason::Abort, Event::Aborted);
         }
     }
 
     fn drop_disconnected(&mut self) {
         let gone: Vec<SeqId> = self.active.iter().filter(|(_, a)| a.events.is_closed()).map(|(&id, _)| id).collect();
         for id in gone {
-            self.finish(id, FinishReason::Abort);
+            self.finish(id, FinishReason::Abort, Event::Aborted);
         }
     }
 
-    fn finish(&mut self, id: SeqId, reason: FinishReason) {
+    /// Ends a sequence for any reason: frees its pages, counts it once under
+    /// its finish reason (vLLM's `request_success` family, whose `error` label
+    /// counts server failures), then sends its HTTP task the last event (the
+    /// final token, `Aborted` or `Failed`), so a client that has seen the end
+    /// of its request finds it counted.
+    fn finish(&mut self, id: SeqId, reason: FinishReason, last: Event) {
         self.sched.remove(id); // pages return to the pool on drop
         if let Some(a) = self.active.remove(&id) {
             self.by_name.remove(&a.name);
-            if reason == FinishReason::Abort {
-                let _ = a.events.send((a.tag, Event::Aborted));
-            }
             self.metrics
                 .request_success
                 .get_or_create(&FinishedLabel { finished_reason: reason.as_str().to_string() })
                 .inc();
             self.metrics.e2e_request_latency.observe(a.arrived.elapsed().as_secs_f64());
+            let _ = a.events.send((a.tag, last));
         }
     }
 
@@ -305,9 +311,15 @@ impl EngineLoop {
         let plan = self.sched.schedule();
         let now = Instant::now();
         for id in plan.fresh.iter() {
+            if let Some(a) = self.active.get_mut(id) {
+                a.permit = None; // its place in the admission queue is free again
+                // Its first chunk starts after the prompt tokens found cached.
+                let cached_tokens = plan.chunks.iter().find(|c| c.seq == *id).map(|c| c.start).unwrap_or(0);
+                let _ = a.events.send((a.tag, Event::Admitted { cached_tokens }));
+            }
             if let (Some(a), Some(s)) = (self.active.get(id), self.sched.get(*id)) {
                 self.metrics.request_queue_time.observe(now.duration_since(a.arrived).as_secs_f64());
-                self.metrics.prompt_tokens.inc_by(s.prompt_len as u64);
+                self.metrics.prompt_tokens.inc_by(s.prompt_len() as u64);
             }
         }
         self.metrics.num_preemptions.inc_by(plan.preempted.len() as u64);
@@ -323,8 +335,10 @@ impl EngineLoop {
             .chunks
             .iter()
             .map(|c| {
-                let a = &self.active[&c.seq];
-                let want = a.params.prompt_logprobs.is_some() && !a.prompt_logprobs_sent;
+                let want = self
+                    .active
+                    .get(&c.seq)
+                    .is_some_and(|a| a.params.prompt_logprobs.is_some() && !a.prompt_logprobs_sent);
                 (c.seq, want)
             })
             .collect();
@@ -332,14 +346,13 @@ impl EngineLoop {
         let mut order: Vec<ScheduledChunk> = Vec::with_capacity(chunks.len());
         let mut inputs: Vec<SeqInput<'_>> = Vec::with_capacity(chunks.len());
         for seq in self.sched.running_mut() {
-            let Some(c) = chunks.get(&seq.id) else {
+            let Some(c) = chunks.get(&seq.id()) else {
                 continue;
             };
-            let Sequence { tokens, table, .. } = seq;
-            let Some(table) = table.as_mut() else {
+            let (tokens, Some(table)) = seq.forward_parts() else {
                 continue;
             };
-            let logits = if wants_all[&c.seq] {
+            let logits = if wants_all.get(&c.seq).copied().unwrap_or(false) {
                 LogitsWanted::All
             } else if c.sample {
                 LogitsWanted::Last
@@ -350,7 +363,12 @@ impl EngineLoop {
             order.push(c.clone());
         }
         let forward_started = Instant::now();
-        let result = pool.install(|| model.forward(cache, &mut inputs, None));
+        self.forwards += 1;
+        let result = if self.cfg.debug_fail_forward_after.is_some_and(|n| self.forwards == n + 1) {
+            Err("injected failure (--debug-fail-forward-after)".to_string())
+        } else {
+            pool.install(|| model.forward(cache, &mut inputs, None)).map_err(|e| e.to_string())
+        };
         if !plan.fresh.is_empty() && plan.prefill_tokens > 0 {
             self.prefill_per_token = forward_started.elapsed() / plan.prefill_tokens as u32;
         }
@@ -358,22 +376,29 @@ impl EngineLoop {
         let logits = match result {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!("forward pass failed: {e}; aborting the step's requests");
-                for c in &order {
-                    self.finish(c.seq, FinishReason::Abort);
+                tracing::error!("forward pass failed: {e}; failing the step's requests");
+                let failed: Vec<(SeqId, FinishReason)> = order.iter().map(|c| (c.seq, FinishReason::Error)).collect();
+                self.write_receipt(&plan, &failed);
+                for (id, reason) in failed {
+                    let msg = format!("the engine failed while computing this request: {e}");
+                    self.finish(id, reason, Event::Failed(msg));
                 }
+                self.update_gauges();
+                self.step += 1;
                 return true;
             }
         };
         let mut finished = Vec::new();
+        let mut last_events = Vec::new();
         for (c, rows) in order.iter().zip(logits) {
-            if let Some(done) = self.after_forward(c, rows) {
+            if let Some((done, last)) = self.after_forward(c, rows) {
                 finished.push((c.seq, done));
+                last_events.push(last);
             }
         }
         self.write_receipt(&plan, &finished);
-        for (id, reason) in finished {
-            self.finish(id, reason);
+        for ((id, reason), last) in finished.into_iter().zip(last_events) {
+            self.finish(id, reason, last);
         }
         self.update_gauges();
         self.step += 1;
@@ -383,11 +408,13 @@ impl EngineLoop {
         true
     }
 
-    /// Records a chunk's results; returns a finish reason when the sequence ends.
-    fn after_forward(&mut self, c: &ScheduledChunk, rows: Vec<Vec<f32>>) -> Option<FinishReason> {
+    /// Records a chunk's results and sends its token; when the sequence ends,
+    /// returns the finish reason and the final token's event (unsent: `finish`
+    /// sends it after counting the request).
+    fn after_forward(&mut self, c: &ScheduledChunk, rows: Vec<Vec<f32>>) -> Option<(FinishReason, Event)> {
         self.sched.mark_computed(c.seq, c.end);
-        let seq = self.sched.get_mut(c.seq)?;
-        let prompt_len = seq.prompt_len;
+        let seq = self.sched.get(c.seq)?;
+        let prompt_len = seq.prompt_len();
         let a = self.active.get_mut(&c.seq)?;
         if let Some(k) = a.params.prompt_logprobs
             && !a.prompt_logprobs_sent
@@ -396,7 +423,7 @@ impl EngineLoop {
             for (j, row) in rows.iter().enumerate() {
                 let pos = c.start + j;
                 if pos + 1 < prompt_len && pos + 1 > a.prompt_logprobs.len() {
-                    a.prompt_logprobs.push(token_logprob(row, seq.tokens[pos + 1], k));
+                    a.prompt_logprobs.push(token_logprob(row, seq.tokens()[pos + 1], k));
                 }
             }
             if a.prompt_logprobs.len() + 1 >= prompt_len {
@@ -408,19 +435,10 @@ impl EngineLoop {
             return None;
         }
         let row = rows.last()?;
-        let generated = seq.tokens.len() - prompt_len;
-        let banned: Vec<u32> = if generated < a.params.min_tokens {
-            let mut b = a.params.stop_token_ids.clone();
-            if !a.params.ignore_eos {
-                b.extend(&self.cfg.eos_token_ids);
-            }
-            b
-        } else {
-            Vec::new()
-        };
-        let tok = a.sampler.sample(row, &a.params, &banned);
+        let generated = seq.generated().len() + 1;
+        let tok = a.sampler.sample(row, &a.params, seq.banned_tokens());
         let logprob = a.params.logprobs.map(|k| token_logprob(row, tok, k));
-        seq.tokens.push(tok);
+        let mut finish = self.sched.on_sampled(c.seq, tok);
         let now = Instant::now();
         match a.last_token_at {
             None => self.metrics.time_to_first_token.observe(now.duration_since(a.arrived).as_secs_f64()),
@@ -428,17 +446,26 @@ impl EngineLoop {
         }
         a.last_token_at = Some(now);
         self.metrics.generation_tokens.inc();
-        let generated = generated + 1;
-        let is_eos = !a.params.ignore_eos && self.cfg.eos_token_ids.contains(&tok);
-        let finish = if generated >= a.params.min_tokens && (is_eos || a.params.stop_token_ids.contains(&tok)) {
-            Some(FinishReason::Stop)
-        } else if generated >= a.params.max_tokens {
-            Some(FinishReason::Length)
-        } else {
-            None
-        };
-        let _ = a.events.send((a.tag, Event::Token { token: tok, logprob, finish }));
-        finish
+        let tokenizer = &self.engine.tokenizer;
+        let mut text = a.stop.push(tokenizer, tok);
+        if finish.is_some() {
+            text.push_str(&a.stop.flush(tokenizer));
+        }
+        // As vLLM: stop strings count only past min_tokens, and a match wins
+        // over a length finish on the same token.
+        if let Some(s) = a.stop.check(&text)
+            && generated > a.params.min_tokens
+        {
+            finish = Some(FinishReason::Stop(StopReason::String(s)));
+        }
+        let event = Event::Token { token: tok, text, logprob, finish: finish.clone() };
+        match finish {
+            Some(f) => Some((f, event)),
+            None => {
+                let _ = a.events.send((a.tag, event));
+                None
+            }
+        }
     }
 
     fn write_receipt(&mut self, plan: &crate::sched::StepPlan, finished: &[(SeqId, FinishReason)]) {
@@ -454,6 +481,7 @@ impl EngineLoop {
             resumed: plan.resumed.iter().map(name).collect(),
             preempted: plan.preempted.iter().map(name).collect(),
             finished: finished.iter().map(|(id, _)| name(id)).collect(),
+            finish_reasons: finished.iter().map(|(_, r)| r.as_str()).collect(),
             scheduled: plan.chunks.len(),
             prefill_tokens: plan.prefill_tokens,
             prefix_hit_tokens: plan.prefix_hit_tokens,

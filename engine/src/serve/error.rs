@@ -1,23 +1,39 @@
-//! API errors, OpenAI-shaped: `{"error": {"message", "type", "param", "code"}}`,
-//! each mapped to its HTTP status here and nowhere else.
+//! The HTTP layer's one error enum: API errors, OpenAI-shaped
+//! (`{"error": {"message", "type", "param", "code"}}`), each mapped to its HTTP
+//! status here and nowhere else.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
     /// 400: malformed JSON, wrong types, values out of range.
+    #[error("{message}")]
     BadRequest { message: String, param: Option<String> },
     /// 401: missing or wrong API key.
+    #[error("missing or invalid API key")]
     Unauthorized,
     /// 404: unknown model.
+    #[error("the model {0:?} does not exist")]
     ModelNotFound(String),
+    /// 404: unknown route.
+    #[error("{0}")]
+    NotFound(String),
+    /// 405: a route that exists, with another method.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     /// 413: body over the size limit.
+    #[error("{0}")]
     TooLarge(String),
-    /// 503: still loading, shutting down, or overloaded.
+    /// 503: still loading, shutting down, or the engine loop stopped.
+    #[error("{0}")]
     Unavailable(String),
+    /// 503 with `Retry-After`: the admission queue is full (see `admission`).
+    #[error("{0}")]
+    Overloaded(String),
     /// 500: the engine failed.
+    #[error("{0}")]
     Internal(String),
 }
 
@@ -34,9 +50,10 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::ModelNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::ModelNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -56,8 +73,12 @@ impl ApiError {
                 Some("model".into()),
                 Some("model_not_found"),
             ),
+            ApiError::NotFound(m) => (m.clone(), "invalid_request_error", None, Some("not_found")),
+            ApiError::MethodNotAllowed(m) => (m.clone(), "invalid_request_error", None, Some("method_not_allowed")),
             ApiError::TooLarge(m) => (m.clone(), "invalid_request_error", None, Some("request_too_large")),
-            ApiError::Unavailable(m) => (m.clone(), "server_error", None, Some("service_unavailable")),
+            ApiError::Unavailable(m) | ApiError::Overloaded(m) => {
+                (m.clone(), "server_error", None, Some("service_unavailable"))
+            }
             ApiError::Internal(m) => (m.clone(), "server_error", None, None),
         };
         serde_json::json!({"error": {"message": message, "type": ty, "param": param, "code": code}})
@@ -66,6 +87,9 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if matches!(self, ApiError::Overloaded(_)) {
+            return (self.status(), [(axum::http::header::RETRY_AFTER, "1")], Json(self.body())).into_response();
+        }
         (self.status(), Json(self.body())).into_response()
     }
 }

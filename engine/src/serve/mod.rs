@@ -5,19 +5,25 @@
 //! stops accepting, lets in-flight requests finish for a grace period, aborts
 //! what remains, and exits 0.
 
+pub mod admission;
 pub mod api;
 pub mod choice;
 pub mod engine_loop;
 pub mod error;
+pub mod extras;
+pub mod listen;
 pub mod metrics;
 pub mod receipts;
+pub mod response;
 pub mod routes;
 pub mod sampling;
+pub mod stop;
+pub mod stream;
 
 use crate::error::EngineError;
 use crate::kv::{KvFormat, ValueScales};
 use crate::runtime::{Engine, EngineOptions};
-use crate::sched::SchedulerConfig;
+use crate::sched::{FitLimits, SchedulerConfig};
 use engine_loop::{Command, EngineLoop, LoopConfig};
 use metrics::Metrics;
 use routes::{AppState, Ready};
@@ -45,9 +51,17 @@ pub struct ServeOptions {
     pub receipts: Option<PathBuf>,
     pub stream_interval: usize,
     pub debug_step_delay_us: u64,
+    /// DEBUG KNOB: fail the forward pass after the first N (tests only).
+    pub debug_fail_forward_after: Option<u64>,
     pub idle_gather_factor: f64,
     pub body_limit_bytes: usize,
     pub shutdown_grace: Duration,
+    /// Sequences that may wait for their first step before requests get 503.
+    pub max_waiting: usize,
+    /// Closes a connection whose request head is not complete in this time.
+    pub header_read_timeout: Duration,
+    /// Closes a keep-alive connection idle for this long.
+    pub keep_alive_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +117,7 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
         stream_interval: opts.stream_interval,
         accepting: AtomicBool::new(true),
         next_id: AtomicU64::new(1),
+        admission: admission::AdmissionQueue::new(opts.max_waiting),
     });
 
     let loop_state = state.clone();
@@ -147,14 +162,13 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             step_delay: Duration::from_micros(loop_opts.debug_step_delay_us),
             idle_gather_factor: loop_opts.idle_gather_factor,
             eos_token_ids: engine.tokenizer.eos_token_ids().to_vec(),
+            debug_fail_forward_after: loop_opts.debug_fail_forward_after,
         };
         let ready = Ready {
             tokenizer: engine.tokenizer.clone(),
             vocab_size: engine.model.config.vocab_size,
             max_model_len,
-            kv_slots: inv.logical_token_slots,
-            chunked_prefill: loop_opts.chunked_prefill,
-            max_num_batched_tokens: loop_opts.max_num_batched_tokens,
+            fit: FitLimits::new(&cfg.scheduler, inv.logical_token_slots),
         };
         let lp = EngineLoop::new(engine, cfg, metrics, receipts, started);
         let _ = loop_state.ready.set(ready);
@@ -165,26 +179,23 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
     let shutdown_state = state.clone();
     let grace = opts.shutdown_grace;
     let app = routes::router(state.clone());
-    // Every SSE event is a small write: without TCP_NODELAY, Nagle's algorithm
-    // and the client's delayed ACK can hold an event back for ~40 ms.
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutdown requested: no new requests; in-flight ones get {grace:?}");
-            shutdown_state.accepting.store(false, Ordering::SeqCst);
-            let abort_state = shutdown_state.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(grace).await;
-                if let Ok(tx) = abort_state.commands.lock() {
-                    let _ = tx.send(Command::Shutdown);
-                }
-            });
-        })
-        .await?;
+    let limits = listen::ConnLimits {
+        header_read_timeout: opts.header_read_timeout,
+        keep_alive_timeout: opts.keep_alive_timeout,
+    };
+    listen::serve(listener, app, limits, async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown requested: no new requests; in-flight ones get {grace:?}");
+        shutdown_state.accepting.store(false, Ordering::SeqCst);
+        let abort_state = shutdown_state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Ok(tx) = abort_state.commands.lock() {
+                let _ = tx.send(Command::Shutdown);
+            }
+        });
+    })
+    .await;
     let _ = tx.send(Command::Shutdown);
     drop(tx);
     if let Ok(tx) = state.commands.lock() {

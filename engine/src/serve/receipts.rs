@@ -17,6 +17,8 @@ pub struct Receipt {
     pub resumed: Vec<String>,
     pub preempted: Vec<String>,
     pub finished: Vec<String>,
+    /// `finish_reason` of each `finished` entry, in order (stop, length, error).
+    pub finish_reasons: Vec<&'static str>,
     /// Sequences computed in this step.
     pub scheduled: usize,
     pub prefill_tokens: usize,

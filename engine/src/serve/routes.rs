@@ -1,27 +1,30 @@
 //! HTTP routes: `POST /v1/completions`, `POST /v1/chat/completions`,
-//! `GET /v1/models`, `GET /health`, `GET /metrics`. Handlers validate, hand
-//! requests to the engine loop over its command channel, and turn the events
-//! that come back into JSON responses or SSE streams. A dropped stream drops the
-//! event receiver, which the engine loop notices and aborts at its next step.
+//! `GET /v1/models`, `GET /health`, `GET /metrics` (and vLLM's extras, in
+//! `extras`). Handlers validate, admit (`admission`), hand requests to the
+//! engine loop over its command channel, and turn the events that come back
+//! into a typed JSON response (`response`) or an SSE stream (`stream`).
 
+use super::admission::{self, AdmissionQueue};
 use super::api::{ChatRequest, CompletionRequest, GenerationSpec, Limits};
 use super::choice::{ChoiceState, Delta};
 use super::engine_loop::{Command, Event, NewRequest};
 use super::error::ApiError;
+use super::extras;
 use super::metrics::Metrics;
-use super::sampling::TokenLogprob;
+use super::response::{
+    ChatChoice, ChoiceExtras, CompletionChoice, Envelope, Message, Usage, chat_logprobs, completion_logprobs,
+    finish_fields, prompt_logprobs,
+};
+use super::stream::stream_response;
+use crate::sched::FitLimits;
 use crate::tokenizer::Tokenizer;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::StreamExt;
-use serde_json::{Value, json};
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -32,10 +35,8 @@ pub struct Ready {
     pub tokenizer: Arc<Tokenizer>,
     pub vocab_size: usize,
     pub max_model_len: usize,
-    /// Token slots of the whole KV pool.
-    pub kv_slots: usize,
-    pub chunked_prefill: bool,
-    pub max_num_batched_tokens: usize,
+    /// What a request must fit to ever be scheduled.
+    pub fit: FitLimits,
 }
 
 pub struct AppState {
@@ -48,10 +49,11 @@ pub struct AppState {
     pub stream_interval: usize,
     pub accepting: AtomicBool,
     pub next_id: AtomicU64,
+    pub admission: Arc<AdmissionQueue>,
 }
 
 impl AppState {
-    fn ready(&self) -> Result<&Ready, ApiError> {
+    pub fn ready(&self) -> Result<&Ready, ApiError> {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(ApiError::Unavailable("the server is shutting down".into()));
         }
@@ -69,12 +71,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
+        .route("/v1/models/{id}", get(extras::model))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(api)
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .fallback(|| async { ApiError::bad("unknown route").into_response() })
+        .route("/version", get(extras::version))
+        .route("/tokenize", post(extras::tokenize))
+        .route("/detokenize", post(extras::detokenize))
+        .fallback(extras::not_found)
+        .method_not_allowed_fallback(extras::method_not_allowed)
         .with_state(state)
 }
 
@@ -105,27 +112,48 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
+#[derive(serde::Serialize)]
+struct ModelList<'a> {
+    object: &'static str,
+    data: Vec<ModelCard<'a>>,
+}
+
+#[derive(serde::Serialize)]
+pub struct ModelCard<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    owned_by: &'static str,
+    max_model_len: Option<usize>,
+}
+
 async fn models(State(state): State<Arc<AppState>>) -> Response {
-    let max_len = state.ready.get().map(|r| r.max_model_len);
-    Json(json!({
-        "object": "list",
-        "data": [{"id": state.served_model_name, "object": "model", "created": unix_now(), "owned_by": "engine", "max_model_len": max_len}]
-    }))
-    .into_response()
+    Json(ModelList { object: "list", data: vec![model_card(&state)] }).into_response()
+}
+
+/// The served model as `/v1/models` lists it.
+pub fn model_card(state: &AppState) -> ModelCard<'_> {
+    ModelCard {
+        id: &state.served_model_name,
+        object: "model",
+        created: unix_now(),
+        owned_by: "engine",
+        max_model_len: state.ready.get().map(|r| r.max_model_len),
+    }
 }
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
+pub async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
     axum::body::to_bytes(body, state.body_limit)
         .await
         .map_err(|_| ApiError::TooLarge(format!("the request body exceeds {} bytes", state.body_limit)))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Endpoint {
+pub enum Endpoint {
     Completions,
     Chat,
 }
@@ -164,15 +192,16 @@ fn limits<'a>(state: &'a AppState, ready: &'a Ready) -> Limits<'a> {
 }
 
 /// Everything a response needs besides the choices.
-struct Meta {
-    id: String,
-    created: u64,
-    model: String,
-    endpoint: Endpoint,
-    include_usage: bool,
-    return_token_ids: bool,
-    logprobs: Option<usize>,
-    stream_interval: usize,
+pub struct Meta {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub endpoint: Endpoint,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    pub return_token_ids: bool,
+    pub logprobs: Option<usize>,
+    pub stream_interval: usize,
 }
 
 async fn start(
@@ -182,24 +211,8 @@ async fn start(
     endpoint: Endpoint,
     prefix: &str,
 ) -> Result<Response, ApiError> {
-    for p in &spec.prompts {
-        let total = p.len() + spec.params.max_tokens;
-        if total > ready.kv_slots {
-            return Err(ApiError::bad_param(
-                "max_tokens",
-                format!("the request needs {total} KV token slots but the whole cache holds {}", ready.kv_slots),
-            ));
-        }
-        if !ready.chunked_prefill && total > ready.max_num_batched_tokens {
-            return Err(ApiError::bad_param(
-                "max_tokens",
-                format!(
-                    "prompt + max_tokens ({total}) exceeds max_num_batched_tokens ({}) with chunked prefill off",
-                    ready.max_num_batched_tokens
-                ),
-            ));
-        }
-    }
+    let mut permits =
+        admission::admit(&state.admission, &ready.fit, &spec.prompts, spec.params.max_tokens)?.into_iter();
     let n = state.next_id.fetch_add(1, Ordering::SeqCst);
     let id = format!("{prefix}-{n}");
     let (tx, rx) = unbounded_channel();
@@ -215,10 +228,12 @@ async fn start(
             id: req_id,
             prompt: prompt.clone(),
             params: spec.params.clone(),
+            stop: spec.stop.clone(),
             seed,
             events: tx.clone(),
             tag: i,
             arrived,
+            permit: permits.next(),
         })))?;
     }
     drop(tx);
@@ -228,243 +243,86 @@ async fn start(
         model: state.served_model_name.clone(),
         endpoint,
         include_usage: spec.include_usage,
+        continuous_usage: spec.continuous_usage,
         return_token_ids: spec.return_token_ids,
         logprobs: spec.params.logprobs,
         stream_interval: state.stream_interval.max(1),
     };
     let tok = ready.tokenizer.clone();
     if spec.stream {
-        Ok(stream_response(state.clone(), meta, choices, rx, tok).into_response())
+        Ok(stream_response(meta, choices, rx, tok).into_response())
     } else {
-        Ok(collect_response(state, meta, choices, rx, &tok).await)
-    }
-}
-
-/// Tells the engine to stop a choice that a stop string ended.
-fn abort_if_stopped(state: &AppState, c: &mut ChoiceState) {
-    if c.stopped_by_string {
-        c.stopped_by_string = false;
-        let _ = state.send(Command::Abort(c.request_id.clone()));
+        Ok(collect_response(meta, choices, rx, tok).await)
     }
 }
 
 async fn collect_response(
-    state: &Arc<AppState>,
     meta: Meta,
     mut choices: Vec<ChoiceState>,
     mut rx: UnboundedReceiver<(usize, Event)>,
-    tok: &Tokenizer,
+    tok: Arc<Tokenizer>,
 ) -> Response {
     let mut deltas: Vec<Delta> = vec![Delta::default(); choices.len()];
     while choices.iter().any(|c| !c.is_finished()) {
         let Some((i, ev)) = rx.recv().await else {
             break;
         };
-        let d = choices[i].on_event(ev, tok);
-        abort_if_stopped(state, &mut choices[i]);
+        let d = choices[i].on_event(ev);
         deltas[i].merge(d);
     }
-    let mut out = Vec::new();
-    for (i, (c, d)) in choices.iter().zip(&deltas).enumerate() {
-        let finish = c.finish.map(|f| f.as_str()).unwrap_or("abort");
-        let mut choice = match meta.endpoint {
-            Endpoint::Completions => json!({
-                "index": i, "text": c.text, "finish_reason": finish, "stop_reason": null,
-                "logprobs": meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, 0)),
-            }),
-            Endpoint::Chat => json!({
-                "index": i, "message": {"role": "assistant", "content": c.text},
-                "finish_reason": finish, "stop_reason": null,
-                "logprobs": meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok)),
-            }),
-        };
-        if meta.return_token_ids {
-            choice["token_ids"] = json!(d.token_ids);
-            choice["prompt_token_ids"] = json!(c.prompt_ids);
-        }
-        if let Some(lp) = &c.prompt_logprobs {
-            choice["prompt_logprobs"] = prompt_logprobs_json(lp, tok);
-        }
-        out.push(choice);
+    if let Some(message) = choices.iter().find_map(|c| c.error.clone()) {
+        return ApiError::Internal(message).into_response();
     }
-    let object = match meta.endpoint {
-        Endpoint::Completions => "text_completion",
-        Endpoint::Chat => "chat.completion",
+    let tok = &*tok;
+    let usage = Some(Usage::of(&choices));
+    let extras = |c: &ChoiceState, d: &Delta| ChoiceExtras {
+        token_ids: meta.return_token_ids.then(|| d.token_ids.clone()),
+        prompt_token_ids: meta.return_token_ids.then(|| c.prompt_ids.clone()),
+        prompt_logprobs: c.prompt_logprobs.as_ref().map(|lp| prompt_logprobs(lp, tok)),
     };
-    Json(json!({
-        "id": meta.id, "object": object, "created": meta.created, "model": meta.model,
-        "choices": out, "usage": usage(&choices),
-    }))
-    .into_response()
-}
-
-fn usage(choices: &[ChoiceState]) -> Value {
-    let prompt: usize = choices.iter().map(|c| c.prompt_ids.len()).sum();
-    let completion: usize = choices.iter().map(|c| c.completion_tokens).sum();
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
-}
-
-fn token_text(tok: &Tokenizer, id: u32) -> String {
-    tok.decode(&[id], false).unwrap_or_default()
-}
-
-fn completion_logprobs(lps: &[TokenLogprob], tok: &Tokenizer, offset: usize) -> Value {
-    let mut text_offset = Vec::with_capacity(lps.len());
-    let mut at = offset;
-    let tokens: Vec<String> = lps
-        .iter()
-        .map(|l| {
-            let t = token_text(tok, l.token);
-            text_offset.push(at);
-            at += t.len();
-            t
-        })
-        .collect();
-    json!({
-        "tokens": tokens,
-        "token_logprobs": lps.iter().map(|l| l.logprob).collect::<Vec<_>>(),
-        "top_logprobs": lps.iter().map(|l| l.top.iter().map(|(id, lp)| (token_text(tok, *id), json!(lp))).collect::<serde_json::Map<_, _>>()).collect::<Vec<_>>(),
-        "text_offset": text_offset,
-    })
-}
-
-fn chat_logprobs(lps: &[TokenLogprob], tok: &Tokenizer) -> Value {
-    let entry = |id: u32, lp: f64| {
-        let t = token_text(tok, id);
-        json!({"token": t, "logprob": lp, "bytes": t.as_bytes()})
+    let fields = |c: &ChoiceState| {
+        let (finish, stop) = finish_fields(c.finish.as_ref());
+        (Some(finish.unwrap_or("abort")), stop)
     };
-    json!({"content": lps.iter().map(|l| {
-        let mut e = entry(l.token, l.logprob);
-        e["top_logprobs"] = json!(l.top.iter().map(|(id, lp)| entry(*id, *lp)).collect::<Vec<_>>());
-        e
-    }).collect::<Vec<_>>()})
-}
-
-/// vLLM's format: `[null, {"<id>": {"logprob", "rank", "decoded_token"}}, ...]`.
-fn prompt_logprobs_json(lps: &[TokenLogprob], tok: &Tokenizer) -> Value {
-    let mut out = vec![Value::Null];
-    for l in lps {
-        let mut m = serde_json::Map::new();
-        m.insert(
-            l.token.to_string(),
-            json!({"logprob": l.logprob, "rank": l.rank, "decoded_token": token_text(tok, l.token)}),
-        );
-        for (rank, (id, lp)) in l.top.iter().enumerate() {
-            m.entry(id.to_string())
-                .or_insert_with(|| json!({"logprob": lp, "rank": rank + 1, "decoded_token": token_text(tok, *id)}));
+    let (id, created, model) = (meta.id.as_str(), meta.created, meta.model.as_str());
+    match meta.endpoint {
+        Endpoint::Completions => {
+            let choices = choices
+                .iter()
+                .zip(&deltas)
+                .enumerate()
+                .map(|(index, (c, d))| {
+                    let (finish_reason, stop_reason) = fields(c);
+                    CompletionChoice {
+                        index,
+                        text: c.text.clone(),
+                        finish_reason,
+                        stop_reason,
+                        logprobs: meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, 0)),
+                        extras: extras(c, d),
+                    }
+                })
+                .collect();
+            Json(Envelope { id, object: "text_completion", created, model, choices, usage }).into_response()
         }
-        out.push(Value::Object(m));
+        Endpoint::Chat => {
+            let choices = choices
+                .iter()
+                .zip(&deltas)
+                .enumerate()
+                .map(|(index, (c, d))| {
+                    let (finish_reason, stop_reason) = fields(c);
+                    ChatChoice {
+                        index,
+                        message: Message { role: "assistant", content: c.text.clone() },
+                        finish_reason,
+                        stop_reason,
+                        logprobs: meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok)),
+                        extras: extras(c, d),
+                    }
+                })
+                .collect();
+            Json(Envelope { id, object: "chat.completion", created, model, choices, usage }).into_response()
+        }
     }
-    Value::Array(out)
-}
-
-struct StreamState {
-    state: Arc<AppState>,
-    meta: Meta,
-    choices: Vec<ChoiceState>,
-    buffered: Vec<Delta>,
-    rx: UnboundedReceiver<(usize, Event)>,
-    tok: Arc<Tokenizer>,
-    started: bool,
-    done: bool,
-}
-
-fn sse(v: Value) -> SseEvent {
-    SseEvent::default().data(v.to_string())
-}
-
-impl StreamState {
-    fn chunk(&self, index: usize, d: &Delta, first: bool) -> Value {
-        let finish = d.finish.map(|f| f.as_str());
-        let tok = &*self.tok;
-        let mut choice = match self.meta.endpoint {
-            Endpoint::Completions => json!({
-                "index": index, "text": d.text, "finish_reason": finish, "stop_reason": null,
-                "logprobs": self.meta.logprobs.map(|_| completion_logprobs(&d.logprobs, tok, self.choices[index].text.len() - d.text.len())),
-            }),
-            Endpoint::Chat => {
-                let delta =
-                    if d.text.is_empty() && d.finish.is_some() { json!({}) } else { json!({"content": d.text}) };
-                json!({"index": index, "delta": delta, "finish_reason": finish, "stop_reason": null,
-                       "logprobs": self.meta.logprobs.map(|_| chat_logprobs(&d.logprobs, tok))})
-            }
-        };
-        if self.meta.return_token_ids {
-            choice["token_ids"] = json!(d.token_ids);
-            if first {
-                choice["prompt_token_ids"] = json!(self.choices[index].prompt_ids);
-            }
-        }
-        if first && let Some(lp) = &self.choices[index].prompt_logprobs {
-            choice["prompt_logprobs"] = prompt_logprobs_json(lp, tok);
-        }
-        self.envelope(vec![choice])
-    }
-
-    fn envelope(&self, choices: Vec<Value>) -> Value {
-        let object = match self.meta.endpoint {
-            Endpoint::Completions => "text_completion",
-            Endpoint::Chat => "chat.completion.chunk",
-        };
-        json!({"id": self.meta.id, "object": object, "created": self.meta.created, "model": self.meta.model, "choices": choices})
-    }
-
-    /// The SSE events that follow the next engine event (possibly none).
-    async fn next_events(&mut self) -> Option<Vec<SseEvent>> {
-        if self.done {
-            return None;
-        }
-        let mut out = Vec::new();
-        if !self.started {
-            self.started = true;
-            if self.meta.endpoint == Endpoint::Chat {
-                for i in 0..self.choices.len() {
-                    let c = json!({"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null});
-                    out.push(sse(self.envelope(vec![c])));
-                }
-                return Some(out);
-            }
-        }
-        if self.choices.iter().all(|c| c.is_finished()) {
-            if self.meta.include_usage {
-                let mut u = self.envelope(vec![]);
-                u["usage"] = usage(&self.choices);
-                out.push(sse(u));
-            }
-            out.push(SseEvent::default().data("[DONE]"));
-            self.done = true;
-            return Some(out);
-        }
-        let Some((i, ev)) = self.rx.recv().await else {
-            // The engine dropped the request: end the stream without [DONE].
-            self.done = true;
-            return Some(out);
-        };
-        let first_for_choice = self.buffered[i].token_ids.is_empty() && self.choices[i].completion_tokens == 0;
-        let d = self.choices[i].on_event(ev, &self.tok);
-        abort_if_stopped(&self.state, &mut self.choices[i]);
-        self.buffered[i].merge(d);
-        let b = &self.buffered[i];
-        if b.finish.is_some() || b.token_ids.len() >= self.meta.stream_interval {
-            let d = std::mem::take(&mut self.buffered[i]);
-            let first = first_for_choice || self.choices[i].completion_tokens == d.token_ids.len();
-            out.push(sse(self.chunk(i, &d, first)));
-        }
-        Some(out)
-    }
-}
-
-fn stream_response(
-    state: Arc<AppState>,
-    meta: Meta,
-    choices: Vec<ChoiceState>,
-    rx: UnboundedReceiver<(usize, Event)>,
-    tok: Arc<Tokenizer>,
-) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
-    let n = choices.len();
-    let st =
-        StreamState { state, meta, choices, buffered: vec![Delta::default(); n], rx, tok, started: false, done: false };
-    let stream = futures_util::stream::unfold(st, |mut st| async move { st.next_events().await.map(|evs| (evs, st)) })
-        .flat_map(|evs| futures_util::stream::iter(evs.into_iter().map(Ok)));
-    Sse::new(stream)
 }

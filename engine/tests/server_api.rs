@@ -1,0 +1,147 @@
+//! API fidelity against OpenAI and vLLM over real HTTP (issue 12): unsupported
+//! fields are refused by name, `continuous_usage_stats` and cached prompt
+//! tokens in usage, the sampled token in completions `top_logprobs`, 404/405
+//! answers, and vLLM's `/version`, `/tokenize`, `/detokenize`,
+//! `/v1/models/{id}`.
+
+mod common;
+
+use common::server::Server;
+use engine::synth::{SynthSpec, SynthTokenizer, write_model};
+use serde_json::{Value, json};
+
+fn synth() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = SynthSpec { tokenizer: SynthTokenizer::ByteLevel, seed: 11, ..SynthSpec::default() };
+    write_model(&spec, dir.path()).unwrap();
+    dir
+}
+
+async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new().post(s.url(path)).json(&body).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(s: &Server, path: &str) -> (u16, Value) {
+    let r = reqwest::get(s.url(path)).await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unsupported_fields_are_refused_by_name_and_their_off_values_accepted() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "1"]);
+    let chat = |extra: Value| {
+        let mut b = json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {}}}]);
+    for (field, value) in [
+        ("tools", tool),
+        ("response_format", json!({"type": "json_object"})),
+        ("logit_bias", json!({"5": 10})),
+        ("frequency_penalty", json!(0.5)),
+    ] {
+        let (status, v) = post(&s, "/v1/chat/completions", chat(json!({ field: value }))).await;
+        assert_eq!(status, 400, "{field}: {v}");
+        assert_eq!(v["error"]["param"], field, "{v}");
+    }
+    let (status, v) = post(&s, "/v1/completions", json!({"prompt": "x", "max_tokens": 2, "suffix": "y"})).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("suffix")), "{v}");
+    let off = json!({"tools": [], "response_format": {"type": "text"}, "frequency_penalty": 0, "user": "u1"});
+    let (status, v) = post(&s, "/v1/chat/completions", chat(off)).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn continuous_usage_stats_and_cached_prompt_tokens() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "2", "--enable-prefix-caching"]);
+    let body = json!({"prompt": (0..48).map(|i| 3 + i * 5).collect::<Vec<u32>>(), "max_tokens": 5,
+                      "temperature": 0, "ignore_eos": true});
+    let (_, first) = post(&s, "/v1/completions", body.clone()).await;
+    assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{first}");
+    let (_, second) = post(&s, "/v1/completions", body.clone()).await;
+    // Two full pages of 16 of the first 47 prompt tokens are cached.
+    assert_eq!(second["usage"]["prompt_tokens_details"]["cached_tokens"], 32, "{second}");
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true, "continuous_usage_stats": true});
+    let text = reqwest::Client::new().post(s.url("/v1/completions")).json(&streamed).send().await.unwrap();
+    let text = text.text().await.unwrap();
+    let chunks: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|ev| ev.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let content: Vec<&Value> = chunks.iter().filter(|c| !c["choices"].as_array().unwrap().is_empty()).collect();
+    assert_eq!(content.len(), 5);
+    for (i, c) in content.iter().enumerate() {
+        assert_eq!(c["usage"]["completion_tokens"], i + 1, "usage on every chunk: {c}");
+        assert_eq!(c["usage"]["prompt_tokens"], 48);
+    }
+    assert_eq!(chunks.last().unwrap()["usage"]["completion_tokens"], 5, "the final usage chunk stays");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn completion_top_logprobs_include_the_sampled_token() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "1"]);
+    // The synthetic model is sure of most tokens; its first token after "abc"
+    // is close to a coin flip, so over a few seeds some sample the runner-up.
+    let mut extra = 0;
+    for seed in 0..16 {
+        let body = json!({"prompt": "abc", "max_tokens": 4, "temperature": 2.0, "seed": seed, "logprobs": 1,
+                          "ignore_eos": true});
+        let (status, v) = post(&s, "/v1/completions", body).await;
+        assert_eq!(status, 200, "{v}");
+        let lp = &v["choices"][0]["logprobs"];
+        let tokens = lp["tokens"].as_array().unwrap();
+        let tops = lp["top_logprobs"].as_array().unwrap();
+        for (t, top) in tokens.iter().zip(tops) {
+            let top = top.as_object().unwrap();
+            assert!(top.contains_key(t.as_str().unwrap()), "sampled {t} missing from {top:?}");
+            extra += usize::from(top.len() == 2);
+        }
+    }
+    assert!(extra > 0, "at temperature 2 some sampled token is not the most likely one");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_routes_404_wrong_methods_405_and_vllms_extra_routes() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "1", "--served-model-name", "synth"]);
+    let (status, v) = get(&s, "/v2/nothing").await;
+    assert_eq!(status, 404, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("/v2/nothing"), "{v}");
+    let (status, v) = get(&s, "/v1/completions").await;
+    assert_eq!(status, 405, "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+    let (status, v) = get(&s, "/version").await;
+    assert_eq!(status, 200);
+    assert!(v["version"].is_string(), "{v}");
+    let (status, v) = get(&s, "/v1/models/synth").await;
+    assert_eq!((status, v["id"].as_str()), (200, Some("synth")), "{v}");
+    let (status, v) = get(&s, "/v1/models/other").await;
+    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("model_not_found")), "{v}");
+
+    let (status, v) = post(&s, "/tokenize", json!({"prompt": "hello", "add_special_tokens": false})).await;
+    assert_eq!(status, 200, "{v}");
+    let tokens = v["tokens"].clone();
+    assert_eq!(v["count"].as_u64(), Some(tokens.as_array().unwrap().len() as u64));
+    assert!(v["max_model_len"].as_u64().unwrap() > 0);
+    let (_, d) = post(&s, "/detokenize", json!({"tokens": tokens})).await;
+    assert_eq!(d["prompt"], "hello", "{d}");
+    let (status, v) = post(&s, "/tokenize", json!({"messages": [{"role": "user", "content": "hi"}]})).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["count"].as_u64().unwrap() > 0);
+    let (status, v) = post(&s, "/tokenize", json!({"prompt": "x", "model": "other"})).await;
+    assert_eq!(status, 404, "{v}");
+}
