@@ -142,7 +142,8 @@ fn derive(path: &Path, write: bool) -> Result<()> {
         if new == text {
             println!("{} already carries these values", path.display());
         } else {
-            plan::write_atomic(path, new.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            harness::evidence::write_atomic(path, new.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
             println!("wrote [derived] into {}", path.display());
         }
     }

@@ -1,6 +1,7 @@
 //! The evidence directory of one study (DESIGN section 4): where every file goes,
-//! how it is written (temporary name, flush, rename; JSONL streamed to a `.partial`
-//! name and renamed when whole) and the manifest that fixes every file by size and
+//! how it is written (temporary name, flush, fsync, rename, fsync of the directory:
+//! `write_atomic`; JSONL streamed to a `.partial` name and committed the same way
+//! when whole), the SHA-256 hex helpers, and the manifest that fixes every file by size and
 //! SHA-256. Owns paths and write discipline. Must not decide what the files contain
 //! (the runner, `trace`, `arm` and `load` do) and must not delete anything except an
 //! earlier evidence directory the caller explicitly asked to replace (`--force`).
@@ -16,6 +17,7 @@
 //! <dir>/discarded/<n>-<unit>/<former paths> discard.json  (after --resume only; not evidence)
 //! ```
 
+mod durable;
 mod jsonl;
 mod manifest;
 
@@ -23,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
 pub use jsonl::JsonlStream;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
@@ -124,7 +127,7 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), EvidenceError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
-    crate::plan::write_atomic(path, bytes).map_err(io_err(path))
+    write_atomic(path, bytes).map_err(io_err(path))
 }
 
 /// Writes `value` as pretty JSON with a final newline, atomically.

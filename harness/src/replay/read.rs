@@ -11,6 +11,8 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
+use crate::evidence::hex;
+
 /// The longest JSONL line replay parses (64 MiB); a longer one is an error.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
@@ -22,10 +24,6 @@ pub const MAX_DOC_BYTES: u64 = 512 << 20;
 pub struct FileDigest {
     pub bytes: u64,
     pub sha256: String,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Hashes a file in 1 MiB chunks.
@@ -163,7 +161,7 @@ mod tests {
         assert_eq!(seen, vec![(1, "a".to_string()), (3, "b".to_string())]);
         assert_eq!(err.as_deref(), Some("line 4: bad line"));
         assert_eq!(d.bytes, 10);
-        assert_eq!(d.sha256, crate::plan::sha256_hex(b"a\n\nb\nbad\nc"));
+        assert_eq!(d.sha256, crate::evidence::sha256_hex(b"a\n\nb\nbad\nc"));
         let (seen, err, _) = lines_of(b"x\ny");
         assert_eq!(seen.len(), 2);
         assert!(err.is_none());

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use super::record::{Check, QUALIFICATION_UNIT, RECORD_NAME, UnitRecord, check_record, files_under, unit_name};
 use super::session::{Discard, Session, live_harness, read_previous};
 use super::{RunError, inputs, qualify};
+use crate::evidence::sha256_hex;
 use crate::evidence::{Evidence, write_json};
-use crate::plan::{FrozenPlan, Schedule, ScheduledBlock, sha256_hex};
+use crate::plan::{FrozenPlan, Schedule, ScheduledBlock};
 
 /// What a resuming session starts from.
 #[derive(Debug, Default)]
