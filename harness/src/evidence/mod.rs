@@ -1,7 +1,8 @@
 //! The evidence directory of one study (DESIGN section 4): where every file goes,
 //! how it is written (temporary name, flush, fsync, rename, fsync of the directory:
 //! `write_atomic`; JSONL streamed to a `.partial` name and committed the same way
-//! when whole), the SHA-256 hex helpers, and the manifest that fixes every file by size and
+//! when whole), `open_regular` (the only way replay opens a file: regular files
+//! inside the directory, never a link, FIFO, device or socket), the SHA-256 hex helpers, and the manifest that fixes every file by size and
 //! SHA-256. Owns paths and write discipline. Must not decide what the files contain
 //! (the runner, `trace`, `arm` and `load` do) and must not delete anything except an
 //! earlier evidence directory the caller explicitly asked to replace (`--force`).
@@ -20,6 +21,7 @@
 mod durable;
 mod jsonl;
 mod manifest;
+mod open;
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +32,7 @@ pub use jsonl::JsonlStream;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
+pub use open::{kind_in_words, open_regular};
 
 /// Everything that can go wrong while laying out or writing evidence.
 #[derive(Debug, thiserror::Error)]
