@@ -122,7 +122,9 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         (s.pid, s.started_unix_ms, s.git) = (None, None, None);
         vec![s]
     });
-    for s in state.sessions.iter_mut().filter(|s| s.state == "running") {
+    // `finished` without manifest.json: killed after run.json's last write but before
+    // the manifest (the report files lie between). The study did not finish.
+    for s in state.sessions.iter_mut().filter(|s| matches!(s.state.as_str(), "running" | "finished")) {
         if let Some(pid) = s.pid.filter(|&p| live_harness(p)) {
             return Err(refuse(root, format!("session {} (pid {pid}) is still running", s.session)));
         }
