@@ -86,7 +86,7 @@ struct Prep {
 /// Both evidence.json checks.
 /// `listed`: whether the manifest lists evidence.json (then it must be there).
 pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &FrozenPlan, listed: bool) -> (Check, Check) {
-    if !root.join(FILE).symlink_metadata().is_ok() && !listed {
+    if root.join(FILE).symlink_metadata().is_err() && !listed {
         // Never written (no report): no claim to check.
         let why = "no results/evidence.json, none in the manifest (no report was built)";
         return (Check::skip(NAME, why), Check::skip(CELLS_NAME, why));

@@ -224,7 +224,7 @@ pub fn check(root: &Path, plan: Option<&FrozenPlan>) -> Check {
     let dir = root.join("qualification");
     let spec = plan.and_then(|p| p.plan.qualification.as_ref());
     let required = spec.is_some_and(|q| q.required);
-    if dir.symlink_metadata().is_err() && !root.join(RESULTS).symlink_metadata().is_ok() {
+    if dir.symlink_metadata().is_err() && root.join(RESULTS).symlink_metadata().is_err() {
         if required {
             let m = vec![Mismatch::new("qualification/", "directory", "missing", "required by the plan")];
             return Check::of(NAME, "no qualification".into(), m);

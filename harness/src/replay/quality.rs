@@ -210,7 +210,7 @@ fn gate(root: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[
 fn parity(root: &Path, arm: &str, m: &mut Vec<Mismatch>) -> Option<(Vec<ParityRow>, Value)> {
     let dir = root.join("qualification");
     let srel = format!("{arm}/parity.scores.json");
-    if !dir.join(&srel).symlink_metadata().is_ok() {
+    if dir.join(&srel).symlink_metadata().is_err() {
         return None;
     }
     let mut rows = Vec::new();

@@ -126,7 +126,7 @@ pub fn summaries_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures]) -> Ch
     }
     for c in cells {
         let rel = format!("results/cells/b{}-{}-{}.summary.json", c.block, c.arm, c.cell);
-        if !root.join(&rel).symlink_metadata().is_ok() {
+        if root.join(&rel).symlink_metadata().is_err() {
             m.push(Mismatch::new(&rel, "file", "missing", "a stored summary"));
             continue;
         }
@@ -204,7 +204,7 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
 pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: bool) -> Check {
     let file = "results/matrix.csv";
     let mut m = Vec::new();
-    if !root.join(file).symlink_metadata().is_ok() {
+    if root.join(file).symlink_metadata().is_err() {
         if listed {
             let m = vec![Mismatch::new(file, "file", "listed in manifest.json", "missing")];
             return Check::of(MATRIX_NAME, "no matrix".into(), m);
