@@ -241,6 +241,10 @@ pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<D
             let to = dest.join(&r);
             ev.ensure_dir(to.parent().unwrap_or(&dest))?;
             std::fs::rename(f, &to).map_err(|error| RunError::Io { path: f.clone(), error })?;
+            // Both directories synced: the move survives a crash whole.
+            crate::evidence::sync_parent(&to)
+                .and_then(|()| crate::evidence::sync_parent(f))
+                .map_err(|error| RunError::Io { path: to.clone(), error })?;
             moved.push(r);
         }
         moved.sort();
