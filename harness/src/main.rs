@@ -6,18 +6,23 @@
 //! `report`, `replay`, `gate`, `qualify`, `accept`, `compare`, `bench-client`; each
 //! is one `Command` variant and one function or match arm.
 //!
-//! Exit codes: 0 success; 1 error (nothing or an incomplete study was produced);
-//! 2 the command completed with a negative verdict: `run` with arm faults (a
-//! server failed to start, warm up, or died; the evidence is complete and says
-//! what happened), a failed `replay` check, a violated `gate` rule, an unqualified
-//! arm in `qualify`, a failed `accept` case, failed parity in `compare`.
+//! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
+//! and clap use it (a plan that cannot be read, does not parse, misses a key, has
+//! an invalid value or is not derived yet; bad arguments), the message naming the
+//! problem, nothing written; 2 also when the
+//! command completed with a negative verdict: `run` with arm faults (a server
+//! failed to start, warm up, or died; the evidence is complete and says what
+//! happened), a failed `replay` check, a violated `gate` rule, an unqualified arm
+//! in `qualify`, a failed `accept` case, failed parity in `compare`; 1 any other
+//! error (nothing or an incomplete study was produced; `gate` keeps 1 for an
+//! invalid rules file, docs/gate.md: its 2 means a rule failed).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use harness::plan::{self, FrozenPlan};
+use harness::plan::{self, FrozenPlan, PlanError};
 use harness::run::{RunOptions, TokenizerEncoder};
 use harness::trace;
 
@@ -133,8 +138,8 @@ fn check(path: &Path) -> Result<()> {
 }
 
 fn derive(path: &Path, write: bool) -> Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let text = std::str::from_utf8(&bytes).context("the plan is not UTF-8")?;
+    let bytes = std::fs::read(path).map_err(|error| PlanError::Read { path: path.to_path_buf(), error })?;
+    let text = std::str::from_utf8(&bytes).map_err(PlanError::NotUtf8)?;
     let (_, loads) = plan::derive_text(text).with_context(|| format!("plan {}", path.display()))?;
     print!("{}", plan::derived_table_text(&loads));
     if write {
@@ -142,7 +147,8 @@ fn derive(path: &Path, write: bool) -> Result<()> {
         if new == text {
             println!("{} already carries these values", path.display());
         } else {
-            plan::write_atomic(path, new.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            harness::evidence::write_atomic(path, new.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
             println!("wrote [derived] into {}", path.display());
         }
     }
@@ -221,6 +227,43 @@ fn report(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether a plan error is bad input (everything but failing to write the plan back).
+fn bad_plan(e: &PlanError) -> bool {
+    !matches!(e, PlanError::Write { .. })
+}
+
+/// The exit code of an error: 2 for bad input, 1 for anything else. The wrapping
+/// enums forward a plan error transparently, so each is looked into here.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    use harness::accept::AcceptError;
+    use harness::compare::CompareError;
+    use harness::quality::QualityError;
+    use harness::run::RunError;
+    let bad = e.chain().any(|c| {
+        if let Some(p) = c.downcast_ref::<PlanError>() {
+            return bad_plan(p);
+        }
+        if let Some(RunError::Plan(p)) = c.downcast_ref::<RunError>() {
+            return bad_plan(p);
+        }
+        if let Some(CompareError::Plan(p) | CompareError::Inputs(RunError::Plan(p))) = c.downcast_ref::<CompareError>()
+        {
+            return bad_plan(p);
+        }
+        match c.downcast_ref::<QualityError>() {
+            Some(QualityError::Plan(p)) => return bad_plan(p),
+            Some(QualityError::NotConfigured) => return true,
+            _ => {}
+        }
+        match c.downcast_ref::<AcceptError>() {
+            Some(AcceptError::Plan(p)) => bad_plan(p),
+            Some(AcceptError::Args(_) | AcceptError::NotLoopback { .. } | AcceptError::UnknownArm { .. }) => true,
+            _ => false,
+        }
+    });
+    if bad { 2 } else { 1 }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -293,7 +336,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("harness: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_code(&e))
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `harness run` refusals that need no server: an underived plan, and an evidence
-//! directory that is not empty (without --force).
+//! directory that is not empty (without --force); bad input (a malformed,
+//! unreadable or invalid plan, bad arguments) exits 2 like the engine.
 
 mod common;
 
@@ -63,7 +64,7 @@ fn an_underived_plan_is_refused_before_any_evidence() {
     std::fs::write(&plan, PLAN).expect("write");
     let out = tmp.path().join("ev");
     let run = harness(&["--quiet", "--out", out.to_str().expect("utf-8")], &plan);
-    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(run.status.code(), Some(2), "bad input");
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("not derived yet"), "{err}");
     assert!(!out.exists(), "no evidence directory for a refused plan");
@@ -83,4 +84,38 @@ fn a_non_empty_evidence_directory_is_refused_without_force() {
     let forced = harness(&["--quiet", "--force", "--out", out.to_str().expect("utf-8")], &plan);
     assert_eq!(forced.status.code(), Some(1), "--force never deletes a directory that holds no study");
     assert_eq!(std::fs::read_to_string(out.join("notes.txt")).expect("kept"), "mine");
+}
+
+/// Bad input exits 2 (as the engine does and as clap does for bad usage), with the
+/// message naming the problem; nothing is written.
+#[test]
+fn bad_input_exits_2_naming_the_problem() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("ev");
+    let derived = format!("{PLAN}\n[derived]\nnear = 4.5\n");
+    let cases: [(&str, String, &str); 4] = [
+        ("malformed", "[study\nname = ".to_string(), "does not parse"),
+        ("missing-key", derived.replacen("model = \"m\"\n", "", 1), "missing field `model`"),
+        ("invalid-value", derived.replacen("count = 2\n", "count = 0\n", 1), "cells[0].count"),
+        ("underived", PLAN.to_string(), "not derived yet"),
+    ];
+    for (name, text, want) in cases {
+        let plan = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(&plan, text).expect("write");
+        for args in [vec!["run", "--quiet", "--out", out.to_str().expect("utf-8")], vec!["plan", "check"]] {
+            if args[0] == "plan" && name == "underived" {
+                continue; // `plan check` accepts a valid plan that is not ready to run
+            }
+            let o = Command::new(harness_bin()).args(&args).arg(&plan).output().expect("run harness");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
+            assert!(err.contains(want), "{name} {args:?}: {want:?} not in {err}");
+        }
+        assert!(!out.exists(), "{name}: no evidence directory for bad input");
+    }
+    // An unreadable plan, and bad usage (clap).
+    let o = Command::new(harness_bin()).args(["plan", "check"]).arg(tmp.path().join("nowhere.toml")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(harness_bin()).args(["run", "--no-such-flag"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }

@@ -9,7 +9,9 @@
 //! qualification replays clean, and one GSM answer rescored (behind a rewritten
 //! manifest and completion record) or one bound of results/qualification.json
 //! changed is named. Quality gates alone (`harness qualify`) replay clean with
-//! every timing check skipped, and a rescored answer there is named too.
+//! every timing check skipped, and a rescored answer there is named too. A FIFO,
+//! and links out of the directory (plan.toml, run.json, inputs/, manifest.json) are
+//! named and never opened or followed, and a duplicated manifest entry fails.
 
 mod common;
 
@@ -475,4 +477,112 @@ fn quality_gates_alone_replay_clean_with_timing_skipped_and_a_rescored_answer_is
     rewrite_manifest(&dir);
     let o = replay(&dir);
     assert_names(&o, CATALOG, "inputs/catalog.json");
+}
+
+/// A FIFO at `path` with a writer thread that, once some reader opens it, writes
+/// `bytes` and closes. The flag turns true only when a reader opened the FIFO: replay
+/// must never do that (on the old code the read blocked until this writer came).
+fn guarded_fifo(path: &Path, bytes: Vec<u8>) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo(3) on a NUL-terminated path inside this test's temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    let opened = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = opened.clone();
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        // Blocks until a reader opens the FIFO (for the whole test when none does).
+        if let Ok(mut w) = std::fs::OpenOptions::new().write(true).open(&path) {
+            flag.store(true, Ordering::SeqCst);
+            let _ = std::io::Write::write_all(&mut w, &bytes);
+        }
+    });
+    opened
+}
+
+/// Some failing check has a mismatch naming `file` whose text contains `why`.
+fn assert_named_with(o: &ReplayOutcome, file: &str, why: &str) {
+    let hit = o.checks.iter().filter(|c| c.status == Status::Fail).any(|c| {
+        c.mismatches.iter().any(|m| m.file == file && format!("{} {}", m.archived, m.recomputed).contains(why))
+    });
+    assert!(hit, "no failing row names {file} with {why:?}:\n{}", o.render_table(20));
+}
+
+#[test]
+fn links_fifos_and_duplicated_manifest_entries_fail_without_blocking_or_leaving_the_directory() {
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = synth(tmp.path(), "clean", &SynthSpec::small());
+    let outside = tmp.path().join("outside");
+    copy_dir(&clean, &outside);
+
+    // plan.toml is a FIFO: replay returns, names it, and never opens it.
+    let dir = tmp.path().join("fifo-plan");
+    copy_dir(&clean, &dir);
+    std::fs::remove_file(dir.join("plan.toml")).unwrap();
+    let opened = guarded_fifo(&dir.join("plan.toml"), std::fs::read(clean.join("plan.toml")).unwrap());
+    let o = replay(&dir);
+    assert!(!opened.load(Ordering::SeqCst), "replay opened the FIFO plan.toml");
+    assert!(!o.passed);
+    assert_named_with(&o, "plan.toml", "FIFO");
+
+    // inputs/ is a link to a copy outside whose catalog is a FIFO: never opened.
+    let dir = tmp.path().join("linked-inputs");
+    copy_dir(&clean, &dir);
+    std::fs::remove_dir_all(dir.join("inputs")).unwrap();
+    let away = tmp.path().join("away-inputs");
+    copy_dir(&clean.join("inputs"), &away);
+    std::fs::remove_file(away.join("catalog.json")).unwrap();
+    let opened = guarded_fifo(&away.join("catalog.json"), std::fs::read(clean.join("inputs/catalog.json")).unwrap());
+    symlink(&away, dir.join("inputs")).unwrap();
+    let o = replay(&dir);
+    assert!(!opened.load(Ordering::SeqCst), "replay read inputs/catalog.json through a link out of the directory");
+    assert!(!o.passed);
+    assert_named_with(&o, "inputs", "symbolic link");
+
+    // run.json and plan.toml are links to faithful copies outside: named as links.
+    for rel in ["run.json", "plan.toml"] {
+        let dir = tmp.path().join(format!("linked-{rel}"));
+        copy_dir(&clean, &dir);
+        std::fs::remove_file(dir.join(rel)).unwrap();
+        symlink(outside.join(rel), dir.join(rel)).unwrap();
+        let o = replay(&dir);
+        assert!(!o.passed, "{rel} through a link passed");
+        assert_named_with(&o, rel, "symbolic link");
+    }
+
+    // manifest.json is a link to a faithful copy outside: an error naming it, never a pass.
+    let dir = tmp.path().join("linked-manifest");
+    copy_dir(&clean, &dir);
+    std::fs::remove_file(dir.join("manifest.json")).unwrap();
+    symlink(outside.join("manifest.json"), dir.join("manifest.json")).unwrap();
+    match replay_dir(&dir) {
+        Ok(o) => panic!("a linked manifest.json was read:\n{}", o.render_table(10)),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("manifest.json") && e.contains("symbolic link"), "{e}");
+        }
+    }
+    // Through the command line: a failure exit, never 0.
+    let (code, text) = replay_cli(&dir);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("symbolic link"), "{text}");
+
+    // One manifest entry listed twice (same size and hash): named.
+    let dir = tmp.path().join("duplicated-entry");
+    copy_dir(&clean, &dir);
+    edit_json(&dir, "manifest.json", |m| {
+        let files = m["files"].as_array_mut().unwrap();
+        let first = files[0].clone();
+        files.insert(1, first);
+    });
+    let o = replay(&dir);
+    let first = serde_json::from_slice::<serde_json::Value>(&std::fs::read(clean.join("manifest.json")).unwrap())
+        .unwrap()["files"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!o.passed, "a duplicated manifest entry passed");
+    assert_named_with(&o, &first, "listed 2 times");
 }

@@ -108,7 +108,7 @@ fn run_writes_the_report_and_report_regenerates_it_byte_for_byte() {
     // two blocks (the smallest sign-test p is 0.25).
     let ev = read_json(&out.join("results/evidence.json"));
     assert_eq!(ev["format"], "harness-report-evidence/1");
-    assert_eq!(ev["plan_sha256"], harness::plan::sha256_hex(text.as_bytes()));
+    assert_eq!(ev["plan_sha256"], harness::evidence::sha256_hex(text.as_bytes()));
     let hs = ev["hypotheses"].as_array().expect("hypotheses");
     assert_eq!(hs.len(), 2);
     for h in hs {
@@ -128,7 +128,7 @@ fn run_writes_the_report_and_report_regenerates_it_byte_for_byte() {
     assert_eq!(ev["summary_check"]["mismatches"].as_array().map(Vec::len), Some(0));
 
     let md = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
-    let hash12 = &harness::plan::sha256_hex(text.as_bytes())[..12];
+    let hash12 = &harness::evidence::sha256_hex(text.as_bytes())[..12];
     for needle in [
         hash12,
         "## Claims",

@@ -232,7 +232,7 @@ pub async fn run(args: AcceptArgs) -> Result<AcceptOutcome, AcceptError> {
     outcome.wall_s = t0.elapsed().as_secs_f64();
     for (path, text) in [(&args.json, outcome.to_json()), (&args.md, outcome.markdown())] {
         if let Some(p) = path {
-            crate::plan::write_atomic(p, text.as_bytes())
+            crate::evidence::write_atomic(p, text.as_bytes())
                 .map_err(|error| AcceptError::Io { path: p.clone(), error })?;
         }
     }

@@ -15,7 +15,7 @@ use super::http::{Http, Reply};
 use super::outcome::{AcceptOutcome, CaseResult, PayloadRecord, ServerInfo};
 use super::payload::{Prompt, PromptGen};
 use super::{AcceptArgs, AcceptError, CaseGroup, cases_load, cases_server, cases_stream};
-use crate::plan::sha256_hex;
+use crate::evidence::sha256_hex;
 
 /// Everything the cases share.
 pub struct Suite {

@@ -18,8 +18,8 @@ use super::server::Running;
 use super::spec::CompareSpec;
 use super::{CompareError, kind_str};
 use crate::accept::ServerKind;
+use crate::evidence::sha256_hex;
 use crate::evidence::write_jsonl;
-use crate::plan::sha256_hex;
 
 /// Tokens shown on each side of a first difference.
 const WINDOW: usize = 8;

@@ -52,9 +52,8 @@ impl JsonlStream {
     pub fn finish(self) -> Result<u64, EvidenceError> {
         let JsonlStream { partial, path, out, lines } = self;
         let file = out.into_inner().map_err(|e| EvidenceError::Io { path: partial.clone(), error: e.into_error() })?;
-        file.sync_all().map_err(io_err(&partial))?;
         drop(file);
-        std::fs::rename(&partial, &path).map_err(io_err(&path))?;
+        super::commit_rename(&partial, &path).map_err(io_err(&path))?;
         Ok(lines)
     }
 }

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use super::sha256_hex;
 use super::{EvidenceError, io_err, write_json};
-use crate::plan::sha256_hex;
 
 /// The `format` value of manifests this code writes.
 pub const MANIFEST_FORMAT: &str = "harness-evidence-manifest/1";

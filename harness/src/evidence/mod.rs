@@ -1,6 +1,8 @@
 //! The evidence directory of one study (DESIGN section 4): where every file goes,
-//! how it is written (temporary name, flush, rename; JSONL streamed to a `.partial`
-//! name and renamed when whole) and the manifest that fixes every file by size and
+//! how it is written (temporary name, flush, fsync, rename, fsync of the directory:
+//! `write_atomic`; JSONL streamed to a `.partial` name and committed the same way
+//! when whole), `open_regular` (the only way replay opens a file: regular files
+//! inside the directory, never a link, FIFO, device or socket), the SHA-256 hex helpers, and the manifest that fixes every file by size and
 //! SHA-256. Owns paths and write discipline. Must not decide what the files contain
 //! (the runner, `trace`, `arm` and `load` do) and must not delete anything except an
 //! earlier evidence directory the caller explicitly asked to replace (`--force`).
@@ -16,17 +18,21 @@
 //! <dir>/discarded/<n>-<unit>/<former paths> discard.json  (after --resume only; not evidence)
 //! ```
 
+mod durable;
 mod jsonl;
 mod manifest;
+mod open;
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
 pub use jsonl::JsonlStream;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
+pub use open::{kind_in_words, open_regular};
 
 /// Everything that can go wrong while laying out or writing evidence.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +130,7 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), EvidenceError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
-    crate::plan::write_atomic(path, bytes).map_err(io_err(path))
+    write_atomic(path, bytes).map_err(io_err(path))
 }
 
 /// Writes `value` as pretty JSON with a final newline, atomically.

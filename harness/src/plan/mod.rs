@@ -27,12 +27,14 @@ mod validate_tests;
 
 use std::path::{Path, PathBuf};
 
+/// Re-exported for callers not yet moved to `crate::evidence`, which owns it.
+pub use crate::evidence::sha256_hex;
 pub use derive::{
     CountRule, DeriveSpec, DerivedLoads, compute as compute_derived, derived_table_text, rewrite_with_derived,
     tenths_str,
 };
 pub use error::{Issue, PlanError};
-pub use freeze::{FrozenPlan, freeze, freeze_file, hex, sha256_hex, write_atomic};
+pub use freeze::{FrozenPlan, freeze, freeze_file};
 pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};
 pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};

@@ -50,7 +50,7 @@ pub fn layout(root: &Path, scan: &Scan) -> Option<String> {
     struct Marker {
         format: String,
     }
-    let format = read_json::<Marker>(&root.join(FILE)).ok()?.format;
+    let format = read_json::<Marker>(root, FILE).ok()?.format;
     format.starts_with(FORMAT_PREFIX).then(|| format!("compare evidence layout ({FILE} {format}, no run.json)"))
 }
 
@@ -161,7 +161,7 @@ fn records(root: &Path, scan: &Scan, rel: &str) -> Result<Vec<Rec>, String> {
     }
     let mut out = Vec::new();
     let parse = |_: usize, l: &[u8]| serde_json::from_slice::<Rec>(l).map(|r| out.push(r)).map_err(|e| e.to_string());
-    match stream_lines(&root.join(rel), parse) {
+    match stream_lines(root, rel, parse) {
         Ok((_, None)) => Ok(out),
         Ok((_, Some(e))) => Err(e),
         Err(e) => Err(e.to_string()),
@@ -175,7 +175,7 @@ fn answers(root: &Path, scan: &Scan, rel: &str) -> Result<Vec<Answer>, String> {
     let mut out = Vec::new();
     let parse =
         |_: usize, l: &[u8]| serde_json::from_slice::<Answer>(l).map(|a| out.push(a)).map_err(|e| e.to_string());
-    match stream_lines(&root.join(rel), parse) {
+    match stream_lines(root, rel, parse) {
         Ok((_, None)) => Ok(out),
         Ok((_, Some(e))) => Err(e),
         Err(e) => Err(e.to_string()),
@@ -260,7 +260,7 @@ fn unit_json(root: &Path, scan: &Scan, dir: &str) -> Result<Value, String> {
     if !scan.files.contains_key(&rel) {
         return Err("missing".into());
     }
-    read_json::<Value>(&root.join(rel))
+    read_json::<Value>(root, rel)
 }
 
 /// The server measures a `unit.json` gives: cold start (s) and peak RSS (MiB).
@@ -274,7 +274,7 @@ fn server_values(u: &Value) -> (Option<f64>, Option<f64>) {
 /// The compare check.
 pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     let mut m = Vec::new();
-    let r: Report = match read_json(&root.join(FILE)) {
+    let r: Report = match read_json(root, FILE) {
         Ok(r) => r,
         Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new(FILE, "parse", "malformed", e)]),
     };
@@ -416,7 +416,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         if !scan.files.contains_key(&summary) {
             m.push(Mismatch::new(&summary, "file", "missing", "a stored summary"));
         } else {
-            match read_json::<Value>(&root.join(&summary)) {
+            match read_json::<Value>(root, &summary) {
                 Ok(v) => compare_summary(&mut m, &summary, "summary", &v, &c),
                 Err(e) => m.push(Mismatch::new(&summary, "parse", "malformed", e)),
             }

@@ -81,8 +81,8 @@ impl<'a> Study<'a> {
         for b in &plan.schedule().blocks {
             for arm in &b.arms {
                 let rel = format!("raw/b{}/{arm}/arm_outcome.json", b.index);
-                let (status, detail, session) = if root.join(&rel).is_file() {
-                    match read_json::<Outcome>(&root.join(&rel)) {
+                let (status, detail, session) = if root.join(&rel).symlink_metadata().is_ok() {
+                    match read_json::<Outcome>(root, &rel) {
                         Ok(o) => (o.status, o.detail, o.session),
                         Err(e) => {
                             problems.push(Mismatch::new(&rel, "parse", "malformed", e));

@@ -61,7 +61,7 @@ fn metric_field(metric: Metric) -> &'static str {
 }
 
 fn unqualified(root: &Path) -> (Vec<String>, Option<Value>) {
-    let q: Option<Value> = read_json(&root.join("results/qualification.json")).ok();
+    let q: Option<Value> = read_json(root, "results/qualification.json").ok();
     let arms = q.as_ref().and_then(|q| q.get("arms")).and_then(Value::as_array).cloned().unwrap_or_default();
     let names = arms
         .iter()
@@ -86,12 +86,12 @@ struct Prep {
 /// Both evidence.json checks.
 /// `listed`: whether the manifest lists evidence.json (then it must be there).
 pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &FrozenPlan, listed: bool) -> (Check, Check) {
-    if !root.join(FILE).is_file() && !listed {
+    if root.join(FILE).symlink_metadata().is_err() && !listed {
         // Never written (no report): no claim to check.
         let why = "no results/evidence.json, none in the manifest (no report was built)";
         return (Check::skip(NAME, why), Check::skip(CELLS_NAME, why));
     }
-    let ev: Value = match read_json(&root.join(FILE)) {
+    let ev: Value = match read_json(root, FILE) {
         Ok(v) => v,
         Err(e) => {
             let m = vec![Mismatch::new(FILE, "parse", "malformed or missing", e)];

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::read::{FileDigest, hash_file, read_json, stream_lines};
 use super::records::{Rec, Receipt};
 use super::{Check, Mismatch, ReplayError};
-use crate::evidence::Manifest;
+use crate::evidence::{Manifest, kind_in_words};
 
 /// Per request id of one server invocation: times admitted fresh, resumed, preempted.
 #[derive(Debug, Clone, Default)]
@@ -40,10 +40,10 @@ pub struct Scan {
 /// Reads `manifest.json` (the one file replay cannot do without).
 pub fn read_manifest(root: &Path) -> Result<Manifest, ReplayError> {
     let path = root.join("manifest.json");
-    if !path.is_file() {
+    if path.symlink_metadata().is_err() {
         return Err(ReplayError::Unreadable { path, message: "missing: not a complete evidence directory".into() });
     }
-    read_json(&path).map_err(|message| ReplayError::Malformed { path, message })
+    read_json(root, "manifest.json").map_err(|message| ReplayError::Malformed { path, message })
 }
 
 fn walk_into(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, bool)>) -> Result<(), ReplayError> {
@@ -97,18 +97,18 @@ fn parse_line<T: serde::de::DeserializeOwned>(line: &[u8]) -> Result<T, String> 
     serde_json::from_slice(line).map_err(|e| e.to_string())
 }
 
-fn read_one(rel: &str, path: &Path) -> (Result<FileDigest, String>, Parsed, Option<String>) {
+fn read_one(root: &Path, rel: &str) -> (Result<FileDigest, String>, Parsed, Option<String>) {
     match kind_of(rel) {
         Kind::Requests => {
             let mut recs = Vec::new();
-            match stream_lines(path, |_, l| parse_line::<Rec>(l).map(|r| recs.push(r))) {
+            match stream_lines(root, rel, |_, l| parse_line::<Rec>(l).map(|r| recs.push(r))) {
                 Ok((d, err)) => (Ok(d), Parsed::Requests(recs), err),
                 Err(e) => (Err(e.to_string()), Parsed::None, None),
             }
         }
         Kind::Receipts(unit) => {
             let mut idx = ReceiptIndex::default();
-            let res = stream_lines(path, |_, l| {
+            let res = stream_lines(root, rel, |_, l| {
                 let r: Receipt = parse_line(l)?;
                 idx.steps += 1;
                 for (slot, ids) in [(0, r.admitted), (1, r.resumed), (2, r.preempted)] {
@@ -123,7 +123,7 @@ fn read_one(rel: &str, path: &Path) -> (Result<FileDigest, String>, Parsed, Opti
                 Err(e) => (Err(e.to_string()), Parsed::None, None),
             }
         }
-        Kind::Other => (hash_file(path).map_err(|e| e.to_string()), Parsed::None, None),
+        Kind::Other => (hash_file(root, rel).map_err(|e| e.to_string()), Parsed::None, None),
     }
 }
 
@@ -134,10 +134,11 @@ pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)]) -> Scan {
     let mut work: Vec<(u64, &String, &PathBuf)> = Vec::new();
     for (rel, path, plain) in listing {
         if *plain {
-            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            let size = path.symlink_metadata().map(|m| m.len()).unwrap_or(0);
             work.push((size, rel, path));
         } else {
-            out.unreadable.push((rel.clone(), "not a plain file (a link or special file): not read".into()));
+            let kind = path.symlink_metadata().map_or("not a regular file", |m| kind_in_words(&m.file_type()));
+            out.unreadable.push((rel.clone(), format!("{kind}, not a regular file: not read")));
         }
     }
     work.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
@@ -149,8 +150,8 @@ pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)]) -> Scan {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((_, rel, path)) = work.get(i) else { break };
-                    let r = read_one(rel, path);
+                    let Some((_, rel, _)) = work.get(i) else { break };
+                    let r = read_one(root, rel);
                     if let Ok(mut v) = results.lock() {
                         v.push(((*rel).clone(), r));
                     }
@@ -184,13 +185,27 @@ pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)]) -> Scan {
     out
 }
 
-/// Every manifest entry is on disk with its size and SHA-256.
+/// Every manifest entry is listed once and is on disk with its size and SHA-256.
 pub fn manifest_check(manifest: &Manifest, scan: &Scan) -> Check {
     let mut m = Vec::new();
+    let mut times: HashMap<&str, usize> = HashMap::new();
+    for f in &manifest.files {
+        *times.entry(f.path.as_str()).or_default() += 1;
+    }
+    let mut repeated: Vec<_> = times.into_iter().filter(|(_, n)| *n > 1).collect();
+    repeated.sort();
+    for (path, n) in repeated {
+        m.push(Mismatch::new(path, "entries", "listed once in manifest.json", format!("listed {n} times")));
+    }
     for f in &manifest.files {
         match scan.files.get(&f.path) {
             None => {
-                let why = scan.unreadable.iter().find(|(p, _)| p == &f.path).map_or("missing", |(_, w)| w.as_str());
+                // Unreadable itself, or under a directory that is a link or special file.
+                let why = scan
+                    .unreadable
+                    .iter()
+                    .find(|(p, _)| p == &f.path || f.path.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('/')))
+                    .map_or("missing".to_string(), |(p, w)| if p == &f.path { w.clone() } else { format!("{p}: {w}") });
                 m.push(Mismatch::new(&f.path, "file", "listed in manifest.json", why));
             }
             Some(d) => {
@@ -215,9 +230,14 @@ pub fn manifest_check(manifest: &Manifest, scan: &Scan) -> Check {
 pub fn unlisted_check(manifest: &Manifest, scan: &Scan) -> Check {
     let listed: std::collections::HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
     let mut m = Vec::new();
-    for path in scan.files.keys().chain(scan.unreadable.iter().map(|(p, _)| p)) {
+    for path in scan.files.keys() {
         if !listed.contains(path.as_str()) {
             m.push(Mismatch::new(path, "file", "not in manifest.json", "present on disk"));
+        }
+    }
+    for (path, why) in &scan.unreadable {
+        if !listed.contains(path.as_str()) {
+            m.push(Mismatch::new(path, "file", "not in manifest.json", format!("present on disk: {why}")));
         }
     }
     let detail = format!("{} entries on disk", scan.files.len() + scan.unreadable.len());

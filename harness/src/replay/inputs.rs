@@ -22,7 +22,7 @@ pub const CATALOG_NAME: &str = "inputs: traces and prompt panel against catalog.
 
 /// Parses `plan.toml`; `Err` says why it is not a valid plan.
 pub fn read_plan(root: &Path, _scan: &Scan) -> Result<FrozenPlan, String> {
-    let bytes = read_doc(&root.join("plan.toml")).map_err(|e| format!("plan.toml: {e}"))?;
+    let bytes = read_doc(root, "plan.toml").map_err(|e| format!("plan.toml: {e}"))?;
     freeze(bytes).map_err(|e| format!("plan.toml: {e}"))
 }
 
@@ -35,7 +35,8 @@ struct PlanSha {
 pub fn plan_hash_check(root: &Path, manifest: &Manifest, plan: &Result<FrozenPlan, String>, scan: &Scan) -> Check {
     let mut m = Vec::new();
     let Some(actual) = scan.files.get("plan.toml").map(|d| d.sha256.clone()) else {
-        m.push(Mismatch::new("plan.toml", "file", "missing", "the frozen plan"));
+        let why = scan.unreadable.iter().find(|(p, _)| p == "plan.toml").map_or("missing", |(_, w)| w.as_str());
+        m.push(Mismatch::new("plan.toml", "file", why, "the frozen plan"));
         return Check::of(PLAN_NAME, "no plan.toml".into(), m);
     };
     if let Err(why) = plan {
@@ -51,11 +52,10 @@ pub fn plan_hash_check(root: &Path, manifest: &Manifest, plan: &Result<FrozenPla
     }
     let mut seen = vec!["manifest.json"];
     for rel in ["run.json", "inputs/catalog.json", "results/evidence.json"] {
-        let path = root.join(rel);
-        if !path.is_file() {
+        if root.join(rel).symlink_metadata().is_err() {
             continue;
         }
-        match read_json::<PlanSha>(&path) {
+        match read_json::<PlanSha>(root, rel) {
             Ok(PlanSha { plan_sha256: Some(h) }) if h == actual => seen.push(rel),
             Ok(PlanSha { plan_sha256: Some(h) }) => m.push(Mismatch::new(rel, "plan_sha256", h, &actual)),
             Ok(PlanSha { plan_sha256: None }) => m.push(Mismatch::new(rel, "plan_sha256", "absent", &actual)),
@@ -73,7 +73,7 @@ fn safe_relative(path: &str) -> bool {
 pub fn catalog_check(root: &Path, scan: &Scan, plan: Option<&FrozenPlan>) -> Check {
     let mut m = Vec::new();
     let cat_rel = "inputs/catalog.json";
-    let catalog: Catalog = match read_json(&root.join(cat_rel)) {
+    let catalog: Catalog = match read_json(root, cat_rel) {
         Ok(c) => c,
         Err(e) => {
             m.push(Mismatch::new(cat_rel, "parse", "malformed or missing", e));
@@ -147,7 +147,7 @@ pub fn read_traces(root: &Path, plan: &Plan) -> HashMap<String, Result<Vec<Entry
     for c in &plan.cells {
         let rel = format!("inputs/traces/{}.trace.jsonl", c.name);
         let mut entries = Vec::new();
-        let r = stream_lines(&root.join(&rel), |_, l| {
+        let r = stream_lines(root, &rel, |_, l| {
             let e: Entry = serde_json::from_slice(l).map_err(|e| e.to_string())?;
             entries.push(e);
             Ok(())
@@ -166,7 +166,7 @@ pub fn read_traces(root: &Path, plan: &Plan) -> HashMap<String, Result<Vec<Entry
 pub fn read_prompt_lengths(root: &Path) -> Result<Vec<u32>, String> {
     let rel = "inputs/prompts.jsonl";
     let mut lengths = Vec::new();
-    let r = stream_lines(&root.join(rel), |_, l| {
+    let r = stream_lines(root, rel, |_, l| {
         let p: PromptLine = serde_json::from_slice(l).map_err(|e| e.to_string())?;
         if p.index != lengths.len() as u64 {
             return Err(format!("index {} out of order", p.index));

@@ -131,7 +131,7 @@ fn outcome(
     c.exact("study", archived.get("study"), Value::from(plan.study.name.clone()));
     c.exact("required", archived.get("required"), Value::from(q.required));
     c.num("confidence", archived.get("confidence"), Some(q.confidence));
-    let set = q.gsm.as_ref().and_then(|_| read_json::<Value>(&root.join("qualification/inputs/gsm.set.json")).ok());
+    let set = q.gsm.as_ref().and_then(|_| read_json::<Value>(root, "qualification/inputs/gsm.set.json").ok());
     c.exact("gsm_set", archived.get("gsm_set"), set.unwrap_or(Value::Null));
     let gates: Vec<&str> = [("gsm", q.gsm.is_some()), ("nll", q.nll.is_some()), ("retrieval", q.retrieval.is_some())]
         .into_iter()
@@ -224,7 +224,7 @@ pub fn check(root: &Path, plan: Option<&FrozenPlan>) -> Check {
     let dir = root.join("qualification");
     let spec = plan.and_then(|p| p.plan.qualification.as_ref());
     let required = spec.is_some_and(|q| q.required);
-    if !dir.exists() && !root.join(RESULTS).exists() {
+    if dir.symlink_metadata().is_err() && root.join(RESULTS).symlink_metadata().is_err() {
         if required {
             let m = vec![Mismatch::new("qualification/", "directory", "missing", "required by the plan")];
             return Check::of(NAME, "no qualification".into(), m);
@@ -238,14 +238,14 @@ pub fn check(root: &Path, plan: Option<&FrozenPlan>) -> Check {
     let mut m = Vec::new();
     let arms = rescore(root, &fp.plan, q, &mut m);
     let mut compared = Vec::new();
-    let main = if root.join(RESULTS).is_file() { RESULTS } else { TWIN };
-    match read_json::<Value>(&root.join(main)) {
+    let main = if root.join(RESULTS).symlink_metadata().is_ok() { RESULTS } else { TWIN };
+    match read_json::<Value>(root, main) {
         Err(e) => m.push(Mismatch::new(main, "parse", "malformed or missing", e)),
         Ok(archived) => {
             outcome(root, &mut Cmp { m: &mut m, file: main.into() }, fp, q, &arms, &archived);
             compared.push(main);
-            if main == RESULTS && root.join(TWIN).is_file() {
-                match read_json::<Value>(&root.join(TWIN)) {
+            if main == RESULTS && root.join(TWIN).symlink_metadata().is_ok() {
+                match read_json::<Value>(root, TWIN) {
                     Ok(twin) if twin == archived => compared.push(TWIN),
                     Ok(_) => m.push(Mismatch::new(TWIN, "(whole)", "differs", format!("equal to {RESULTS}"))),
                     Err(e) => m.push(Mismatch::new(TWIN, "parse", "malformed", e)),

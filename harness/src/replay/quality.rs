@@ -78,18 +78,18 @@ pub struct Arm {
     pub parity: Option<(Vec<ParityRow>, Value)>,
 }
 
-/// The JSON lines of a file (`Err`: why it cannot be read whole).
-pub fn lines(path: &Path) -> Result<Vec<Value>, String> {
+/// The JSON lines of the file `path` under `root` (`Err`: why it cannot be read whole).
+pub fn lines(root: &Path, path: &Path) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
-    match stream_lines(path, |_, l| serde_json::from_slice(l).map(|v| out.push(v)).map_err(|e| e.to_string())) {
+    match stream_lines(root, path, |_, l| serde_json::from_slice(l).map(|v| out.push(v)).map_err(|e| e.to_string())) {
         Ok((_, None)) => Ok(out),
         Ok((_, Some(e))) => Err(e),
         Err(e) => Err(e.to_string()),
     }
 }
 
-fn doc(path: &Path) -> Value {
-    super::read::read_json(path).unwrap_or(Value::Null)
+fn doc(root: &Path, path: &Path) -> Value {
+    super::read::read_json(root, path).unwrap_or(Value::Null)
 }
 
 fn s(v: &Value, k: &str) -> Option<String> {
@@ -97,11 +97,12 @@ fn s(v: &Value, k: &str) -> Option<String> {
 }
 
 /// Rescores one gate of one arm; mismatches name the responses or scores file.
-fn gate(dir: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[Value], m: &mut Vec<Mismatch>) -> Gate {
+fn gate(root: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[Value], m: &mut Vec<Mismatch>) -> Gate {
+    let dir = root.join("qualification");
     let rel = format!("{arm}/{name}.responses.jsonl");
     let mut g = Gate::default();
     let mut c = Cmp { m, file: format!("qualification/{rel}") };
-    let answers = match lines(&dir.join(&rel)) {
+    let answers = match lines(root, &dir.join(&rel)) {
         Ok(a) => a,
         Err(e) => {
             c.m.push(Mismatch::new(&c.file, "file", "unreadable or malformed", e));
@@ -167,7 +168,7 @@ fn gate(dir: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[V
     }
     // The arm's own scores.
     let srel = format!("{arm}/{name}.scores.json");
-    g.scores = doc(&dir.join(&srel));
+    g.scores = doc(root, &dir.join(&srel));
     let sc = g.scores.clone();
     let mut c = Cmp { m: c.m, file: format!("qualification/{srel}") };
     let n = answers.len();
@@ -195,7 +196,7 @@ fn gate(dir: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[V
                 c.num("accuracy", sc.get("accuracy"), Some(acc));
                 let v3 = answers.iter().filter(|a| a.get("lm_eval_v3_correct") == Some(&Value::Bool(true))).count();
                 c.exact("lm_eval_v3_correct", sc.get("lm_eval_v3_correct"), Value::from(v3));
-                c.exact("set", sc.get("set"), doc(&dir.join("inputs/gsm.set.json")));
+                c.exact("set", sc.get("set"), doc(root, &dir.join("inputs/gsm.set.json")));
             } else if let Some(r) = &q.retrieval {
                 c.exact("context_tokens", sc.get("context_tokens"), Value::from(r.context_tokens));
                 c.exact("max_tokens", sc.get("max_tokens"), Value::from(r.max_tokens));
@@ -206,14 +207,15 @@ fn gate(dir: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[V
 }
 
 /// Parity of one arm: HTTP answers against the serial reference, both orders.
-fn parity(dir: &Path, arm: &str, m: &mut Vec<Mismatch>) -> Option<(Vec<ParityRow>, Value)> {
+fn parity(root: &Path, arm: &str, m: &mut Vec<Mismatch>) -> Option<(Vec<ParityRow>, Value)> {
+    let dir = root.join("qualification");
     let srel = format!("{arm}/parity.scores.json");
-    if !dir.join(&srel).is_file() {
+    if dir.join(&srel).symlink_metadata().is_err() {
         return None;
     }
     let mut rows = Vec::new();
     let read = |m: &mut Vec<Mismatch>, rel: String| {
-        lines(&dir.join(&rel)).unwrap_or_else(|e| {
+        lines(root, &dir.join(&rel)).unwrap_or_else(|e| {
             m.push(Mismatch::new(format!("qualification/{rel}"), "file", "unreadable or malformed", e));
             Vec::new()
         })
@@ -251,7 +253,7 @@ fn parity(dir: &Path, arm: &str, m: &mut Vec<Mismatch>) -> Option<(Vec<ParityRow
     if !covered {
         rows.push((0, "both".into(), None, 0, 0));
     }
-    Some((rows, doc(&dir.join(&srel))))
+    Some((rows, doc(root, &dir.join(&srel))))
 }
 
 /// Rescores every arm named by the plan that has a directory under `qualification/`.
@@ -266,7 +268,7 @@ pub fn rescore(
     let enabled = [("gsm", q.gsm.is_some()), ("nll", q.nll.is_some()), ("retrieval", q.retrieval.is_some())];
     for (name, _) in enabled.iter().filter(|(_, on)| *on) {
         let rel = format!("inputs/{name}.items.jsonl");
-        match lines(&dir.join(&rel)) {
+        match lines(root, &dir.join(&rel)) {
             Ok(v) => {
                 items.insert(name, v);
             }
@@ -275,7 +277,7 @@ pub fn rescore(
     }
     let mut out = BTreeMap::new();
     for arm in &plan.arms {
-        let mut a = Arm { arm_json: doc(&dir.join(&arm.name).join("arm.json")), ..Arm::default() };
+        let mut a = Arm { arm_json: doc(root, &dir.join(&arm.name).join("arm.json")), ..Arm::default() };
         let server_ran = a.arm_json.get("error").is_some_and(Value::is_null);
         if !a.arm_json.is_object() {
             m.push(Mismatch::new(
@@ -292,9 +294,9 @@ pub fn rescore(
                     "nll" => "nll",
                     _ => "retrieval",
                 };
-                a.gates.insert(g, gate(&dir, &arm.name, g, q, list, m));
+                a.gates.insert(g, gate(root, &arm.name, g, q, list, m));
             }
-            a.parity = parity(&dir, &arm.name, m);
+            a.parity = parity(root, &arm.name, m);
         }
         out.insert(arm.name.clone(), a);
     }

@@ -1,15 +1,19 @@
 //! Bounded, streaming reads of evidence files: every byte is hashed as it is read,
 //! JSONL is split into lines of at most [`MAX_LINE_BYTES`] without ever holding more
 //! than one line, and whole JSON documents are refused above [`MAX_DOC_BYTES`].
-//! Owns the limits and the file/line wording of read errors. Must not interpret
-//! what a line means (callers parse it) and must not follow anything a file names.
+//! Owns the limits and the file/line wording of read errors. Every file is opened
+//! through [`crate::evidence::open_regular`]: only regular files reached through real
+//! directories under the evidence directory, never a link, FIFO, device or socket.
+//! Must not interpret what a line means (callers parse it) and must not follow
+//! anything a file names.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
+
+use crate::evidence::{hex, open_regular};
 
 /// The longest JSONL line replay parses (64 MiB); a longer one is an error.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
@@ -24,13 +28,9 @@ pub struct FileDigest {
     pub sha256: String,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Hashes a file in 1 MiB chunks.
-pub fn hash_file(path: &Path) -> std::io::Result<FileDigest> {
-    let mut f = File::open(path)?;
+/// Hashes the regular file `rel` under `root` in 1 MiB chunks.
+pub fn hash_file(root: &Path, rel: impl AsRef<Path>) -> std::io::Result<FileDigest> {
+    let mut f = open_regular(root, rel.as_ref())?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
@@ -45,16 +45,17 @@ pub fn hash_file(path: &Path) -> std::io::Result<FileDigest> {
     Ok(FileDigest { bytes: total, sha256: hex(&hasher.finalize()) })
 }
 
-/// Streams `path` line by line (`\n`-separated; a final line without `\n` counts),
+/// Streams the regular file `rel` under `root` line by line (`\n`-separated; a final line without `\n` counts),
 /// hashing every byte. `on_line(line_number, bytes)` sees each non-blank line until
 /// it first returns an error; that error (prefixed `line N: `) is returned beside the
 /// digest, and the rest of the file is only hashed. A line longer than
 /// [`MAX_LINE_BYTES`] is such an error and is never held in memory whole.
 pub fn stream_lines(
-    path: &Path,
+    root: &Path,
+    rel: impl AsRef<Path>,
     mut on_line: impl FnMut(usize, &[u8]) -> Result<(), String>,
 ) -> std::io::Result<(FileDigest, Option<String>)> {
-    let mut reader = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut reader = BufReader::with_capacity(1 << 20, open_regular(root, rel.as_ref())?);
     let mut hasher = Sha256::new();
     let mut total = 0u64;
     let mut pending: Vec<u8> = Vec::new();
@@ -121,18 +122,24 @@ pub fn stream_lines(
     Ok((FileDigest { bytes: total, sha256: hex(&hasher.finalize()) }, error))
 }
 
-/// Reads a whole document of at most [`MAX_DOC_BYTES`].
-pub fn read_doc(path: &Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if meta.len() > MAX_DOC_BYTES {
-        return Err(format!("{} bytes, more than the {MAX_DOC_BYTES} replay reads whole", meta.len()));
+/// Reads the whole regular file `rel` under `root`, of at most [`MAX_DOC_BYTES`].
+pub fn read_doc(root: &Path, rel: impl AsRef<Path>) -> Result<Vec<u8>, String> {
+    let f = open_regular(root, rel.as_ref()).map_err(|e| e.to_string())?;
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    if len > MAX_DOC_BYTES {
+        return Err(format!("{len} bytes, more than the {MAX_DOC_BYTES} replay reads whole"));
     }
-    std::fs::read(path).map_err(|e| e.to_string())
+    let mut bytes = Vec::new();
+    f.take(MAX_DOC_BYTES + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_DOC_BYTES {
+        return Err(format!("more than the {MAX_DOC_BYTES} bytes replay reads whole"));
+    }
+    Ok(bytes)
 }
 
-/// Reads and parses a whole JSON document; errors name line and column.
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
-    let bytes = read_doc(path)?;
+/// Reads and parses the whole JSON document `rel` under `root`; errors name line and column.
+pub fn read_json<T: DeserializeOwned>(root: &Path, rel: impl AsRef<Path>) -> Result<T, String> {
+    let bytes = read_doc(root, rel)?;
     serde_json::from_slice(&bytes).map_err(|e| e.to_string())
 }
 
@@ -145,7 +152,7 @@ mod tests {
         let p = tmp.path().join("x.jsonl");
         std::fs::write(&p, bytes).unwrap();
         let mut seen = Vec::new();
-        let (d, err) = stream_lines(&p, |n, l| {
+        let (d, err) = stream_lines(tmp.path(), "x.jsonl", |n, l| {
             let s = std::str::from_utf8(l).map_err(|e| e.to_string())?;
             if s == "bad" {
                 return Err("bad line".into());
@@ -163,7 +170,7 @@ mod tests {
         assert_eq!(seen, vec![(1, "a".to_string()), (3, "b".to_string())]);
         assert_eq!(err.as_deref(), Some("line 4: bad line"));
         assert_eq!(d.bytes, 10);
-        assert_eq!(d.sha256, crate::plan::sha256_hex(b"a\n\nb\nbad\nc"));
+        assert_eq!(d.sha256, crate::evidence::sha256_hex(b"a\n\nb\nbad\nc"));
         let (seen, err, _) = lines_of(b"x\ny");
         assert_eq!(seen.len(), 2);
         assert!(err.is_none());

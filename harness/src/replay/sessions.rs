@@ -168,7 +168,7 @@ pub fn discarded_check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
             continue;
         };
         let rel = format!("{}/discard.json", d.dir);
-        match read_json::<Value>(&root.join(&rel)) {
+        match read_json::<Value>(root, &rel) {
             Err(e) => m.push(Mismatch::new(&rel, "parse", "malformed or missing", e)),
             Ok(v) => {
                 if v.get("session") != Some(&Value::from(*session)) {

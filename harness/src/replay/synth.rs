@@ -39,7 +39,7 @@ fn unit_record(
     for p in paths {
         let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-        files.push(ManifestFile { path: rel, bytes: bytes.len() as u64, sha256: crate::plan::sha256_hex(&bytes) });
+        files.push(ManifestFile { path: rel, bytes: bytes.len() as u64, sha256: crate::evidence::sha256_hex(&bytes) });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let record = UnitRecord {

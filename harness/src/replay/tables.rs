@@ -91,10 +91,10 @@ pub fn summaries_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures]) -> Ch
     let file = "results/summaries.json";
     let path = root.join(file);
     let mut compared = 0usize;
-    if !path.is_file() {
+    if path.symlink_metadata().is_err() {
         return Check::skip(SUMMARIES_NAME, "no results/summaries.json (not written by `harness run`)");
     }
-    match read_json::<Vec<Value>>(&path) {
+    match read_json::<Vec<Value>>(root, file) {
         Err(e) => m.push(Mismatch::new(file, "parse", "malformed", e)),
         Ok(items) => {
             let mut by_key: HashMap<(u32, String, String), &Value> = HashMap::new();
@@ -126,11 +126,11 @@ pub fn summaries_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures]) -> Ch
     }
     for c in cells {
         let rel = format!("results/cells/b{}-{}-{}.summary.json", c.block, c.arm, c.cell);
-        if !root.join(&rel).is_file() {
+        if root.join(&rel).symlink_metadata().is_err() {
             m.push(Mismatch::new(&rel, "file", "missing", "a stored summary"));
             continue;
         }
-        match read_json::<Value>(&root.join(&rel)) {
+        match read_json::<Value>(root, &rel) {
             Ok(v) => compare_summary(&mut m, &rel, "summary", &v, c),
             Err(e) => m.push(Mismatch::new(&rel, "parse", "malformed", e)),
         }
@@ -204,7 +204,7 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
 pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: bool) -> Check {
     let file = "results/matrix.csv";
     let mut m = Vec::new();
-    if !root.join(file).is_file() {
+    if root.join(file).symlink_metadata().is_err() {
         if listed {
             let m = vec![Mismatch::new(file, "file", "listed in manifest.json", "missing")];
             return Check::of(MATRIX_NAME, "no matrix".into(), m);
@@ -212,7 +212,7 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: 
         // Never written (no report): no claim to check.
         return Check::skip(MATRIX_NAME, "no results/matrix.csv, none in the manifest (no report was built)");
     }
-    let text = match read_doc(&root.join(file)).and_then(|b| String::from_utf8(b).map_err(|e| e.to_string())) {
+    let text = match read_doc(root, file).and_then(|b| String::from_utf8(b).map_err(|e| e.to_string())) {
         Ok(t) => t,
         Err(e) => {
             m.push(Mismatch::new(file, "file", "unreadable", e));

@@ -37,8 +37,8 @@ pub struct Records {
 
 impl Records {
     pub fn read(root: &Path, s: &Study<'_>) -> Records {
-        let run = if root.join("run.json").is_file() {
-            read_json::<Value>(&root.join("run.json"))
+        let run = if root.join("run.json").symlink_metadata().is_ok() {
+            read_json::<Value>(root, "run.json")
         } else {
             Err("missing".to_string())
         };
@@ -49,7 +49,7 @@ impl Records {
         let mut units = Vec::new();
         let mut read = |name: String, rel: String| {
             let r = if s.scan.files.contains_key(&rel) {
-                read_json::<UnitRecord>(&root.join(&rel))
+                read_json::<UnitRecord>(root, &rel)
             } else {
                 Err("missing".to_string())
             };
@@ -117,7 +117,7 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
     }
     let mut m = Vec::new();
     let mut files = 0usize;
-    let archived_qualified: Option<bool> = read_json::<Value>(&root.join("results/qualification.json"))
+    let archived_qualified: Option<bool> = read_json::<Value>(root, "results/qualification.json")
         .ok()
         .and_then(|q| q.get("arms")?.as_array().map(|a| a.iter().all(|x| x["qualified"] == true)));
     for (name, rel, rec) in &r.units {

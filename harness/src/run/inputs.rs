@@ -10,8 +10,9 @@ use std::path::Path;
 use axum::body::Bytes;
 
 use super::RunError;
+use crate::evidence::sha256_hex;
 use crate::load::stream_body;
-use crate::plan::{PanelSource, Plan, sha256_hex};
+use crate::plan::{PanelSource, Plan};
 use crate::trace::{self, Encoder, Panel, Trace};
 
 /// A `trace::Encoder` over a Hugging Face `tokenizer.json`; encodes without special

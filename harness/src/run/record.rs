@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::evidence::sha256_hex;
 use crate::evidence::{EvidenceError, ManifestFile, write_json};
-use crate::plan::sha256_hex;
 
 /// The `format` of `unit.json`.
 pub const UNIT_FORMAT: &str = "harness-unit/1";

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use super::record::{Check, QUALIFICATION_UNIT, RECORD_NAME, UnitRecord, check_record, files_under, unit_name};
 use super::session::{Discard, Session, live_harness, read_previous};
 use super::{RunError, inputs, qualify};
+use crate::evidence::sha256_hex;
 use crate::evidence::{Evidence, write_json};
-use crate::plan::{FrozenPlan, Schedule, ScheduledBlock, sha256_hex};
+use crate::plan::{FrozenPlan, Schedule, ScheduledBlock};
 
 /// What a resuming session starts from.
 #[derive(Debug, Default)]
@@ -121,7 +122,9 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         (s.pid, s.started_unix_ms, s.git) = (None, None, None);
         vec![s]
     });
-    for s in state.sessions.iter_mut().filter(|s| s.state == "running") {
+    // `finished` without manifest.json: killed after run.json's last write but before
+    // the manifest (the report files lie between). The study did not finish.
+    for s in state.sessions.iter_mut().filter(|s| matches!(s.state.as_str(), "running" | "finished")) {
         if let Some(pid) = s.pid.filter(|&p| live_harness(p)) {
             return Err(refuse(root, format!("session {} (pid {pid}) is still running", s.session)));
         }
@@ -238,6 +241,10 @@ pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<D
             let to = dest.join(&r);
             ev.ensure_dir(to.parent().unwrap_or(&dest))?;
             std::fs::rename(f, &to).map_err(|error| RunError::Io { path: f.clone(), error })?;
+            // Both directories synced: the move survives a crash whole.
+            crate::evidence::sync_parent(&to)
+                .and_then(|()| crate::evidence::sync_parent(f))
+                .map_err(|error| RunError::Io { path: to.clone(), error })?;
             moved.push(r);
         }
         moved.sort();

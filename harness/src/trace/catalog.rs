@@ -12,7 +12,8 @@ use super::arrivals::{Trace, cell_trace};
 use super::panel::Panel;
 use super::seed::cell_seed;
 use super::{CatalogProblem, TraceError};
-use crate::plan::{Plan, hex, sha256_hex, write_atomic};
+use crate::evidence::{hex, sha256_hex, write_atomic};
+use crate::plan::Plan;
 
 /// The `format` value of catalogs this code writes and reads.
 pub const CATALOG_FORMAT: &str = "harness-trace-catalog/1";

@@ -60,7 +60,7 @@ pub fn reseal_unit(dir: &Path, record: &str) {
     for f in v["files"].as_array_mut().expect("files") {
         let bytes = std::fs::read(dir.join(f["path"].as_str().unwrap())).unwrap();
         f["bytes"] = bytes.len().into();
-        f["sha256"] = harness::plan::sha256_hex(&bytes).into();
+        f["sha256"] = harness::evidence::sha256_hex(&bytes).into();
     }
     std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
 }

@@ -68,7 +68,8 @@ pub fn write_figure(dir: &Path, fig: &impl Figure) -> Result<Vec<String>, Report
         fig.draw(&root).map_err(fig_err(&png_path))?;
         root.present().map_err(|e| fig_err(&png_path)(e.to_string()))?;
     }
-    std::fs::rename(&tmp, &png_path).map_err(|error| ReportError::Io { path: png_path.clone(), error })?;
+    crate::evidence::commit_rename(&tmp, &png_path)
+        .map_err(|error| ReportError::Io { path: png_path.clone(), error })?;
     Ok(vec![format!("{name}.svg"), format!("{name}.png")])
 }
 
