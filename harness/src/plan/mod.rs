@@ -41,6 +41,7 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
+pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
 
 fn parse_file(text: &str) -> Result<schema::PlanFile, PlanError> {
