@@ -24,7 +24,6 @@ mod session;
 mod unit;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::arm::{ArmError, find_nvidia_smi};
 use crate::evidence::{Evidence, EvidenceError, git_info, write_bytes, write_json, write_manifest};
@@ -39,9 +38,6 @@ pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};
 pub use session::{CLOCK, Discard, RUN_FORMAT, Session};
 pub use unit::UnitOutcome;
 
-/// How long a server gets to exit after SIGTERM before SIGKILL.
-pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
-
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub plan: PathBuf,
@@ -55,20 +51,11 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Where the plan's relative paths resolve (the working directory).
     pub base_dir: PathBuf,
-    pub stop_grace: Duration,
 }
 
 impl RunOptions {
     pub fn new(plan: PathBuf) -> RunOptions {
-        RunOptions {
-            plan,
-            out: None,
-            force: false,
-            resume: None,
-            quiet: false,
-            base_dir: PathBuf::from("."),
-            stop_grace: DEFAULT_STOP_GRACE,
-        }
+        RunOptions { plan, out: None, force: false, resume: None, quiet: false, base_dir: PathBuf::from(".") }
     }
 }
 
@@ -140,7 +127,6 @@ pub(crate) struct Study<'a> {
     pub inputs: &'a Inputs,
     pub progress: &'a Progress,
     pub base_dir: &'a Path,
-    pub stop_grace: Duration,
     pub nvidia_smi: Option<PathBuf>,
 }
 
@@ -252,7 +238,12 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             clock: session::CLOCK,
             dispatch_spin_ns: SPIN_NS,
             dispatch_realtime,
-            stop_grace_s: opts.stop_grace.as_secs_f64(),
+            stop_grace_s: plan
+                .arms
+                .iter()
+                .filter(|a| matches!(a.server, crate::plan::Server::Spawn { .. }))
+                .map(|a| a.stop_grace_s)
+                .fold(0.0, f64::max),
             nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
             request_body_sha256: &inputs.body_sha256,
             sessions,
@@ -297,7 +288,6 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         inputs: &inputs,
         progress: &progress,
         base_dir: &opts.base_dir,
-        stop_grace: opts.stop_grace,
         nvidia_smi: nvidia_smi.clone(),
     };
     let mut summaries = Vec::new();

@@ -1,18 +1,14 @@
 //! `--plan plan.toml --arm NAME`: the arm's server for one acceptance run, through
-//! the study's own lifecycle (`crate::arm`): spawn the expanded argv with its log,
-//! wait for the health path, and stop it (SIGTERM to its group, then SIGKILL). An
-//! external arm (`url`) is only health-checked. Owns nothing of the lifecycle
-//! itself. Must not run cases.
+//! the study's own lifecycle (`crate::arm::Invocation`): spawn the expanded argv with
+//! its log, wait for the health path, and stop it (SIGTERM to its group, then SIGKILL
+//! after the arm's `stop_grace_s`). An external arm (`url`) is only health-checked.
+//! Owns nothing of the lifecycle itself. Must not run cases.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use super::AcceptError;
-use crate::arm::{ServerProcess, StopRecord, wait_healthy};
+use crate::arm::{Invocation, StopRecord};
 use crate::load::StudyClock;
-
-/// Grace between SIGTERM and SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// A healthy arm.
 pub struct ArmServer {
@@ -22,7 +18,7 @@ pub struct ArmServer {
     pub model: String,
     pub log: Option<PathBuf>,
     pub startup_s: f64,
-    process: Option<ServerProcess>,
+    invocation: Option<Invocation>,
 }
 
 impl ArmServer {
@@ -44,33 +40,27 @@ impl ArmServer {
         let dir = log_dir.join(format!("accept-{}-{unix_ms}", arm.name));
         std::fs::create_dir_all(&dir).map_err(|error| AcceptError::Io { path: dir.clone(), error })?;
         let dir = std::fs::canonicalize(&dir).map_err(|error| AcceptError::Io { path: dir.clone(), error })?;
-        let clock = StudyClock::start();
-        let (process, log) = match plan.arm_command(arm, 0, &dir)? {
-            Some(cmd) => {
-                let log = dir.join("server.log");
-                (Some(ServerProcess::spawn(&cmd.argv, &cmd.env, &log, clock)?), Some(log))
-            }
-            None => (None, None),
-        };
-        let client = reqwest::Client::builder().no_proxy().build().map_err(|e| AcceptError::Client(e.to_string()))?;
-        let timeout = Duration::from_secs_f64(arm.startup_timeout_s);
-        let exit = process.as_ref().map(ServerProcess::exit_watch);
-        let health = format!("{base_url}{}", arm.health);
+        let cmd = plan.arm_command(arm, 0, &dir)?;
+        let log = cmd.as_ref().map(|_| dir.join("server.log"));
+        let mut inv = Invocation::new(arm, cmd, dir.join("server.log"), StudyClock::start())?;
+        inv.spawn()?;
         let mut server = ArmServer {
             name: arm.name.clone(),
             base_url,
             model: plan.request.model.clone(),
             log,
             startup_s: 0.0,
-            process,
+            invocation: None,
         };
-        match wait_healthy(&client, &health, clock, timeout, exit).await {
-            Ok((t_ns, _polls)) => {
-                server.startup_s = t_ns as f64 / 1e9;
+        match inv.wait_healthy().await {
+            Ok(()) => {
+                server.startup_s = inv.startup().startup_s.unwrap_or_default();
+                server.invocation = Some(inv);
                 Ok(server)
             }
             Err(e) => {
-                server.stop().await;
+                // The stop's own failure (a sampler; there is none here) cannot hide `e`.
+                let _ = inv.stop().await;
                 Err(AcceptError::Arm(e))
             }
         }
@@ -78,9 +68,7 @@ impl ArmServer {
 
     /// Stops a spawned server; `None` for an external one.
     pub async fn stop(&mut self) -> Option<StopRecord> {
-        match self.process.take() {
-            Some(p) => Some(p.stop(STOP_GRACE).await),
-            None => None,
-        }
+        let inv = self.invocation.take()?;
+        inv.stop().await.ok().and_then(|s| s.stop)
     }
 }

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use super::adapter::Adapter;
 use super::http::{Reply, StreamEnd, StreamRec, clip};
+use crate::arm::Adapter;
 
 /// The endpoint a request went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,7 +268,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::accept::adapter::ServerKind;
+    use crate::arm::ServerKind;
 
     fn reply(status: u16, v: Value) -> Reply {
         let now = Instant::now();

@@ -9,7 +9,6 @@
 //! Must not print (the CLI prints `AcceptOutcome::markdown`) and must not reach a
 //! server that is not on a loopback address.
 
-mod adapter;
 mod arm;
 mod cases_load;
 mod cases_server;
@@ -24,7 +23,7 @@ mod suite;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use adapter::{Adapter, ServerKind, ServerKindArg};
+pub use crate::arm::{Adapter, ServerKind, ServerKindArg};
 pub use outcome::{AcceptOutcome, CaseResult, PayloadRecord, ServerInfo, Verdict};
 pub use payload::{Prompt, PromptGen};
 

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use serde_json::Value;
 
-use super::adapter::{Adapter, ServerKind, ServerKindArg};
 use super::check::{self, Answer, Api};
 use super::http::{Http, Reply};
 use super::outcome::{AcceptOutcome, CaseResult, PayloadRecord, ServerInfo};
 use super::payload::{Prompt, PromptGen};
 use super::{AcceptArgs, AcceptError, CaseGroup, cases_load, cases_server, cases_stream};
+use crate::arm::dialect::{MODELS_PATH, PROPS_PATH};
+use crate::arm::{Adapter, ServerKind, ServerKindArg};
 use crate::evidence::sha256_hex;
 
 /// Everything the cases share.
@@ -77,7 +78,7 @@ impl Suite {
         args: &AcceptArgs,
         model_hint: Option<&str>,
     ) -> Result<(Suite, ServerInfo), AcceptError> {
-        let models = get_json(&http, "/v1/models").await;
+        let models = get_json(&http, MODELS_PATH).await;
         let entries = models.as_ref().and_then(|m| m.get("data")).and_then(Value::as_array);
         let wanted = args.model.as_deref().or(model_hint);
         let entry = entries.and_then(|e| {
@@ -90,7 +91,7 @@ impl Suite {
                 return Err(AcceptError::Discovery(format!("{}/v1/models gave no model id; pass --model", http.base)));
             }
         };
-        let props = get_json(&http, "/props").await;
+        let props = get_json(&http, PROPS_PATH).await;
         let (kind, kind_source) = match args.server_kind {
             ServerKindArg::Auto => ServerKind::detect(entry, props.as_ref()),
             ServerKindArg::OpenaiVllm => (ServerKind::OpenAiVllm, "--server-kind".into()),

@@ -73,7 +73,7 @@ pub async fn warmup(
     clock: StudyClock,
     timeout: Duration,
 ) -> WarmupRecord {
-    let body_sha256 = crate::plan::sha256_hex(&body);
+    let body_sha256 = crate::evidence::sha256_hex(&body);
     let send_ns = clock.now_ns();
     let mut rec = WarmupRecord {
         prompts,

@@ -1,16 +1,24 @@
-//! Server lifecycle of one arm invocation: spawn from the expanded argv, wait for the
+//! Server lifecycle of one arm invocation, the one every command uses (`run`,
+//! `qualify`, `compare`, `accept --plan`): spawn from the expanded argv, wait for the
 //! health path, warm up, sample `/metrics` and memory once a second, and stop
-//! (SIGTERM, then SIGKILL), keeping the log and the record of each step. External arms
-//! (`url`) are never spawned or stopped; their health is still checked. Owns process
-//! handling. Must not send timed requests or decide the schedule (`load`, `run`).
+//! (SIGTERM, then SIGKILL after the arm's `stop_grace_s`), keeping the log
+//! (`invocation`, built from `process`, `health`, `sampler`); and the registry of
+//! server dialects (`dialect`). External arms (`url`) are never spawned or stopped;
+//! their health is still checked. Owns process handling. Must not send timed
+//! requests, decide the schedule (`load`, `run`), or choose evidence file names and
+//! shapes (each command writes its own records from `Startup` and `Stopped`).
 
+pub mod dialect;
 mod health;
+mod invocation;
 mod process;
 mod sampler;
 
 use std::path::PathBuf;
 
+pub use dialect::{Adapter, ServerKind, ServerKindArg};
 pub use health::{HEALTH_POLL, WarmupRecord, wait_healthy, warmup};
+pub use invocation::{Invocation, Startup, Stopped};
 pub use process::{ExitInfo, ServerProcess, StopRecord};
 pub use sampler::{GpuProcess, SAMPLE_PERIOD, Sampler, SamplerSpec, find_nvidia_smi, read_rss};
 

@@ -150,6 +150,13 @@ impl ServerProcess {
         unsafe { libc::kill(-pgid, sig) == 0 }
     }
 
+    /// SIGKILL to the group, now (what dropping an unstopped invocation does).
+    pub fn kill_group(&self) {
+        if self.exited().is_none() || self.signal_group(0) {
+            self.signal_group(libc::SIGKILL);
+        }
+    }
+
     async fn wait_exit(&self, within: Duration) -> Option<ExitInfo> {
         let mut rx = self.exit.clone();
         let got = tokio::time::timeout(within, rx.wait_for(Option::is_some)).await;

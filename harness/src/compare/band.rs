@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 
-use super::server::UnitRecord;
+use super::server::ServerRecord;
 use super::spec::CompareSpec;
 use crate::metrics::CellSummary;
 
@@ -80,7 +80,7 @@ impl Measure {
         }
     }
 
-    pub fn of_unit(self, u: &UnitRecord) -> Option<f64> {
+    pub fn of_unit(self, u: &ServerRecord) -> Option<f64> {
         match self {
             Measure::ColdStartS => u.startup_s,
             Measure::PeakRssMib => u.peak_rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0)),

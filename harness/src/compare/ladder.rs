@@ -64,7 +64,7 @@ impl Ladder<'_> {
         for cell in cells {
             let ResolvedLoad::Closed { concurrency } = cell.load else { continue };
             let Some(trace) = self.inputs.trace(&cell.name) else { continue };
-            let _ = server.phase.send(format!("settle:{}", cell.name));
+            let _ = server.phase().send(format!("settle:{}", cell.name));
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_secs_f64(plan.timing.settle_s)) => {}
                 _ = exited(server.exit.clone()) => {}
@@ -72,7 +72,7 @@ impl Ladder<'_> {
             if server.died().is_some() {
                 break;
             }
-            let _ = server.phase.send(format!("cell:{}", cell.name));
+            let _ = server.phase().send(format!("cell:{}", cell.name));
             let drive = CellDrive {
                 block: self.block,
                 arm: self.label,
@@ -85,7 +85,7 @@ impl Ladder<'_> {
                 drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
             };
             let records = drive_cell(&drive, &ctx, &Arc::new(Counters::default())).await?;
-            let _ = server.phase.send("idle".into());
+            let _ = server.phase().send("idle".into());
             write_jsonl(&server.dir.join(format!("{}.requests.jsonl", cell.name)), &records)?;
             let failed = records.iter().filter(|r| !r.is_valid()).count() as u64;
             let (summary, error) = match summarize_cell(&records) {

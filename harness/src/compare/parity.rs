@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::dialect::{parity_request, parity_tokens, prompt_tokens};
 use super::server::Running;
 use super::spec::CompareSpec;
 use super::{CompareError, kind_str};
 use crate::accept::ServerKind;
+use crate::arm::dialect::{MODELS_PATH, PROPS_PATH, parity_request, parity_tokens, prompt_tokens};
 use crate::evidence::sha256_hex;
 use crate::evidence::write_jsonl;
 
@@ -97,9 +97,9 @@ pub async fn detect(run: &Running, fixed: Option<ServerKind>) -> Dialect {
             r.json::<Value>().await.ok()
         }
     };
-    let models = get("/v1/models").await;
+    let models = get(MODELS_PATH).await;
     let entry = models.as_ref().and_then(|m| m.get("data")).and_then(|d| d.get(0)).cloned();
-    let props = get("/props").await;
+    let props = get(PROPS_PATH).await;
     let (kind, how) = ServerKind::detect(entry.as_ref(), props.as_ref());
     Dialect { kind, how }
 }

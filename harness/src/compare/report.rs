@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::band::{Measure, Obs, Row};
 use super::parity::ParityReport;
-use super::server::UnitRecord;
+use super::server::ServerRecord;
 use super::spec::CompareSpec;
 use crate::evidence::GitInfo;
 
@@ -29,7 +29,7 @@ pub struct CompareReport {
     pub parity: ParityReport,
     /// Empty when parity failed.
     pub rows: Vec<Row>,
-    pub units: Vec<UnitRecord>,
+    pub units: Vec<ServerRecord>,
     pub observations: Vec<Obs>,
     pub definitions: Vec<&'static str>,
 }

@@ -27,8 +27,6 @@ mod validate_tests;
 
 use std::path::{Path, PathBuf};
 
-/// Re-exported for callers not yet moved to `crate::evidence`, which owns it.
-pub use crate::evidence::sha256_hex;
 pub use derive::{
     CountRule, DeriveSpec, DerivedLoads, compute as compute_derived, derived_table_text, rewrite_with_derived,
     tenths_str,
@@ -43,6 +41,7 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
+pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
 
 fn parse_file(text: &str) -> Result<schema::PlanFile, PlanError> {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::validate_tests::{BASE, DERIVE, edit};
 use super::*;
+use crate::evidence::sha256_hex;
 
 #[test]
 fn derive_write_then_validate_round_trips() {

@@ -114,6 +114,7 @@ pub struct ArmFile {
     pub port: Option<i64>,
     pub health: Option<String>,
     pub startup_timeout_s: Option<f64>,
+    pub stop_grace_s: Option<f64>,
     pub url: Option<String>,
     pub receipts: Option<String>,
     pub tokenizer: Option<String>,

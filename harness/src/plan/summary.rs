@@ -68,7 +68,9 @@ impl Plan {
         let _ = writeln!(o, "arms:");
         for a in &self.arms {
             let how = match &a.server {
-                Server::Spawn { argv, port } => format!("starts {argv:?} on port {port}"),
+                Server::Spawn { argv, port } => {
+                    format!("starts {argv:?} on port {port}, stop grace {} s", a.stop_grace_s)
+                }
                 Server::External { url } => format!("external server {url} (never restarted)"),
             };
             let _ = writeln!(o, "  {} ({}): {how}, health {}", a.name, a.role.as_str(), a.health);

@@ -76,6 +76,8 @@ pub struct Arm {
     /// Path polled for readiness, e.g. `/health`.
     pub health: String,
     pub startup_timeout_s: f64,
+    /// Seconds between SIGTERM and SIGKILL when the harness stops this arm's server.
+    pub stop_grace_s: f64,
     /// Receipts file the server writes (template; see `placeholders`).
     pub receipts: Option<String>,
     /// Tokenizer file this arm's model uses, when declared.
@@ -98,6 +100,12 @@ impl Arm {
             Server::Spawn { port, .. } => format!("http://127.0.0.1:{port}"),
             Server::External { url } => url.clone(),
         }
+    }
+
+    /// The grace between SIGTERM and SIGKILL (`stop_grace_s`).
+    pub fn stop_grace(&self) -> std::time::Duration {
+        std::time::Duration::try_from_secs_f64(self.stop_grace_s)
+            .unwrap_or_else(|_| std::time::Duration::from_secs_f64(super::DEFAULT_STOP_GRACE_S))
     }
 }
 

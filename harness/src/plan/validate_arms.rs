@@ -9,6 +9,9 @@ use super::schema::{ArmFile, PromptsFile};
 use super::types::{Arm, PanelSource, PanelSpec, Server};
 use super::validate::Checker;
 
+/// `stop_grace_s` when an arm does not set it.
+pub const DEFAULT_STOP_GRACE_S: f64 = 30.0;
+
 pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
     if files.is_empty() {
         c.err("arms", "the plan needs at least one [[arms]] entry");
@@ -50,6 +53,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             }
             (None, Some(url)) => {
                 c.forbid(&format!("{k}.port"), &a.port, "an external server's port is part of its url");
+                c.forbid(&format!("{k}.stop_grace_s"), &a.stop_grace_s, "the harness never stops an external server");
                 if !a.env.is_empty() {
                     c.err(format!("{k}.env"), "only a server the harness starts takes env");
                 }
@@ -80,12 +84,14 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
                 c.err(format!("{k}.receipts"), m);
             }
         }
-        let health = a.health.unwrap_or_else(|| "/health".into());
+        let health = a.health.unwrap_or_else(|| crate::arm::dialect::DEFAULT_HEALTH_PATH.into());
         if !health.starts_with('/') {
             c.err(format!("{k}.health"), format!("{health:?} must be a path starting with /"));
         }
         let startup_timeout_s = a.startup_timeout_s.unwrap_or(600.0);
         c.positive(&format!("{k}.startup_timeout_s"), startup_timeout_s, false);
+        let stop_grace_s = a.stop_grace_s.unwrap_or(DEFAULT_STOP_GRACE_S);
+        c.positive(&format!("{k}.stop_grace_s"), stop_grace_s, true);
         // An invalid server has already been reported; the arm is kept (with a
         // stand-in that never leaves validation) so that references to it by name
         // do not raise a second, misleading "unknown arm".
@@ -97,6 +103,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             env: a.env,
             health,
             startup_timeout_s,
+            stop_grace_s,
             receipts: a.receipts,
             tokenizer: a.tokenizer,
         });

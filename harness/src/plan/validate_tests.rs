@@ -92,6 +92,12 @@ fn base_plan_is_valid() {
     assert_eq!(plan.timing.request_timeout_s, 30.0);
     assert!(plan.request.ignore_eos);
     assert_eq!(plan.arms[0].health, "/health");
+    assert_eq!(plan.arms[0].stop_grace_s, DEFAULT_STOP_GRACE_S);
+    assert_eq!(plan.arms[0].stop_grace(), std::time::Duration::from_secs(30));
+    let plan = parse(&edit("port = 18001", "port = 18001\nstop_grace_s = 2.5")).unwrap();
+    assert_eq!(plan.arms[0].stop_grace(), std::time::Duration::from_millis(2500));
+    let text = plan.render_check("0");
+    assert!(text.contains("stop grace 2.5 s"), "{text}");
 }
 
 #[test]
@@ -138,6 +144,17 @@ fn malformed_plans_are_rejected_with_named_keys() {
             "arms[0].env.X: unknown placeholder {nope}",
         ),
         (edit(port1, "\"{port}\"]\nport = 18001\nurl = \"http://h:1\""), "arms[0]: set either argv"),
+        (
+            edit(port1, "\"{port}\"]\nport = 18001\nstop_grace_s = -1.0"),
+            "arms[0].stop_grace_s: must be zero or positive and finite, got -1",
+        ),
+        (
+            edit(
+                "argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18002",
+                "url = \"http://127.0.0.1:9\"\nstop_grace_s = 5",
+            ),
+            "arms[1].stop_grace_s: the harness never stops an external server",
+        ),
         (
             edit(port1, "\"{port}\"]\nport = 18001\nhealth = \"health\""),
             "arms[0].health: \"health\" must be a path starting with /",

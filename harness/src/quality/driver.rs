@@ -28,13 +28,10 @@ use super::nll::NllDoc;
 use super::parity::{ParityPrompt, ParityResult};
 use super::retrieval::PasskeyItem;
 use super::{QualityError, gsm, nll, parity, retrieval};
-use crate::arm::{ServerProcess, wait_healthy};
+use crate::arm::Invocation;
 use crate::evidence::{write_json, write_jsonl};
 use crate::load::StudyClock;
 use crate::plan::{Arm, ArmRole, Plan, Qualification, Vars, expand};
-
-/// Grace between SIGTERM and SIGKILL when stopping an arm.
-const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// Progress lines on stderr (`qualify: ...`), unless quiet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -202,28 +199,22 @@ pub async fn qualify_arm(
         ArmRun { arm: arm.name.clone(), role: arm.role, startup_s: None, error: None, gates: Vec::new(), parity: None };
     let base_url = arm.base_url();
     super::client::require_loopback(&base_url)?;
-    let clock = StudyClock::start();
-    let process = match plan.arm_command(arm, 0, &arm_dir)? {
-        Some(cmd) => {
-            progress.line(&format!("{}: starting a fresh server", arm.name));
-            match ServerProcess::spawn(&cmd.argv, &cmd.env, &arm_dir.join("server.log"), clock) {
-                Ok(p) => Some(p),
-                Err(e) if e.is_arm_fault() => {
-                    run.error = Some(e.to_string());
-                    return Ok(run);
-                }
-                Err(e) => return Err(e.into()),
-            }
+    let cmd = plan.arm_command(arm, 0, &arm_dir)?;
+    let spawned = cmd.is_some();
+    let mut server = Invocation::new(arm, cmd, arm_dir.join("server.log"), StudyClock::start())?;
+    if spawned {
+        progress.line(&format!("{}: starting a fresh server", arm.name));
+    }
+    match server.spawn() {
+        Ok(()) => {}
+        Err(e) if e.is_arm_fault() => {
+            run.error = Some(e.to_string());
+            return Ok(run);
         }
-        None => None,
-    };
-    let health_client =
-        reqwest::Client::builder().no_proxy().build().map_err(|e| QualityError::Client(e.to_string()))?;
-    let health = format!("{base_url}{}", arm.health);
-    let timeout = Duration::from_secs_f64(arm.startup_timeout_s);
-    let exit = process.as_ref().map(ServerProcess::exit_watch);
-    match wait_healthy(&health_client, &health, clock, timeout, exit).await {
-        Ok((t_ns, _)) => run.startup_s = Some(t_ns as f64 / 1e9),
+        Err(e) => return Err(e.into()),
+    }
+    match server.wait_healthy().await {
+        Ok(()) => run.startup_s = server.startup().startup_s,
         Err(e) => run.error = Some(e.to_string()),
     }
     let mut http_parity = None;
@@ -250,8 +241,7 @@ pub async fn qualify_arm(
             run.gates.push(gsm::run(&ctx, spec, items, set).await);
         }
     }
-    if let Some(p) = process {
-        let stop = p.stop(STOP_GRACE).await;
+    if let Some(stop) = server.stop().await?.stop {
         write_json(&arm_dir.join("stop.json"), &stop)?;
     }
     for g in &run.gates {

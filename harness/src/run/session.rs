@@ -96,6 +96,7 @@ pub struct RunRecord<'a> {
     /// Whether the dispatcher threads run with real-time scheduling (SCHED_FIFO):
     /// without it, busy cores can delay dispatches (see `dispatch_lag_*` per cell).
     pub dispatch_realtime: bool,
+    /// The longest `stop_grace_s` of the plan's spawned arms (each stop records its own).
     pub stop_grace_s: f64,
     pub nvidia_smi: Option<String>,
     /// SHA-256 of the request body sent for each panel prompt (same for every arm).

@@ -13,10 +13,11 @@ use tokio::sync::watch;
 
 use super::cell::{CellOutcome, CellRun, not_run};
 use super::{RunError, Study};
-use crate::arm::{ArmError, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord, wait_healthy, warmup};
+use crate::arm::{ArmError, Invocation, StopRecord};
+use crate::evidence::sha256_hex;
 use crate::evidence::{write_bytes, write_json};
-use crate::load::{RequestCtx, http_client, warmup_body};
-use crate::plan::{Arm, ScheduledBlock, sha256_hex};
+use crate::load::RequestCtx;
+use crate::plan::{Arm, ScheduledBlock};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnitOutcome {
@@ -93,7 +94,6 @@ pub(super) async fn run_unit(
     let dir = s.ev.unit_dir(b, &arm.name);
     s.ev.ensure_dir(&dir)?;
     let cmd = plan.arm_command(arm, b, &dir)?;
-    let client = http_client()?;
     let base = arm.base_url();
     let mut out = UnitOutcome {
         block: b,
@@ -115,8 +115,6 @@ pub(super) async fn run_unit(
     let log = dir.join("server.log");
     // Hashed before the spawn, so that it does not delay the first health poll.
     let program_sha256 = cmd.as_ref().and_then(|c| c.argv.first()).and_then(|p| program_sha256(p, s.base_dir));
-    let spawned_ns = s.clock.now_ns();
-    let spawned = cmd.as_ref().map(|c| ServerProcess::spawn(&c.argv, &c.env, &log, s.clock));
     let mut startup = StartupRecord {
         block: b,
         arm: &arm.name,
@@ -127,7 +125,7 @@ pub(super) async fn run_unit(
         env: cmd.as_ref().map(|c| &c.env),
         program_sha256,
         pid: None,
-        spawned_ns,
+        spawned_ns: 0,
         healthy_ns: None,
         startup_s: None,
         health_polls: 0,
@@ -135,32 +133,33 @@ pub(super) async fn run_unit(
         error: None,
         kv_inventory: None,
     };
-    let server = match spawned.transpose() {
-        Ok(server) => server,
+    let mut server = Invocation::new(arm, cmd.clone(), log.clone(), s.clock)?;
+    let spawned = server.spawn();
+    startup.spawned_ns = server.startup().spawned_ns;
+    match spawned {
+        Ok(()) => {}
         Err(e) if e.is_arm_fault() => {
             startup.error = Some(e.to_string());
             write_json(&dir.join("startup.json"), &startup)?;
             return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), None).await;
         }
         Err(e) => return Err(e.into()),
-    };
-    startup.pid = server.as_ref().map(|p| p.pid);
+    }
+    startup.pid = server.pid();
     out.pid = startup.pid;
-    let exit_watch = server.as_ref().map(ServerProcess::exit_watch);
-    let timeout = Duration::from_secs_f64(arm.startup_timeout_s);
-    let health_url = format!("{base}{}", arm.health);
-    match wait_healthy(&client, &health_url, s.clock, timeout, exit_watch.clone()).await {
-        Ok((t, polls)) => {
-            startup.healthy_ns = Some(t);
-            startup.health_polls = polls;
-            startup.startup_s = Some((t - spawned_ns) as f64 / 1e9);
+    match server.wait_healthy().await {
+        Ok(()) => {
+            let st = server.startup();
+            startup.healthy_ns = st.healthy_ns;
+            startup.health_polls = st.health_polls;
+            startup.startup_s = st.startup_s;
             startup.ok = true;
         }
         Err(e) if e.is_arm_fault() => {
             startup.error = Some(e.to_string());
             startup.kv_inventory = kv_inventory(&log);
             write_json(&dir.join("startup.json"), &startup)?;
-            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), server).await;
+            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), Some(server)).await;
         }
         Err(e) => return Err(e.into()),
     }
@@ -169,40 +168,26 @@ pub(super) async fn run_unit(
     write_json(&dir.join("startup.json"), &startup)?;
 
     // Sampling runs from here to the stop.
-    let (phase, phase_rx) = watch::channel("warmup".to_string());
-    let sampler = Sampler::start(SamplerSpec {
-        metrics_url: format!("{base}/metrics"),
-        pid: out.pid,
-        scrapes: dir.join("scrapes.jsonl"),
-        memory: dir.join("memory.jsonl"),
-        clock: s.clock,
-        phase: phase_rx,
-        nvidia_smi: s.nvidia_smi.clone(),
-    })?;
+    server.start_sampling(dir.join("scrapes.jsonl"), dir.join("memory.jsonl"), "warmup", s.nvidia_smi.clone())?;
     let request_timeout = Duration::from_secs_f64(plan.timing.request_timeout_s);
-    let completions = format!("{base}/v1/completions");
 
     // Warmup: one batched non-streaming call.
     if plan.warmup.prompts > 0 {
         s.progress.status(&label, "warmup");
-        let prompts: Vec<&[u32]> =
-            plan.warmup_prompts().iter().filter_map(|&i| s.inputs.panel.get(i)).map(|p| p.tokens.as_slice()).collect();
-        let body = warmup_body(plan, &prompts).into();
-        let (k, n) = (plan.warmup.prompts, plan.warmup.output_tokens);
-        let rec: WarmupRecord = warmup(&client, &completions, body, k, n, s.clock, request_timeout).await;
+    }
+    if let Some(rec) = server.warm_up(plan, &s.inputs.panel).await {
         write_json(&dir.join("warmup.json"), &rec)?;
         if !rec.ok {
             let e = ArmError::Warmup { detail: rec.detail.clone().unwrap_or_default() };
-            out.scrapes_from(sampler.finish().await?);
-            return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), server).await;
+            return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), Some(server)).await;
         }
     }
 
     // Cells.
-    let exit_rx = exit_watch.clone().unwrap_or_else(|| watch::channel(None).1);
+    let exit_rx = server.exit_watch();
     let ctx = RequestCtx {
-        client,
-        url: completions,
+        client: server.client().clone(),
+        url: server.completions_url(),
         clock: s.clock,
         timeout: request_timeout,
         server_exit: exit_rx.clone(),
@@ -215,7 +200,7 @@ pub(super) async fn run_unit(
         else {
             continue;
         };
-        let run = CellRun { study: s, ctx: &ctx, block: b, arm: &arm.name, label: &label, phase: &phase };
+        let run = CellRun { study: s, ctx: &ctx, block: b, arm: &arm.name, label: &label, phase: server.phase() };
         match run.run(cell, &trace.entries, done).await? {
             None => {
                 out.status = "server_died".into();
@@ -235,16 +220,8 @@ pub(super) async fn run_unit(
             }
         }
     }
-    out.scrapes_from(sampler.finish().await?);
-    let out = stop_and_keep(s, &dir, out, server, cmd.and_then(|c| c.receipts), arm).await?;
+    let out = stop_and_keep(s, &dir, out, Some(server), cmd.and_then(|c| c.receipts), arm).await?;
     Ok((out, summaries))
-}
-
-impl UnitOutcome {
-    fn scrapes_from(&mut self, (scrapes, memory): (u64, u64)) {
-        self.scrapes = scrapes;
-        self.memory_samples = memory;
-    }
 }
 
 /// Records an arm fault: stops what was started and writes `arm_outcome.json`.
@@ -255,7 +232,7 @@ async fn finish_fault(
     status: &str,
     e: ArmError,
     cells: Vec<CellOutcome>,
-    server: Option<ServerProcess>,
+    server: Option<Invocation>,
 ) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
     out.status = status.into();
     out.detail = Some(e.to_string());
@@ -274,17 +251,20 @@ async fn stop_and_keep(
     s: &Study<'_>,
     dir: &Path,
     mut out: UnitOutcome,
-    server: Option<ServerProcess>,
+    server: Option<Invocation>,
     receipts: Option<PathBuf>,
     arm: &Arm,
 ) -> Result<UnitOutcome, RunError> {
-    if let Some(server) = &server {
+    if let Some(server) = server {
         s.progress.status(&format!("b{} {}", out.block, out.arm), "stopping server");
-        if let (Some(info), "completed") = (server.exited(), out.status.as_str()) {
+        let stopped = server.stop().await?;
+        out.scrapes = stopped.scrapes;
+        out.memory_samples = stopped.memory_samples;
+        if let (Some(info), "completed") = (stopped.exited_before_stop, out.status.as_str()) {
             out.status = "server_died".into();
             out.detail = Some(info.description);
         }
-        out.stop = Some(server.stop(s.stop_grace).await);
+        out.stop = stopped.stop;
     }
     let source = receipts.or_else(|| {
         arm.receipts.as_ref().filter(|r| crate::plan::placeholders_in(r).is_empty()).map(|r| s.base_dir.join(r))

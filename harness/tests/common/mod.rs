@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use harness::record::RequestRecord;
 
@@ -22,18 +23,30 @@ pub fn harness_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }
 
-/// `engine` next to the harness binary (target/debug/engine), built if missing.
+/// The `engine` binary of the current sources: `cargo build -p engine --bin engine`
+/// runs once per test process (cargo from `$CARGO`, into the inherited
+/// `CARGO_TARGET_DIR`), and the path is the `executable` of its compiler-artifact
+/// message, so a stale or missing binary is never tested.
 pub fn engine_bin() -> PathBuf {
-    let engine = harness_bin().with_file_name(format!("engine{}", std::env::consts::EXE_SUFFIX));
-    if !engine.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "engine", "--bin", "engine"])
-            .current_dir(workspace())
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run `cargo build -p engine --bin engine`: {e}"));
-        assert!(status.success(), "`cargo build -p engine --bin engine` failed; the harness tests need the engine");
-    }
+    static ENGINE: OnceLock<PathBuf> = OnceLock::new();
+    ENGINE.get_or_init(build_engine).clone()
+}
+
+fn build_engine() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(["build", "-p", "engine", "--bin", "engine", "--message-format=json-render-diagnostics"])
+        .current_dir(workspace())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{cargo} build -p engine --bin engine`: {e}"));
+    assert!(out.status.success(), "`cargo build -p engine --bin engine` failed; the harness tests need the engine");
+    let engine = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "engine")
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("`cargo build -p engine --bin engine` reported no engine executable"));
     assert!(engine.is_file(), "no engine binary at {} after building it", engine.display());
     engine
 }
@@ -137,14 +150,14 @@ pub fn files(dir: &Path) -> Vec<String> {
 /// lists every file of the directory (except itself).
 pub fn check_manifest(dir: &Path, plan_bytes: &[u8]) {
     let m = read_json(&dir.join("manifest.json"));
-    assert_eq!(m["plan_sha256"], harness::plan::sha256_hex(plan_bytes));
+    assert_eq!(m["plan_sha256"], harness::evidence::sha256_hex(plan_bytes));
     let entries = m["files"].as_array().expect("files");
     let mut listed: Vec<String> = Vec::new();
     for f in entries {
         let rel = f["path"].as_str().expect("path");
         let bytes = std::fs::read(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
         assert_eq!(f["bytes"].as_u64(), Some(bytes.len() as u64), "{rel}: size");
-        assert_eq!(f["sha256"].as_str(), Some(harness::plan::sha256_hex(&bytes).as_str()), "{rel}: sha256");
+        assert_eq!(f["sha256"].as_str(), Some(harness::evidence::sha256_hex(&bytes).as_str()), "{rel}: sha256");
         listed.push(rel.to_string());
     }
     let on_disk: Vec<String> = files(dir).into_iter().filter(|p| p != "manifest.json").collect();

@@ -1,10 +1,34 @@
-//! Per-server API dialects: the only place that knows how vLLM-style servers (vLLM,
-//! SGLang, our engine) and llama.cpp's server differ in request fields, where token
-//! ids come back, and where the context length is published. Auto-detection reads
-//! `/v1/models` `owned_by`, then `/props`. Must not send requests itself (the caller
-//! passes what it fetched) and must not judge responses.
+//! The registry of server dialects: the only place that knows how vLLM-style servers
+//! (vLLM, SGLang, our engine) and llama.cpp's `llama-server` differ: request fields,
+//! where token IDs come back, where the context length is published, the parity call
+//! (`harness compare`), and the paths every dialect shares (health default, metrics,
+//! completions, model list). Auto-detection reads `/v1/models` `owned_by`, then
+//! `/props`. Must not send requests itself (callers pass what they fetched) and must
+//! not judge responses.
+//!
+//! The parity call (greedy, forced-length output token IDs):
+//! - vLLM-style: `POST /v1/completions` with `max_tokens` = `min_tokens` = N,
+//!   `ignore_eos`, `temperature` 0, `stream` false, `return_token_ids`; IDs in
+//!   `choices[0].token_ids`.
+//! - llama.cpp: its native `POST /completion` with `n_predict` N, `ignore_eos`,
+//!   `temperature` 0, `stream` false, `return_tokens`, `cache_prompt` false; IDs in
+//!   the top-level `tokens` (its OpenAI routes return text only).
+//!
+//! Timed requests and the warmup use `/v1/completions` in every dialect
+//! (llama-server accepts `max_tokens` and `ignore_eos` there too).
 
 use serde_json::{Value, json};
+
+/// Health path of an arm that does not set `health` (vLLM, llama-server and the engine).
+pub const DEFAULT_HEALTH_PATH: &str = "/health";
+/// Prometheus text exposition (llama-server needs `--metrics`).
+pub const METRICS_PATH: &str = "/metrics";
+/// Where warmup and timed requests go, in every dialect.
+pub const COMPLETIONS_PATH: &str = "/v1/completions";
+/// The model list (`owned_by`, vLLM's `max_model_len`).
+pub const MODELS_PATH: &str = "/v1/models";
+/// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).
+pub const PROPS_PATH: &str = "/props";
 
 /// `--server-kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -134,6 +158,44 @@ impl Adapter {
     }
 }
 
+/// The parity request of one prompt: path and body.
+pub fn parity_request(kind: ServerKind, model: &str, prompt: &[u32], n: u32) -> (&'static str, Value) {
+    match kind {
+        ServerKind::OpenAiVllm => (
+            COMPLETIONS_PATH,
+            json!({"model": model, "prompt": prompt, "max_tokens": n, "min_tokens": n, "ignore_eos": true,
+                   "temperature": 0.0, "stream": false, "return_token_ids": true}),
+        ),
+        ServerKind::LlamaCpp => (
+            "/completion",
+            json!({"prompt": prompt, "n_predict": n, "ignore_eos": true, "temperature": 0.0, "stream": false,
+                   "return_tokens": true, "cache_prompt": false}),
+        ),
+    }
+}
+
+/// The output token IDs of a parity answer, or why there are none.
+pub fn parity_tokens(kind: ServerKind, body: &Value) -> Result<Vec<u32>, String> {
+    let holder = match kind {
+        ServerKind::OpenAiVllm => body
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .ok_or("no choices[0] in the answer")?,
+        ServerKind::LlamaCpp => body,
+    };
+    Adapter::new(kind).token_ids(holder)?.ok_or_else(|| "the answer carries no token ids".to_string())
+}
+
+/// The prompt length the server says it evaluated, when it says so.
+pub fn prompt_tokens(kind: ServerKind, body: &Value) -> Option<u64> {
+    match kind {
+        ServerKind::OpenAiVllm => body.get("usage").and_then(|u| u.get("prompt_tokens")),
+        ServerKind::LlamaCpp => body.get("tokens_evaluated"),
+    }
+    .and_then(Value::as_u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +228,21 @@ mod tests {
         assert_eq!(a.token_ids(&json!({"token_ids": [3, 4]})), Ok(Some(vec![3, 4])));
         assert_eq!(a.token_ids(&json!({"text": "x"})), Ok(None));
         assert!(a.token_ids(&json!({"token_ids": [-1]})).is_err());
+    }
+
+    #[test]
+    fn each_dialect_asks_for_and_reads_token_ids() {
+        let (path, v) = parity_request(ServerKind::OpenAiVllm, "m", &[1, 2], 4);
+        assert_eq!((path, &v["max_tokens"], &v["return_token_ids"]), ("/v1/completions", &json!(4), &json!(true)));
+        let (path, l) = parity_request(ServerKind::LlamaCpp, "m", &[1, 2], 4);
+        assert_eq!((path, &l["n_predict"], &l["return_tokens"]), ("/completion", &json!(4), &json!(true)));
+        assert_eq!(l["prompt"], json!([1, 2]));
+        let vllm = json!({"choices": [{"text": "ab", "token_ids": [7, 8]}], "usage": {"prompt_tokens": 2}});
+        assert_eq!(parity_tokens(ServerKind::OpenAiVllm, &vllm), Ok(vec![7, 8]));
+        assert_eq!(prompt_tokens(ServerKind::OpenAiVllm, &vllm), Some(2));
+        let llama = json!({"content": "ab", "tokens": [7, 9], "tokens_evaluated": 2});
+        assert_eq!(parity_tokens(ServerKind::LlamaCpp, &llama), Ok(vec![7, 9]));
+        assert!(parity_tokens(ServerKind::LlamaCpp, &json!({"content": "ab"})).is_err());
+        assert!(parity_tokens(ServerKind::OpenAiVllm, &llama).is_err());
     }
 }

@@ -1,0 +1,376 @@
+//! One server invocation of one arm, the lifecycle every command shares (`run`,
+//! `qualify`, `compare`, `accept --plan`): spawn the expanded argv (or take an
+//! external arm as it is), wait for its health path (cold start = spawn to the first
+//! 200), sample `/metrics` and memory once a second when asked, send the plan's
+//! warmup call when asked, and stop it with SIGTERM to its group and SIGKILL after
+//! the arm's `stop_grace_s` from the plan. Owns the order of these steps and the
+//! facts they produce (`Startup`, `Stopped`). Must not write evidence files (each
+//! command keeps its own file names and shapes), send timed requests, or decide
+//! when to stop.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::dialect::{COMPLETIONS_PATH, METRICS_PATH};
+use super::{ArmError, ExitInfo, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord};
+use crate::load::{StudyClock, http_client, warmup_body};
+use crate::plan::{Arm, ArmCommand, Plan};
+use crate::trace::Panel;
+
+/// Stands in for a wait too long for a `Duration` (validated plans have none).
+const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What the start of one invocation recorded, whichever way it went.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Startup {
+    pub pid: Option<u32>,
+    /// Study time just before the spawn (external arm: before the first poll).
+    pub spawned_ns: u64,
+    /// Study time of the first 200 from the health path.
+    pub healthy_ns: Option<u64>,
+    /// Health polls up to that 200 (0 when it never came).
+    pub health_polls: u64,
+    /// Cold start: `healthy_ns - spawned_ns`, in seconds.
+    pub startup_s: Option<f64>,
+}
+
+/// What stopping an invocation found and did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stopped {
+    /// `VmHWM` of the server PID read just before the stop (the peak resident set).
+    pub peak_rss_bytes: Option<u64>,
+    /// Lines the sampler wrote (`scrapes.jsonl`, `memory.jsonl`); 0 without one.
+    pub scrapes: u64,
+    pub memory_samples: u64,
+    /// How the process had ended when the stop began, if it had.
+    pub exited_before_stop: Option<ExitInfo>,
+    /// `None` for an external arm (never stopped) or a spawn that failed.
+    pub stop: Option<StopRecord>,
+}
+
+/// One server invocation. Dropping it without `stop` kills the server's group.
+pub struct Invocation {
+    arm: String,
+    base_url: String,
+    health_url: String,
+    startup_timeout: Duration,
+    grace: Duration,
+    clock: StudyClock,
+    client: reqwest::Client,
+    command: Option<ArmCommand>,
+    log: PathBuf,
+    process: Option<ServerProcess>,
+    sampler: Option<Sampler>,
+    phase: watch::Sender<String>,
+    startup: Startup,
+}
+
+impl Invocation {
+    /// An invocation of `arm` from its expanded `command` (`None`: external arm) with
+    /// its output appended to `log`. Starts nothing yet.
+    pub fn new(
+        arm: &Arm,
+        command: Option<ArmCommand>,
+        log: PathBuf,
+        clock: StudyClock,
+    ) -> Result<Invocation, ArmError> {
+        let client = http_client().map_err(|e| ArmError::Client(e.to_string()))?;
+        let base_url = arm.base_url();
+        Ok(Invocation {
+            arm: arm.name.clone(),
+            health_url: format!("{base_url}{}", arm.health),
+            base_url,
+            startup_timeout: Duration::try_from_secs_f64(arm.startup_timeout_s).unwrap_or(LONGEST_WAIT),
+            grace: arm.stop_grace(),
+            clock,
+            client,
+            command,
+            log,
+            process: None,
+            sampler: None,
+            phase: watch::channel("idle".to_string()).0,
+            startup: Startup::default(),
+        })
+    }
+
+    /// Spawns the server (an external arm: only notes the time).
+    pub fn spawn(&mut self) -> Result<(), ArmError> {
+        self.startup.spawned_ns = self.clock.now_ns();
+        if let Some(cmd) = &self.command {
+            let p = ServerProcess::spawn(&cmd.argv, &cmd.env, &self.log, self.clock)?;
+            self.startup.pid = Some(p.pid);
+            self.process = Some(p);
+        }
+        Ok(())
+    }
+
+    /// Polls the health path until 200, the process exits, or the arm's startup
+    /// timeout passes. An early exit names the tail of the server's log.
+    pub async fn wait_healthy(&mut self) -> Result<(), ArmError> {
+        let exit = self.process.as_ref().map(ServerProcess::exit_watch);
+        let got = super::wait_healthy(&self.client, &self.health_url, self.clock, self.startup_timeout, exit).await;
+        match got {
+            Ok((t, polls)) => {
+                self.startup.healthy_ns = Some(t);
+                self.startup.health_polls = polls;
+                self.startup.startup_s = Some(t.saturating_sub(self.startup.spawned_ns) as f64 / 1e9);
+                Ok(())
+            }
+            Err(ArmError::ExitedBeforeHealthy { detail }) => {
+                Err(ArmError::ExitedBeforeHealthy { detail: with_log_tail(detail, &self.log) })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `spawn` then `wait_healthy`.
+    pub async fn start(&mut self) -> Result<(), ArmError> {
+        self.spawn()?;
+        self.wait_healthy().await
+    }
+
+    /// Starts sampling `/metrics` (and, for a spawned server, memory) into the two
+    /// files, every line tagged with the current phase (initially `phase`).
+    pub fn start_sampling(
+        &mut self,
+        scrapes: PathBuf,
+        memory: PathBuf,
+        phase: &str,
+        nvidia_smi: Option<PathBuf>,
+    ) -> Result<(), ArmError> {
+        let (tx, rx) = watch::channel(phase.to_string());
+        self.phase = tx;
+        self.sampler = Some(Sampler::start(SamplerSpec {
+            metrics_url: format!("{}{METRICS_PATH}", self.base_url),
+            pid: self.startup.pid,
+            scrapes,
+            memory,
+            clock: self.clock,
+            phase: rx,
+            nvidia_smi,
+        })?);
+        Ok(())
+    }
+
+    /// The plan's warmup call (one batched non-streaming `/v1/completions` of the
+    /// warmup prompts), or `None` when the plan has no warmup prompts. Sent once.
+    pub async fn warm_up(&self, plan: &Plan, panel: &Panel) -> Option<WarmupRecord> {
+        if plan.warmup.prompts == 0 {
+            return None;
+        }
+        let prompts: Vec<&[u32]> =
+            plan.warmup_prompts().iter().filter_map(|&i| panel.get(i)).map(|p| p.tokens.as_slice()).collect();
+        let body = warmup_body(plan, &prompts).into();
+        let (k, n) = (plan.warmup.prompts, plan.warmup.output_tokens);
+        let timeout = Duration::try_from_secs_f64(plan.timing.request_timeout_s).unwrap_or(LONGEST_WAIT);
+        Some(super::warmup(&self.client, &self.completions_url(), body, k, n, self.clock, timeout).await)
+    }
+
+    /// Reads the peak RSS, stops the sampler, then stops the server (SIGTERM to its
+    /// group, SIGKILL after the grace). The server is stopped even when the sampler
+    /// failed; that failure is returned after.
+    pub async fn stop(mut self) -> Result<Stopped, ArmError> {
+        let peak_rss_bytes = self.startup.pid.and_then(|pid| super::read_rss(pid).1);
+        let sampled = match self.sampler.take() {
+            Some(s) => s.finish().await,
+            None => Ok((0, 0)),
+        };
+        let process = self.process.take();
+        let exited_before_stop = process.as_ref().and_then(ServerProcess::exited);
+        let stop = match &process {
+            Some(p) => Some(p.stop(self.grace).await),
+            None => None,
+        };
+        let (scrapes, memory_samples) = sampled?;
+        Ok(Stopped { peak_rss_bytes, scrapes, memory_samples, exited_before_stop, stop })
+    }
+
+    pub fn arm(&self) -> &str {
+        &self.arm
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `<base>/v1/completions`, where warmup and timed requests go in every dialect.
+    pub fn completions_url(&self) -> String {
+        format!("{}{COMPLETIONS_PATH}", self.base_url)
+    }
+
+    /// The client the health polls and the warmup used.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    pub fn startup(&self) -> &Startup {
+        &self.startup
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.startup.pid
+    }
+
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    pub fn log(&self) -> &std::path::Path {
+        &self.log
+    }
+
+    /// The expanded command (`None`: external arm).
+    pub fn command(&self) -> Option<&ArmCommand> {
+        self.command.as_ref()
+    }
+
+    /// `Some(description)` once the process exited; never fires for an external arm.
+    pub fn exit_watch(&self) -> watch::Receiver<Option<String>> {
+        match &self.process {
+            Some(p) => p.exit_watch(),
+            None => watch::channel(None).1,
+        }
+    }
+
+    pub fn exited(&self) -> Option<ExitInfo> {
+        self.process.as_ref().and_then(ServerProcess::exited)
+    }
+
+    /// The phase every sampled line is tagged with from now on.
+    pub fn phase(&self) -> &watch::Sender<String> {
+        &self.phase
+    }
+}
+
+impl Drop for Invocation {
+    fn drop(&mut self) {
+        if let Some(p) = self.process.take() {
+            p.kill_group();
+        }
+    }
+}
+
+/// Lines of the server log quoted when a server exits before it is healthy.
+const LOG_TAIL_LINES: usize = 20;
+
+/// `detail` plus the last lines of `log` (when it has any).
+fn with_log_tail(detail: String, log: &std::path::Path) -> String {
+    let Ok(bytes) = std::fs::read(log) else {
+        return detail;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return format!("{detail}; {} is empty", log.display());
+    }
+    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+    format!("{detail}; last lines of {}:\n{tail}", log.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::plan::{ArmRole, Server};
+
+    /// An arm whose "server" is `sh -c script` on a port nothing listens on.
+    fn arm(script: &str, stop_grace_s: f64, startup_timeout_s: f64) -> (Arm, ArmCommand) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
+        let arm = Arm {
+            name: "a".into(),
+            role: ArmRole::Control,
+            server: Server::Spawn { argv: argv.clone(), port },
+            env: BTreeMap::new(),
+            health: "/health".into(),
+            startup_timeout_s,
+            stop_grace_s,
+            receipts: None,
+            tokenizer: None,
+        };
+        (arm, ArmCommand { argv, env: BTreeMap::new(), port, receipts: None })
+    }
+
+    fn alive(pid: u32) -> bool {
+        // SAFETY: signal 0 only probes whether the process exists.
+        unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+    }
+
+    #[tokio::test]
+    async fn the_stop_kills_after_the_plans_grace_a_server_that_ignores_sigterm() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (arm, cmd) = arm("trap '' TERM; sleep 30", 0.3, 5.0);
+        let mut inv = Invocation::new(&arm, Some(cmd), tmp.path().join("server.log"), StudyClock::start()).unwrap();
+        assert_eq!(inv.grace(), Duration::from_millis(300));
+        inv.spawn().unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let t0 = std::time::Instant::now();
+        let stopped = inv.stop().await.unwrap();
+        let stop = stopped.stop.expect("a spawned server is stopped");
+        assert_eq!(stop.how, "killed_after_grace");
+        assert!(stop.sigterm_sent && stop.sigkill_sent);
+        assert_eq!(stop.grace_s, 0.3);
+        assert_eq!(stop.exit.and_then(|e| e.signal), Some(libc::SIGKILL));
+        assert!(t0.elapsed() >= Duration::from_millis(300), "SIGKILL came before the grace");
+        assert!(stopped.exited_before_stop.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_early_exit_fails_the_health_wait_with_the_log_tail() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (arm, cmd) = arm("echo loading model; echo 'fatal: no such model' >&2; exit 7", 30.0, 20.0);
+        let mut inv = Invocation::new(&arm, Some(cmd), tmp.path().join("server.log"), StudyClock::start()).unwrap();
+        let err = inv.start().await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ArmError::ExitedBeforeHealthy { .. }), "{text}");
+        assert!(err.is_arm_fault());
+        assert!(text.contains("code 7") && text.contains("fatal: no such model"), "{text}");
+        assert!(text.contains("server.log"), "{text}");
+        assert_eq!((inv.startup().healthy_ns, inv.startup().startup_s), (None, None));
+        let stopped = inv.stop().await.unwrap();
+        assert_eq!(stopped.stop.map(|s| s.how).as_deref(), Some("already_exited"));
+        assert_eq!(stopped.exited_before_stop.and_then(|e| e.code), Some(7));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_answers_times_out_naming_its_url() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (arm, cmd) = arm("exec sleep 30", 0.5, 0.3);
+        let mut inv = Invocation::new(&arm, Some(cmd), tmp.path().join("server.log"), StudyClock::start()).unwrap();
+        let err = inv.start().await.unwrap_err();
+        assert!(matches!(&err, ArmError::HealthTimeout { url, .. } if url.ends_with("/health")), "{err}");
+        let stop = inv.stop().await.unwrap().stop.unwrap();
+        assert_eq!(stop.how, "exited_on_sigterm");
+    }
+
+    #[tokio::test]
+    async fn dropping_an_unstopped_invocation_kills_its_server() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (arm, cmd) = arm("trap '' TERM; exec sleep 30", 30.0, 5.0);
+        let mut inv = Invocation::new(&arm, Some(cmd), tmp.path().join("server.log"), StudyClock::start()).unwrap();
+        inv.spawn().unwrap();
+        let pid = inv.pid().unwrap();
+        let mut exit = inv.exit_watch();
+        assert!(alive(pid));
+        drop(inv);
+        let waited = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some)).await;
+        assert!(waited.is_ok(), "the server outlived its dropped invocation");
+    }
+
+    #[test]
+    fn the_log_tail_keeps_the_last_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("server.log");
+        let text: String = (0..50).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&log, text).unwrap();
+        let d = with_log_tail("server exited with code 1".into(), &log);
+        assert!(d.starts_with("server exited with code 1; last lines of"));
+        assert!(d.contains("line 49") && d.contains("line 30") && !d.contains("line 29\n"), "{d}");
+        std::fs::write(&log, "").unwrap();
+        assert!(with_log_tail("x".into(), &log).ends_with("is empty"));
+        assert_eq!(with_log_tail("x".into(), &tmp.path().join("none")), "x");
+    }
+}
