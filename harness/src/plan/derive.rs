@@ -9,8 +9,12 @@
 //! - count = max(count_floor, ceil(count_duration_s * max(pilot_rates))), rounded up
 //!   to a multiple of count_multiple.
 //!
-//! Every floor/ceil first rounds its argument to 9 decimals, so a product such as
-//! 0.29 * 100 = 28.999999999999996 counts as 29.
+//! Every product is computed in exact decimal arithmetic (`Decimal`: an integer
+//! mantissa and a power-of-ten scale) on the decimal text of each number, so
+//! 0.29 * 100 is exactly 29 and 0.9 * 3.2222222222 is exactly 2.89999999998 (near
+//! 2.8, not 2.9). A plan number's decimal text is recovered from its `f64` as the
+//! shortest text that reads back as the same `f64`, which is the text written in the
+//! plan for any number of up to 15 significant digits.
 
 use std::collections::BTreeMap;
 
@@ -60,16 +64,89 @@ pub fn tenths_str(tenths: u64) -> String {
     format!("{}.{}", tenths / 10, tenths % 10)
 }
 
-fn snap(x: f64) -> f64 {
-    (x * 1e9).round() / 1e9
+/// An exact non-negative decimal: `mantissa / 10^scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decimal {
+    mantissa: u128,
+    scale: u32,
 }
 
-fn floor_robust(x: f64) -> u64 {
-    snap(x).floor().max(0.0) as u64
+/// Largest scale kept: beyond it a product's denominator would not fit in `u128`.
+const MAX_SCALE: u32 = 36;
+
+impl Decimal {
+    /// An integer.
+    pub fn from_int(n: u64) -> Decimal {
+        Decimal { mantissa: u128::from(n), scale: 0 }
+    }
+
+    /// Parses plain decimal text such as `16.6504` or `3` (no sign, no exponent).
+    pub fn parse(text: &str) -> Option<Decimal> {
+        let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let digits = || int.bytes().chain(frac.bytes());
+        if !digits().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let frac = frac.trim_end_matches('0');
+        let scale = u32::try_from(frac.len()).ok().filter(|&s| s <= MAX_SCALE)?;
+        let mut mantissa: u128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            mantissa = mantissa.checked_mul(10)?.checked_add(u128::from(b - b'0'))?;
+        }
+        Some(Decimal { mantissa, scale })
+    }
+
+    /// The decimal text of a finite non-negative `f64` (its shortest round-trip
+    /// form; Rust never writes an exponent there). `None` for NaN, infinities,
+    /// negatives and values whose digits do not fit.
+    pub fn from_f64(x: f64) -> Option<Decimal> {
+        if !x.is_finite() || x < 0.0 {
+            return None;
+        }
+        Decimal::parse(&format!("{x}"))
+    }
+
+    /// The exact product, `None` on overflow.
+    pub fn mul(self, other: Decimal) -> Option<Decimal> {
+        let scale = self.scale + other.scale;
+        if scale > MAX_SCALE {
+            return None;
+        }
+        Some(Decimal { mantissa: self.mantissa.checked_mul(other.mantissa)?, scale })
+    }
+
+    fn denominator(self) -> u128 {
+        10u128.pow(self.scale)
+    }
+
+    /// Rounds down to an integer; `None` when it exceeds `u64`.
+    pub fn floor(self) -> Option<u64> {
+        u64::try_from(self.mantissa / self.denominator()).ok()
+    }
+
+    /// Rounds up to an integer; `None` when it exceeds `u64`.
+    pub fn ceil(self) -> Option<u64> {
+        u64::try_from(self.mantissa.div_ceil(self.denominator())).ok()
+    }
+
+    /// The value in tenths when it is a whole number of tenths.
+    pub fn exact_tenths(self) -> Option<u64> {
+        let t = self.mul(Decimal::from_int(10))?;
+        (t.mantissa % t.denominator() == 0).then(|| t.floor()).flatten()
+    }
 }
 
-fn ceil_robust(x: f64) -> u64 {
-    snap(x).ceil().max(0.0) as u64
+/// `floor(factor * x)` for plan numbers, exactly; `None` when a number has no exact
+/// decimal form that fits (validation keeps plan numbers far from that).
+fn floor_product(factors: &[f64], x: Decimal) -> Option<u64> {
+    factors.iter().try_fold(x, |acc, &f| acc.mul(Decimal::from_f64(f)?))?.floor()
+}
+
+fn ceil_product(a: f64, b: f64) -> Option<u64> {
+    Decimal::from_f64(a)?.mul(Decimal::from_f64(b)?)?.ceil()
 }
 
 /// Applies the formula. `spec` is assumed validated (positive finite pilots).
@@ -77,7 +154,10 @@ pub fn compute(spec: &DeriveSpec) -> Result<DerivedLoads, Vec<Issue>> {
     let mut issues = Vec::new();
     let slower = spec.pilot_rates.iter().copied().fold(f64::INFINITY, f64::min);
     let faster = spec.pilot_rates.iter().copied().fold(0.0, f64::max);
-    let near = floor_robust(10.0 * spec.near_fraction * slower);
+    let overflow = |key: &str| Issue::new(key, "too many digits for exact decimal arithmetic");
+    let Some(near) = floor_product(&[spec.near_fraction, slower], Decimal::from_int(10)) else {
+        return Err(vec![overflow("derive.pilot_rates")]);
+    };
     if near == 0 {
         issues.push(Issue::new(
             "derive.near_fraction",
@@ -86,7 +166,10 @@ pub fn compute(spec: &DeriveSpec) -> Result<DerivedLoads, Vec<Issue>> {
     }
     let mut rates_tenths = BTreeMap::from([("near".to_string(), near)]);
     for (name, &f) in &spec.fractions {
-        let t = floor_robust(f * near as f64);
+        let Some(t) = floor_product(&[f], Decimal::from_int(near)) else {
+            issues.push(overflow(&format!("derive.fractions.{name}")));
+            continue;
+        };
         if t == 0 && near > 0 {
             issues.push(Issue::new(
                 format!("derive.fractions.{name}"),
@@ -95,10 +178,16 @@ pub fn compute(spec: &DeriveSpec) -> Result<DerivedLoads, Vec<Issue>> {
         }
         rates_tenths.insert(name.clone(), t);
     }
-    let count = spec.count.as_ref().map(|rule| {
-        let c = rule.floor.max(ceil_robust(rule.duration_s * faster));
-        c.div_ceil(rule.multiple) * rule.multiple
-    });
+    let count = match spec.count.as_ref() {
+        None => None,
+        Some(rule) => match ceil_product(rule.duration_s, faster) {
+            Some(c) => Some(rule.floor.max(c).div_ceil(rule.multiple).saturating_mul(rule.multiple)),
+            None => {
+                issues.push(overflow("derive.count_duration_s"));
+                None
+            }
+        },
+    };
     if let Some(c) = count.filter(|&c| c > MAX_REQUESTS) {
         issues.push(Issue::new(
             "derive.count_duration_s",
@@ -131,9 +220,8 @@ pub(super) fn check_table(
                 let got = value
                     .as_float()
                     .or(value.as_integer().map(|i| i as f64))
-                    .map(|x| snap(x * 10.0))
-                    .filter(|t| t.fract() == 0.0 && *t >= 0.0)
-                    .map(|t| t as u64);
+                    .and_then(Decimal::from_f64)
+                    .and_then(Decimal::exact_tenths);
                 (want.map(tenths_str), want.is_some() && got == want)
             }
         };
@@ -273,6 +361,68 @@ mod tests {
         assert_eq!(d.rates_tenths["near"], 100);
         assert_eq!(d.rates_tenths["x"], 29);
         assert_eq!(d.count, Some(29));
+    }
+
+    #[test]
+    fn products_are_exact_decimals_not_snapped_floats() {
+        // 10 * 0.9 * 3.2222222222 = 28.999999999800 exactly: near is 2.8. A 9-decimal
+        // snap of the f64 product (28.9999999998...) gave 29, i.e. 2.9.
+        let spec = DeriveSpec {
+            pilot_rates: vec![3.2222222222, 4.0],
+            near_fraction: 0.9,
+            fractions: BTreeMap::from([("half".into(), 0.5)]),
+            count: Some(CountRule { floor: 1, duration_s: 10.0, multiple: 1 }),
+            note: None,
+        };
+        let d = compute(&spec).unwrap();
+        assert_eq!(tenths_str(d.rates_tenths["near"]), "2.8");
+        assert_eq!(d.rates_tenths["half"], 14);
+        assert_eq!(d.count, Some(40));
+        // Above a whole number by less than a 9-decimal snap keeps: 30 * 1.00000000001
+        // = 30.0000000003, so the count rounds up to 31 (the snap made it 30).
+        let spec = DeriveSpec {
+            pilot_rates: vec![1.00000000001],
+            near_fraction: 1.0,
+            fractions: BTreeMap::new(),
+            count: Some(CountRule { floor: 1, duration_s: 30.0, multiple: 1 }),
+            note: None,
+        };
+        assert_eq!(compute(&spec).unwrap().count, Some(31));
+    }
+
+    #[test]
+    fn decimal_parsing_and_rounding() {
+        let d = |t: &str| Decimal::parse(t).unwrap();
+        assert_eq!(d("16.6504"), Decimal { mantissa: 166504, scale: 4 });
+        assert_eq!(d("16.65040"), d("16.6504"));
+        assert_eq!(d("3."), Decimal::from_int(3));
+        assert_eq!(d(".5"), Decimal { mantissa: 5, scale: 1 });
+        for bad in ["", ".", "-1", "1e5", "1.2.3", " 1"] {
+            assert_eq!(Decimal::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(Decimal::from_f64(0.1), Some(d("0.1")));
+        assert_eq!(Decimal::from_f64(1e-7), Some(d("0.0000001")));
+        assert_eq!(Decimal::from_f64(f64::NAN), None);
+        assert_eq!(Decimal::from_f64(-1.0), None);
+        assert_eq!(d("2.5").floor(), Some(2));
+        assert_eq!(d("2.5").ceil(), Some(3));
+        assert_eq!(d("2").ceil(), Some(2));
+        assert_eq!(d("14.9").exact_tenths(), Some(149));
+        assert_eq!(d("14.95").exact_tenths(), None);
+        assert_eq!(d("0.1").mul(d("0.2")), Some(d("0.02")));
+    }
+
+    #[test]
+    fn derived_table_is_checked_exactly() {
+        let spec = reference();
+        let expected = compute(&spec).unwrap();
+        let table = |near: &str| -> BTreeMap<String, toml::Value> {
+            toml::from_str(&format!("near = {near}\nlow = 3.7\nmoderate = 8.1\ncount = 768\n")).unwrap()
+        };
+        let mut issues = Vec::new();
+        assert!(check_table(&table("14.9"), Some(&expected), &mut issues).is_some(), "{issues:?}");
+        assert!(check_table(&table("14.90000001"), Some(&expected), &mut issues).is_none());
+        assert_eq!(issues.len(), 1, "{issues:?}");
     }
 
     #[test]
