@@ -19,6 +19,7 @@ mod validate;
 mod validate_arms;
 mod validate_cells;
 mod validate_quality;
+mod warnings;
 
 #[cfg(test)]
 mod plan_tests;
@@ -43,6 +44,7 @@ pub use types::{
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
+pub use warnings::{blocks_needed, items_needed, zero_loss_upper};
 
 fn parse_file(text: &str) -> Result<schema::PlanFile, PlanError> {
     toml::from_str(text).map_err(|e| PlanError::Parse(e.to_string().trim_end().to_string()))

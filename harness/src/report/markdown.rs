@@ -311,6 +311,20 @@ const DEFINITIONS: &str = "## Definitions\n\n\
 - Median interval: distribution-free, [x_(k), x_(n-k+1)] of the ordered effects with the largest k whose exact coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) reaches the target; the coverage printed is exact (with 10 blocks, the 2nd and 9th effects give 97.8516%).\n\
 - Decision: supported (no failure, Holm p <= alpha and median >= threshold); not supported, naming each failed rule; or blocked by failed requests, arm faults or a failed qualification, with the numbers kept beside it.\n";
 
+/// What `harness plan check` warns about this plan (`Plan::warnings`), when anything.
+fn plan_warnings(o: &mut String, l: &Loaded) {
+    let warnings = l.frozen.plan.warnings();
+    if warnings.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## Plan warnings\n");
+    let _ = writeln!(o, "`harness plan check` warns that this plan cannot deliver everything it asks for:\n");
+    for w in warnings {
+        let _ = writeln!(o, "- warning: {w}");
+    }
+    o.push('\n');
+}
+
 /// The whole of `report.md`.
 pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     let hash: String = l.frozen.sha256.chars().take(12).collect();
@@ -325,6 +339,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
         sessions(&mut o, &l.sessions);
     }
     o.push('\n');
+    plan_warnings(&mut o, l);
     if let Some(q) = &l.qualification {
         qualification(&mut o, q);
     }
