@@ -10,6 +10,7 @@ pub mod gate;
 pub mod load;
 pub mod metrics;
 pub mod plan;
+pub mod power;
 pub mod quality;
 pub mod record;
 pub mod replay;

@@ -2,7 +2,7 @@
 //! work itself lives in the library (`harness::plan`, `harness::trace`, ...). Must not
 //! hold study logic: each subcommand loads, calls the library, and reports.
 //!
-//! Subcommands: `plan check`, `plan derive`, `trace`, `run` (with `--resume`),
+//! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with `--resume`),
 //! `report`, `replay`, `gate`, `qualify`, `accept`, `compare`, `bench-client`; each
 //! is one `Command` variant and one function or match arm.
 //!
@@ -108,6 +108,29 @@ enum PlanCommand {
         #[arg(long)]
         write: bool,
     },
+    /// How small an effect the plan can see: power of its rule from A/A or pilot noise.
+    Power {
+        /// The plan file.
+        plan: PathBuf,
+        /// An A/A or pilot evidence directory (a `harness run` study) to take the noise from.
+        #[arg(long)]
+        noise: PathBuf,
+        /// Also write the result as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// A true effect (fraction, e.g. 0.05) whose needed block count is reported.
+        #[arg(long)]
+        target_effect: Option<f64>,
+        /// The probability that needed block count must reach.
+        #[arg(long, default_value_t = 0.8)]
+        target_power: f64,
+        /// Simulation seed (default: the plan's study.seed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Simulated studies per point.
+        #[arg(long, default_value_t = harness::power::DEFAULT_DRAWS)]
+        draws: usize,
+    },
 }
 
 fn freeze(path: &Path) -> Result<FrozenPlan> {
@@ -120,6 +143,9 @@ fn check(path: &Path) -> Result<()> {
     print!("{}", p.render_check(&frozen.sha256));
     for (key, missing) in p.missing_inputs(Path::new(".")) {
         println!("warning: {key}: {} does not exist (yet)", missing.display());
+    }
+    for w in p.warnings() {
+        println!("warning: {w}");
     }
     if let Ok(text) = std::str::from_utf8(&frozen.bytes)
         && text.lines().any(|l| l.trim() == "[compare]")
@@ -151,6 +177,17 @@ fn derive(path: &Path, write: bool) -> Result<()> {
                 .with_context(|| format!("writing {}", path.display()))?;
             println!("wrote [derived] into {}", path.display());
         }
+    }
+    Ok(())
+}
+
+/// `harness plan power`.
+fn power(opts: &harness::power::PowerOptions, json: Option<&Path>) -> Result<()> {
+    let report = harness::power::run(opts).with_context(|| format!("power of {}", opts.plan.display()))?;
+    print!("{}", report.render());
+    if let Some(path) = json {
+        report.write_json(path)?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }
@@ -243,6 +280,12 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         if let Some(p) = c.downcast_ref::<PlanError>() {
             return bad_plan(p);
         }
+        match c.downcast_ref::<harness::power::PowerError>() {
+            Some(harness::power::PowerError::Plan(p)) => return bad_plan(p),
+            Some(harness::power::PowerError::Write { .. } | harness::power::PowerError::Stats(_)) => return false,
+            Some(_) => return true,
+            None => {}
+        }
         if let Some(RunError::Plan(p)) = c.downcast_ref::<RunError>() {
             return bad_plan(p);
         }
@@ -269,6 +312,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plan(PlanCommand::Check { plan }) => check(&plan),
         Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
+        Command::Plan(PlanCommand::Power { plan, noise, json, target_effect, target_power, seed, draws }) => {
+            let opts = harness::power::PowerOptions { plan, noise, target_effect, target_power, seed, draws };
+            power(&opts, json.as_deref())
+        }
         Command::Trace { plan, out, traces_only } => write_trace(&plan, &out, traces_only),
         Command::Run { plan, out, force, resume, quiet } => match run(plan, out, force, resume, quiet) {
             Ok(true) => Ok(()),

@@ -188,10 +188,15 @@ mod tests {
         assert!(w[0].starts_with("qualification.retrieval.prompts: this gate can never pass: with 100 items"), "{w:?}");
         assert!(w[0].contains("2.9513%") && w[0].contains("needs at least 149 items"), "{w:?}");
         assert!(warnings_of(&with_gate("[qualification.retrieval]\ncontext_tokens = 256\nprompts = 149\n")).is_empty());
-        assert_eq!(warnings_of(&with_gate("[qualification.retrieval]\ncontext_tokens = 256\nprompts = 148\n")).len(), 1);
+        assert_eq!(
+            warnings_of(&with_gate("[qualification.retrieval]\ncontext_tokens = 256\nprompts = 148\n")).len(),
+            1
+        );
         // A GSM subset is checked; 50 items at 6% can pass (5.82%), 50 at 5% cannot.
         let gsm = |rate: &str| {
-            format!("[qualification.gsm]\npath = \"g.jsonl\"\ndataset = \"gsm-style\"\nsubset = 50\nmax_loss_rate = {rate}\n")
+            format!(
+                "[qualification.gsm]\npath = \"g.jsonl\"\ndataset = \"gsm-style\"\nsubset = 50\nmax_loss_rate = {rate}\n"
+            )
         };
         assert!(warnings_of(&with_gate(&gsm("0.06"))).is_empty());
         let w = warnings_of(&with_gate(&gsm("0.05")));
@@ -208,7 +213,11 @@ mod tests {
         assert!(warnings_of(&base.replacen("rate = 2.5", "rate = 16.6", 1)).is_empty());
         let w = warnings_of(&base.replacen("rate = 2.5", "rate = 17.0", 1));
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("cells[1].rate: confirmation cell open offers 17 req/s, above the slower pilot rate 16.6504"));
+        assert!(
+            w[0].starts_with(
+                "cells[1].rate: confirmation cell open offers 17 req/s, above the slower pilot rate 16.6504"
+            )
+        );
         // Without pilots there is nothing to compare with.
         assert!(warnings_of(&family(5, false).replacen("rate = 2.5", "rate = 17.0", 1)).is_empty());
     }

@@ -68,6 +68,9 @@ pub struct SynthSpec {
     pub failures: bool,
     /// Make this (block, arm index) a server that died before its last cell.
     pub fault: Option<(u32, usize)>,
+    /// Step time of each arm (cand, cand2, base) in percent of the control's; all 100
+    /// makes an A/A study (the arms differ only in their random draws).
+    pub speeds_percent: [u64; 3],
 }
 
 impl SynthSpec {
@@ -81,6 +84,7 @@ impl SynthSpec {
             output_tokens: 8,
             failures: true,
             fault: None,
+            speeds_percent: [95, 99, 100],
         }
     }
 
@@ -95,6 +99,7 @@ impl SynthSpec {
             output_tokens: 128,
             failures: true,
             fault: None,
+            speeds_percent: [95, 99, 100],
         }
     }
 }
@@ -181,7 +186,7 @@ fn simulate(
 ) -> UnitSim {
     let (arm, _, _) = ARMS[arm_i];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (u64::from(block.index) << 8) ^ arm_i as u64);
-    let speed = [95u64, 99, 100][arm_i]; // percent of the control's step time
+    let speed = spec.speeds_percent[arm_i]; // percent of the control's step time
     let traces = crate::trace::generate_traces(plan).unwrap_or_default();
     let resolved = plan.resolved_cells().unwrap_or_default();
     let mut receipts = String::new();

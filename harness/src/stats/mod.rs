@@ -9,6 +9,8 @@
 //!   interval with exact coverage;
 //! - `clopper_pearson`: one-sided exact binomial upper bound (quality gates);
 //! - `percentile`: the one percentile method (nearest rank) for all layers;
+//! - `power`: the probability that the rule supports a true effect (exact sign
+//!   test, seeded simulation of the whole rule);
 //! - `decision`: supported / not supported (naming failed rules) / blocked.
 //!
 //! It must not read files, the plan or raw request records: callers pass
@@ -22,7 +24,11 @@ mod exact;
 mod holm;
 mod median_interval;
 mod percentile;
+mod power;
 mod sign_test;
+
+#[cfg(test)]
+mod power_tests;
 
 pub use clopper_pearson::clopper_pearson_upper;
 pub use decision::{Decision, HypothesisInput, HypothesisOutcome, Rule, decide, decide_family};
@@ -35,4 +41,8 @@ pub use median_interval::{
     median_screen,
 };
 pub use percentile::{nearest_rank, percentile, percentile_u64, percentiles};
+pub use power::{
+    MAX_LATENCY_EFFECT, MAX_THROUGHPUT_EFFECT, NoiseDraws, SimHypothesis, binomial_upper_tail, critical_wins,
+    effect_of_log, log_shift, monte_carlo_se, sign_test_power, simulate_rule, smallest_effect, win_probability,
+};
 pub use sign_test::{SignTest, sign_test, sign_test_p_value};
