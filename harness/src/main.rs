@@ -2,9 +2,10 @@
 //! work itself lives in the library (`harness::plan`, `harness::trace`, ...). Must not
 //! hold study logic: each subcommand loads, calls the library, and reports.
 //!
-//! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with `--resume`),
-//! `report`, `replay`, `gate`, `qualify`, `accept`, `compare`, `bench-client`; each
-//! is one `Command` variant and one function or match arm.
+//! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with
+//! `--resume`), `report`, `replay`, `gate`, `qualify`, `accept`, `compare`,
+//! `bench-loadgen` (hidden alias `bench-client`); each is one `Command` variant and
+//! one function or match arm, and each `--help` ends with a worked example.
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
 //! and clap use it (a plan that cannot be read, does not parse, misses a key, has
@@ -36,9 +37,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate plans and derive pilot-based loads.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Example:\n  harness plan check plans/quickstart.toml --probe")]
     Plan(PlanCommand),
     /// Write a plan's inputs: prompts.jsonl, traces/<cell>.trace.jsonl, catalog.json.
+    #[command(after_help = "Example:\n  harness trace plans/e2e-synthetic.toml --out /tmp/e2e-inputs")]
     Trace {
         /// The plan file.
         plan: PathBuf,
@@ -51,6 +53,8 @@ enum Command {
     },
     /// Run a study: fresh servers per block and arm, every cell, raw evidence,
     /// per-cell summaries and a manifest, in reports/<study>/ (or --out).
+    #[command(after_help = "Example:\n  harness run plans/quickstart.toml --out reports/qs --quiet\n  \
+                            harness run plans/quickstart.toml --resume reports/qs")]
     Run {
         /// The plan file (its loads must be derived).
         plan: PathBuf,
@@ -71,36 +75,59 @@ enum Command {
     },
     /// Regenerate results/ (matrix, evidence.json, figures, report.md) of an evidence
     /// directory from its raw evidence, and update their manifest entries.
+    #[command(after_help = "Example:\n  harness report reports/quickstart")]
     Report {
         /// The evidence directory (e.g. reports/<study>).
         dir: PathBuf,
     },
     /// HTTP acceptance suite for one OpenAI-compatible server (--url, or an arm of a plan).
+    #[command(after_help = "Example:\n  harness accept --url http://127.0.0.1:8000\n  \
+                            harness accept --plan plans/quickstart.toml --arm f16")]
     Accept(harness::accept::AcceptArgs),
     /// Quality gates only (the plan's [qualification]): GSM strict match, NLL,
     /// passkey retrieval and serial parity, each arm on a fresh server.
+    #[command(after_help = "Example:\n  harness qualify plans/quickstart-qualified.toml --out reports/qualify")]
     Qualify(harness::quality::QualifyArgs),
-    /// Benchmark of the load generator itself against a built-in minimal streaming endpoint.
+    /// Benchmark of the harness's own load generator against a built-in fake
+    /// streaming endpoint (dispatch precision and client CPU); no server is measured.
+    #[command(
+        name = "bench-loadgen",
+        alias = "bench-client",
+        after_help = "Example:\n  harness bench-loadgen --rates 100,500 --duration-s 5"
+    )]
     BenchClient(harness::bench_client::Args),
     /// Independent audit of an evidence directory: hashes, completeness, and every
     /// derived number recomputed from raw records; exit 2 when a check fails.
+    #[command(after_help = "Example:\n  harness replay reports/quickstart --max-mismatches 5")]
     Replay(harness::replay::ReplayArgs),
     /// CI regression gate: a candidate evidence directory against a baseline (directory
     /// or baseline file) under a rules file; exit 2 on any violated rule.
+    #[command(
+        after_help = "Example:\n  harness gate --baseline plans/baselines/ci-smoke.json --candidate reports/ci-smoke \\\n    \
+                            --rules plans/gate-ci-smoke.toml"
+    )]
     Gate(harness::gate::GateArgs),
     /// Binding comparison of the plan's candidate against its reference ([compare]):
     /// token parity first, then a noise band, then interleaved rounds over the ladder.
+    #[command(after_help = "Example:\n  harness compare plans/compare-engine-vs-llamacpp-f32-cpu.toml")]
     Compare(harness::compare::CompareArgs),
 }
 
 #[derive(Subcommand)]
 enum PlanCommand {
     /// Validate a plan and print its full schedule, without running anything.
+    #[command(after_help = "Example:\n  harness plan check plans/quickstart.toml --probe")]
     Check {
         /// The plan file.
         plan: PathBuf,
+        /// Also start each arm once (fresh server, health wait, stop; an external
+        /// arm: health only) and report each ok or failed with its log's tail;
+        /// exit 2 when any failed.
+        #[arg(long)]
+        probe: bool,
     },
     /// Compute the loads and count of the plan's [derive] formula.
+    #[command(after_help = "Example:\n  harness plan derive plans/quickstart.toml --write")]
     Derive {
         /// The plan file.
         plan: PathBuf,
@@ -137,7 +164,7 @@ fn freeze(path: &Path) -> Result<FrozenPlan> {
     plan::freeze_file(path).with_context(|| format!("plan {}", path.display()))
 }
 
-fn check(path: &Path) -> Result<()> {
+fn check(path: &Path, probe: bool) -> Result<bool> {
     let frozen = freeze(path)?;
     let p = &frozen.plan;
     print!("{}", p.render_check(&frozen.sha256));
@@ -160,7 +187,29 @@ fn check(path: &Path) -> Result<()> {
         Ok(()) => println!("plan {} is valid", path.display()),
         Err(e) => println!("plan {} is valid but not ready to run:\n{e}", path.display()),
     }
-    Ok(())
+    if probe { probe_arms(p) } else { Ok(true) }
+}
+
+/// `plan check --probe`: every arm started once; logs kept only when one failed.
+fn probe_arms(p: &plan::Plan) -> Result<bool> {
+    let dir = std::env::temp_dir().join(format!("harness-probe-{}-{}", p.study.name, std::process::id()));
+    let outcome = harness::run::probe(p, &dir)?;
+    for a in &outcome.arms {
+        match (&a.detail, a.startup_s) {
+            (None, s) => println!("probe: arm {} ({}): ok, healthy after {:.2} s", a.arm, a.kind, s.unwrap_or(0.0)),
+            (Some(d), _) => {
+                println!("probe: arm {} ({}): FAILED: {}", a.arm, a.kind, d.lines().next().unwrap_or_default());
+                eprintln!("harness: probe of arm {}: {d}", a.arm);
+            }
+        }
+    }
+    if outcome.all_ok() {
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("probe: every arm started and answered its health path");
+    } else {
+        println!("probe: logs kept in {}", dir.display());
+    }
+    Ok(outcome.all_ok())
 }
 
 fn derive(path: &Path, write: bool) -> Result<()> {
@@ -231,21 +280,54 @@ fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, resume: Option<PathBuf>
             discarded
         );
     }
-    println!(
-        "study complete: {} server invocations, {} failed requests, {} files in the manifest; evidence in {}",
-        outcome.units.len(),
-        outcome.failed_requests(),
-        outcome.manifest_files,
-        outcome.dir.display()
-    );
+    if faults.is_empty() {
+        println!(
+            "study complete: {} server invocations, {} failed requests, {} files in the manifest; evidence in {}",
+            outcome.units.len(),
+            outcome.failed_requests(),
+            outcome.manifest_files,
+            outcome.dir.display()
+        );
+    } else {
+        let count = |status: &str| faults.iter().filter(|u| u.status == status).count();
+        println!(
+            "study finished with arm faults: {} of {} server invocations did not complete ({} failed to start, {} failed warmup, {} \
+             died); {} planned requests never ran; {} failed requests among those that ran; {} files in the \
+             manifest; evidence in {}",
+            faults.len(),
+            outcome.units.len(),
+            count("start_failed"),
+            count("warmup_failed"),
+            count("server_died"),
+            outcome.requests_not_run(),
+            outcome.failed_requests(),
+            outcome.manifest_files,
+            outcome.dir.display()
+        );
+    }
     for u in &faults {
-        println!("arm fault: block {} arm {}: {}: {}", u.block, u.arm, u.status, u.detail.as_deref().unwrap_or(""));
+        let detail = u.detail.as_deref().unwrap_or("");
+        println!("arm fault: block {} arm {}: {}: {}", u.block, u.arm, u.status, detail.lines().next().unwrap_or(""));
+        eprintln!("harness: block {} arm {}: {}: {detail}", u.block, u.arm, u.status);
+    }
+    let excess = outcome.error_rate_excess();
+    for c in &excess {
+        println!(
+            "error rate: block {} arm {} cell {}: {} of {} requests failed ({:.1}%), above max_error_rate {}",
+            c.block,
+            c.arm,
+            c.cell,
+            c.failed,
+            c.requests,
+            100.0 * c.failed as f64 / c.requests as f64,
+            outcome.max_error_rate
+        );
     }
     match &outcome.report {
         Ok(r) => print_report(r),
         Err(e) => println!("no report: {e} (rerun `harness report {}`)", outcome.dir.display()),
     }
-    Ok(faults.is_empty())
+    Ok(faults.is_empty() && excess.is_empty())
 }
 
 fn print_report(r: &harness::report::ReportOutcome) {
@@ -286,8 +368,12 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             Some(_) => return true,
             None => {}
         }
-        if let Some(RunError::Plan(p)) = c.downcast_ref::<RunError>() {
-            return bad_plan(p);
+        match c.downcast_ref::<RunError>() {
+            Some(RunError::Plan(p)) => return bad_plan(p),
+            Some(RunError::StartFailures { .. } | RunError::Arm(harness::arm::ArmError::MissingApiKey { .. })) => {
+                return true;
+            }
+            _ => {}
         }
         if let Some(CompareError::Plan(p) | CompareError::Inputs(RunError::Plan(p))) = c.downcast_ref::<CompareError>()
         {
@@ -310,7 +396,11 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Plan(PlanCommand::Check { plan }) => check(&plan),
+        Command::Plan(PlanCommand::Check { plan, probe }) => match check(&plan, probe) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(2),
+            Err(e) => Err(e),
+        },
         Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
         Command::Plan(PlanCommand::Power { plan, noise, json, target_effect, target_power, seed, draws }) => {
             let opts = harness::power::PowerOptions { plan, noise, target_effect, target_power, seed, draws };
@@ -385,5 +475,36 @@ fn main() -> ExitCode {
             eprintln!("harness: {e:#}");
             ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn every_subcommand_help_ends_with_a_worked_example() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        let mut stack: Vec<(String, &clap::Command)> =
+            cli.get_subcommands().map(|c| (c.get_name().into(), c)).collect();
+        while let Some((name, cmd)) = stack.pop() {
+            stack.extend(cmd.get_subcommands().map(|c| (format!("{name} {}", c.get_name()), c)));
+            let help = cmd.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            if cmd.get_name() != "help" && !help.starts_with("Example:\n  harness ") {
+                missing.push(name);
+            }
+        }
+        assert!(missing.is_empty(), "no worked example in --help of: {missing:?}");
+    }
+
+    #[test]
+    fn bench_loadgen_keeps_bench_client_as_a_hidden_alias() {
+        assert!(Cli::try_parse_from(["harness", "bench-loadgen", "--rates", "10"]).is_ok());
+        assert!(Cli::try_parse_from(["harness", "bench-client", "--rates", "10"]).is_ok());
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains("bench-loadgen") && !help.contains("bench-client"), "{help}");
     }
 }

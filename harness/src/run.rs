@@ -10,12 +10,16 @@
 //! the inputs and every completed unit by hash, moves partial units aside to
 //! `discarded/`, and runs the remaining units with fresh servers in a new session
 //! (`session`: each session has its own clock and is recorded in `run.json`).
+//! An arm that fails to start `max_start_failures` times in one session stops the
+//! study (`RunError::StartFailures`: `run.json` says `stopped`, no manifest, so it
+//! can be resumed); `plan check --probe` starts each arm once (`probe`).
 //! Owns the orchestration and `RunError`. Must not read a setting from anywhere but
 //! the frozen plan (CLI options only choose where evidence goes and how progress is
 //! shown) and must not retry anything.
 
 mod cell;
 mod inputs;
+mod probe;
 mod progress;
 mod qualify;
 mod record;
@@ -33,6 +37,7 @@ use crate::trace::TraceError;
 
 pub use cell::CellOutcome;
 pub use inputs::{Inputs, TokenizerEncoder, prepare as prepare_inputs};
+pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
 pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};
 pub use session::{CLOCK, Discard, RUN_FORMAT, Session};
@@ -87,6 +92,12 @@ pub enum RunError {
          `harness run PLAN --resume {0}`"
     )]
     Interrupted(PathBuf),
+    #[error(
+        "arm {arm} failed to start {failures} time(s) (its max_start_failures is {max}), so the study stopped; \
+         the last failure: {last}\nthe evidence directory {dir} is incomplete and has no manifest: fix the cause, \
+         then continue it with `harness run PLAN --resume {dir}` (or `harness plan check --probe PLAN` first)"
+    )]
+    StartFailures { arm: String, failures: u32, max: u32, last: String, dir: PathBuf },
 }
 
 /// The result of a study that ran to its end.
@@ -102,6 +113,20 @@ pub struct StudyOutcome {
     /// The analysis (`results/` report files), or why it could not be built; the
     /// evidence and its manifest are complete either way.
     pub report: Result<crate::report::ReportOutcome, String>,
+    /// Requests the schedule plans over every unit.
+    pub planned_requests: u64,
+    /// The plan's `[limits] max_error_rate`.
+    pub max_error_rate: f64,
+}
+
+/// A cell whose failed fraction exceeds the plan's `max_error_rate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorRateExcess {
+    pub block: u32,
+    pub arm: String,
+    pub cell: String,
+    pub failed: u64,
+    pub requests: u64,
 }
 
 impl StudyOutcome {
@@ -112,6 +137,31 @@ impl StudyOutcome {
 
     pub fn failed_requests(&self) -> u64 {
         self.units.iter().flat_map(|u| &u.cells).map(|c| c.failed).sum()
+    }
+
+    /// Planned requests that never ran (their server failed to start, warm up, or died).
+    pub fn requests_not_run(&self) -> u64 {
+        let run: u64 = self.units.iter().flat_map(|u| &u.cells).map(|c| c.requests).sum();
+        self.planned_requests.saturating_sub(run)
+    }
+
+    /// Cells that ran and failed more than `max_error_rate` of their requests.
+    pub fn error_rate_excess(&self) -> Vec<ErrorRateExcess> {
+        let mut out = Vec::new();
+        for u in &self.units {
+            for c in u.cells.iter().filter(|c| c.requests > 0) {
+                if c.failed as f64 > self.max_error_rate * c.requests as f64 {
+                    out.push(ErrorRateExcess {
+                        block: u.block,
+                        arm: u.arm.clone(),
+                        cell: c.cell.clone(),
+                        failed: c.failed,
+                        requests: c.requests,
+                    });
+                }
+            }
+        }
+        out
     }
 }
 
@@ -202,6 +252,8 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let plan = &frozen.plan;
     plan.require_derived()?;
     let resolved = plan.resolved_cells()?;
+    // A missing key is bad input: refused before anything is written.
+    crate::arm::check_api_keys(plan, |v| std::env::var(v).ok())?;
     let git = git_info(&opts.base_dir);
     let (ev, state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();
@@ -293,6 +345,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let mut summaries = Vec::new();
     let mut done = 0u64;
     let mut verified_units = 0;
+    let mut start_failures: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
     for block in &schedule.blocks {
         for arm_name in &block.arms {
             let Some(arm) = plan.arm(arm_name) else { continue };
@@ -315,7 +368,28 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 s.units_run.push(name);
             }
             summaries.extend(cell_summaries);
+            let failed_start = unit.status == "start_failed";
+            let last = unit.detail.clone().unwrap_or_default();
             units.push(unit);
+            if failed_start {
+                let n = start_failures.entry(arm_name.as_str()).or_insert(0);
+                *n += 1;
+                if *n >= arm.max_start_failures {
+                    progress.finish();
+                    if let Some(s) = sessions.last_mut() {
+                        s.state = "stopped".into();
+                        s.finished_unix_ms = Some(session::unix_ms());
+                    }
+                    write_run(&sessions, &units, false)?;
+                    return Err(RunError::StartFailures {
+                        arm: arm_name.clone(),
+                        failures: *n,
+                        max: arm.max_start_failures,
+                        last,
+                        dir: ev.root().to_path_buf(),
+                    });
+                }
+            }
         }
     }
     progress.finish();
@@ -335,5 +409,71 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         sessions,
         verified_units,
         report,
+        planned_requests: total,
+        max_error_rate: plan.max_error_rate,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(block: u32, status: &str, cells: &[(u64, u64)]) -> UnitOutcome {
+        UnitOutcome {
+            block,
+            arm: "a".into(),
+            session: 0,
+            status: status.into(),
+            detail: None,
+            pid: None,
+            startup_s: None,
+            cells: cells
+                .iter()
+                .map(|&(requests, failed)| CellOutcome {
+                    cell: "c".into(),
+                    status: if requests == 0 { "not_run" } else { "completed" }.into(),
+                    requests,
+                    completed: requests - failed,
+                    failed,
+                    start_ns: None,
+                    end_ns: None,
+                })
+                .collect(),
+            stop: None,
+            scrapes: 0,
+            memory_samples: 0,
+            receipts_source: None,
+            receipts_kept: false,
+        }
+    }
+
+    fn outcome(units: Vec<UnitOutcome>, max_error_rate: f64) -> StudyOutcome {
+        StudyOutcome {
+            dir: PathBuf::new(),
+            units,
+            manifest_files: 0,
+            sessions: Vec::new(),
+            verified_units: 0,
+            report: Err("none".into()),
+            planned_requests: 30,
+            max_error_rate,
+        }
+    }
+
+    #[test]
+    fn the_error_rate_limit_is_strict_by_default_and_skips_cells_that_never_ran() {
+        let units = vec![
+            unit(0, "completed", &[(10, 0)]),
+            unit(1, "completed", &[(10, 1)]),
+            unit(2, "start_failed", &[(0, 0)]),
+        ];
+        let strict = outcome(units.clone(), 0.0);
+        let excess = strict.error_rate_excess();
+        assert_eq!(excess.len(), 1, "{excess:?}");
+        assert_eq!((excess[0].block, excess[0].failed, excess[0].requests), (1, 1, 10));
+        assert_eq!(strict.requests_not_run(), 10);
+        assert_eq!(strict.faults().len(), 1);
+        assert!(outcome(units.clone(), 0.1).error_rate_excess().is_empty(), "1 of 10 is not above 10%");
+        assert_eq!(outcome(units, 0.05).error_rate_excess().len(), 1);
+    }
 }

@@ -40,7 +40,12 @@ pub async fn wait_healthy(
             Err(e) => last = e.to_string(),
         }
         if tokio::time::Instant::now() + HEALTH_POLL > deadline {
-            return Err(ArmError::HealthTimeout { url: url.to_string(), after_s: timeout.as_secs_f64(), last });
+            return Err(ArmError::HealthTimeout {
+                url: url.to_string(),
+                after_s: timeout.as_secs_f64(),
+                last,
+                log: String::new(),
+            });
         }
         tokio::time::sleep(HEALTH_POLL).await;
     }

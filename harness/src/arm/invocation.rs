@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::dialect::{COMPLETIONS_PATH, METRICS_PATH};
 use super::{ArmError, ExitInfo, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord};
-use crate::load::{StudyClock, http_client, warmup_body};
+use crate::load::{StudyClock, http_client_with, warmup_body};
 use crate::plan::{Arm, ArmCommand, Plan};
 use crate::trace::Panel;
 
@@ -69,14 +69,17 @@ pub struct Invocation {
 
 impl Invocation {
     /// An invocation of `arm` from its expanded `command` (`None`: external arm) with
-    /// its output appended to `log`. Starts nothing yet.
+    /// its output appended to `log`. Starts nothing yet. Every request through its
+    /// client (health polls, warmup, scrapes, timed requests) carries the arm's
+    /// headers: `api_key_env`'s key, read from the environment now, and `headers`.
     pub fn new(
         arm: &Arm,
         command: Option<ArmCommand>,
         log: PathBuf,
         clock: StudyClock,
     ) -> Result<Invocation, ArmError> {
-        let client = http_client().map_err(|e| ArmError::Client(e.to_string()))?;
+        let headers = super::access::arm_headers(arm, |v| std::env::var(v).ok())?;
+        let client = http_client_with(headers).map_err(|e| ArmError::Client(e.to_string()))?;
         let base_url = arm.base_url();
         Ok(Invocation {
             arm: arm.name.clone(),
@@ -107,7 +110,8 @@ impl Invocation {
     }
 
     /// Polls the health path until 200, the process exits, or the arm's startup
-    /// timeout passes. An early exit names the tail of the server's log.
+    /// timeout passes. An early exit or a timeout of a spawned server names the tail
+    /// of the server's log and its path.
     pub async fn wait_healthy(&mut self) -> Result<(), ArmError> {
         let exit = self.process.as_ref().map(ServerProcess::exit_watch);
         let got = super::wait_healthy(&self.client, &self.health_url, self.clock, self.startup_timeout, exit).await;
@@ -120,6 +124,11 @@ impl Invocation {
             }
             Err(ArmError::ExitedBeforeHealthy { detail }) => {
                 Err(ArmError::ExitedBeforeHealthy { detail: with_log_tail(detail, &self.log) })
+            }
+            // A spawned server that never answered: its log usually says why.
+            Err(ArmError::HealthTimeout { url, after_s, last, .. }) if self.process.is_some() => {
+                let log = with_log_tail(String::new(), &self.log);
+                Err(ArmError::HealthTimeout { url, after_s, last, log })
             }
             Err(e) => Err(e),
         }
@@ -150,6 +159,7 @@ impl Invocation {
             clock: self.clock,
             phase: rx,
             nvidia_smi,
+            client: self.client.clone(),
         })?);
         Ok(())
     }
@@ -290,6 +300,9 @@ mod tests {
             stop_grace_s,
             receipts: None,
             tokenizer: None,
+            max_start_failures: 2,
+            api_key_env: None,
+            headers: BTreeMap::new(),
         };
         (arm, ArmCommand { argv, env: BTreeMap::new(), port, receipts: None })
     }
@@ -336,12 +349,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_server_that_never_answers_times_out_naming_its_url() {
+    async fn a_server_that_never_answers_times_out_naming_its_url_and_log_tail() {
         let tmp = tempfile::tempdir().unwrap();
-        let (arm, cmd) = arm("exec sleep 30", 0.5, 0.3);
+        let (arm, cmd) = arm("echo 'still loading shards'; exec sleep 30", 0.5, 0.3);
         let mut inv = Invocation::new(&arm, Some(cmd), tmp.path().join("server.log"), StudyClock::start()).unwrap();
         let err = inv.start().await.unwrap_err();
         assert!(matches!(&err, ArmError::HealthTimeout { url, .. } if url.ends_with("/health")), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("still loading shards") && text.contains("server.log"), "{text}");
         let stop = inv.stop().await.unwrap().stop.unwrap();
         assert_eq!(stop.how, "exited_on_sigterm");
     }

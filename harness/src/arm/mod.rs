@@ -8,6 +8,7 @@
 //! requests, decide the schedule (`load`, `run`), or choose evidence file names and
 //! shapes (each command writes its own records from `Startup` and `Stopped`).
 
+mod access;
 pub mod dialect;
 mod health;
 mod invocation;
@@ -16,6 +17,7 @@ mod sampler;
 
 use std::path::PathBuf;
 
+pub use access::{arm_headers, check_api_keys};
 pub use dialect::{Adapter, ServerKind, ServerKindArg};
 pub use health::{HEALTH_POLL, WarmupRecord, wait_healthy, warmup};
 pub use invocation::{Invocation, Startup, Stopped};
@@ -32,8 +34,9 @@ pub enum ArmError {
     Spawn { program: String, detail: String },
     #[error("the server exited before it was healthy: {detail}")]
     ExitedBeforeHealthy { detail: String },
-    #[error("{url} did not answer 200 within {after_s} s (last: {last})")]
-    HealthTimeout { url: String, after_s: f64, last: String },
+    /// `log`: the tail of the server's log, as `with_log_tail` words it (or empty).
+    #[error("{url} did not answer 200 within {after_s} s (last: {last}){log}")]
+    HealthTimeout { url: String, after_s: f64, last: String, log: String },
     #[error("warmup failed: {detail}")]
     Warmup { detail: String },
     #[error("{path}: {error}")]
@@ -44,6 +47,13 @@ pub enum ArmError {
     Client(String),
     #[error("the sampler task failed: {0} (a harness bug)")]
     Task(String),
+    #[error(
+        "arm {arm}: api_key_env names the environment variable {var}, which is not set (or not valid UTF-8, or \
+         empty); export it with the key before the run (the plan names the variable, never the key)"
+    )]
+    MissingApiKey { arm: String, var: String },
+    #[error("arm {arm}: the key in {var} is not a valid HTTP header value (visible ASCII only)")]
+    BadApiKey { arm: String, var: String },
 }
 
 impl ArmError {

@@ -112,6 +112,8 @@ pub struct SamplerSpec {
     pub clock: StudyClock,
     pub phase: watch::Receiver<String>,
     pub nvidia_smi: Option<PathBuf>,
+    /// The invocation's client (it carries the arm's headers).
+    pub client: reqwest::Client,
 }
 
 pub struct Sampler {
@@ -122,7 +124,7 @@ pub struct Sampler {
 impl Sampler {
     /// Starts sampling now and then every `SAMPLE_PERIOD`.
     pub fn start(spec: SamplerSpec) -> Result<Sampler, ArmError> {
-        let client = crate::load::http_client().map_err(|e| ArmError::Client(e.to_string()))?;
+        let client = spec.client.clone();
         let mut scrapes = JsonlStream::create(&spec.scrapes)?;
         let mut memory = match spec.pid {
             Some(_) => Some(JsonlStream::create(&spec.memory)?),

@@ -41,7 +41,14 @@ pub enum LoadError {
 /// client would be recorded as a server failure. The loopback connect is inside
 /// every request's send-to-first-token time, the same for every arm.
 pub fn http_client() -> Result<reqwest::Client, LoadError> {
+    http_client_with(reqwest::header::HeaderMap::new())
+}
+
+/// `http_client` with `headers` added to every request it sends (an arm's
+/// `Authorization` and extra headers, `arm::arm_headers`).
+pub fn http_client_with(headers: reqwest::header::HeaderMap) -> Result<reqwest::Client, LoadError> {
     reqwest::Client::builder()
+        .default_headers(headers)
         .no_proxy()
         .pool_max_idle_per_host(0)
         .tcp_nodelay(true)

@@ -36,6 +36,14 @@ pub struct PlanFile {
     /// the frozen bytes; declared here only so that the plan parses.
     #[allow(dead_code)]
     pub compare: Option<toml::Table>,
+    /// When a run counts as failed (`[limits]`).
+    pub limits: Option<LimitsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    pub max_error_rate: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,6 +126,10 @@ pub struct ArmFile {
     pub url: Option<String>,
     pub receipts: Option<String>,
     pub tokenizer: Option<String>,
+    pub max_start_failures: Option<i64>,
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -30,6 +30,9 @@ pub struct Plan {
     pub derived: Option<DerivedLoads>,
     /// Quality gates run before timing (`[qualification]`), when present.
     pub qualification: Option<Qualification>,
+    /// Largest fraction of failed requests a cell may have before the run fails
+    /// (`[limits] max_error_rate`, default 0: any failed request fails the run).
+    pub max_error_rate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +85,13 @@ pub struct Arm {
     pub receipts: Option<String>,
     /// Tokenizer file this arm's model uses, when declared.
     pub tokenizer: Option<String>,
+    /// Start failures of this arm after which `run` stops the study (default 2).
+    pub max_start_failures: u32,
+    /// Name of the environment variable whose value is sent as
+    /// `Authorization: Bearer <value>` (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Extra headers sent on every request to this arm (literal values).
+    pub headers: BTreeMap<String, String>,
 }
 
 /// How the harness reaches an arm.

@@ -5,12 +5,15 @@
 use std::collections::BTreeMap;
 
 use super::placeholders;
-use super::schema::{ArmFile, PromptsFile};
+use super::schema::{ArmFile, LimitsFile, PromptsFile};
 use super::types::{Arm, PanelSource, PanelSpec, Server};
 use super::validate::Checker;
 
 /// `stop_grace_s` when an arm does not set it.
 pub const DEFAULT_STOP_GRACE_S: f64 = 30.0;
+
+/// `max_start_failures` when an arm does not set it.
+pub const DEFAULT_MAX_START_FAILURES: u32 = 2;
 
 pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
     if files.is_empty() {
@@ -92,6 +95,11 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
         c.positive(&format!("{k}.startup_timeout_s"), startup_timeout_s, false);
         let stop_grace_s = a.stop_grace_s.unwrap_or(DEFAULT_STOP_GRACE_S);
         c.positive(&format!("{k}.stop_grace_s"), stop_grace_s, true);
+        let max_start_failures = match a.max_start_failures {
+            Some(n) => c.int(&format!("{k}.max_start_failures"), n, 1, u32::MAX.into()).unwrap_or(1) as u32,
+            None => DEFAULT_MAX_START_FAILURES,
+        };
+        access(c, &k, a.api_key_env.as_deref(), &a.headers);
         // An invalid server has already been reported; the arm is kept (with a
         // stand-in that never leaves validation) so that references to it by name
         // do not raise a second, misleading "unknown arm".
@@ -106,9 +114,51 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             stop_grace_s,
             receipts: a.receipts,
             tokenizer: a.tokenizer,
+            max_start_failures,
+            api_key_env: a.api_key_env,
+            headers: a.headers,
         });
     }
     out
+}
+
+/// `api_key_env` names a variable (never holds a key); `headers` are valid HTTP
+/// header names and values, and leave `Authorization` to `api_key_env`.
+fn access(c: &mut Checker, k: &str, api_key_env: Option<&str>, headers: &BTreeMap<String, String>) {
+    if let Some(name) = api_key_env {
+        let ok = !name.is_empty()
+            && !name.as_bytes()[0].is_ascii_digit()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            c.err(
+                format!("{k}.api_key_env"),
+                format!(
+                    "{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*): give the NAME of the \
+                     variable that holds the key, never the key itself"
+                ),
+            );
+        }
+    }
+    for (name, value) in headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            c.err(format!("{k}.headers"), format!("{name:?} is not a valid HTTP header name"));
+        } else if name.eq_ignore_ascii_case("authorization") && api_key_env.is_some() {
+            c.err(format!("{k}.headers.{name}"), "set by api_key_env; give one or the other");
+        }
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            c.err(format!("{k}.headers.{name}"), "is not a valid HTTP header value (visible ASCII and spaces)");
+        }
+    }
+}
+
+/// `[limits]`: the largest failed fraction a cell may have (default 0, strict).
+pub(super) fn limits(c: &mut Checker, limits: Option<LimitsFile>) -> f64 {
+    let rate = limits.and_then(|l| l.max_error_rate).unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&rate) {
+        c.err("limits.max_error_rate", format!("must be in 0..=1 (a fraction of a cell's requests), got {rate}"));
+        return 0.0;
+    }
+    rate
 }
 
 pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {

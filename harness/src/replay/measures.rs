@@ -143,16 +143,18 @@ fn last_seen(r: &Rec) -> u64 {
         .fold(r.intended_ns, u64::max)
 }
 
-/// Per valid request.
-struct One {
-    prompt: u64,
-    output: u64,
+/// Per valid request (also the requests table's check, `requests`).
+pub(super) struct One {
+    pub prompt: u64,
+    pub output: u64,
     from_usage: bool,
     event_tokens: u64,
-    ttft: Option<(u64, u64)>,
-    tpot: Option<f64>,
-    e2e: (u64, u64),
-    gaps: Vec<u64>,
+    /// (from send, from intended arrival).
+    pub ttft: Option<(u64, u64)>,
+    pub tpot: Option<f64>,
+    /// (from send, from intended arrival).
+    pub e2e: (u64, u64),
+    pub gaps: Vec<u64>,
     events: u64,
     empty: u64,
     multi: u64,
@@ -163,7 +165,7 @@ fn after(id: &str, what: &str, earlier: u64, later: u64) -> Result<u64, String> 
     later.checked_sub(earlier).ok_or_else(|| format!("request {id}: {what} ({later}) before ({earlier})"))
 }
 
-fn one(r: &Rec) -> Result<One, String> {
+pub(super) fn one(r: &Rec) -> Result<One, String> {
     let id = r.id.as_str();
     let done = r.done_ns.ok_or_else(|| format!("request {id}: no [DONE]"))?;
     let dispatch = r.dispatch_ns.ok_or_else(|| format!("request {id}: valid without dispatch_ns"))?;

@@ -9,7 +9,8 @@
 //!   (`complete`);
 //! - recomputes every per-cell measure (`measures`) and compares it with
 //!   `results/matrix.csv`, `results/summaries.json` and the per-cell summaries
-//!   (`tables`), and every paired effect, test, Holm p, median, interval, decision
+//!   (`tables`), `results/requests.csv` row by row (`requests`), and every
+//!   paired effect, test, Holm p, median, interval, decision
 //!   and cell median of `results/evidence.json` (`decide`, `evidence`);
 //! - verifies every unit's completion record `unit.json` against its files (a
 //!   second hash chain beside the manifest, `units`), the sessions of `run.json`
@@ -50,6 +51,7 @@ mod read;
 mod receipts;
 mod records;
 mod render;
+mod requests;
 mod sessions;
 pub mod synth;
 mod tables;
@@ -65,11 +67,12 @@ use layout::Layout;
 
 /// The checks of a timing study (everything after the files, the plan and the
 /// inputs, before the qualification).
-const TIMING_CHECKS: [&str; 10] = [
+const TIMING_CHECKS: [&str; 11] = [
     complete::NAME,
     complete::TRACE_NAME,
     tables::SUMMARIES_NAME,
     tables::MATRIX_NAME,
+    requests::NAME,
     evidence::NAME,
     evidence::CELLS_NAME,
     receipts::NAME,
@@ -277,6 +280,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.push(tables::summaries_check(root, &study, &cells));
             let listed = |rel: &str| manifest.files.iter().any(|f| f.path == rel);
             checks.push(tables::matrix_check(root, &study, &cells, listed("results/matrix.csv")));
+            checks.push(requests::check(root, &study, &frozen.sha256, listed("results/requests.csv")));
             let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed("results/evidence.json"));
             checks.push(hyp);
             checks.push(med);

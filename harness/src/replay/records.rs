@@ -36,6 +36,8 @@ pub struct Rec {
     pub index: u64,
     pub prompt: u64,
     pub prompt_tokens_intended: u32,
+    #[serde(default)]
+    pub output_tokens_intended: u32,
     pub intended_ns: u64,
     pub dispatch_ns: Option<u64>,
     pub admitted_ns: Option<u64>,
@@ -43,6 +45,9 @@ pub struct Rec {
     pub headers_ns: Option<u64>,
     pub events: Vec<Event>,
     pub done_ns: Option<u64>,
+    /// The HTTP status, when a response came.
+    #[serde(default)]
+    pub status: Option<u16>,
     pub failure: Option<Failure>,
     pub usage: Option<Usage>,
     pub server_request_id: Option<String>,

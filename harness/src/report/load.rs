@@ -133,7 +133,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
     Ok(UnitInfo { status, argv, program_sha256, startup_s, version_lines })
 }
 
-fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportError> {
+pub(super) fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportError> {
     let bytes = read(path)?;
     let text = String::from_utf8_lossy(&bytes);
     text.lines()

@@ -1,6 +1,7 @@
 //! The analysis half of a study (DESIGN sections 4-6): from the raw evidence of one
 //! directory to `results/`:
 //! - `matrix.csv`, `matrix.parquet`: one unpooled row per (block, arm, cell);
+//! - `requests.csv`, `requests.parquet`: one row per request (`requests`);
 //! - `evidence.json`: every derived number (per-hypothesis block effects, wins, p,
 //!   Holm p, median, interval, screen, claim; descriptive cells' medians; failures;
 //!   the summary check; `qualification.json` verbatim when it exists);
@@ -23,6 +24,7 @@ mod figures;
 mod load;
 mod markdown;
 mod matrix;
+mod requests;
 mod text;
 
 #[cfg(test)]
@@ -38,6 +40,7 @@ pub use analysis::{
 };
 pub use fields::{FIELDS, Getter, OTHER_FIELDS};
 pub use load::{Loaded, load};
+pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use text::{claims_markdown, claims_terminal};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
@@ -157,6 +160,7 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     write_bytes(&results.join("matrix.csv"), &matrix::csv_bytes(&mut df)?)?;
     write_bytes(&results.join("matrix.parquet"), &matrix::parquet_bytes(&mut df)?)?;
     files.extend(["results/matrix.csv".to_string(), "results/matrix.parquet".to_string()]);
+    files.extend(requests::write(root, &l)?);
     let figures = figures::write_all(&l, &fig_dir)?;
     files.extend(figures.iter().map(|f| format!("results/figures/{f}")));
     write_json(&results.join("evidence.json"), &evidence_json(&l, &a, &figures))?;
@@ -167,8 +171,14 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.
-pub const REPORT_FILES: [&str; 4] =
-    ["results/matrix.csv", "results/matrix.parquet", "results/evidence.json", "results/report.md"];
+pub const REPORT_FILES: [&str; 6] = [
+    "results/matrix.csv",
+    "results/matrix.parquet",
+    "results/evidence.json",
+    "results/report.md",
+    "results/requests.csv",
+    "results/requests.parquet",
+];
 
 fn report_owned(path: &str) -> bool {
     path.starts_with("results/figures/") || REPORT_FILES.contains(&path)

@@ -58,6 +58,14 @@ impl Progress {
         }
     }
 
+    /// Prints to stderr, above the bar when one is shown (what a fault explains).
+    pub fn eprintln(&self, text: &str) {
+        match &self.bar {
+            Some(bar) if !bar.is_hidden() => bar.suspend(|| eprintln!("{text}")),
+            _ => eprintln!("{text}"),
+        }
+    }
+
     pub fn quiet(&self) -> bool {
         self.bar.is_none()
     }

@@ -40,7 +40,8 @@ pub struct Session {
     /// Index in `sessions`, from 0.
     pub session: u32,
     /// `running` while it works, then `finished`; `interrupted` when a later
-    /// `--resume` found it still `running` (killed, crashed or stopped with Ctrl-C).
+    /// `--resume` found it still `running` (killed, crashed or stopped with Ctrl-C);
+    /// `stopped` when it stopped the study itself after an arm's `max_start_failures`.
     pub state: String,
     pub resumed: bool,
     pub pid: Option<u32>,

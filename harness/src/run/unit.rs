@@ -2,8 +2,10 @@
 //! one), writes `startup.json`, warms up (`warmup.json`), samples while it runs, runs
 //! the block's cells in order (settle, drive, record `<cell>.requests.jsonl`, then
 //! the cell summary), stops the server, keeps its receipts, and writes
-//! `arm_outcome.json`. A server that fails to start or dies is an arm fault: recorded,
-//! and the study goes on. Must not retry a request or restart a server.
+//! `arm_outcome.json`. A server that fails to start or dies is an arm fault: recorded
+//! (with the tail of its log, also on stderr), and the study goes on (the runner
+//! stops it after an arm's `max_start_failures`). Must not retry a request or
+//! restart a server.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -237,7 +239,11 @@ async fn finish_fault(
     out.status = status.into();
     out.detail = Some(e.to_string());
     out.cells = cells;
-    s.progress.println(&format!("b{} {}: {status}: {e}", out.block, out.arm));
+    // One line on stdout; the whole cause (the server log's tail and its path) on stderr.
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    s.progress.println(&format!("b{} {}: {status}: {first}", out.block, out.arm));
+    s.progress.eprintln(&format!("harness: b{} {}: {status}: {text}", out.block, out.arm));
     let arm = s.frozen.plan.arm(&out.arm).cloned();
     let receipts = arm.as_ref().and_then(|a| s.frozen.plan.arm_command(a, out.block, dir).ok().flatten()?.receipts);
     match arm {

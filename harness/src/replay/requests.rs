@@ -1,0 +1,179 @@
+//! `results/requests.csv`, the per-request table, against replay's own per-request
+//! recomputation (`measures::one`, the definitions of DESIGN section 5): one row
+//! per record of every scheduled cell, keyed by (block, arm, cell, index); text and
+//! integers exactly, floats within `close`. A changed value is named by its row and
+//! column. Owns the table's expected columns. Must not call the report's writer.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::complete::Study;
+use super::measures::{one, rank};
+use super::read::read_doc;
+use super::records::Rec;
+use super::tables::parse_csv;
+use super::{Check, Mismatch, close, num};
+
+pub const NAME: &str = "per-request table: results/requests.csv";
+const FILE: &str = "results/requests.csv";
+
+/// The columns the report writes, in order.
+const COLUMNS: [&str; 23] = [
+    "study",
+    "plan_sha256",
+    "block",
+    "arm",
+    "cell",
+    "index",
+    "id",
+    "status",
+    "failure_class",
+    "http_status",
+    "input_tokens_intended",
+    "output_tokens_intended",
+    "input_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "ttft_from_intended_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "e2e_from_intended_ms",
+    "itl_samples",
+    "itl_mean_ms",
+    "itl_p50_ms",
+    "itl_max_ms",
+];
+
+/// One expected cell of the table.
+enum Want {
+    Text(Option<String>),
+    Int(Option<u64>),
+    Float(Option<f64>),
+}
+
+fn ms(ns: u64) -> Option<f64> {
+    Some(ns as f64 / 1e6)
+}
+
+/// The row `COLUMNS` expects for record `r`.
+fn expected(study: &str, plan_sha256: &str, r: &Rec) -> Vec<Want> {
+    use Want::{Float, Int, Text};
+    let measured = if r.valid() { one(r).ok() } else { None };
+    let status = match (r.valid(), &measured) {
+        (false, _) => "failed",
+        (true, Some(_)) => "ok",
+        (true, None) => "unmeasurable",
+    };
+    let class = (!r.valid()).then(|| r.failure_class().to_string());
+    let m = measured.as_ref();
+    let gaps = m.map(|o| o.gaps.clone()).unwrap_or_default();
+    let (itl_mean, itl_p50, itl_max) = if gaps.is_empty() {
+        (None, None, None)
+    } else {
+        let mut sorted = gaps.clone();
+        sorted.sort_unstable();
+        let mean = gaps.iter().map(|&g| g as f64).sum::<f64>() / gaps.len() as f64 / 1e6;
+        (Some(mean), ms(sorted[rank(sorted.len(), 50.0) - 1]), sorted.last().and_then(|&g| ms(g)))
+    };
+    vec![
+        Text(Some(study.to_string())),
+        Text(Some(plan_sha256.to_string())),
+        Int(Some(r.block.into())),
+        Text(Some(r.arm.clone())),
+        Text(Some(r.cell.clone())),
+        Int(Some(r.index)),
+        Text(Some(r.id.clone())),
+        Text(Some(status.to_string())),
+        Text(class),
+        Int(r.status.map(u64::from)),
+        Int(Some(r.prompt_tokens_intended.into())),
+        Int(Some(r.output_tokens_intended.into())),
+        Int(m.map(|o| o.prompt)),
+        Int(m.map(|o| o.output)),
+        Float(m.and_then(|o| o.ttft).and_then(|t| ms(t.0))),
+        Float(m.and_then(|o| o.ttft).and_then(|t| ms(t.1))),
+        Float(m.and_then(|o| o.tpot).map(|t| t / 1e6)),
+        Float(m.and_then(|o| ms(o.e2e.0))),
+        Float(m.and_then(|o| ms(o.e2e.1))),
+        Int(m.map(|_| gaps.len() as u64)),
+        Float(itl_mean),
+        Float(itl_p50),
+        Float(itl_max),
+    ]
+}
+
+/// Whether the archived text of one cell matches what replay expects.
+fn matches(archived: &str, want: &Want) -> (bool, String) {
+    let got = Some(archived).filter(|s| !s.is_empty());
+    match want {
+        Want::Text(w) => (got == w.as_deref(), w.clone().unwrap_or_default()),
+        Want::Int(w) => {
+            (got.map(|g| g.parse::<u64>().ok()) == w.map(Some), w.map(|n| n.to_string()).unwrap_or_default())
+        }
+        Want::Float(w) => {
+            let ok = match (got, w) {
+                (None, None) => true,
+                (Some(g), Some(x)) => g.parse::<f64>().is_ok_and(|g| close(g, *x)),
+                _ => false,
+            };
+            (ok, num(*w))
+        }
+    }
+}
+
+/// The check. `listed`: whether the manifest lists the table (then it must be there).
+pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Check {
+    let mut m = Vec::new();
+    if root.join(FILE).symlink_metadata().is_err() {
+        if listed {
+            return Check::of(NAME, "no table".into(), vec![Mismatch::new(FILE, "file", "listed", "missing")]);
+        }
+        return Check::skip(NAME, "no results/requests.csv, none in the manifest (no report, or an older one)");
+    }
+    let rows = match read_doc(root, FILE).and_then(|b| String::from_utf8(b).map_err(|e| e.to_string())) {
+        Ok(text) => match parse_csv(&text) {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => vec![Vec::new()],
+            Err(e) => return Check::of(NAME, "unparseable".into(), vec![Mismatch::new(FILE, "parse", "malformed", e)]),
+        },
+        Err(e) => return Check::of(NAME, "unreadable".into(), vec![Mismatch::new(FILE, "file", "unreadable", e)]),
+    };
+    if rows[0] != COLUMNS {
+        let got = rows[0].join(",");
+        return Check::of(NAME, "other columns".into(), vec![Mismatch::new(FILE, "header", got, COLUMNS.join(","))]);
+    }
+    let mut by_key: HashMap<(String, String, String, String), (usize, &Vec<String>)> = HashMap::new();
+    for (i, r) in rows.iter().enumerate().skip(1) {
+        let at = |k: usize| r.get(k).cloned().unwrap_or_default();
+        let key = (at(2), at(3), at(4), at(5));
+        if r.len() != COLUMNS.len() || by_key.insert(key, (i + 1, r)).is_some() {
+            m.push(Mismatch::new(FILE, format!("line {}", i + 1), "a malformed or repeated row", "one row a request"));
+        }
+    }
+    let mut compared = 0;
+    for c in &s.cells {
+        let Some(records) = c.records else { continue };
+        for r in records {
+            let label = format!("row b{}/{}/{}/#{}", r.block, r.arm, r.cell, r.index);
+            let key = (r.block.to_string(), r.arm.clone(), r.cell.clone(), r.index.to_string());
+            let Some((_, row)) = by_key.remove(&key) else {
+                m.push(Mismatch::new(FILE, label, "absent", "a row for this request"));
+                continue;
+            };
+            compared += 1;
+            for ((name, got), want) in COLUMNS.iter().zip(row.iter()).zip(expected(&s.plan.study.name, plan_sha256, r))
+            {
+                let (ok, mine) = matches(got, &want);
+                if !ok {
+                    m.push(Mismatch::new(FILE, format!("{label} {name}"), got, mine));
+                }
+            }
+        }
+    }
+    let mut extra: Vec<_> = by_key.into_values().map(|(line, _)| line).collect();
+    extra.sort_unstable();
+    for line in extra {
+        m.push(Mismatch::new(FILE, format!("line {line}"), "present", "no such request record"));
+    }
+    Check::of(NAME, format!("{compared} requests x {} columns", COLUMNS.len()), m)
+}

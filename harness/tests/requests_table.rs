@@ -1,0 +1,77 @@
+//! The per-request table `results/requests.csv` / `.parquet` on synthetic evidence:
+//! one row per request record, the same column types for a CSV reader's inference
+//! and the Parquet schema, listed in the manifest, replayed clean, and a changed
+//! value named by replay with its row and column.
+
+mod common;
+
+use std::path::Path;
+
+use common::tamper::*;
+use harness::replay::synth::{SynthSpec, generate};
+use harness::replay::{Status, replay_dir};
+use polars::prelude::DataFrame;
+use polars_io::SerReader;
+use polars_io::csv::read::CsvReadOptions;
+use polars_io::parquet::read::ParquetReader;
+
+const CHECK: &str = "per-request table: results/requests.csv";
+
+fn read_csv(path: &Path) -> DataFrame {
+    CsvReadOptions::default()
+        .with_has_header(true)
+        .with_infer_schema_length(None)
+        .try_into_reader_with_file_path(Some(path.to_path_buf()))
+        .expect("csv reader")
+        .finish()
+        .expect("read csv")
+}
+
+#[test]
+fn the_request_table_has_a_row_per_record_one_schema_and_replay_names_a_changed_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    generate(&clean, &SynthSpec::small()).expect("synthetic evidence");
+
+    let records: usize = common::files(&clean)
+        .iter()
+        .filter(|p| p.ends_with(".requests.jsonl"))
+        .map(|p| common::read_records(&clean.join(p)).len())
+        .sum();
+    let csv = read_csv(&clean.join("results/requests.csv"));
+    let parquet =
+        ParquetReader::new(std::fs::File::open(clean.join("results/requests.parquet")).unwrap()).finish().unwrap();
+    assert_eq!((csv.height(), parquet.height()), (records, records));
+    assert_eq!(csv.schema(), parquet.schema(), "a CSV reader and the Parquet file agree on every column's type");
+    let manifest = common::read_json(&clean.join("manifest.json"));
+    let listed: Vec<&str> = manifest["files"].as_array().unwrap().iter().filter_map(|f| f["path"].as_str()).collect();
+    assert!(listed.contains(&"results/requests.csv") && listed.contains(&"results/requests.parquet"));
+    let o = replay_dir(&clean).unwrap();
+    assert_eq!(o.check(CHECK).expect("the check runs").status, Status::Pass, "{}", o.render_table(5));
+
+    // One TTFT changed (and the manifest re-sealed): replay names row and column.
+    let dir = tmp.path().join("changed");
+    copy_dir(&clean, &dir);
+    let path = dir.join("results/requests.csv");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let col = header.iter().position(|h| *h == "ttft_ms").unwrap();
+    let (row, mut fields) = lines
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, l)| (i, l.split(',').map(str::to_string).collect::<Vec<_>>()))
+        .find(|(_, f)| !f[col].is_empty())
+        .expect("a row with a TTFT");
+    let key = format!("row b{}/{}/{}/#{} ttft_ms", fields[2], fields[3], fields[4], fields[5]);
+    let was: f64 = fields[col].parse().unwrap();
+    fields[col] = format!("{}", was + 1.0);
+    lines[row] = fields.join(",");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    rewrite_manifest(&dir);
+    let o = replay_dir(&dir).unwrap();
+    let c = o.check(CHECK).unwrap();
+    assert_eq!(c.status, Status::Fail, "{}", o.render_table(5));
+    assert!(c.mismatches.iter().any(|m| m.field == key), "{key} not named:\n{}", o.render_table(5));
+}
