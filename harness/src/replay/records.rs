@@ -36,6 +36,7 @@ pub struct Rec {
     pub index: u64,
     pub prompt: u64,
     pub prompt_tokens_intended: u32,
+    pub output_tokens_intended: u32,
     pub intended_ns: u64,
     pub dispatch_ns: Option<u64>,
     pub admitted_ns: Option<u64>,
