@@ -248,9 +248,9 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
     let panel = if traces_only {
         None
     } else {
-        let encoder = match &p.prompts.source {
-            plan::PanelSource::Text { tokenizer, .. } => Some(TokenizerEncoder::from_file(Path::new(tokenizer))?),
-            _ => None,
+        let encoder = match p.prompts.source.tokenizer() {
+            Some(tokenizer) => Some(TokenizerEncoder::from_file(Path::new(tokenizer))?),
+            None => None,
         };
         let encoder = encoder.as_ref().map(|e| e as &dyn trace::Encoder);
         Some(trace::build_panel(p, Path::new("."), encoder)?)

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::cpu::{self, CpuSnapshot};
 use super::{BenchArrival, BenchError};
-use crate::load::{CellDrive, Counters, RequestCtx, StudyClock, drive_cell};
+use crate::load::{CellDrive, Counters, PreparedRequest, RequestCtx, StudyClock, drive_cell};
 use crate::metrics::{CellSummary, summarize_cell};
 use crate::plan::Arrival;
 use crate::record::RequestRecord;
@@ -145,7 +145,7 @@ pub struct Driver {
 impl Driver {
     async fn drive(&self, spec: &RateSpec, name: &str, count: u64) -> Result<Vec<RequestRecord>, BenchError> {
         let entries: Vec<TraceEntry> = schedule(&RateSpec { count, ..*spec }, name);
-        let bodies = [(body(spec), spec.prompt_tokens)];
+        let bodies = [PreparedRequest { body: body(spec), prompt_tokens: spec.prompt_tokens, max_tokens: spec.chunks }];
         let d = CellDrive {
             block: 0,
             arm: "bench",
@@ -155,7 +155,6 @@ impl Driver {
             start_ns: self.clock.now_ns() + 50_000_000,
             concurrency: None,
             bodies: &bodies,
-            output_tokens: spec.chunks,
             drain_timeout: Duration::from_secs(30),
         };
         let ctx = RequestCtx {

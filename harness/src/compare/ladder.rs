@@ -81,7 +81,6 @@ impl Ladder<'_> {
                 start_ns: self.clock.now_ns() + CELL_LEAD_NS,
                 concurrency: Some(concurrency),
                 bodies: &self.inputs.bodies,
-                output_tokens: plan.request.output_tokens,
                 drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
             };
             let records = drive_cell(&drive, &ctx, &Arc::new(Counters::default())).await?;

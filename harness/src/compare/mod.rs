@@ -170,7 +170,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
 
     // 1. Parity.
     let prompts: Vec<(u64, &[u32])> = (0..u64::from(spec.parity_prompts))
-        .filter_map(|j| plan.prompts.prompt_index(spec.parity_input_tokens, j))
+        .filter_map(|j| plan.prompts.prompt_index(Some(spec.parity_input_tokens), j))
         .filter_map(|i| inputs.panel.get(i).map(|p| (i, p.tokens.as_slice())))
         .collect();
     let timeout = std::time::Duration::from_secs_f64(plan.timing.request_timeout_s);

@@ -50,15 +50,24 @@ pub struct CellDrive<'a> {
     pub start_ns: u64,
     /// Closed loop: C; open loop and isolated: `None`.
     pub concurrency: Option<u32>,
-    /// Request body and prompt length for each panel index.
-    pub bodies: &'a [(Bytes, u32)],
-    pub output_tokens: u32,
+    /// The prepared request of each panel index.
+    pub bodies: &'a [PreparedRequest],
     pub drain_timeout: Duration,
+}
+
+/// One panel entry's request, ready to send: its body bytes, its exact prompt
+/// length and the `max_tokens` the body asks for.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub body: Bytes,
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
 }
 
 /// A record with the planned fields and no stamps.
 pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
-    let prompt_tokens_intended = usize::try_from(e.prompt).ok().and_then(|i| d.bodies.get(i)).map_or(0, |b| b.1);
+    let prepared = usize::try_from(e.prompt).ok().and_then(|i| d.bodies.get(i));
+    let (prompt_tokens_intended, output_tokens_intended) = prepared.map_or((0, 0), |b| (b.prompt_tokens, b.max_tokens));
     RequestRecord {
         id: format!("{}/b{}/{}/{}", d.cell, d.block, d.arm, e.index),
         cell: d.cell.to_string(),
@@ -67,7 +76,7 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
         index: e.index,
         prompt: e.prompt,
         prompt_tokens_intended,
-        output_tokens_intended: d.output_tokens,
+        output_tokens_intended,
         intended_ns: d.start_ns.saturating_add(e.offset_ns),
         dispatch_ns: None,
         admitted_ns: None,
@@ -111,7 +120,7 @@ pub async fn drive_cell(
     // intended time and its dispatch stamp.
     let mut planned = Vec::with_capacity(n);
     for e in d.entries {
-        let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.0.clone()) else {
+        let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.body.clone()) else {
             return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
         };
         planned.push(Dispatched { rec: skeleton(d, e), body });

@@ -14,8 +14,10 @@ mod sse;
 mod tests;
 
 pub use clock::{SPIN_NS, StudyClock};
-pub use dispatch::{CellDrive, Counters, drive_cell, raise_priority, realtime_dispatch_available, skeleton};
-pub use payload::{stream_body, warmup_body};
+pub use dispatch::{
+    CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
+};
+pub use payload::{prepare, stream_body, warmup_body};
 pub use recorder::{DEATH_GRACE, RequestCtx, execute, exited};
 pub use sse::{Chunk, parse_chunk};
 

@@ -3,13 +3,20 @@
 //! the panel only, serialized once, and the same bytes sent to every arm. Owns the
 //! field set (vLLM-compatible, in a fixed order). Must not vary a body by arm.
 //!
-//! Timed body: `{"model", "prompt": [ids], "max_tokens": output_tokens,
-//! "min_tokens": output_tokens (only with ignore_eos), "ignore_eos", "temperature",
-//! "stream": true, "stream_options": {"include_usage": true}, "return_token_ids": true}`.
+//! Timed body: `{"model", "prompt": [ids], "max_tokens": M, "min_tokens": M (only
+//! when forced, i.e. with ignore_eos), "ignore_eos", "temperature", "stream": true,
+//! "stream_options": {"include_usage": true}, "return_token_ids": true}`, where M is
+//! `request.output_tokens` for a fixed-length panel and the entry's own `max_tokens`
+//! (fixed in `prompts.jsonl`) for a dataset panel; a dataset entry's `ignore_eos`
+//! likewise comes from its line. Natural output (`ignore_eos = false`) sends no
+//! `min_tokens`: EOS may end the request before M tokens.
 
+use axum::body::Bytes;
 use serde::Serialize;
 
+use super::PreparedRequest;
 use crate::plan::Plan;
+use crate::trace::Prompt;
 
 #[derive(Serialize)]
 struct StreamOptions {
@@ -37,20 +44,31 @@ fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
     serde_json::to_vec(body).unwrap_or_default()
 }
 
-/// The body of one timed request for `tokens` (a panel prompt).
-pub fn stream_body(plan: &Plan, tokens: &[u32]) -> Vec<u8> {
+/// The body of one timed request for a panel prompt.
+pub fn stream_body(plan: &Plan, prompt: &Prompt) -> Vec<u8> {
     let r = &plan.request;
+    let max_tokens = prompt.max_tokens.unwrap_or(r.output_tokens);
+    let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
     to_bytes(&Body {
         model: &r.model,
-        prompt: tokens,
-        max_tokens: r.output_tokens,
-        min_tokens: r.ignore_eos.then_some(r.output_tokens),
-        ignore_eos: r.ignore_eos,
+        prompt: &prompt.tokens,
+        max_tokens,
+        min_tokens: ignore_eos.then_some(max_tokens),
+        ignore_eos,
         temperature: r.temperature,
         stream: true,
         stream_options: Some(StreamOptions { include_usage: true }),
         return_token_ids: Some(true),
     })
+}
+
+/// The prepared request of a panel prompt (body, exact prompt length, max_tokens).
+pub fn prepare(plan: &Plan, prompt: &Prompt) -> PreparedRequest {
+    PreparedRequest {
+        body: Bytes::from(stream_body(plan, prompt)),
+        prompt_tokens: prompt.length,
+        max_tokens: prompt.max_tokens.unwrap_or(plan.request.output_tokens),
+    }
 }
 
 /// The warmup call: one non-streaming request whose prompt is a list of token lists.
@@ -74,12 +92,30 @@ pub fn warmup_body(plan: &Plan, prompts: &[&[u32]]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn bodies_have_the_documented_fields_in_order() {
+    fn prompt(tokens: &[u32]) -> Prompt {
+        Prompt {
+            index: 0,
+            length: tokens.len() as u32,
+            doc: 0,
+            source: "test".into(),
+            offset: 0,
+            output_tokens: None,
+            max_tokens: None,
+            ignore_eos: None,
+            tokens: tokens.to_vec(),
+        }
+    }
+
+    fn e2e_plan(edit: &str) -> Plan {
         let text =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../plans/e2e-synthetic.toml")).unwrap();
-        let plan = crate::plan::parse(&text).unwrap();
-        let body = String::from_utf8(stream_body(&plan, &[1, 2, 3])).unwrap();
+        crate::plan::parse(&text.replace("output_tokens = 8\n", edit)).unwrap()
+    }
+
+    #[test]
+    fn bodies_have_the_documented_fields_in_order() {
+        let plan = e2e_plan("output_tokens = 8\n");
+        let body = String::from_utf8(stream_body(&plan, &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
@@ -89,5 +125,32 @@ mod tests {
             warm,
             r#"{"model":"synth","prompt":[[1,2],[3]],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":false}"#
         );
+        // `output = "forced"` is the default spelled out: the same bytes.
+        let forced = e2e_plan("output_tokens = 8\noutput = \"forced\"\n");
+        assert_eq!(stream_body(&forced, &prompt(&[1, 2, 3])), body.as_bytes());
+    }
+
+    #[test]
+    fn natural_output_sends_no_min_tokens_and_lets_eos_end_it() {
+        let plan = e2e_plan("output_tokens = 8\noutput = \"natural\"\n");
+        let body = String::from_utf8(stream_body(&plan, &prompt(&[1, 2, 3]))).unwrap();
+        assert_eq!(
+            body,
+            r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
+        );
+        assert_eq!(prepare(&plan, &prompt(&[1, 2, 3])).max_tokens, 8);
+    }
+
+    #[test]
+    fn a_dataset_entry_sends_its_own_max_tokens_and_eos_flag() {
+        let plan = e2e_plan("output_tokens = 8\n");
+        let p = Prompt { output_tokens: Some(40), max_tokens: Some(5), ignore_eos: Some(false), ..prompt(&[9]) };
+        let body = String::from_utf8(stream_body(&plan, &p)).unwrap();
+        assert!(body.contains(r#""max_tokens":5,"ignore_eos":false"#), "{body}");
+        let forced = Prompt { ignore_eos: Some(true), ..p.clone() };
+        let body = String::from_utf8(stream_body(&plan, &forced)).unwrap();
+        assert!(body.contains(r#""max_tokens":5,"min_tokens":5,"ignore_eos":true"#), "{body}");
+        let prepared = prepare(&plan, &p);
+        assert_eq!((prepared.prompt_tokens, prepared.max_tokens), (1, 5));
     }
 }

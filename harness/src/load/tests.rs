@@ -98,7 +98,7 @@ fn fixture(url: String, timeout: Duration) -> Fixture {
 
 fn record() -> RequestRecord {
     let entry = crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 0 };
-    let bodies = [(Bytes::from_static(b"{}"), 3u32)];
+    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
     let d = CellDrive {
         block: 0,
         arm: "a",
@@ -107,7 +107,6 @@ fn record() -> RequestRecord {
         start_ns: 0,
         concurrency: None,
         bodies: &bodies,
-        output_tokens: 4,
         drain_timeout: Duration::from_secs(1),
     };
     skeleton(&d, &entry)
@@ -193,7 +192,7 @@ async fn a_server_death_reclassifies_outstanding_requests() {
 async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let base = fake().await;
     let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
-    let bodies = [(Bytes::from_static(b"{}"), 3u32)];
+    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
     let entries: Vec<_> = (0..6).map(|i| crate::trace::TraceEntry { index: i, offset_ns: 0, prompt: 0 }).collect();
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive {
@@ -204,7 +203,6 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
         start_ns,
         concurrency: Some(2),
         bodies: &bodies,
-        output_tokens: 4,
         drain_timeout: Duration::from_secs(10),
     };
     let counters = std::sync::Arc::new(Counters::default());
@@ -241,7 +239,7 @@ async fn after_a_death_nothing_more_is_admitted() {
 async fn nothing_more_is_admitted(path: &str) {
     let base = fake().await;
     let f = fixture(format!("{base}{path}"), Duration::from_secs(10));
-    let bodies = [(Bytes::from_static(b"{}"), 3u32)];
+    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
     let entries: Vec<_> = (0..4).map(|i| crate::trace::TraceEntry { index: i, offset_ns: 0, prompt: 0 }).collect();
     let d = CellDrive {
         block: 0,
@@ -251,7 +249,6 @@ async fn nothing_more_is_admitted(path: &str) {
         start_ns: f.ctx.clock.now_ns(),
         concurrency: Some(1),
         bodies: &bodies,
-        output_tokens: 4,
         drain_timeout: Duration::from_secs(10),
     };
     let exit = f._exit.clone();
@@ -271,4 +268,45 @@ async fn nothing_more_is_admitted(path: &str) {
         assert!(detail.contains("the request saw after_headers"), "{detail}");
     }
     assert!(recs[1..].iter().all(|r| r.admitted_ns.is_none() && r.send_ns.is_none()), "{recs:#?}");
+}
+
+#[tokio::test]
+async fn a_short_output_fails_only_when_forced() {
+    let base = fake().await;
+    let mut f = fixture(format!("{base}/short"), Duration::from_secs(10));
+    let mut forced = record();
+    execute(&mut forced, Bytes::from_static(b"{}"), &f.ctx).await;
+    assert_eq!(forced.failure, Some(Failure::ShortOutput { expected: 4, got: 3 }));
+    // Natural output: EOS may end the request before max_tokens; the same stream is valid.
+    f.ctx.forced_output = false;
+    let mut natural = record();
+    execute(&mut natural, Bytes::from_static(b"{}"), &f.ctx).await;
+    assert_eq!(natural.failure, None);
+    assert!(natural.is_valid());
+    assert_eq!(natural.usage.map(|u| u.completion_tokens), Some(3));
+}
+
+#[test]
+fn each_record_intends_its_own_entrys_max_tokens() {
+    let bodies = [
+        PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 },
+        PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 9, max_tokens: 17 },
+    ];
+    let entries = [
+        crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 1 },
+        crate::trace::TraceEntry { index: 1, offset_ns: 0, prompt: 0 },
+    ];
+    let d = CellDrive {
+        block: 0,
+        arm: "a",
+        cell: "c",
+        entries: &entries,
+        start_ns: 0,
+        concurrency: None,
+        bodies: &bodies,
+        drain_timeout: Duration::from_secs(1),
+    };
+    let got: Vec<(u32, u32)> =
+        entries.iter().map(|e| skeleton(&d, e)).map(|r| (r.prompt_tokens_intended, r.output_tokens_intended)).collect();
+    assert_eq!(got, [(9, 17), (3, 4)]);
 }

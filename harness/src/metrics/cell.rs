@@ -99,6 +99,18 @@ pub struct CellSummary {
     pub output_tokens_from_events_requests: u64,
     /// Valid requests whose usage count differs from their event-token sum.
     pub usage_event_token_mismatch_requests: u64,
+    /// Prompt tokens sent per valid request (as in `total_input_tokens`):
+    /// nearest-rank min, p50, p90 and max (`None`: no valid request).
+    pub input_tokens_min: Option<f64>,
+    pub input_tokens_p50: Option<f64>,
+    pub input_tokens_p90: Option<f64>,
+    pub input_tokens_max: Option<f64>,
+    /// Output tokens received per valid request (as in `total_output_tokens`):
+    /// nearest-rank min, p50, p90 and max. Natural outputs vary; forced ones do not.
+    pub output_tokens_min: Option<f64>,
+    pub output_tokens_p50: Option<f64>,
+    pub output_tokens_p90: Option<f64>,
+    pub output_tokens_max: Option<f64>,
 }
 
 impl CellSummary {
@@ -134,6 +146,15 @@ fn dist_ms(ns: &[f64]) -> Result<Dist, MetricsError> {
     let ms = |v: f64| Some(v / 1e6);
     let mean = ns.iter().sum::<f64>() / ns.len() as f64;
     Ok(Dist { samples: ns.len() as u64, mean: ms(mean), p50: ms(p[0]), p95: ms(p[1]), p99: ms(p[2]), max: ms(p[3]) })
+}
+
+/// Nearest-rank min, p50, p90 and max of token counts (`None`s when empty).
+fn lengths(counts: &[f64]) -> Result<[Option<f64>; 4], MetricsError> {
+    if counts.is_empty() {
+        return Ok([None; 4]);
+    }
+    let p = percentiles(counts, &[0.0, 50.0, 90.0, 100.0])?;
+    Ok([Some(p[0]), Some(p[1]), Some(p[2]), Some(p[3])])
 }
 
 fn cell_key(r: &RequestRecord) -> String {
@@ -200,6 +221,8 @@ pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsE
     let gaps: Vec<f64> = valid.iter().flat_map(|m| m.gaps_ns.iter().map(|&g| g as f64)).collect();
     let itl = dist_ms(&gaps)?;
     let count = |f: &dyn Fn(&RequestMeasures) -> bool| valid.iter().filter(|m| f(m)).count() as u64;
+    let input_lengths = lengths(&collect(&|m| Some(m.prompt_tokens as f64)))?;
+    let output_lengths = lengths(&collect(&|m| Some(m.output_tokens as f64)))?;
 
     Ok(CellSummary {
         cell: first.cell.clone(),
@@ -258,5 +281,13 @@ pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsE
         output_tokens_from_usage_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Usage),
         output_tokens_from_events_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Events),
         usage_event_token_mismatch_requests: count(&|m| m.output_tokens != m.event_tokens),
+        input_tokens_min: input_lengths[0],
+        input_tokens_p50: input_lengths[1],
+        input_tokens_p90: input_lengths[2],
+        input_tokens_max: input_lengths[3],
+        output_tokens_min: output_lengths[0],
+        output_tokens_p50: output_lengths[1],
+        output_tokens_p90: output_lengths[2],
+        output_tokens_max: output_lengths[3],
     })
 }

@@ -55,6 +55,11 @@ impl Table {
     }
 }
 
+/// A token count, or `n/a` without a sample.
+fn tokens(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0}"))
+}
+
 /// The summary as text, one `\n`-terminated line each (see the module doc).
 pub fn render_table(s: &CellSummary) -> String {
     let mut t = Table(String::new());
@@ -76,6 +81,12 @@ pub fn render_table(s: &CellSummary) -> String {
     t.dist("ITL", [s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.itl_p99_ms]);
     t.section("End-to-end Latency");
     t.dist("E2EL", [s.e2e_mean_ms, s.e2e_p50_ms, s.e2e_p95_ms, s.e2e_p99_ms]);
+    t.section("Request lengths (tokens sent / received)");
+    let input = [s.input_tokens_min, s.input_tokens_p50, s.input_tokens_p90, s.input_tokens_max];
+    let output = [s.output_tokens_min, s.output_tokens_p50, s.output_tokens_p90, s.output_tokens_max];
+    for (stat, (i, o)) in ["Min", "Median", "P90", "Max"].into_iter().zip(input.into_iter().zip(output)) {
+        t.line(&format!("{stat} input / output tokens:"), format!("{} / {}", tokens(i), tokens(o)));
+    }
 
     t.title('=', "From intended arrival");
     t.section("Time to First Token");

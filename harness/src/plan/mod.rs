@@ -18,6 +18,7 @@ mod types;
 mod validate;
 mod validate_arms;
 mod validate_cells;
+mod validate_panel;
 mod validate_quality;
 mod warnings;
 
@@ -42,7 +43,9 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
+pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
+pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
 pub use warnings::{blocks_needed, items_needed, zero_loss_upper};
 
@@ -86,6 +89,18 @@ impl Plan {
             }
             PanelSource::Jsonl { path } => wanted.push(("prompts.path".into(), path)),
             PanelSource::Random { .. } => {}
+            PanelSource::ShareGpt(s) => {
+                wanted.push(("prompts.path".into(), &s.path));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+            }
+            PanelSource::Requests { path, tokenizer } => {
+                wanted.push(("prompts.path".into(), path));
+                wanted.extend(tokenizer.iter().map(|t| ("prompts.tokenizer".to_string(), t.as_str())));
+            }
+            PanelSource::Synthetic(s) => {
+                wanted.push(("prompts.texts".into(), &s.texts));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+            }
         }
         wanted.into_iter().map(|(k, p)| (k, base.join(p))).filter(|(_, p)| !p.exists()).collect()
     }

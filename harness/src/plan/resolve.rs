@@ -12,7 +12,8 @@ pub struct ResolvedCell {
     pub kind: CellKind,
     pub load: ResolvedLoad,
     pub count: u64,
-    pub input_tokens: u32,
+    /// `None`: a dataset panel's entries, in order.
+    pub input_tokens: Option<u32>,
     pub retries: u32,
 }
 

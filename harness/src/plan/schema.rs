@@ -58,24 +58,52 @@ pub struct StudyFile {
 #[serde(deny_unknown_fields)]
 pub struct RequestFile {
     pub model: String,
-    pub output_tokens: i64,
+    pub output_tokens: Option<i64>,
     pub ignore_eos: Option<bool>,
     pub temperature: Option<f64>,
+    /// "forced" or "natural".
+    pub output: Option<String>,
+    pub max_output_tokens: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptsFile {
-    /// "text", "jsonl" or "random".
+    /// "text", "jsonl", "random", "sharegpt", "requests" or "synthetic".
     pub source: String,
+    #[serde(default)]
     pub lengths: Vec<i64>,
-    pub documents: i64,
+    pub documents: Option<i64>,
     pub texts: Option<String>,
     pub pattern: Option<String>,
     pub tokenizer: Option<String>,
     pub path: Option<String>,
     pub min_token_id: Option<i64>,
     pub max_token_id: Option<i64>,
+    /// Dataset panels (sharegpt, requests, synthetic): how many entries.
+    pub num_requests: Option<i64>,
+    /// sharegpt filters (vLLM's): shortest prompt/output, longest prompt, longest total.
+    pub min_tokens: Option<i64>,
+    pub max_prompt_tokens: Option<i64>,
+    pub max_total_tokens: Option<i64>,
+    /// synthetic: the input and output length distributions.
+    pub input_tokens: Option<DistFile>,
+    pub output_tokens: Option<DistFile>,
+}
+
+/// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistFile {
+    /// "fixed", "uniform", "normal" or "lognormal".
+    pub dist: String,
+    pub value: Option<i64>,
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+    pub mean: Option<f64>,
+    pub sd: Option<f64>,
+    pub mu: Option<f64>,
+    pub sigma: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

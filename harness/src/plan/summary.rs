@@ -42,6 +42,10 @@ impl Plan {
             "request: model {:?}, {} output tokens (ignore_eos = {}), temperature {}",
             r.model, r.output_tokens, r.ignore_eos, r.temperature
         );
+        if let Some(cap) = r.max_output_tokens {
+            let mode = if r.forced() { "forced" } else { "natural" };
+            let _ = writeln!(o, "  output: {mode}, max_tokens per request capped at {cap}");
+        }
         let p = &self.prompts;
         let src = match &p.source {
             PanelSource::Text { dir, pattern, tokenizer } => {
@@ -51,13 +55,41 @@ impl Plan {
             PanelSource::Random { min_token_id, max_token_id } => {
                 format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
             }
+            PanelSource::ShareGpt(g) => format!(
+                "sampled from {} ({}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
+                 at most {}, prompt + output at most {})",
+                g.path,
+                g.label(),
+                g.tokenizer,
+                g.min_tokens,
+                opt(g.max_prompt_tokens),
+                opt(g.max_total_tokens)
+            ),
+            PanelSource::Requests { path, tokenizer } => match tokenizer {
+                Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
+                None => format!("one per line of {path} (token IDs only: no tokenizer)"),
+            },
+            PanelSource::Synthetic(y) => format!(
+                "input lengths {}, output lengths {}, cut from {}/{} with tokenizer {}",
+                dist(&y.input),
+                dist(&y.output),
+                y.texts,
+                y.pattern,
+                y.tokenizer
+            ),
         };
-        let _ = writeln!(o, "prompts: {} per length {:?}, {src}", p.documents, p.lengths);
+        if p.source.is_dataset() {
+            let _ = writeln!(o, "prompts: {} requests, {src}", p.documents);
+        } else {
+            let _ = writeln!(o, "prompts: {} per length {:?}, {src}", p.documents, p.lengths);
+        }
         let w = &self.warmup;
         let _ = writeln!(
             o,
             "warmup: one non-streaming call of {} prompts x {} tokens, {} output tokens each",
-            w.prompts, w.input_tokens, w.output_tokens
+            w.prompts,
+            tokens(w.input_tokens),
+            w.output_tokens
         );
         let t = &self.timing;
         let _ = writeln!(
@@ -104,7 +136,7 @@ impl Plan {
                 "  {} [{}]: {load}; {count} requests of {} tokens; retries {}",
                 c.name,
                 c.kind.as_str(),
-                c.input_tokens,
+                tokens(c.input_tokens),
                 c.retries
             );
         }
@@ -198,5 +230,24 @@ impl Plan {
         for note in self.balance_notes() {
             let _ = writeln!(o, "note: {note}");
         }
+    }
+}
+
+/// A prompt length, or what a dataset panel sends instead.
+fn tokens(length: Option<u32>) -> String {
+    length.map_or_else(|| "the dataset's own lengths".to_string(), |l| l.to_string())
+}
+
+fn opt(v: Option<u32>) -> String {
+    v.map_or_else(|| "unbounded".to_string(), |v| v.to_string())
+}
+
+fn dist(d: &crate::plan::LengthDist) -> String {
+    use crate::plan::LengthDist as D;
+    match *d {
+        D::Fixed(v) => format!("fixed {v}"),
+        D::Uniform { min, max } => format!("uniform in {min}..={max}"),
+        D::Normal { mean, sd, min, max } => format!("normal(mean {mean}, sd {sd}) clipped to {min}..={max}"),
+        D::LogNormal { mu, sigma, min, max } => format!("lognormal(mu {mu}, sigma {sigma}) clipped to {min}..={max}"),
     }
 }

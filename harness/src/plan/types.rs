@@ -47,10 +47,32 @@ pub struct Study {
 pub struct RequestSpec {
     /// The `model` field of each request; every arm must serve under this name.
     pub model: String,
-    /// Forced output length (`max_tokens`, and `min_tokens` with `ignore_eos`).
+    /// Output length of a request whose panel entry carries none (`max_tokens`, and
+    /// `min_tokens` when forced). For a panel whose entries carry their own lengths
+    /// and a plan without `request.output_tokens`: `max_output_tokens`.
     pub output_tokens: u32,
+    /// Forced output (`request.output = "forced"`): EOS may not end a request, which
+    /// sends `min_tokens = max_tokens` and must return all of them. Natural
+    /// (`"natural"`, or the older spelling `ignore_eos = false`): EOS may end it.
     pub ignore_eos: bool,
     pub temperature: f64,
+    /// Cap on each request's `max_tokens` (`request.max_output_tokens`).
+    pub max_output_tokens: Option<u32>,
+}
+
+impl RequestSpec {
+    /// Whether every request must return exactly its `max_tokens` (a shorter output
+    /// is a `short_output` failure); natural outputs may stop at EOS.
+    pub fn forced(&self) -> bool {
+        self.ignore_eos
+    }
+
+    /// The `max_tokens` sent for a panel entry whose own output length is
+    /// `entry` (none: the plan's `output_tokens`), capped by `max_output_tokens`.
+    pub fn max_tokens_for(&self, entry: Option<u32>) -> u32 {
+        let want = entry.unwrap_or(self.output_tokens);
+        self.max_output_tokens.map_or(want, |cap| want.min(cap))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -119,7 +141,9 @@ impl Arm {
     }
 }
 
-/// The prompt panel: `documents` prompts for each context length, cut from a source.
+/// The prompt panel: `documents` prompts for each context length, cut from a source;
+/// or, for a dataset source (`sharegpt`, `requests`, `synthetic`), `documents`
+/// entries of their own lengths (`lengths` is then empty).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PanelSpec {
     pub source: PanelSource,
@@ -136,15 +160,92 @@ pub enum PanelSource {
     Jsonl { path: String },
     /// Seeded uniform token IDs in `min..=max` (synthetic models only; not natural text).
     Random { min_token_id: u32, max_token_id: u32 },
+    /// Conversations in the ShareGPT JSON format: first human turn = prompt, first
+    /// assistant turn's token count = output length (see `trace::sources`).
+    ShareGpt(ShareGptSpec),
+    /// One request per JSONL line: `{"prompt"}` or `{"tokens"}`, optional `output_tokens`.
+    Requests { path: String, tokenizer: Option<String> },
+    /// Input and output lengths from named distributions, prompts cut from text files.
+    Synthetic(SyntheticSpec),
+}
+
+impl PanelSource {
+    /// Whether each panel entry has its own prompt (and output) length.
+    pub fn is_dataset(&self) -> bool {
+        matches!(self, PanelSource::ShareGpt(_) | PanelSource::Requests { .. } | PanelSource::Synthetic(_))
+    }
+
+    /// The tokenizer.json this source encodes text with, if any.
+    pub fn tokenizer(&self) -> Option<&str> {
+        match self {
+            PanelSource::Text { tokenizer, .. } => Some(tokenizer),
+            PanelSource::ShareGpt(s) => Some(&s.tokenizer),
+            PanelSource::Requests { tokenizer, .. } => tokenizer.as_deref(),
+            PanelSource::Synthetic(s) => Some(&s.tokenizer),
+            PanelSource::Jsonl { .. } | PanelSource::Random { .. } => None,
+        }
+    }
+}
+
+/// `prompts.source = "sharegpt"`: vLLM bench's ShareGPT sampling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareGptSpec {
+    pub path: String,
+    pub tokenizer: String,
+    /// Prompts and outputs shorter than this are dropped (vLLM: 4).
+    pub min_tokens: u32,
+    /// Prompts longer than this are dropped, when set (vLLM: 1024).
+    pub max_prompt_tokens: Option<u32>,
+    /// Prompt + output longer than this is dropped, when set (vLLM: 2048).
+    pub max_total_tokens: Option<u32>,
+}
+
+impl ShareGptSpec {
+    /// How reports name the dataset: the offline play-dialogue file built by
+    /// `scripts/fetch-assets` is always labelled as not being ShareGPT.
+    pub fn label(&self) -> &'static str {
+        if self.path.rsplit('/').next() == Some(PLAY_DIALOGUE_FILE) {
+            "play dialogue in ShareGPT format, not ShareGPT"
+        } else {
+            "ShareGPT-format conversations"
+        }
+    }
+}
+
+/// File name of the play-dialogue ShareGPT-format file (`scripts/fetch-assets`).
+pub const PLAY_DIALOGUE_FILE: &str = "plays_sharegpt.json";
+
+/// `prompts.source = "synthetic"`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticSpec {
+    pub texts: String,
+    pub pattern: String,
+    pub tokenizer: String,
+    pub input: LengthDist,
+    pub output: LengthDist,
+}
+
+/// A named distribution of token counts; every draw is rounded and clipped to
+/// `[min, max]` (at least 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LengthDist {
+    Fixed(u32),
+    Uniform { min: u32, max: u32 },
+    Normal { mean: f64, sd: f64, min: u32, max: u32 },
+    LogNormal { mu: f64, sigma: f64, min: u32, max: u32 },
 }
 
 impl PanelSpec {
     /// Index in `prompts.jsonl` of the prompt used by request `i` of a cell whose
     /// prompts have `length` tokens: documents are used in turn (round robin), and
     /// the panel lists lengths in plan order, `documents` prompts each.
-    pub fn prompt_index(&self, length: u32, i: u64) -> Option<u64> {
-        let li = self.lengths.iter().position(|&l| l == length)? as u64;
+    /// A dataset panel (`length` is `None`) is used in order, round robin.
+    pub fn prompt_index(&self, length: Option<u32>, i: u64) -> Option<u64> {
         let n = u64::from(self.documents);
+        let Some(length) = length else {
+            return (self.source.is_dataset() && n > 0).then(|| i % n);
+        };
+        let li = self.lengths.iter().position(|&l| l == length)? as u64;
         Some(li * n + i % n)
     }
 }
@@ -154,7 +255,8 @@ impl PanelSpec {
 pub struct Warmup {
     /// K; 0 means no warmup call.
     pub prompts: u32,
-    pub input_tokens: u32,
+    /// One of `prompts.lengths`; `None` for a dataset panel (its first entries).
+    pub input_tokens: Option<u32>,
     pub output_tokens: u32,
 }
 
@@ -214,8 +316,9 @@ pub struct Cell {
     pub kind: CellKind,
     pub load: Load,
     pub count: Count,
-    /// Prompt length in tokens; one of `prompts.lengths`.
-    pub input_tokens: u32,
+    /// Prompt length in tokens; one of `prompts.lengths`. `None` for a dataset
+    /// panel: the cell sends its entries in order, each of its own length.
+    pub input_tokens: Option<u32>,
     pub retries: u32,
 }
 

@@ -70,7 +70,8 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     c.name("study.name", &file.study.name);
     let seed = c.int("study.seed", file.study.seed, 0, i64::MAX).unwrap_or(0);
     let study = Study { name: file.study.name, seed, description: file.study.description };
-    let request = request(&mut c, file.request);
+    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic");
+    let request = request(&mut c, file.request, dataset);
     let arms = validate_arms::arms(&mut c, file.arms);
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
@@ -107,36 +108,71 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     })
 }
 
-fn request(c: &mut Checker, r: RequestFile) -> RequestSpec {
+fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
     if r.model.trim().is_empty() {
         c.err("request.model", "must not be empty");
     }
     let temperature = r.temperature.unwrap_or(0.0);
     c.positive("request.temperature", temperature, true);
-    RequestSpec {
-        model: r.model,
-        output_tokens: c.int("request.output_tokens", r.output_tokens, 1, u32::MAX.into()).unwrap_or(1) as u32,
-        ignore_eos: r.ignore_eos.unwrap_or(true),
-        temperature,
-    }
+    let ignore_eos = match (r.output.as_deref(), r.ignore_eos) {
+        (None, v) => v.unwrap_or(true),
+        (Some(mode @ ("forced" | "natural")), v) => {
+            let forced = mode == "forced";
+            if v.is_some_and(|v| v != forced) {
+                c.err("request.ignore_eos", format!("contradicts request.output = {mode:?}; leave it out"));
+            }
+            forced
+        }
+        (Some(other), _) => {
+            c.err("request.output", format!("unknown value {other:?} (use \"forced\" or \"natural\")"));
+            true
+        }
+    };
+    let cap = r.max_output_tokens.and_then(|v| c.int("request.max_output_tokens", v, 1, u32::MAX.into()));
+    let max_output_tokens = cap.map(|v| v as u32);
+    let output_tokens = match (r.output_tokens, max_output_tokens) {
+        (Some(v), cap) => {
+            let v = c.int("request.output_tokens", v, 1, u32::MAX.into()).unwrap_or(1) as u32;
+            if let Some(cap) = cap.filter(|&cap| cap < v) {
+                c.err("request.output_tokens", format!("{v} exceeds request.max_output_tokens {cap}"));
+            }
+            v
+        }
+        (None, Some(cap)) if dataset => cap,
+        (None, _) => {
+            let why = if dataset {
+                "required unless request.max_output_tokens caps the dataset's own output lengths"
+            } else {
+                "required: this panel's prompts carry no output length"
+            };
+            c.err("request.output_tokens", why);
+            1
+        }
+    };
+    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens }
 }
 
 fn warmup(c: &mut Checker, w: WarmupFile, panel: &PanelSpec, output: u32) -> Warmup {
     let prompts = c.int("warmup.prompts", w.prompts, 0, 1 << 20).unwrap_or(0) as u32;
     let input_tokens = match w.input_tokens {
+        Some(_) if panel.source.is_dataset() => {
+            c.err("warmup.input_tokens", "a dataset panel's warmup sends its first entries; leave it out");
+            None
+        }
+        None if panel.source.is_dataset() => None,
         Some(l) => {
             let l = c.int("warmup.input_tokens", l, 1, 1 << 24).unwrap_or(0) as u32;
             if l != 0 && !panel.lengths.contains(&l) {
                 c.err("warmup.input_tokens", format!("{l} is not one of prompts.lengths {:?}", panel.lengths));
             }
-            l
+            Some(l)
         }
-        None if panel.lengths.len() == 1 => panel.lengths[0],
+        None if panel.lengths.len() == 1 => Some(panel.lengths[0]),
         None => {
             if prompts > 0 {
                 c.err("warmup.input_tokens", "required when prompts.lengths lists several lengths");
             }
-            panel.lengths.first().copied().unwrap_or(0)
+            panel.lengths.first().copied()
         }
     };
     let output_tokens = match w.output_tokens {

@@ -162,6 +162,10 @@ pub(super) fn limits(c: &mut Checker, limits: Option<LimitsFile>) -> f64 {
 }
 
 pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
+    if matches!(p.source.as_str(), "sharegpt" | "requests" | "synthetic") {
+        return super::validate_panel::dataset(c, p, arms);
+    }
+    super::validate_panel::forbid_dataset_keys(c, &p);
     let mut lengths = Vec::new();
     if p.lengths.is_empty() {
         c.err("prompts.lengths", "must list at least one prompt length");
@@ -174,7 +178,13 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             lengths.push(l as u32);
         }
     }
-    let documents = c.int("prompts.documents", p.documents, 1, 1 << 20).unwrap_or(1) as u32;
+    let documents = match p.documents {
+        Some(d) => c.int("prompts.documents", d, 1, 1 << 20).unwrap_or(1) as u32,
+        None => {
+            c.err("prompts.documents", "required: how many prompts per length");
+            1
+        }
+    };
     let only = |src: &str| format!("only {src} panels take this key (prompts.source = {:?})", p.source);
     let source = match p.source.as_str() {
         "text" => {
@@ -229,7 +239,13 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             PanelSource::Random { min_token_id: lo.unwrap_or(0) as u32, max_token_id: hi.unwrap_or(0) as u32 }
         }
         other => {
-            c.err("prompts.source", format!("unknown source {other:?} (use \"text\", \"jsonl\" or \"random\")"));
+            c.err(
+                "prompts.source",
+                format!(
+                    "unknown source {other:?} (use \"text\", \"jsonl\", \"random\", \"sharegpt\", \"requests\" \
+                     or \"synthetic\")"
+                ),
+            );
             PanelSource::Jsonl { path: String::new() }
         }
     };
@@ -238,7 +254,7 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
 
 /// The tokenizer that cuts a text panel: `prompts.tokenizer`, else the one every arm
 /// that declares a tokenizer names. Arms that declare one must agree with it.
-fn panel_tokenizer(c: &mut Checker, panel: Option<String>, arms: &[Arm]) -> String {
+pub(super) fn panel_tokenizer(c: &mut Checker, panel: Option<String>, arms: &[Arm]) -> String {
     let declared: Vec<(usize, &String)> =
         arms.iter().enumerate().filter_map(|(i, a)| a.tokenizer.as_ref().map(|t| (i, t))).collect();
     let chosen = panel.or_else(|| declared.first().map(|(_, t)| (*t).clone()));

@@ -92,6 +92,11 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
             }
         };
         let input_tokens = match f.input_tokens {
+            Some(_) if panel.source.is_dataset() => {
+                c.err(format!("{k}.input_tokens"), "a dataset panel's entries have their own lengths; leave it out");
+                None
+            }
+            None if panel.source.is_dataset() => None,
             Some(l) => {
                 let l = c.int(&format!("{k}.input_tokens"), l, 1, 1 << 24).unwrap_or(0) as u32;
                 if l != 0 && !panel.lengths.contains(&l) {
@@ -100,12 +105,12 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
                         format!("{l} is not one of prompts.lengths {:?}", panel.lengths),
                     );
                 }
-                l
+                Some(l)
             }
-            None if panel.lengths.len() == 1 => panel.lengths[0],
+            None if panel.lengths.len() == 1 => Some(panel.lengths[0]),
             None => {
                 c.err(format!("{k}.input_tokens"), "required when prompts.lengths lists several lengths");
-                0
+                None
             }
         };
         let retries = c.int(&format!("{k}.retries"), f.retries.unwrap_or(0), 0, 100).unwrap_or(0) as u32;

@@ -88,7 +88,7 @@ fn base_plan_is_valid() {
     let plan = parse(BASE).unwrap();
     assert_eq!(plan.cells.len(), 2);
     assert_eq!(plan.hypotheses[0].name, "throughput_rps:closed:cand-vs-ctrl");
-    assert_eq!(plan.warmup.input_tokens, 64);
+    assert_eq!(plan.warmup.input_tokens, Some(64));
     assert_eq!(plan.timing.request_timeout_s, 30.0);
     assert!(plan.request.ignore_eos);
     assert_eq!(plan.arms[0].health, "/health");

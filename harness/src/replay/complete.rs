@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::files::Scan;
-use super::inputs::{Entry, read_prompt_lengths, read_traces};
+use super::inputs::{Entry, read_prompt_lengths, read_prompt_outputs, read_traces};
 use super::read::read_json;
 use super::records::Rec;
 use super::{Check, Mismatch};
@@ -56,6 +56,8 @@ pub struct Study<'a> {
     pub cells: Vec<CellRun<'a>>,
     pub traces: HashMap<String, Result<Vec<Entry>, String>>,
     pub prompt_lengths: Result<Vec<u32>, String>,
+    /// The `max_tokens` each panel prompt's request asks for (`read_prompt_outputs`).
+    pub prompt_outputs: Result<Vec<u32>, String>,
     pub scan: &'a Scan,
     /// Problems found while reading arm outcomes.
     pub problems: Vec<Mismatch>,
@@ -118,6 +120,7 @@ impl<'a> Study<'a> {
             cells,
             traces: read_traces(root, plan),
             prompt_lengths: read_prompt_lengths(root),
+            prompt_outputs: read_prompt_outputs(root, plan),
             scan,
             problems,
         }
@@ -214,13 +217,21 @@ pub fn completeness_check(s: &Study<'_>) -> Check {
     Check::of(NAME, detail, m)
 }
 
-/// Every record's prompt, prompt length and intended arrival follow its trace.
+/// Every record's prompt, prompt length, intended output length (its prompt's
+/// `max_tokens`) and intended arrival follow its trace.
 pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
     let mut m = Vec::new();
     let lengths = match &s.prompt_lengths {
         Ok(l) => Some(l),
         Err(e) => {
             m.push(Mismatch::new("inputs/prompts.jsonl", "parse", "malformed", e.clone()));
+            None
+        }
+    };
+    let outputs = match &s.prompt_outputs {
+        Ok(o) => Some(o),
+        Err(e) => {
+            m.push(Mismatch::new("inputs/prompts.jsonl", "max_tokens", "as the plan gives", e.clone()));
             None
         }
     };
@@ -254,6 +265,16 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
                     field("prompt_tokens_intended"),
                     r.prompt_tokens_intended.to_string(),
                     len.to_string(),
+                ));
+            }
+            if let Some(max_tokens) = outputs.and_then(|o| o.get(e.prompt as usize))
+                && *max_tokens != r.output_tokens_intended
+            {
+                m.push(Mismatch::new(
+                    &c.path,
+                    field("output_tokens_intended"),
+                    r.output_tokens_intended.to_string(),
+                    max_tokens.to_string(),
                 ));
             }
             let start = i128::from(r.intended_ns) - i128::from(e.offset_ns);

@@ -183,3 +183,46 @@ pub fn read_prompt_lengths(root: &Path) -> Result<Vec<u32>, String> {
         Err(e) => Err(format!("{rel}: {e}")),
     }
 }
+
+#[derive(Deserialize)]
+struct PromptOutput {
+    index: u64,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    ignore_eos: Option<bool>,
+}
+
+/// The `max_tokens` every panel prompt's request asks for, by index: a dataset
+/// panel's line states it (and its EOS flag), and both must be what the plan gives
+/// the line's own output length; a fixed-length panel's line states neither and
+/// sends the plan's `request.output_tokens`.
+pub fn read_prompt_outputs(root: &Path, plan: &Plan) -> Result<Vec<u32>, String> {
+    let rel = "inputs/prompts.jsonl";
+    let r = &plan.request;
+    let dataset = plan.prompts.source.is_dataset();
+    let mut out = Vec::new();
+    let read = stream_lines(root, rel, |_, l| {
+        let p: PromptOutput = serde_json::from_slice(l).map_err(|e| e.to_string())?;
+        let want = r.max_tokens_for(p.output_tokens);
+        match (dataset, p.max_tokens, p.ignore_eos) {
+            (true, Some(m), Some(eos)) if m == want && eos == r.ignore_eos => out.push(m),
+            (false, None, None) if p.output_tokens.is_none() => out.push(r.output_tokens),
+            (true, ..) => {
+                return Err(format!(
+                    "prompt {}: max_tokens {:?} and ignore_eos {:?}, the plan gives {want} and {}",
+                    p.index, p.max_tokens, p.ignore_eos, r.ignore_eos
+                ));
+            }
+            (false, ..) => return Err(format!("prompt {}: dataset fields in a fixed-length panel", p.index)),
+        }
+        Ok(())
+    });
+    match read {
+        Ok((_, None)) => Ok(out),
+        Ok((_, Some(e))) => Err(format!("{rel}: {e}")),
+        Err(e) => Err(format!("{rel}: {e}")),
+    }
+}

@@ -22,7 +22,7 @@ pub enum Val {
 }
 
 /// Every numeric field of a cell summary, in matrix column order.
-pub const FIELD_NAMES: [&str; 51] = [
+pub const FIELD_NAMES: [&str; 59] = [
     "requests",
     "completed",
     "failed",
@@ -74,6 +74,14 @@ pub const FIELD_NAMES: [&str; 51] = [
     "output_tokens_from_usage_requests",
     "output_tokens_from_events_requests",
     "usage_event_token_mismatch_requests",
+    "input_tokens_min",
+    "input_tokens_p50",
+    "input_tokens_p90",
+    "input_tokens_max",
+    "output_tokens_min",
+    "output_tokens_p50",
+    "output_tokens_p90",
+    "output_tokens_max",
 ];
 
 /// One invalid record.
@@ -129,6 +137,16 @@ fn dist(ns: &[f64]) -> (u64, [Option<f64>; 5]) {
     s.sort_by(f64::total_cmp);
     let at = |p: f64| Some(s[rank(s.len(), p) - 1] / 1e6);
     (ns.len() as u64, [Some(mean / 1e6), at(50.0), at(95.0), at(99.0), at(100.0)])
+}
+
+/// Nearest-rank min, p50, p90 and max of token counts.
+fn lengths(counts: impl Iterator<Item = u64>) -> [Val; 4] {
+    let mut s: Vec<u64> = counts.collect();
+    if s.is_empty() {
+        return [Val::Float(None); 4];
+    }
+    s.sort_unstable();
+    [0.0, 50.0, 90.0, 100.0].map(|p| Val::Float(Some(s[rank(s.len(), p) - 1] as f64)))
 }
 
 fn last_seen(r: &Rec) -> u64 {
@@ -290,6 +308,8 @@ pub fn summarize(records: &[Rec]) -> Result<Vec<Val>, String> {
         count(&|o| !o.from_usage),
         count(&|o| o.output != o.event_tokens),
     ]);
+    v.extend(lengths(valid.iter().map(|o| o.prompt)));
+    v.extend(lengths(valid.iter().map(|o| o.output)));
     debug_assert_eq!(v.len(), FIELD_NAMES.len());
     Ok(v)
 }

@@ -84,6 +84,14 @@ fields!(
     Count output_tokens_from_usage_requests,
     Count output_tokens_from_events_requests,
     Count usage_event_token_mismatch_requests,
+    Maybe input_tokens_min,
+    Maybe input_tokens_p50,
+    Maybe input_tokens_p90,
+    Maybe input_tokens_max,
+    Maybe output_tokens_min,
+    Maybe output_tokens_p50,
+    Maybe output_tokens_p90,
+    Maybe output_tokens_max,
 );
 
 /// Non-numeric fields of `CellSummary`, carried separately (keys and failure classes).

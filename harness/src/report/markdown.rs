@@ -53,11 +53,28 @@ fn what_was_run(o: &mut String, l: &Loaded) {
         }
     }
     let r = &plan.request;
-    let _ = writeln!(
-        o,
-        "- Requests: model `{}`, {} output tokens (ignore_eos = {}), temperature {}; prompts: {} per length {:?}.",
-        r.model, r.output_tokens, r.ignore_eos, r.temperature, plan.prompts.documents, plan.prompts.lengths
-    );
+    if plan.prompts.source.is_dataset() {
+        let mode = if r.forced() { "forced (ignore_eos)" } else { "natural (EOS may end a request)" };
+        let cap = r.max_output_tokens.map_or_else(String::new, |c| format!(", capped at {c}"));
+        let _ = writeln!(
+            o,
+            "- Requests: model `{}`, output {mode}, max_tokens per request from the dataset{cap}, temperature {}; \
+             prompts: a dataset panel of {} entries{} (lengths per cell in the tables).",
+            r.model,
+            r.temperature,
+            plan.prompts.documents,
+            match &plan.prompts.source {
+                crate::plan::PanelSource::ShareGpt(g) => format!(" from {}, {}", g.path, g.label()),
+                _ => String::new(),
+            }
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "- Requests: model `{}`, {} output tokens (ignore_eos = {}), temperature {}; prompts: {} per length {:?}.",
+            r.model, r.output_tokens, r.ignore_eos, r.temperature, plan.prompts.documents, plan.prompts.lengths
+        );
+    }
     let _ = writeln!(o, "\n### Arms\n");
     for a in &plan.arms {
         let how = match &a.server {
@@ -95,7 +112,7 @@ fn what_was_run(o: &mut String, l: &Loaded) {
             c.kind.as_str(),
             load_text(c.load),
             c.count,
-            c.input_tokens
+            c.input_tokens.map_or_else(|| "dataset lengths".to_string(), |l| l.to_string())
         );
     }
     let _ = writeln!(o, "\n### Blocks and their orders\n");

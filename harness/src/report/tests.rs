@@ -134,6 +134,14 @@ fn summary(block: u32, arm: &str, cell: &str, rps: f64, p95_ms: f64, failed: u64
         output_tokens_from_usage_requests: 4,
         output_tokens_from_events_requests: 0,
         usage_event_token_mismatch_requests: 0,
+        input_tokens_min: Some(8.0),
+        input_tokens_p50: Some(8.0),
+        input_tokens_p90: Some(8.0),
+        input_tokens_max: Some(8.0),
+        output_tokens_min: Some(4.0),
+        output_tokens_p50: Some(4.0),
+        output_tokens_p90: Some(4.0),
+        output_tokens_max: Some(4.0),
     }
 }
 

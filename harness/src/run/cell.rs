@@ -102,7 +102,6 @@ impl CellRun<'_> {
                 _ => None,
             },
             bodies: &s.inputs.bodies,
-            output_tokens: plan.request.output_tokens,
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
         let records = drive_cell(&drive, self.ctx, &counters).await?;

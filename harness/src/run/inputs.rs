@@ -7,12 +7,10 @@
 
 use std::path::Path;
 
-use axum::body::Bytes;
-
 use super::RunError;
 use crate::evidence::sha256_hex;
-use crate::load::stream_body;
-use crate::plan::{PanelSource, Plan};
+use crate::load::{PreparedRequest, prepare as prepare_request};
+use crate::plan::Plan;
 use crate::trace::{self, Encoder, Panel, Trace};
 
 /// A `trace::Encoder` over a Hugging Face `tokenizer.json`; encodes without special
@@ -39,6 +37,11 @@ impl Encoder for TokenizerEncoder {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
         self.inner.encode(text, false).map(|e| e.get_ids().to_vec()).map_err(|e| e.to_string())
     }
+
+    fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, String> {
+        let encodings = self.inner.encode_batch(texts.to_vec(), false).map_err(|e| e.to_string())?;
+        Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
+    }
 }
 
 /// Everything the cells send, read back from `inputs/`.
@@ -46,8 +49,8 @@ pub struct Inputs {
     pub panel: Panel,
     /// One trace per cell, in plan order.
     pub traces: Vec<Trace>,
-    /// Request body and prompt length per panel index.
-    pub bodies: Vec<(Bytes, u32)>,
+    /// The prepared request (body, prompt length, max_tokens) per panel index.
+    pub bodies: Vec<PreparedRequest>,
     /// SHA-256 of each body (`run.json`), per panel index.
     pub body_sha256: Vec<String>,
 }
@@ -68,9 +71,9 @@ pub fn prepare(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -
 /// Builds the panel (relative sources under `base`) and writes the prompts, traces
 /// and catalog into `inputs_dir` (`--resume` regenerates them elsewhere to compare).
 pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<(), RunError> {
-    let encoder = match &plan.prompts.source {
-        PanelSource::Text { tokenizer, .. } => Some(TokenizerEncoder::from_file(&base.join(tokenizer))?),
-        _ => None,
+    let encoder = match plan.prompts.source.tokenizer() {
+        Some(tokenizer) => Some(TokenizerEncoder::from_file(&base.join(tokenizer))?),
+        None => None,
     };
     let panel = trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?;
     trace::write_inputs(inputs_dir, plan, plan_sha256, Some(&panel))?;
@@ -89,9 +92,9 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
     let mut bodies = Vec::with_capacity(panel.prompts.len());
     let mut body_sha256 = Vec::with_capacity(panel.prompts.len());
     for p in &panel.prompts {
-        let body = stream_body(plan, &p.tokens);
-        body_sha256.push(sha256_hex(&body));
-        bodies.push((Bytes::from(body), p.length));
+        let prepared = prepare_request(plan, p);
+        body_sha256.push(sha256_hex(&prepared.body));
+        bodies.push(prepared);
     }
     Ok(Inputs { panel, traces, bodies, body_sha256 })
 }

@@ -194,7 +194,7 @@ pub(super) async fn run_unit(
         timeout: request_timeout,
         server_exit: exit_rx.clone(),
         drain_expired: watch::channel(false).1,
-        forced_output: plan.request.ignore_eos,
+        forced_output: plan.request.forced(),
     };
     let mut summaries = Vec::new();
     for (ci, cell_name) in block.cells.iter().enumerate() {

@@ -8,6 +8,7 @@ mod arrivals;
 mod catalog;
 mod panel;
 mod seed;
+pub mod sources;
 
 #[cfg(test)]
 mod tests;

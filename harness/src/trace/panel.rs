@@ -14,6 +14,12 @@
 //! - both then take the L tokens starting at offset o, drawn uniformly in 0..=T-L
 //!   from the prompt seed (study seed, L, j; see `seed`);
 //! - random: L token IDs uniform in min..=max from the same prompt seed.
+//!
+//! A dataset panel (`sharegpt`, `requests`, `synthetic`; see `sources`) is instead
+//! `num_requests` entries of their own lengths, in the order the source fixes; each
+//! line then also carries the entry's own output length (when the source has one),
+//! the `max_tokens` its request sends and whether EOS is ignored, so that every
+//! per-request setting is in `prompts.jsonl` before the first request.
 
 use std::path::Path;
 
@@ -21,12 +27,19 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceError;
 use super::seed::{below, prompt_seed, rng};
+use super::sources;
 use crate::plan::{PanelSource, Plan};
 
 /// Turns text into token IDs. Implemented by the caller for the plan's tokenizer.
 pub trait Encoder {
     /// Token IDs of `text`, with no special tokens added (no BOS/EOS).
     fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+
+    /// Token IDs of each text, as [`Encoder::encode`] gives them (an implementation
+    /// may encode in parallel).
+    fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, String> {
+        texts.iter().map(|t| self.encode(t)).collect()
+    }
 }
 
 /// One line of `prompts.jsonl`.
@@ -43,6 +56,17 @@ pub struct Prompt {
     pub source: String,
     /// Token offset of the cut in its source document.
     pub offset: u64,
+    /// Dataset panels: the entry's own output length (e.g. the token count of a
+    /// ShareGPT answer), when the source gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    /// Dataset panels: the `max_tokens` this entry's request sends
+    /// (`RequestSpec::max_tokens_for`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Dataset panels: whether this entry's request ignores EOS (forced output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
     pub tokens: Vec<u32>,
 }
 
@@ -52,9 +76,9 @@ pub struct Panel {
 }
 
 /// A source document as token IDs.
-struct Doc {
-    name: String,
-    tokens: Vec<u32>,
+pub(super) struct Doc {
+    pub name: String,
+    pub tokens: Vec<u32>,
 }
 
 fn matches(pattern: &str, name: &str) -> bool {
@@ -64,11 +88,11 @@ fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
+pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
     move |error| TraceError::Io { path: path.to_path_buf(), error }
 }
 
-fn text_docs(dir: &Path, pattern: &str, enc: &dyn Encoder) -> Result<Vec<Doc>, TraceError> {
+pub(super) fn text_docs(dir: &Path, pattern: &str, enc: &dyn Encoder) -> Result<Vec<Doc>, TraceError> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(io_err(dir))?
         .filter_map(|e| e.ok())
@@ -116,6 +140,9 @@ fn jsonl_docs(path: &Path, label: &str) -> Result<Vec<Doc>, TraceError> {
 /// directory the plan is run from). A text panel needs `encoder`.
 pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Result<Panel, TraceError> {
     let spec = &plan.prompts;
+    if spec.source.is_dataset() {
+        return dataset_panel(plan, base, encoder);
+    }
     let docs = match &spec.source {
         PanelSource::Text { dir, pattern, tokenizer } => {
             let enc = encoder.ok_or_else(|| TraceError::NoEncoder { tokenizer: tokenizer.clone() })?;
@@ -123,6 +150,7 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
         }
         PanelSource::Jsonl { path } => Some(jsonl_docs(&base.join(path), path)?),
         PanelSource::Random { .. } => None,
+        PanelSource::ShareGpt(_) | PanelSource::Requests { .. } | PanelSource::Synthetic(_) => None,
     };
     let mut prompts = Vec::new();
     for &length in &spec.lengths {
@@ -140,7 +168,7 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
                 PanelSource::Random { min_token_id, max_token_id } => {
                     let span = u64::from(max_token_id - min_token_id) + 1;
                     let tokens = (0..length).map(|_| min_token_id + below(&mut r, span) as u32).collect();
-                    Prompt { index, length, doc, source: "random".into(), offset: 0, tokens }
+                    Prompt { index, length, doc, source: "random".into(), offset: 0, tokens, ..Prompt::fixed() }
                 }
                 _ => {
                     let d = eligible[doc as usize % eligible.len()];
@@ -148,11 +176,63 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
                     let offset = below(&mut r, room);
                     let start = offset as usize;
                     let tokens = d.tokens[start..start + length as usize].to_vec();
-                    Prompt { index, length, doc, source: d.name.clone(), offset, tokens }
+                    Prompt { index, length, doc, source: d.name.clone(), offset, tokens, ..Prompt::fixed() }
                 }
             };
             prompts.push(prompt);
         }
+    }
+    Ok(Panel { prompts })
+}
+
+impl Prompt {
+    /// The dataset-only fields of a fixed-length panel's line (all absent).
+    fn fixed() -> Prompt {
+        Prompt {
+            index: 0,
+            length: 0,
+            doc: 0,
+            source: String::new(),
+            offset: 0,
+            output_tokens: None,
+            max_tokens: None,
+            ignore_eos: None,
+            tokens: Vec::new(),
+        }
+    }
+}
+
+/// A dataset panel: the source's entries in its order, with each request's
+/// `max_tokens` and EOS flag fixed from the plan.
+fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Result<Panel, TraceError> {
+    let spec = &plan.prompts;
+    let n = spec.documents as usize;
+    let seed = plan.study.seed;
+    let need = |tokenizer: &str| encoder.ok_or_else(|| TraceError::NoEncoder { tokenizer: tokenizer.to_string() });
+    let entries = match &spec.source {
+        PanelSource::ShareGpt(g) => sources::sharegpt(g, &base.join(&g.path), need(&g.tokenizer)?, seed, n)?,
+        PanelSource::Requests { path, .. } => sources::requests(&base.join(path), path, encoder, n)?,
+        PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
+        PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
+    };
+    let r = &plan.request;
+    let mut prompts = Vec::with_capacity(entries.len());
+    for (i, e) in entries.into_iter().enumerate() {
+        let length = u32::try_from(e.tokens.len()).map_err(|_| TraceError::Malformed {
+            what: e.source.clone(),
+            message: format!("{} prompt tokens is too many", e.tokens.len()),
+        })?;
+        prompts.push(Prompt {
+            index: i as u64,
+            length,
+            doc: i as u32,
+            source: e.source,
+            offset: e.offset,
+            output_tokens: e.output_tokens,
+            max_tokens: Some(r.max_tokens_for(e.output_tokens)),
+            ignore_eos: Some(r.ignore_eos),
+            tokens: e.tokens,
+        });
     }
     Ok(Panel { prompts })
 }
@@ -184,19 +264,38 @@ impl Panel {
     }
 
     /// Checks the panel has the plan's shape: N prompts per length, in order, each of
-    /// exactly its length.
+    /// exactly its length; for a dataset panel, N entries in order, each sending the
+    /// `max_tokens` and EOS flag the plan gives its own output length.
     pub fn check(&self, plan: &Plan) -> Result<(), TraceError> {
         let spec = &plan.prompts;
-        let want = spec.lengths.len() * spec.documents as usize;
+        let dataset = spec.source.is_dataset();
+        let want = if dataset { spec.documents as usize } else { spec.lengths.len() * spec.documents as usize };
         let bad = |message: String| TraceError::Malformed { what: "prompts.jsonl".into(), message };
         if self.prompts.len() != want {
             return Err(bad(format!("{} prompts, the plan needs {want}", self.prompts.len())));
         }
         for (i, p) in self.prompts.iter().enumerate() {
+            if dataset {
+                let shape = p.index == i as u64 && p.doc as usize == i && p.length as usize == p.tokens.len();
+                if !shape || p.tokens.is_empty() {
+                    return Err(bad(format!("prompt {i} is not entry {i} with as many tokens as its length")));
+                }
+                let max_tokens = plan.request.max_tokens_for(p.output_tokens);
+                if p.max_tokens != Some(max_tokens) || p.ignore_eos != Some(plan.request.ignore_eos) {
+                    return Err(bad(format!(
+                        "prompt {i} sends max_tokens {:?} and ignore_eos {:?}; the plan gives {max_tokens} and {}",
+                        p.max_tokens, p.ignore_eos, plan.request.ignore_eos
+                    )));
+                }
+                continue;
+            }
             let length = spec.lengths[i / spec.documents as usize];
             let doc = (i % spec.documents as usize) as u32;
             if p.index != i as u64 || p.length != length || p.doc != doc || p.tokens.len() != length as usize {
                 return Err(bad(format!("prompt {i} is not document {doc} of exactly {length} tokens")));
+            }
+            if p.output_tokens.is_some() || p.max_tokens.is_some() || p.ignore_eos.is_some() {
+                return Err(bad(format!("prompt {i} carries dataset fields, but the panel has fixed lengths")));
             }
         }
         Ok(())

@@ -1,0 +1,336 @@
+//! Validation of the dataset panel sources (`prompts.source` = `sharegpt`,
+//! `requests`, `synthetic`) and their length distributions (see `validate_arms` for
+//! the fixed-length sources). Owns which keys each dataset source takes, their
+//! defaults (vLLM's ShareGPT filters) and the distribution parameters' ranges. Must
+//! not touch files: whether a dataset file exists and parses is checked when the
+//! panel is built (`trace::sources`).
+
+use super::schema::{DistFile, PromptsFile};
+use super::types::{Arm, LengthDist, PanelSource, PanelSpec, ShareGptSpec, SyntheticSpec};
+use super::validate::Checker;
+use super::validate_arms::panel_tokenizer;
+
+/// Most entries a dataset panel may hold.
+pub const MAX_DATASET_REQUESTS: i64 = 10_000_000;
+/// vLLM's ShareGPT filters (`is_valid_sequence` defaults).
+pub const SHAREGPT_MIN_TOKENS: u32 = 4;
+pub const SHAREGPT_MAX_PROMPT_TOKENS: u32 = 1024;
+pub const SHAREGPT_MAX_TOTAL_TOKENS: u32 = 2048;
+/// Longest prompt or output a distribution may produce.
+const MAX_LENGTH: i64 = 1 << 24;
+
+/// A fixed-length panel (text, jsonl, random) takes none of the dataset keys.
+pub(super) fn forbid_dataset_keys(c: &mut Checker, p: &PromptsFile) {
+    let why = format!("only dataset panels take this key (prompts.source = {:?})", p.source);
+    c.forbid("prompts.num_requests", &p.num_requests, &why);
+    c.forbid("prompts.min_tokens", &p.min_tokens, &why);
+    c.forbid("prompts.max_prompt_tokens", &p.max_prompt_tokens, &why);
+    c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
+    c.forbid("prompts.input_tokens", &p.input_tokens, &why);
+    c.forbid("prompts.output_tokens", &p.output_tokens, &why);
+}
+
+/// A dataset panel: `num_requests` entries, no `lengths`/`documents`.
+pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
+    let src = p.source.clone();
+    let only = |what: &str| format!("only {what} panels take this key (prompts.source = {src:?})");
+    if !p.lengths.is_empty() {
+        c.err("prompts.lengths", "a dataset panel's entries have their own lengths; leave it out");
+    }
+    c.forbid("prompts.documents", &p.documents, "a dataset panel counts entries in prompts.num_requests");
+    c.forbid("prompts.min_token_id", &p.min_token_id, &only("random"));
+    c.forbid("prompts.max_token_id", &p.max_token_id, &only("random"));
+    let documents = match p.num_requests {
+        Some(n) => c.int("prompts.num_requests", n, 1, MAX_DATASET_REQUESTS).unwrap_or(1) as u32,
+        None => {
+            c.err("prompts.num_requests", "required for a dataset panel: how many requests it holds");
+            1
+        }
+    };
+    if src != "sharegpt" {
+        let why = only("sharegpt");
+        c.forbid("prompts.min_tokens", &p.min_tokens, &why);
+        c.forbid("prompts.max_prompt_tokens", &p.max_prompt_tokens, &why);
+        c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
+    }
+    if src != "synthetic" {
+        let why = only("synthetic");
+        c.forbid("prompts.texts", &p.texts, &why);
+        c.forbid("prompts.pattern", &p.pattern, &why);
+        c.forbid("prompts.input_tokens", &p.input_tokens, &why);
+        c.forbid("prompts.output_tokens", &p.output_tokens, &why);
+    } else {
+        c.forbid("prompts.path", &p.path, &only("sharegpt and requests"));
+    }
+    let path = |c: &mut Checker, path: Option<String>| {
+        path.unwrap_or_else(|| {
+            c.err("prompts.path", format!("required for a {src} panel"));
+            String::new()
+        })
+    };
+    let source = match p.source.as_str() {
+        "sharegpt" => {
+            let bound = |c: &mut Checker, key: &str, v: Option<i64>, default: u32| match v {
+                Some(v) => c.int(key, v, 1, MAX_LENGTH).map_or(default, |v| v as u32),
+                None => default,
+            };
+            let min_tokens = bound(c, "prompts.min_tokens", p.min_tokens, SHAREGPT_MIN_TOKENS);
+            let max_prompt = bound(c, "prompts.max_prompt_tokens", p.max_prompt_tokens, SHAREGPT_MAX_PROMPT_TOKENS);
+            let max_total = bound(c, "prompts.max_total_tokens", p.max_total_tokens, SHAREGPT_MAX_TOTAL_TOKENS);
+            if max_prompt < min_tokens {
+                c.err("prompts.max_prompt_tokens", format!("{max_prompt} is below prompts.min_tokens {min_tokens}"));
+            }
+            let path = path(c, p.path);
+            PanelSource::ShareGpt(ShareGptSpec {
+                path,
+                tokenizer: panel_tokenizer(c, p.tokenizer, arms),
+                min_tokens,
+                max_prompt_tokens: Some(max_prompt),
+                max_total_tokens: Some(max_total),
+            })
+        }
+        "requests" => {
+            let declared = p.tokenizer.is_some() || arms.iter().any(|a| a.tokenizer.is_some());
+            let tokenizer = declared.then(|| panel_tokenizer(c, p.tokenizer, arms));
+            PanelSource::Requests { path: path(c, p.path), tokenizer }
+        }
+        _ => {
+            let pattern = p.pattern.unwrap_or_else(|| "*.txt".into());
+            if pattern.matches('*').count() > 1 || pattern.contains('/') {
+                c.err("prompts.pattern", "a file name with at most one `*`");
+            }
+            let texts = p.texts.unwrap_or_else(|| {
+                c.err("prompts.texts", "required for a synthetic panel (a directory of text files)");
+                String::new()
+            });
+            let input = dist(c, "prompts.input_tokens", p.input_tokens);
+            let output = dist(c, "prompts.output_tokens", p.output_tokens);
+            let tokenizer = panel_tokenizer(c, p.tokenizer, arms);
+            PanelSource::Synthetic(SyntheticSpec { texts, pattern, tokenizer, input, output })
+        }
+    };
+    PanelSpec { source, lengths: Vec::new(), documents }
+}
+
+/// One length distribution; `None` is an issue (required).
+fn dist(c: &mut Checker, key: &str, d: Option<DistFile>) -> LengthDist {
+    let Some(d) = d else {
+        c.err(key, "required for a synthetic panel, e.g. { dist = \"uniform\", min = 64, max = 256 }");
+        return LengthDist::Fixed(1);
+    };
+    let k = |name: &str| format!("{key}.{name}");
+    let not_for = |name: &str| format!("{name} does not apply to dist = {:?}", d.dist);
+    let int = |c: &mut Checker, name: &str, v: Option<i64>| -> Option<u32> {
+        match v {
+            Some(v) => c.int(&k(name), v, 1, MAX_LENGTH).map(|v| v as u32),
+            None => {
+                c.err(k(name), format!("required for dist = {:?}", d.dist));
+                None
+            }
+        }
+    };
+    let real = |c: &mut Checker, name: &str, v: Option<f64>, positive: bool| -> f64 {
+        match v {
+            Some(v) if v.is_finite() && (!positive || v > 0.0) => v,
+            Some(v) => {
+                c.err(k(name), format!("must be finite{}, got {v}", if positive { " and positive" } else { "" }));
+                1.0
+            }
+            None => {
+                c.err(k(name), format!("required for dist = {:?}", d.dist));
+                1.0
+            }
+        }
+    };
+    let bounds = |c: &mut Checker| -> (u32, u32) {
+        let (lo, hi) = (int(c, "min", d.min), int(c, "max", d.max));
+        if let (Some(lo), Some(hi)) = (lo, hi)
+            && lo > hi
+        {
+            c.err(k("min"), format!("{lo} exceeds max {hi}"));
+        }
+        (lo.unwrap_or(1), hi.unwrap_or(1).max(lo.unwrap_or(1)))
+    };
+    let forbid = |c: &mut Checker, names: &[(&str, bool)]| {
+        for &(name, present) in names {
+            if present {
+                c.err(k(name), not_for(name));
+            }
+        }
+    };
+    let (value, mean, sd, mu, sigma) =
+        (d.value.is_some(), d.mean.is_some(), d.sd.is_some(), d.mu.is_some(), d.sigma.is_some());
+    match d.dist.as_str() {
+        "fixed" => {
+            forbid(c, &[("min", d.min.is_some()), ("max", d.max.is_some()), ("mean", mean), ("sd", sd)]);
+            forbid(c, &[("mu", mu), ("sigma", sigma)]);
+            LengthDist::Fixed(int(c, "value", d.value).unwrap_or(1))
+        }
+        "uniform" => {
+            forbid(c, &[("value", value), ("mean", mean), ("sd", sd), ("mu", mu), ("sigma", sigma)]);
+            let (min, max) = bounds(c);
+            LengthDist::Uniform { min, max }
+        }
+        "normal" => {
+            forbid(c, &[("value", value), ("mu", mu), ("sigma", sigma)]);
+            let (mean, sd) = (real(c, "mean", d.mean, true), real(c, "sd", d.sd, true));
+            let (min, max) = bounds(c);
+            LengthDist::Normal { mean, sd, min, max }
+        }
+        "lognormal" => {
+            forbid(c, &[("value", value), ("mean", mean), ("sd", sd)]);
+            let (mu, sigma) = (real(c, "mu", d.mu, false), real(c, "sigma", d.sigma, true));
+            let (min, max) = bounds(c);
+            LengthDist::LogNormal { mu, sigma, min, max }
+        }
+        other => {
+            c.err(
+                k("dist"),
+                format!("unknown distribution {other:?} (use \"fixed\", \"uniform\", \"normal\" or \"lognormal\")"),
+            );
+            LengthDist::Fixed(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::validate_tests::BASE;
+    use super::*;
+    use crate::plan::parse;
+
+    const FIXED_PANEL: &str = "source = \"random\"\nlengths = [64]\ndocuments = 4\nmax_token_id = 255";
+    const SHAREGPT: &str = "source = \"sharegpt\"\npath = \"d.json\"\ntokenizer = \"t.json\"\nnum_requests = 10";
+
+    fn with(request: &str, panel: &str) -> String {
+        BASE.replace("output_tokens = 16", request).replace(FIXED_PANEL, panel)
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn output_mode_forced_is_the_default_and_natural_lets_eos_end_it() {
+        let p = parse(BASE).unwrap();
+        assert!(p.request.forced() && p.request.max_output_tokens.is_none());
+        let p = parse(&with("output_tokens = 16\noutput = \"forced\"", FIXED_PANEL)).unwrap();
+        assert!(p.request.forced());
+        let p = parse(&with("output_tokens = 16\noutput = \"natural\"\nmax_output_tokens = 32", FIXED_PANEL)).unwrap();
+        assert!(!p.request.forced() && !p.request.ignore_eos);
+        assert_eq!((p.request.max_tokens_for(None), p.request.max_tokens_for(Some(100))), (16, 32));
+        assert_eq!(p.request.max_tokens_for(Some(5)), 5);
+        let e = error(&with("output_tokens = 16\noutput = \"natural\"\nignore_eos = true", FIXED_PANEL));
+        assert!(e.contains("request.ignore_eos: contradicts request.output = \"natural\""), "{e}");
+        let e = error(&with("output_tokens = 16\noutput = \"eos\"", FIXED_PANEL));
+        assert!(e.contains("request.output: unknown value \"eos\""), "{e}");
+        let e = error(&with("output_tokens = 16\nmax_output_tokens = 8", FIXED_PANEL));
+        assert!(e.contains("request.output_tokens: 16 exceeds request.max_output_tokens 8"), "{e}");
+        let e = error(&with("max_output_tokens = 8", FIXED_PANEL));
+        assert!(e.contains("request.output_tokens: required: this panel's prompts carry no output length"), "{e}");
+    }
+
+    #[test]
+    fn a_sharegpt_panel_takes_vllms_filters_and_its_own_lengths() {
+        let p = parse(&with("output = \"natural\"\nmax_output_tokens = 128", SHAREGPT)).unwrap();
+        assert_eq!((p.request.output_tokens, p.prompts.documents), (128, 10));
+        assert!(p.prompts.lengths.is_empty() && p.cells.iter().all(|c| c.input_tokens.is_none()));
+        assert_eq!(p.warmup.input_tokens, None);
+        let PanelSource::ShareGpt(g) = &p.prompts.source else { panic!("{:?}", p.prompts.source) };
+        assert_eq!((g.min_tokens, g.max_prompt_tokens, g.max_total_tokens), (4, Some(1024), Some(2048)));
+        let e = error(&with("output = \"natural\"", SHAREGPT));
+        assert!(e.contains("request.output_tokens: required unless request.max_output_tokens caps"), "{e}");
+        let e = error(&with("output_tokens = 8", &SHAREGPT.replace("num_requests = 10", "lengths = [4]")));
+        assert!(e.contains("prompts.lengths: a dataset panel's entries have their own lengths"), "{e}");
+        assert!(e.contains("prompts.num_requests: required for a dataset panel"), "{e}");
+        let e = error(&with("output_tokens = 8", &format!("{SHAREGPT}\ndocuments = 3\nmin_token_id = 1")));
+        assert!(e.contains("prompts.documents: a dataset panel counts entries in prompts.num_requests"), "{e}");
+        assert!(e.contains("prompts.min_token_id: only random panels"), "{e}");
+        let e = error(&with("output_tokens = 8", &format!("{SHAREGPT}\nmax_prompt_tokens = 2")));
+        assert!(e.contains("prompts.max_prompt_tokens: 2 is below prompts.min_tokens 4"), "{e}");
+        let e = error(&with("output_tokens = 8", &SHAREGPT.replace("tokenizer = \"t.json\"\n", "")));
+        assert!(e.contains("prompts.tokenizer"), "{e}");
+        let e = error(&with("output_tokens = 8", SHAREGPT).replace("count = 16", "count = 16\ninput_tokens = 64"));
+        assert!(e.contains("cells[0].input_tokens: a dataset panel's entries have their own lengths"), "{e}");
+        let e = error(&with("output_tokens = 8", &format!("{FIXED_PANEL}\nnum_requests = 3")));
+        assert!(e.contains("prompts.num_requests: only dataset panels take this key"), "{e}");
+    }
+
+    #[test]
+    fn the_play_dialogue_file_is_never_called_sharegpt() {
+        let plays = SHAREGPT.replace("d.json", "assets/sharegpt-plays/plays_sharegpt.json");
+        let p = parse(&with("output_tokens = 8", &plays)).unwrap();
+        let PanelSource::ShareGpt(g) = &p.prompts.source else { panic!() };
+        assert_eq!(g.label(), "play dialogue in ShareGPT format, not ShareGPT");
+        assert!(p.render_check("x").contains("not ShareGPT"));
+        let p = parse(&with("output_tokens = 8", SHAREGPT)).unwrap();
+        let PanelSource::ShareGpt(g) = &p.prompts.source else { panic!() };
+        assert_eq!(g.label(), "ShareGPT-format conversations");
+    }
+
+    #[test]
+    fn synthetic_distributions_are_checked_key_by_key() {
+        let synth = |input: &str, output: &str| {
+            format!(
+                "source = \"synthetic\"\ntexts = \"t\"\ntokenizer = \"t.json\"\nnum_requests = 5\n\
+                 input_tokens = {input}\noutput_tokens = {output}"
+            )
+        };
+        let ok = synth(
+            "{ dist = \"normal\", mean = 100.0, sd = 20.0, min = 10, max = 300 }",
+            "{ dist = \"lognormal\", mu = 4.0, sigma = 0.5, min = 1, max = 512 }",
+        );
+        let p = parse(&with("output = \"natural\"\nmax_output_tokens = 256", &ok)).unwrap();
+        let PanelSource::Synthetic(s) = &p.prompts.source else { panic!() };
+        assert_eq!(s.input, LengthDist::Normal { mean: 100.0, sd: 20.0, min: 10, max: 300 });
+        assert_eq!(s.output, LengthDist::LogNormal { mu: 4.0, sigma: 0.5, min: 1, max: 512 });
+        let cases = [
+            (
+                synth("{ dist = \"fixed\", value = 8 }", "{ dist = \"uniform\", min = 9, max = 3 }"),
+                "prompts.output_tokens.min: 9 exceeds max 3",
+            ),
+            (
+                synth("{ dist = \"normal\", mean = 5.0, min = 1, max = 9 }", "{ dist = \"fixed\", value = 2 }"),
+                "prompts.input_tokens.sd: required for dist = \"normal\"",
+            ),
+            (
+                synth("{ dist = \"fixed\", value = 8, mean = 2.0 }", "{ dist = \"fixed\", value = 2 }"),
+                "prompts.input_tokens.mean: mean does not apply to dist = \"fixed\"",
+            ),
+            (
+                synth("{ dist = \"zipf\" }", "{ dist = \"fixed\", value = 2 }"),
+                "prompts.input_tokens.dist: unknown distribution \"zipf\"",
+            ),
+            (
+                synth(
+                    "{ dist = \"lognormal\", mu = 1.0, sigma = -1.0, min = 1, max = 9 }",
+                    "{ dist = \"fixed\", value = 0 }",
+                ),
+                "prompts.input_tokens.sigma: must be finite and positive",
+            ),
+            (
+                synth("{ dist = \"fixed\", value = 8 }", "{ dist = \"fixed\", value = 0 }"),
+                "prompts.output_tokens.value: must be at least 1",
+            ),
+        ];
+        for (panel, want) in cases {
+            let e = error(&with("output_tokens = 8", &panel));
+            assert!(e.contains(want), "{want}\n{e}");
+        }
+        let e = error(&with(
+            "output_tokens = 8",
+            "source = \"synthetic\"\ntexts = \"t\"\ntokenizer = \"t.json\"\nnum_requests = 5",
+        ));
+        assert!(e.contains("prompts.input_tokens: required for a synthetic panel"), "{e}");
+    }
+
+    #[test]
+    fn a_requests_panel_needs_no_tokenizer_for_token_ids() {
+        let p =
+            parse(&with("output_tokens = 8", "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 2")).unwrap();
+        assert_eq!(p.prompts.source, PanelSource::Requests { path: "r.jsonl".into(), tokenizer: None });
+        let e = error(&with("output_tokens = 8", "source = \"requests\"\nnum_requests = 2\ntexts = \"t\""));
+        assert!(e.contains("prompts.path: required for a requests panel"), "{e}");
+        assert!(e.contains("prompts.texts: only synthetic panels take this key"), "{e}");
+    }
+}

@@ -1,0 +1,84 @@
+//! `prompts.source = "synthetic"`: input and output lengths drawn from named
+//! distributions (vLLM bench `random` with real text, guidellm's synthetic data),
+//! prompts cut from natural text so that every token is real text. Entry i draws,
+//! from its own seed (see `sources`): its input length L, its output length, then a
+//! text file uniformly among those with at least L tokens (files as in a text panel:
+//! sorted by name, encoded whole) and an offset uniform in 0..=T-L. Lengths: fixed;
+//! uniform integer in min..=max; normal(mean, sd) and lognormal(mu, sigma) (the
+//! log of the length is normal) rounded to the nearest integer and clipped to
+//! [min, max] (`rand_distr`'s samplers, as pinned in Cargo.lock). Must not
+//! rescale a draw: a clipped draw is the bound.
+
+use std::path::Path;
+
+use rand_distr::{Distribution, LogNormal, Normal};
+
+use super::{Entry, seed_of};
+use crate::plan::{LengthDist, SyntheticSpec};
+use crate::trace::panel::text_docs;
+use crate::trace::seed::{TraceRng, below, rng};
+use crate::trace::{Encoder, TraceError};
+
+fn clip(x: f64, min: u32, max: u32) -> u32 {
+    if x.is_nan() {
+        return min;
+    }
+    x.round().clamp(f64::from(min), f64::from(max)) as u32
+}
+
+/// One draw of a length distribution (validation guarantees valid parameters).
+pub fn draw_length(d: &LengthDist, r: &mut TraceRng) -> u32 {
+    match *d {
+        LengthDist::Fixed(v) => v,
+        LengthDist::Uniform { min, max } => min + below(r, u64::from(max - min) + 1) as u32,
+        LengthDist::Normal { mean, sd, min, max } => {
+            clip(Normal::new(mean, sd).map_or(f64::NAN, |n| n.sample(r)), min, max)
+        }
+        LengthDist::LogNormal { mu, sigma, min, max } => {
+            clip(LogNormal::new(mu, sigma).map_or(f64::NAN, |n| n.sample(r)), min, max)
+        }
+    }
+}
+
+/// `n` synthetic entries cut from the text files in `dir`.
+pub fn synthetic(
+    spec: &SyntheticSpec,
+    dir: &Path,
+    enc: &dyn Encoder,
+    study_seed: u64,
+    n: usize,
+) -> Result<Vec<Entry>, TraceError> {
+    let docs = text_docs(dir, &spec.pattern, enc)?;
+    if docs.is_empty() {
+        return Err(TraceError::Malformed {
+            what: format!("{}/{}", dir.display(), spec.pattern),
+            message: "no text file matches".into(),
+        });
+    }
+    let longest = docs.iter().map(|d| d.tokens.len()).max().unwrap_or(0);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut r = rng(seed_of(b"harness/synthetic/v1\0", study_seed, Some(i as u64)));
+        let length = draw_length(&spec.input, &mut r) as usize;
+        let output = draw_length(&spec.output, &mut r);
+        let eligible: Vec<usize> = (0..docs.len()).filter(|&k| docs[k].tokens.len() >= length).collect();
+        if eligible.is_empty() {
+            return Err(TraceError::Malformed {
+                what: "prompts.input_tokens".into(),
+                message: format!(
+                    "entry {i} drew {length} tokens, but the longest text file has {longest}: lower prompts.input_tokens.max"
+                ),
+            });
+        }
+        let d = &docs[eligible[below(&mut r, eligible.len() as u64) as usize]];
+        let offset = below(&mut r, (d.tokens.len() - length) as u64 + 1);
+        let start = offset as usize;
+        out.push(Entry {
+            tokens: d.tokens[start..start + length].to_vec(),
+            output_tokens: Some(output),
+            source: d.name.clone(),
+            offset,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,287 @@
+//! Tests of the dataset sources on small hand-made files (good and bad), and of
+//! dataset panels built from them through `build_panel`.
+
+use std::path::Path;
+
+use super::*;
+use crate::plan::{self, LengthDist, Plan, ShareGptSpec, SyntheticSpec};
+use crate::trace::seed::rng;
+use crate::trace::{Encoder, Panel, build_panel, cell_trace};
+
+/// One token per whitespace-separated word: its byte length (enough to count and cut).
+struct Words;
+
+impl Encoder for Words {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        Ok(text.split_whitespace().map(|w| w.len() as u32).collect())
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn words(n: usize) -> String {
+    (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+}
+
+fn spec(path: &str) -> ShareGptSpec {
+    ShareGptSpec {
+        path: path.into(),
+        tokenizer: "tok.json".into(),
+        min_tokens: 4,
+        max_prompt_tokens: Some(1024),
+        max_total_tokens: Some(2048),
+    }
+}
+
+/// A ShareGPT-format file: conversation i has a prompt of 4 + i words and an
+/// answer of 10 + i words.
+fn sharegpt_file(dir: &Path, n: usize) -> std::path::PathBuf {
+    let convs: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"id": "c{i}", "conversations": [{{"from": "human", "value": "{}"}}, {{"from": "gpt", "value": "{}"}}]}}"#,
+                words(4 + i),
+                words(10 + i)
+            )
+        })
+        .collect();
+    write(dir, "sg.json", &format!("[{}]", convs.join(",\n")))
+}
+
+#[test]
+fn sharegpt_takes_the_first_human_turn_and_the_first_answer_after_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(
+        tmp.path(),
+        "sg.json",
+        r#"[{"conversations": [{"from": "system", "value": "s s s s s"}, {"from": "gpt", "value": "early early early early"},
+             {"from": "human", "value": "a bb ccc dddd"}, {"from": "gpt", "value": "one two three four five"},
+             {"from": "human", "value": "later later later later"}]},
+            {"conversations": [{"role": "user", "content": "x yy zzz wwww v"}, {"role": "assistant", "content": "1 2 3 4 5 6"}]}]"#,
+    );
+    let mut got = sharegpt(&spec("sg.json"), &path, &Words, 1, 2).unwrap();
+    got.sort_by(|a, b| a.source.cmp(&b.source));
+    assert_eq!(got[0].tokens, [1, 2, 3, 4]);
+    assert_eq!((got[0].output_tokens, got[0].source.as_str()), (Some(5), "sg.json#0"));
+    assert_eq!(got[1].tokens, [1, 2, 3, 4, 1]);
+    assert_eq!((got[1].output_tokens, got[1].source.as_str()), (Some(6), "sg.json#1"));
+}
+
+#[test]
+fn sharegpt_applies_vllms_filters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conv = |p: usize, a: usize| {
+        format!(
+            r#"{{"conversations": [{{"from": "human", "value": "{}"}}, {{"from": "gpt", "value": "{}"}}]}}"#,
+            words(p),
+            words(a)
+        )
+    };
+    // Kept: (4, 4) and (10, 10). Dropped: prompt 3, output 3, prompt 21 > 20, total 31 > 30.
+    let text = format!("[{}]", [conv(4, 4), conv(3, 9), conv(9, 3), conv(21, 5), conv(16, 15), conv(10, 10)].join(","));
+    let path = write(tmp.path(), "sg.json", &text);
+    let s = ShareGptSpec { max_prompt_tokens: Some(20), max_total_tokens: Some(30), ..spec("sg.json") };
+    let mut got: Vec<(usize, Option<u32>)> =
+        sharegpt(&s, &path, &Words, 3, 2).unwrap().iter().map(|e| (e.tokens.len(), e.output_tokens)).collect();
+    got.sort();
+    assert_eq!(got, [(4, Some(4)), (10, Some(10))]);
+    let err = sharegpt(&s, &path, &Words, 3, 3).unwrap_err().to_string();
+    assert!(err.contains("3 requests asked (prompts.num_requests), only 2 available"), "{err}");
+    assert!(err.contains("of 6 conversations: 0 without a human turn"), "{err}");
+    assert!(err.contains("2 with a prompt or output under prompts.min_tokens = 4, 2 over"), "{err}");
+}
+
+#[test]
+fn sharegpt_sampling_is_seeded_and_deterministic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = sharegpt_file(tmp.path(), 40);
+    let order = |seed| -> Vec<String> {
+        sharegpt(&spec("sg.json"), &path, &Words, seed, 10).unwrap().into_iter().map(|e| e.source).collect()
+    };
+    assert_eq!(order(7), order(7));
+    assert_ne!(order(7), order(8));
+    let all: std::collections::BTreeSet<String> = order(7).into_iter().collect();
+    assert_eq!(all.len(), 10, "sampled without replacement");
+    // A prefix does not depend on how many are asked.
+    assert_eq!(
+        order(7)[..5],
+        sharegpt(&spec("sg.json"), &path, &Words, 7, 5).unwrap().into_iter().map(|e| e.source).collect::<Vec<_>>()[..]
+    );
+}
+
+#[test]
+fn bad_sharegpt_files_say_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = |text: &str, n: usize| {
+        let path = write(tmp.path(), "bad.json", text);
+        sharegpt(&spec("bad.json"), &path, &Words, 1, n).unwrap_err().to_string()
+    };
+    let e = bad("[{\"conversations\": [", 1);
+    assert!(e.contains("not a ShareGPT-format JSON array") && e.contains("line 1"), "{e}");
+    let e = bad(r#"[{"turns": []}]"#, 1);
+    assert!(e.contains("missing field `conversations`"), "{e}");
+    let e =
+        bad(r#"[{"conversations": [{"from": "gpt", "value": "a b c d"}, {"from": "gpt", "value": "a b c d"}]}]"#, 1);
+    assert!(
+        e.contains("only 0 available") && e.contains("1 without a human turn followed by an assistant turn"),
+        "{e}"
+    );
+    let e = bad("[]", 1);
+    assert!(e.contains("only 0 available (of 0 conversations"), "{e}");
+}
+
+#[test]
+fn requests_reads_prompts_tokens_and_output_lengths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(
+        tmp.path(),
+        "r.jsonl",
+        "{\"prompt\": \"a bb ccc\", \"output_tokens\": 7}\n\n{\"tokens\": [5, 6], \"id\": 3}\n{\"tokens\": [1]}\n",
+    );
+    let got = requests(&path, "r.jsonl", Some(&Words), 2).unwrap();
+    assert_eq!(got[0], Entry { tokens: vec![1, 2, 3], output_tokens: Some(7), source: "r.jsonl:1".into(), offset: 0 });
+    assert_eq!(got[1], Entry { tokens: vec![5, 6], output_tokens: None, source: "r.jsonl:3".into(), offset: 0 });
+    let err = requests(&path, "r.jsonl", Some(&Words), 4).unwrap_err().to_string();
+    assert!(err.contains("4 requests asked (prompts.num_requests), only 3 available"), "{err}");
+}
+
+#[test]
+fn bad_request_lines_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = |text: &str, enc: Option<&dyn Encoder>| {
+        let path = write(tmp.path(), "r.jsonl", text);
+        requests(&path, "r.jsonl", enc, 2).unwrap_err().to_string()
+    };
+    let e = bad("{\"tokens\": [1]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n", Some(&Words));
+    assert!(e.contains("line 2") && e.contains("chat template"), "{e}");
+    let e = bad("{\"tokens\": [1]}\n{\"tokens\": [1], \"prompt\": \"x\"}\n", Some(&Words));
+    assert!(e.contains("line 2") && e.contains("not both"), "{e}");
+    let e = bad("{\"prompt\": \"x\"}\n", None);
+    assert!(e.contains("line 1") && e.contains("prompts.tokenizer"), "{e}");
+    let e = bad("{\"tokens\": []}\n", Some(&Words));
+    assert!(e.contains("line 1") && e.contains("no tokens"), "{e}");
+    let e = bad("{\"tokens\": [1]\n", Some(&Words));
+    assert!(e.contains("line 1"), "{e}");
+    let e = bad("{\"id\": 1}\n", Some(&Words));
+    assert!(e.contains("no \"prompt\" or \"tokens\""), "{e}");
+}
+
+fn synth_spec(input: LengthDist, output: LengthDist) -> SyntheticSpec {
+    SyntheticSpec { texts: "t".into(), pattern: "*.txt".into(), tokenizer: "tok.json".into(), input, output }
+}
+
+#[test]
+fn synthetic_cuts_real_text_at_drawn_lengths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text: String = (0..200).map(|i| "x".repeat(1 + i % 9)).collect::<Vec<_>>().join(" ");
+    write(tmp.path(), "a.txt", &text);
+    write(tmp.path(), "short.txt", "a bb ccc");
+    let doc = Words.encode(&text).unwrap();
+    let s = synth_spec(LengthDist::Uniform { min: 5, max: 50 }, LengthDist::Fixed(12));
+    let got = synthetic(&s, tmp.path(), &Words, 9, 30).unwrap();
+    assert_eq!(got, synthetic(&s, tmp.path(), &Words, 9, 30).unwrap(), "deterministic");
+    assert_ne!(got, synthetic(&s, tmp.path(), &Words, 10, 30).unwrap(), "seeded");
+    for e in &got {
+        assert!((5..=50).contains(&e.tokens.len()), "{}", e.tokens.len());
+        assert_eq!(e.output_tokens, Some(12));
+        assert_eq!(e.source, "a.txt", "only a.txt has at least 5 tokens");
+        let o = e.offset as usize;
+        assert_eq!(e.tokens[..], doc[o..o + e.tokens.len()], "a real cut");
+    }
+    let too_long = synth_spec(LengthDist::Fixed(201), LengthDist::Fixed(1));
+    let err = synthetic(&too_long, tmp.path(), &Words, 9, 1).unwrap_err().to_string();
+    assert!(err.contains("drew 201 tokens, but the longest text file has 200"), "{err}");
+}
+
+#[test]
+fn length_draws_follow_their_distribution_and_stay_clipped() {
+    let mut r = rng([3; 32]);
+    let draws =
+        |d: LengthDist, r: &mut crate::trace::TraceRng| (0..20_000).map(|_| draw_length(&d, r)).collect::<Vec<u32>>();
+    let u = draws(LengthDist::Uniform { min: 3, max: 7 }, &mut r);
+    assert!(u.iter().all(|v| (3..=7).contains(v)));
+    assert!((3..=7).all(|v| u.iter().filter(|&&x| x == v).count() > 3500));
+    let n = draws(LengthDist::Normal { mean: 100.0, sd: 10.0, min: 1, max: 1000 }, &mut r);
+    let mean = n.iter().map(|&v| f64::from(v)).sum::<f64>() / n.len() as f64;
+    // Rounding keeps the mean; 5 standard errors of 20,000 draws of sd 10.
+    assert!((mean - 100.0).abs() < 5.0 * 10.0 / (n.len() as f64).sqrt(), "{mean}");
+    let c = draws(LengthDist::Normal { mean: 100.0, sd: 50.0, min: 90, max: 110 }, &mut r);
+    assert!(c.iter().all(|v| (90..=110).contains(v)) && c.contains(&90) && c.contains(&110));
+    let l = draws(LengthDist::LogNormal { mu: 4.0, sigma: 0.5, min: 1, max: 100_000 }, &mut r);
+    let mut sorted = l.clone();
+    sorted.sort_unstable();
+    // The median of a lognormal is e^mu = 54.6.
+    assert!((50..=60).contains(&sorted[sorted.len() / 2]), "{}", sorted[sorted.len() / 2]);
+    assert_eq!(draws(LengthDist::Fixed(9), &mut r)[..3], [9, 9, 9]);
+}
+
+/// A dataset plan: sharegpt at `path`, with the `[request]` lines given.
+fn plan_text(request: &str, prompts: &str) -> String {
+    format!(
+        "[study]\nname = \"d\"\nseed = 5\n\n[request]\nmodel = \"m\"\n{request}\n\n[prompts]\n{prompts}\n\n\
+         [warmup]\nprompts = 2\n\n[timing]\nsettle_s = 0\nrequest_timeout_s = 5\ndrain_timeout_s = 5\n\n\
+         [blocks]\ncount = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
+         [[arms]]\nname = \"a\"\nrole = \"candidate\"\nargv = [\"srv\", \"{{port}}\"]\nport = 9000\n\n\
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 2\ncount = 7\n"
+    )
+}
+
+const SHAREGPT: &str = "source = \"sharegpt\"\npath = \"sg.json\"\ntokenizer = \"tok.json\"\nnum_requests = 3";
+
+fn dataset_panel(tmp: &Path, request: &str) -> (Plan, Panel) {
+    sharegpt_file(tmp, 6);
+    let plan = plan::parse(&plan_text(request, SHAREGPT)).unwrap();
+    let panel = build_panel(&plan, tmp, Some(&Words)).unwrap();
+    (plan, panel)
+}
+
+#[test]
+fn a_sharegpt_panel_fixes_each_requests_max_tokens_and_eos_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (plan, panel) = dataset_panel(tmp.path(), "output = \"natural\"\nmax_output_tokens = 12");
+    assert_eq!(panel.prompts.len(), 3);
+    for (i, p) in panel.prompts.iter().enumerate() {
+        assert_eq!((p.index, p.doc as usize, p.length as usize), (i as u64, i, p.tokens.len()));
+        let own = p.output_tokens.unwrap();
+        assert_eq!(own as usize, p.length as usize + 6, "the answer is 6 words longer than its prompt");
+        assert_eq!((p.max_tokens, p.ignore_eos), (Some(own.min(12)), Some(false)));
+    }
+    panel.check(&plan).unwrap();
+    let text = panel.to_jsonl();
+    assert!(text.lines().next().unwrap().contains("\"output_tokens\":"), "{text}");
+    assert_eq!(Panel::from_jsonl(&text).unwrap(), panel);
+    // Forced: min_tokens = max_tokens = the entry's own length (no cap).
+    let (forced_plan, forced) = dataset_panel(tmp.path(), "output = \"forced\"");
+    for p in &forced.prompts {
+        assert_eq!((p.max_tokens, p.ignore_eos), (p.output_tokens, Some(true)));
+    }
+    // The panel records what the plan decides: another plan's panel does not check.
+    assert!(forced.check(&plan).is_err());
+    assert!(panel.check(&forced_plan).unwrap_err().to_string().contains("prompt 0 sends max_tokens"));
+}
+
+#[test]
+fn cells_send_a_dataset_panel_round_robin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (plan, _) = dataset_panel(tmp.path(), "output = \"natural\"\nmax_output_tokens = 12");
+    let cell = plan.resolved_cells().unwrap().remove(0);
+    let prompts: Vec<u64> = cell_trace(&plan, &cell).unwrap().entries.iter().map(|e| e.prompt).collect();
+    assert_eq!(prompts, [0, 1, 2, 0, 1, 2, 0]);
+    assert_eq!(plan.warmup_prompts(), [0, 1]);
+}
+
+#[test]
+fn a_requests_panel_falls_back_to_the_plans_output_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "r.jsonl", "{\"tokens\": [1, 2], \"output_tokens\": 50}\n{\"tokens\": [3]}\n");
+    let prompts = "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 2";
+    let plan = plan::parse(&plan_text("output_tokens = 6\nmax_output_tokens = 20", prompts)).unwrap();
+    let panel = build_panel(&plan, tmp.path(), None).unwrap();
+    let got: Vec<(Option<u32>, Option<u32>)> = panel.prompts.iter().map(|p| (p.output_tokens, p.max_tokens)).collect();
+    assert_eq!(got, [(Some(50), Some(20)), (None, Some(6))]);
+    assert_eq!(panel.prompts[1].ignore_eos, Some(true), "forced unless the plan says natural");
+}
