@@ -1,17 +1,57 @@
 //! `engine bench`: prefill tokens/s at a fixed prompt length and decode tokens/s
-//! at batch 1, for each KV format and thread count, plus the linear-layer kernel
-//! against the `gemm` crate (the named baseline) at prefill and decode shapes.
-//! Writes one JSON object. A benchmark, never a test: nothing here asserts speed.
+//! at batch 1, for each KV format, thread count and quantized-matmul mode (modes
+//! alternate in order within each repeat, so a busy machine hurts them alike),
+//! plus the linear-layer kernels against the `gemm` crate (the named baseline)
+//! at prefill and decode shapes. Writes one JSON object. A benchmark, never a
+//! test: nothing here asserts speed. Also owns the kernel flags (`KernelArgs`)
+//! that `generate`, `score` and `bench` share.
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engine::kernels::cpu::matmul::matmul;
-use engine::kernels::cpu::quant::{QuantKind, QuantMatrix, matmul_quant};
+use engine::error::EngineError;
+use engine::kernels::cpu::matmul::matmul_on;
+use engine::kernels::cpu::q8::matmul_q8_on;
+use engine::kernels::cpu::quant::{QuantKind, QuantMatrix, matmul_quant_on};
+use engine::kernels::{CpuFeatures, CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
-use engine::model::{LogitsWanted, SeqInput};
+use engine::model::{LogitsWanted, Model, SeqInput};
 use engine::runtime::{Engine, EngineOptions};
 use std::path::PathBuf;
 use std::time::Instant;
+
+/// Kernel choices of the in-process commands. (`engine serve` takes them from
+/// ENGINE_CPU_PATH and ENGINE_QUANT_MATMUL.)
+#[derive(Args, Clone, Debug)]
+pub struct KernelArgs {
+    /// CPU code path: scalar, avx2 or auto (default: $ENGINE_CPU_PATH, else
+    /// the best this CPU supports).
+    #[arg(long)]
+    pub cpu_path: Option<String>,
+    /// Multiply quantized (Q4_1/Q8_0) weights exactly: f32 activations times
+    /// exactly dequantized weights, bit-identical to the f32 model (for parity
+    /// studies), instead of the default 8-bit activations (llama.cpp's numerics).
+    #[arg(long)]
+    pub exact_quant_matmul: bool,
+}
+
+impl KernelArgs {
+    /// `current` with these flags applied.
+    pub fn kernels(&self, current: Kernels) -> Result<Kernels, EngineError> {
+        let config = |e: engine::kernels::KernelError| EngineError::Config(e.to_string());
+        let path = match &self.cpu_path {
+            Some(s) => CpuPath::parse_supported(s).map_err(|e| config(e))?,
+            None => current.path(),
+        };
+        let quant = if self.exact_quant_matmul { QuantMatmul::Exact } else { current.quant_matmul() };
+        Kernels::new(path, quant).map_err(config)
+    }
+
+    pub fn apply(&self, model: &mut Model) -> Result<(), EngineError> {
+        let k = self.kernels(model.kernels())?;
+        model.set_kernels(k);
+        Ok(())
+    }
+}
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -37,6 +77,18 @@ pub struct BenchArgs {
     /// Where to write the JSON (also printed to stdout).
     #[arg(long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    kernels: KernelArgs,
+    /// Quantized-matmul modes to measure, alternated within each repeat (e.g.
+    /// q8,exact); default: the one the kernel flags select.
+    #[arg(long, value_delimiter = ',', conflicts_with = "exact_quant_matmul")]
+    quant_matmul: Option<Vec<QuantMatmul>>,
+}
+
+/// The 1-, 5- and 15-minute load averages (Linux), for the record.
+fn load_average() -> Option<Vec<f64>> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    s.split_whitespace().take(3).map(|v| v.parse().ok()).collect()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -56,9 +108,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         None => (0..a.prefill_tokens as u32).map(|i| 100 + i % (cfg.vocab_size as u32 - 100)).collect(),
     };
+    let load_before = load_average();
     let mut engine = Engine::new(loaded.model, loaded.tokenizer, &EngineOptions::default())?;
+    let kernels = a.kernels.kernels(engine.model.kernels())?;
+    let modes = a.quant_matmul.clone().unwrap_or_else(|| vec![kernels.quant_matmul()]);
+    engine.model.set_kernels(kernels);
     let scales = engine.calibrate(&prompt)?;
-    let model = engine.model;
+    let mut model = engine.model;
     let mut rows = Vec::new();
     for &threads in &a.threads {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
@@ -77,8 +133,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     ),
                 Some(&scales),
             )?;
-            let (mut prefill, mut decode) = (Vec::new(), Vec::new());
-            for _ in 0..a.repeats.max(1) {
+            let mut prefill = vec![Vec::new(); modes.len()];
+            let mut decode = vec![Vec::new(); modes.len()];
+            for (rep, mi) in (0..a.repeats.max(1)).flat_map(|rep| (0..modes.len()).map(move |i| (rep, i))) {
+                // Alternate the order of the modes from one repeat to the next.
+                let mi = if rep % 2 == 0 { mi } else { modes.len() - 1 - mi };
+                model.set_kernels(kernels.with_quant_matmul(modes[mi]));
+                let model = &model;
                 let mut table = cache.new_table();
                 anyhow::ensure!(table.reserve(a.prefill_tokens + a.decode_tokens), "KV budget too small");
                 let t0 = Instant::now();
@@ -89,7 +150,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                         None,
                     )
                 })?;
-                prefill.push(a.prefill_tokens as f64 / t0.elapsed().as_secs_f64());
+                prefill[mi].push(a.prefill_tokens as f64 / t0.elapsed().as_secs_f64());
                 let mut tok = engine::kernels::cpu::ops::argmax(&logits[0][0]);
                 let t1 = Instant::now();
                 for _ in 0..a.decode_tokens {
@@ -102,30 +163,42 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     })?;
                     tok = engine::kernels::cpu::ops::argmax(&l[0][0]);
                 }
-                decode.push(a.decode_tokens as f64 / t1.elapsed().as_secs_f64());
+                decode[mi].push(a.decode_tokens as f64 / t1.elapsed().as_secs_f64());
             }
-            let row = serde_json::json!({
-                "kv_format": format,
-                "threads": threads,
-                "prefill_tokens": a.prefill_tokens,
-                "prefill_tokens_per_s": median(prefill),
-                "decode_batch": 1,
-                "decode_context_start": a.prefill_tokens,
-                "decode_tokens": a.decode_tokens,
-                "decode_tokens_per_s": median(decode),
-            });
-            eprintln!("bench: {row}");
-            rows.push(row);
+            for (mi, mode) in modes.iter().enumerate() {
+                let row = serde_json::json!({
+                    "kv_format": format,
+                    "threads": threads,
+                    "cpu_path": kernels.path(),
+                    "quant_matmul": mode,
+                    "prefill_tokens": a.prefill_tokens,
+                    "prefill_tokens_per_s": median(prefill[mi].clone()),
+                    "prefill_tokens_per_s_each": prefill[mi],
+                    "decode_batch": 1,
+                    "decode_context_start": a.prefill_tokens,
+                    "decode_tokens": a.decode_tokens,
+                    "decode_tokens_per_s": median(decode[mi].clone()),
+                    "decode_tokens_per_s_each": decode[mi],
+                });
+                eprintln!("bench: {row}");
+                rows.push(row);
+            }
         }
     }
-    let kernels = kernel_comparison(&a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?;
+    let comparison =
+        kernel_comparison(kernels.path(), &a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?;
     let out = serde_json::json!({
         "model": a.model.display().to_string(),
         "config": cfg,
+        "cpu_features": CpuFeatures::get(),
+        "cpu_path": kernels.path(),
         "repeats": a.repeats,
         "statistic": "median of repeats",
+        "mode_order": "modes alternate: listed order on even repeats, reversed on odd",
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
         "runs": rows,
-        "linear_kernel_vs_gemm_crate": kernels,
+        "linear_kernel_vs_gemm_crate": comparison,
     });
     let text = serde_json::to_string_pretty(&out)?;
     if let Some(p) = &a.out {
@@ -135,9 +208,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Our batch-invariant linear kernel against `gemm::gemm` on the same shapes,
-/// and whether each one's row 0 is the same at M = 1 and at M = prefill.
-fn kernel_comparison(threads: &[usize], k: usize, n: usize, m_big: usize) -> Result<Vec<serde_json::Value>> {
+/// Our batch-invariant linear kernels (f32, and Q4_1 exact and through 8-bit
+/// activations) against `gemm::gemm` on the same shapes, and whether each
+/// one's row 0 is the same at M = 1 and at M = prefill.
+fn kernel_comparison(
+    path: CpuPath,
+    threads: &[usize],
+    k: usize,
+    n: usize,
+    m_big: usize,
+) -> Result<Vec<serde_json::Value>> {
+    let matmul = |x: &[f32], w: &[f32], m, k, n| matmul_on(path, x, w, m, k, n);
     let x: Vec<f32> = (0..m_big * k).map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5).collect();
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 1000) as f32 / 1000.0) - 0.5).collect();
     // A Q4_1 matrix of the same shape (d = 0.01, m = -0.05, nibbles pseudo-random).
@@ -173,7 +254,14 @@ fn kernel_comparison(threads: &[usize], k: usize, n: usize, m_big: usize) -> Res
             let q4 = pool.install(|| {
                 let t0 = Instant::now();
                 for _ in 0..reps {
-                    std::hint::black_box(matmul_quant(&x[..m * k], &wq, m));
+                    std::hint::black_box(matmul_quant_on(path, &x[..m * k], &wq, m));
+                }
+                t0.elapsed().as_secs_f64() / reps as f64
+            });
+            let q8 = pool.install(|| {
+                let t0 = Instant::now();
+                for _ in 0..reps {
+                    std::hint::black_box(matmul_q8_on(path, &x[..m * k], &wq, m));
                 }
                 t0.elapsed().as_secs_f64() / reps as f64
             });
@@ -184,13 +272,17 @@ fn kernel_comparison(threads: &[usize], k: usize, n: usize, m_big: usize) -> Res
                 "gemm_crate_gflops": flops / theirs / 1e9,
                 "ours_over_gemm": theirs / ours,
                 "ours_q4_1_gflops": flops / q4 / 1e9,
+                "ours_q4_1_q8_activations_gflops": flops / q8 / 1e9,
             }));
         }
     }
     let ours_invariant = matmul(&x[..k], &w, 1, k, n) == matmul(&x, &w, m_big, k, n)[..n];
     let gemm_invariant = gemm_crate(&x[..k], &w, 1, k, n, 1) == gemm_crate(&x, &w, m_big, k, n, 1)[..n];
+    let q8_invariant = matmul_q8_on(path, &x[..k], &wq, 1) == matmul_q8_on(path, &x, &wq, m_big)[..n];
     out.push(serde_json::json!({
-        "row0_identical_at_m1_and_m_big": {"ours": ours_invariant, "gemm_crate": gemm_invariant, "m_big": m_big}
+        "row0_identical_at_m1_and_m_big": {
+            "ours": ours_invariant, "ours_q4_1_q8_activations": q8_invariant, "gemm_crate": gemm_invariant, "m_big": m_big
+        }
     }));
     Ok(out)
 }

@@ -222,6 +222,8 @@ impl ModelArgs {
 struct GenerateArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    kernels: bench::KernelArgs,
     /// Prompt text.
     #[arg(long, conflicts_with_all = ["prompt_ids", "prompts_jsonl"])]
     prompt: Option<String>,
@@ -252,6 +254,8 @@ struct GenerateArgs {
 struct ScoreArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    kernels: bench::KernelArgs,
     #[arg(long)]
     text_file: PathBuf,
     /// Character range of the file to score, START:END (Unicode scalar values).
@@ -351,6 +355,7 @@ fn exit_code(e: &anyhow::Error) -> i32 {
 
 fn generate(a: GenerateArgs) -> Result<()> {
     let mut engine = a.model.engine()?;
+    a.kernels.apply(&mut engine.model)?;
     if let Some(path) = &a.prompts_jsonl {
         if a.chat {
             bail!("--chat needs --prompt (text), not --prompts-jsonl");
@@ -441,6 +446,7 @@ fn generate_serial(engine: &mut Engine, path: &Path, max_tokens: usize, ignore_e
 
 fn score(a: ScoreArgs) -> Result<()> {
     let mut engine = a.model.engine()?;
+    a.kernels.apply(&mut engine.model)?;
     let text = engine::commands::read_text(&a.text_file, a.chars.as_deref())?;
     let mut ids = engine.tokenizer.encode(&text, false)?;
     if let Some(n) = a.max_tokens {

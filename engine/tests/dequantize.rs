@@ -2,8 +2,8 @@
 //! (block-quantized Q4_1/Q8_0 weights, F32 norms, an F16 head, a byte-level
 //! GPT-2 vocabulary, metadata of every value type): the F32 rewrite keeps every
 //! metadata key/value and tensor name, shape and order, is aligned, and loads to
-//! bit-identical logits (the engine's Q4_1/Q8_0 kernels match its dense path
-//! bit for bit); the F16 rewrite rounds the same values; bad input exits 2.
+//! bit-identical logits (the engine's exact Q4_1/Q8_0 kernels match its dense
+//! path bit for bit); the F16 rewrite rounds the same values; bad input exits 2.
 
 use engine::model::gguf::writer::GgufWriter;
 use engine::model::gguf::{GgmlType, GgufFile, MetaValue};
@@ -172,9 +172,12 @@ fn dequantize(input: &Path, out: &Path, dtype: &str) {
     assert!(err.contains("wrote") && err.contains(out.to_str().unwrap()), "{err}");
 }
 
-/// Logits at every position of `ids`, from the engine's library API.
+/// Logits at every position of `ids`, from the engine's library API, on the
+/// exact quantized matmul (`--exact-quant-matmul`).
 fn logits(path: &Path, ids: &[u32]) -> Vec<Vec<f32>> {
     let mut e = Engine::load(path, &EngineOptions { threads: 2, ..EngineOptions::default() }).unwrap();
+    let exact = e.model.kernels().with_quant_matmul(engine::kernels::QuantMatmul::Exact);
+    e.model.set_kernels(exact);
     let (model, cache, pool) = e.parts();
     let mut table = cache.new_table();
     assert!(table.reserve(ids.len()));

@@ -1,6 +1,18 @@
-//! Compute kernels. `cpu/` holds the CPU backend; every kernel there is
-//! batch-invariant by construction: a row's result depends only on that row's
-//! inputs (and the weights), never on how many other rows share the call, so that
-//! greedy output does not depend on batch composition, chunking or preemption.
+//! Compute kernels. `backend` is the seam the model calls (`Kernels`: the CPU
+//! path and the quantized-matmul mode, passed down as a value); `cpu/` holds the
+//! CPU backend. Every kernel there is batch-invariant by construction: a row's
+//! result depends only on that row's inputs (and the weights), never on how many
+//! other rows share the call, so that greedy output does not depend on batch
+//! composition, chunking or preemption.
+//!
+//! Linear layers over GGUF Q4_1/Q8_0 weights default to the activation-quantized
+//! path (`cpu::q8`, llama.cpp's numerics); `--exact-quant-matmul` (or
+//! `ENGINE_QUANT_MATMUL=exact`) selects the exact path (`cpu::quant`),
+//! bit-identical to f32 references. `--cpu-path scalar|avx2` (or
+//! `ENGINE_CPU_PATH`) forces a lower CPU path.
 
+pub mod backend;
 pub mod cpu;
+
+pub use backend::{Kernels, QUANT_MATMUL_ENV, QuantMatmul};
+pub use cpu::dispatch::{CPU_PATH_ENV, CpuFeatures, CpuPath, KernelError};

@@ -11,15 +11,16 @@
 use super::config::ModelConfig;
 use super::tensor::TensorMap;
 use crate::error::{EngineError, Result};
+use crate::kernels::Kernels;
 use crate::kernels::cpu::attention::{AttnSeq, AttnShape, paged_attention};
-use crate::kernels::cpu::matmul::matmul;
 use crate::kernels::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
-use crate::kernels::cpu::quant::{QuantMatrix, matmul_quant};
+use crate::kernels::cpu::quant::QuantMatrix;
 use crate::kernels::cpu::rope::RopeTable;
 use crate::kv::{BlockTable, KvCache};
 
 /// A linear layer's weight: dense f32, or the checkpoint's block-quantized
-/// bytes (dequantized inside the kernel to exactly the same f32 values).
+/// bytes (multiplied as the model's `Kernels` say: activation-quantized by
+/// default, or dequantized inside the kernel to exactly the f32 values).
 pub enum Weight {
     F32(Vec<f32>),
     Quant(QuantMatrix),
@@ -33,11 +34,11 @@ pub struct Linear {
 }
 
 impl Linear {
-    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
+    pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
         let rows = x.len() / self.in_features;
         match &self.weight {
-            Weight::F32(w) => matmul(x, w, rows, self.in_features, self.out_features),
-            Weight::Quant(q) => matmul_quant(x, q, rows),
+            Weight::F32(w) => kernels.matmul(x, w, rows, self.in_features, self.out_features),
+            Weight::Quant(q) => kernels.matmul_quant(x, q, rows),
         }
     }
 
@@ -79,9 +80,10 @@ impl Attention {
     /// in each sequence's pages, attends over the cache and projects back.
     fn forward(&self, x: &[f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) -> Vec<f32> {
         let (q_dim, kv_dim) = (batch.shape.heads * batch.shape.head_dim, batch.shape.kv_heads * batch.shape.head_dim);
-        let mut q = self.q_proj.forward(x);
-        let mut k = self.k_proj.forward(x);
-        let v = self.v_proj.forward(x);
+        let kernels = batch.kernels;
+        let mut q = self.q_proj.forward(x, kernels);
+        let mut k = self.k_proj.forward(x, kernels);
+        let v = self.v_proj.forward(x, kernels);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q);
             k = kn.forward(&k);
@@ -104,7 +106,7 @@ impl Attention {
             .map(|(s, p)| AttnSeq { table: &*s.table, q_row: p.row, rows: p.len, start_pos: p.start })
             .collect();
         let attn = paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape);
-        self.o_proj.forward(&attn)
+        self.o_proj.forward(&attn, kernels)
     }
 }
 
@@ -115,11 +117,11 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
-        let mut g = self.gate_proj.forward(x);
-        let u = self.up_proj.forward(x);
+    pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
+        let mut g = self.gate_proj.forward(x, kernels);
+        let u = self.up_proj.forward(x, kernels);
         silu_mul_in_place(&mut g, &u);
-        self.down_proj.forward(&g)
+        self.down_proj.forward(&g, kernels)
     }
 }
 
@@ -135,7 +137,7 @@ impl DecoderLayer {
     fn forward(&self, x: &mut [f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) {
         let attn = self.self_attn.forward(&self.input_layernorm.forward(x), batch, cache);
         add_in_place(x, &attn);
-        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(x));
+        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(x), batch.kernels);
         add_in_place(x, &mlp);
     }
 }
@@ -179,6 +181,7 @@ struct Batch<'s, 'o> {
     positions: Vec<usize>,
     shape: AttnShape,
     rope: &'s RopeTable,
+    kernels: &'s Kernels,
     observe: Option<ValueObserver<'o>>,
     layer: usize,
 }
@@ -198,6 +201,7 @@ pub struct Model {
     pub norm: RmsNorm,
     pub lm_head: LmHead,
     rope: RopeTable,
+    kernels: Kernels,
 }
 
 /// Takes tensors out of a checkpoint by Hugging Face name under a prefix
@@ -327,23 +331,35 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
         let norm = t.norm("norm", h, eps)?;
         let rope = RopeTable::new(c.head_dim, c.rope_theta, c.max_position_embeddings);
-        Ok(Model { config, embed_tokens, layers, norm, lm_head, rope })
+        let kernels = Kernels::from_env().map_err(|e| EngineError::Config(e.to_string()))?;
+        Ok(Model { config, embed_tokens, layers, norm, lm_head, rope, kernels })
     }
 
     pub fn max_positions(&self) -> usize {
         self.rope.max_positions()
     }
 
+    /// The kernel backend every forward pass runs on: from the environment at
+    /// load (`Kernels::from_env`), replaced with [`Model::set_kernels`].
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
+    }
+
+    pub fn set_kernels(&mut self, kernels: Kernels) {
+        self.kernels = kernels;
+    }
+
     fn lm_head_forward(&self, x: &[f32]) -> Vec<f32> {
         let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
         match &self.lm_head {
-            LmHead::Linear(l) => l.forward(x),
-            LmHead::Tied => matmul(x, &self.embed_tokens, x.len() / h, h, vocab),
+            LmHead::Linear(l) => l.forward(x, &self.kernels),
+            LmHead::Tied => self.kernels.matmul(x, &self.embed_tokens, x.len() / h, h, vocab),
         }
     }
 
     /// Uses block-quantized weights (from a GGUF file) in place of their f32
-    /// copies; results are bit-for-bit unchanged, memory traffic is not. A tied
+    /// copies; on the exact quantized matmul results are bit-for-bit unchanged
+    /// (memory traffic is not), on the default `q8` one they are llama.cpp's. A tied
     /// LM head gets the quantized embedding matrix (lookups keep the f32 one).
     /// Returns how many layers now read quantized weights.
     pub fn use_quantized(&mut self, weights: Vec<(String, QuantMatrix)>) -> usize {
@@ -437,7 +453,16 @@ impl Model {
         }
         let positions = places.iter().flat_map(|p| p.start..p.start + p.len).collect();
         let shape = AttnShape { heads: c.num_attention_heads, kv_heads: c.num_key_value_heads, head_dim: c.head_dim };
-        let mut batch = Batch { seqs: &*seqs, places, positions, shape, rope: &self.rope, observe, layer: 0 };
+        let mut batch = Batch {
+            seqs: &*seqs,
+            places,
+            positions,
+            shape,
+            rope: &self.rope,
+            kernels: &self.kernels,
+            observe,
+            layer: 0,
+        };
         for (li, layer) in self.layers.iter().enumerate() {
             batch.layer = li;
             layer.forward(&mut x, &mut batch, cache);

@@ -15,7 +15,13 @@
 //! Parallelism: output columns are split into chunks across the installed rayon
 //! pool (coarse for decode batches, fine for prefill); each chunk reads its
 //! weight rows once for all M rows.
+//!
+//! Paths (`CpuPath`, chosen by the caller): `avx2` uses FMA; `scalar` emulates
+//! the same eight lanes without FMA, so its bits differ from `avx2` in the last
+//! place, but each path is batch-invariant on its own. The `*_on` functions take
+//! the path; the plain ones use the best path this CPU supports.
 
+use super::dispatch::{CpuFeatures, CpuPath};
 use rayon::prelude::*;
 
 /// Columns per parallel task with many rows (and the least with few): large
@@ -30,22 +36,33 @@ const STREAM_ROWS: usize = 4;
 /// Tasks per thread when streaming.
 const TASKS_PER_THREAD: usize = 4;
 
-/// `y = x · Wᵀ` where `x` is `[m, k]`, `w` is `[n, k]` and `y` is `[m, n]`.
+/// `y = x · Wᵀ` where `x` is `[m, k]`, `w` is `[n, k]` and `y` is `[m, n]`,
+/// on the best path this CPU supports.
 pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    matmul_on(CpuPath::best(), x, w, m, k, n)
+}
+
+/// As [`matmul`], on `path`.
+pub fn matmul_on(path: CpuPath, x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     let mut y = vec![0.0f32; m * n];
-    matmul_into(x, w, m, k, n, &mut y);
+    matmul_into_on(path, x, w, m, k, n, &mut y);
     y
 }
 
 /// As [`matmul`], writing into `y` (`[m, n]`, overwritten).
 pub fn matmul_into(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [f32]) {
+    matmul_into_on(CpuPath::best(), x, w, m, k, n, y)
+}
+
+/// As [`matmul_into`], on `path`.
+pub fn matmul_into_on(path: CpuPath, x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [f32]) {
     assert_eq!(x.len(), m * k, "matmul: x has {} values, expected {m}x{k}", x.len());
     assert_eq!(w.len(), n * k, "matmul: w has {} values, expected {n}x{k}", w.len());
     assert_eq!(y.len(), m * n, "matmul: y has {} values, expected {m}x{n}", y.len());
     if m == 0 || n == 0 {
         return;
     }
-    let kernel = Kernel::detect();
+    let kernel = Kernel::new(path);
     par_columns(m, n, y, columns_per_task(m, n), |c0, c1, out| kernel.block(x, w, m, k, c0, c1, out));
 }
 
@@ -99,16 +116,27 @@ pub(crate) fn columns_per_task(m: usize, n: usize) -> usize {
 }
 
 /// Columns `c0..c1` of `x · wᵀ` for all `m` rows into `out` (`[m, c1 - c0]`),
-/// on the calling thread, with exactly the per-element sequence of [`matmul`].
-pub(crate) fn block_serial(x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
-    Kernel::detect().block(x, w, m, k, c0, c1, out);
+/// on the calling thread, with exactly the per-element sequence of
+/// [`matmul_on`] on `path`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn block_serial(
+    path: CpuPath,
+    x: &[f32],
+    w: &[f32],
+    m: usize,
+    k: usize,
+    c0: usize,
+    c1: usize,
+    out: &mut [f32],
+) {
+    Kernel::new(path).block(x, w, m, k, c0, c1, out);
 }
 
 /// Dot product with exactly the per-element operation sequence of [`matmul`]
 /// (used by tests and by single-row callers).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut y = [0.0f32];
-    Kernel::detect().block(a, b, 1, a.len(), 0, 1, &mut y);
+    Kernel::new(CpuPath::best()).block(a, b, 1, a.len(), 0, 1, &mut y);
     y[0]
 }
 
@@ -120,14 +148,17 @@ enum Kernel {
 }
 
 impl Kernel {
-    fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                return Kernel::Avx2Fma;
-            }
+    /// The micro-kernels of `path`. Panics if this CPU cannot run `path`
+    /// (callers check paths once, with `CpuPath::checked`).
+    fn new(path: CpuPath) -> Self {
+        assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
+        match path {
+            CpuPath::Scalar => Kernel::Portable,
+            #[cfg(target_arch = "x86_64")]
+            CpuPath::Avx2 => Kernel::Avx2Fma,
+            #[cfg(not(target_arch = "x86_64"))]
+            CpuPath::Avx2 => Kernel::Portable,
         }
-        Kernel::Portable
     }
 
     /// Computes columns `c0..c1` of `y` for all `m` rows into `out` (`[m, c1-c0]`).
@@ -136,7 +167,7 @@ impl Kernel {
         match self {
             Kernel::Portable => portable::block(x, w, m, k, c0, c1, out),
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 and FMA were detected at run time.
+            // SAFETY: `Kernel::new` checked that AVX2 and FMA were detected.
             Kernel::Avx2Fma => unsafe { avx2::block(x, w, m, k, c0, c1, out) },
         }
     }
@@ -360,6 +391,23 @@ mod tests {
                     let r: f64 = (0..k).map(|t| x[t] as f64 * w[j * k + t] as f64).sum();
                     assert!((full[j] as f64 - r).abs() < 1e-4, "threads {threads}, n {n}, column {j}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn every_cpu_path_is_batch_invariant_and_near_the_f64_reference() {
+        let (k, n) = (83, 37);
+        let x = pseudo(9 * k, 11);
+        let w = pseudo(n * k, 12);
+        for path in CpuPath::supported() {
+            let full = matmul_on(path, &x, &w, 9, k, n);
+            for m in [1, 2, 3, 5] {
+                assert_eq!(matmul_on(path, &x[..m * k], &w, m, k, n), full[..m * n], "{path} m {m}");
+            }
+            for (i, j) in (0..9).flat_map(|i| (0..n).map(move |j| (i, j))) {
+                let r: f64 = (0..k).map(|t| x[i * k + t] as f64 * w[j * k + t] as f64).sum();
+                assert!((full[i * n + j] as f64 - r).abs() < 1e-4, "{path} ({i},{j})");
             }
         }
     }

@@ -1,10 +1,16 @@
-//! CPU kernels: the batch-invariant linear layer (`matmul`), row-wise
+//! CPU kernels: the batch-invariant linear layer (`matmul`), linear layers over
+//! GGUF block-quantized weights (`quant`: exact, f32 activations; `q8`:
+//! activations quantized to 8 bits per block, integer dot products), row-wise
 //! normalisation and activations (`ops`), rotary embeddings (`rope`) and paged
-//! attention over the KV cache (`attention`). Threads come from the rayon pool the
+//! attention over the KV cache (`attention`). `dispatch` detects the CPU's
+//! features once and names the code paths (`scalar`, `avx2`) the linear layers
+//! take; the caller passes the path down. Threads come from the rayon pool the
 //! caller installs; kernels never create pools themselves.
 
 pub mod attention;
+pub mod dispatch;
 pub mod matmul;
 pub mod ops;
+pub mod q8;
 pub mod quant;
 pub mod rope;

@@ -5,7 +5,12 @@
 //! `matmul` (eight lanes, k ascending in steps of 8, fixed final sum). So a
 //! quantized layer gives bit-for-bit the result of the f32 layer built from the
 //! dequantized tensor, while reading 4.5 or 8.5 bits per weight instead of 32.
+//!
+//! This is the exact path (`--exact-quant-matmul`), kept for parity studies
+//! against f32 references; the default for quantized weights is the
+//! activation-quantized path in `q8`. Both take the `CpuPath` to run on.
 
+use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::{COLS_PER_TASK, block_serial, columns_per_task, par_columns};
 
 /// From this many rows on, a column block is dequantized once into f32 and the
@@ -90,8 +95,16 @@ impl QuantMatrix {
     }
 }
 
-/// `y = x · Wᵀ` with `x` `[m, cols]` and `W` quantized `[rows, cols]`.
+/// `y = x · Wᵀ` with `x` `[m, cols]` and `W` quantized `[rows, cols]`, exact,
+/// on the best path this CPU supports.
 pub fn matmul_quant(x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
+    matmul_quant_on(CpuPath::best(), x, w, m)
+}
+
+/// As [`matmul_quant`], on `path`: bit-identical to `matmul_on(path, ..)` over
+/// the dequantized weights.
+pub fn matmul_quant_on(path: CpuPath, x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
     let (k, n) = (w.cols, w.rows);
     assert_eq!(x.len(), m * k, "matmul_quant: x has {} values, expected {m}x{k}", x.len());
     let mut y = vec![0.0f32; m * n];
@@ -100,18 +113,15 @@ pub fn matmul_quant(x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if m < DEQUANT_FIRST_ROWS
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: AVX2 and FMA were detected at run time.
+        if m < DEQUANT_FIRST_ROWS && path == CpuPath::Avx2 {
+            // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
             par_columns(m, n, &mut y, columns_per_task(m, n), |c0, c1, out| unsafe {
                 avx2::block(x, w, m, c0, c1, out)
             });
             return y;
         }
     }
-    // Many rows (or no AVX2): dequantize each column block once, then run the
+    // Many rows (or the scalar path): dequantize each column block once, then run the
     // f32 kernel over it (same values, same lanes, same results). Small blocks:
     // each is an f32 copy.
     par_columns(m, n, &mut y, COLS_PER_TASK, |c0, c1, out| {
@@ -119,7 +129,7 @@ pub fn matmul_quant(x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
         for (i, r) in (c0..c1).enumerate() {
             w.dequantize_row(r, &mut wf[i * k..(i + 1) * k]);
         }
-        block_serial(x, &wf, m, k, 0, c1 - c0, out);
+        block_serial(path, x, &wf, m, k, 0, c1 - c0, out);
     });
     y
 }
@@ -245,7 +255,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::cpu::matmul::matmul;
+    use crate::kernels::cpu::matmul::{matmul, matmul_on};
 
     fn blocks(kind: QuantKind, rows: usize, cols: usize, seed: u32) -> Vec<u8> {
         let mut s = seed;
@@ -277,6 +287,22 @@ mod tests {
             for m in [1, 2, 5, 9] {
                 let x: Vec<f32> = (0..m * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 37.0).collect();
                 assert_eq!(matmul_quant(&x, &q, m), matmul(&x, &wf, m, cols, rows), "{kind:?} m = {m}");
+            }
+        }
+    }
+
+    #[test]
+    fn bit_identical_to_the_f32_path_on_every_cpu_path() {
+        for kind in [QuantKind::Q4_1, QuantKind::Q8_0] {
+            let (rows, cols) = (45, 64);
+            let q = QuantMatrix::new(kind, rows, cols, blocks(kind, rows, cols, 9)).unwrap();
+            let wf = q.dequantize();
+            for path in CpuPath::supported() {
+                for m in [1, 3, 6] {
+                    let x: Vec<f32> = (0..m * cols).map(|i| ((i * 53 % 97) as f32 - 48.0) / 29.0).collect();
+                    let want = matmul_on(path, &x, &wf, m, cols, rows);
+                    assert_eq!(matmul_quant_on(path, &x, &q, m), want, "{kind:?} {path} m = {m}");
+                }
             }
         }
     }

@@ -1,0 +1,150 @@
+//! The one interface the model calls for its linear layers: `Kernels`, a small
+//! copyable value naming the CPU path (`scalar`, `avx2`) and how layers over
+//! block-quantized weights are computed (`QuantMatmul`). The model holds one and
+//! passes it down; nothing here is global or mutable. A CUDA backend would be
+//! another implementation of these two calls, without touching the model.
+//!
+//! Defaults: the best path this CPU supports, and `q8` (activation-quantized,
+//! llama.cpp's numerics) for GGUF Q4_1/Q8_0 weights. `exact` (f32 activations
+//! times exactly dequantized weights, bit-identical to the f32 layer) is chosen
+//! with `--exact-quant-matmul` or `ENGINE_QUANT_MATMUL=exact`; the path with
+//! `--cpu-path` or `ENGINE_CPU_PATH`. F32 weights always take the f32 kernel.
+
+use super::cpu::dispatch::{CpuPath, KernelError};
+use super::cpu::matmul::matmul_on;
+use super::cpu::q8::matmul_q8_on;
+use super::cpu::quant::{QuantMatrix, matmul_quant_on};
+use std::fmt;
+
+/// The environment variable that picks the quantized matmul (`q8`, `exact`).
+pub const QUANT_MATMUL_ENV: &str = "ENGINE_QUANT_MATMUL";
+
+/// How a linear layer over block-quantized weights is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuantMatmul {
+    /// Activations quantized per 32-block to 8 bits, integer dot products
+    /// (`kernels::cpu::q8`): llama.cpp's numerics, the default.
+    #[default]
+    Q8,
+    /// f32 activations times exactly dequantized weights (`kernels::cpu::quant`):
+    /// bit-identical to the f32 layer built from the dequantized tensor.
+    Exact,
+}
+
+impl QuantMatmul {
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantMatmul::Q8 => "q8",
+            QuantMatmul::Exact => "exact",
+        }
+    }
+}
+
+impl std::str::FromStr for QuantMatmul {
+    type Err = KernelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "q8" => Ok(QuantMatmul::Q8),
+            "exact" => Ok(QuantMatmul::Exact),
+            other => Err(KernelError::UnknownQuantMode(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for QuantMatmul {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kernel backend a model runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Kernels {
+    path: CpuPath,
+    quant: QuantMatmul,
+}
+
+impl Default for Kernels {
+    /// The best path this CPU supports, activation-quantized matmuls.
+    fn default() -> Self {
+        Kernels { path: CpuPath::best(), quant: QuantMatmul::default() }
+    }
+}
+
+impl Kernels {
+    /// `path` must be one this CPU can run.
+    pub fn new(path: CpuPath, quant: QuantMatmul) -> Result<Self, KernelError> {
+        Ok(Kernels { path: path.checked()?, quant })
+    }
+
+    /// The defaults, overridden by `ENGINE_CPU_PATH` and `ENGINE_QUANT_MATMUL`
+    /// where set (an unknown or unsupported value is an error).
+    pub fn from_env() -> Result<Self, KernelError> {
+        let mut k = Kernels::default();
+        if let Some(path) = CpuPath::from_env()? {
+            k.path = path;
+        }
+        match std::env::var(QUANT_MATMUL_ENV) {
+            Ok(v) if !v.trim().is_empty() => {
+                k.quant = v.parse().map_err(|e| KernelError::Env { var: QUANT_MATMUL_ENV, source: Box::new(e) })?;
+            }
+            _ => {}
+        }
+        Ok(k)
+    }
+
+    pub fn path(&self) -> CpuPath {
+        self.path
+    }
+
+    pub fn quant_matmul(&self) -> QuantMatmul {
+        self.quant
+    }
+
+    pub fn with_quant_matmul(self, quant: QuantMatmul) -> Self {
+        Kernels { quant, ..self }
+    }
+
+    /// `y = x · Wᵀ`, `x` `[m, k]`, dense `w` `[n, k]`.
+    pub fn matmul(&self, x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+        matmul_on(self.path, x, w, m, k, n)
+    }
+
+    /// `y = x · Wᵀ`, `x` `[m, w.cols]`, block-quantized `w`.
+    pub fn matmul_quant(&self, x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
+        match self.quant {
+            QuantMatmul::Q8 => matmul_q8_on(self.path, x, w, m),
+            QuantMatmul::Exact => matmul_quant_on(self.path, x, w, m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::cpu::quant::QuantKind;
+
+    #[test]
+    fn modes_parse_and_dispatch_to_their_kernels() {
+        assert_eq!("EXACT".parse::<QuantMatmul>(), Ok(QuantMatmul::Exact));
+        assert_eq!("q8".parse::<QuantMatmul>(), Ok(QuantMatmul::Q8));
+        assert!("int4".parse::<QuantMatmul>().unwrap_err().to_string().contains("q8 or exact"));
+        // Q8_0 weights all 1 with d = 1: the exact path returns Σx, the q8 path
+        // Σ round(x / d_a) · d_a, which differs for these x.
+        let mut data = Vec::new();
+        data.extend(half::f16::from_f32(1.0).to_le_bytes());
+        data.extend([1u8; 32]);
+        let w = QuantMatrix::new(QuantKind::Q8_0, 1, 32, data).unwrap();
+        let x: Vec<f32> = (0..32).map(|i| 0.013 * i as f32).collect();
+        for path in CpuPath::supported() {
+            let exact = Kernels::new(path, QuantMatmul::Exact).unwrap();
+            let q8 = exact.with_quant_matmul(QuantMatmul::Q8);
+            let (e, q) = (exact.matmul_quant(&x, &w, 1)[0], q8.matmul_quant(&x, &w, 1)[0]);
+            assert_eq!(e, matmul_quant_on(path, &x, &w, 1)[0]);
+            assert_eq!(q, matmul_q8_on(path, &x, &w, 1)[0]);
+            assert!(e != q && (e - q).abs() < 0.01 * e, "{path}: exact {e}, q8 {q}");
+        }
+    }
+}

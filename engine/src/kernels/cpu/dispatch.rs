@@ -1,0 +1,198 @@
+//! Which CPU code path the kernels take: the CPU's features, detected once per
+//! process (an immutable `OnceLock`, never a mutable flag), and the paths they
+//! allow. A path is a plain value (`CpuPath`) that the caller passes to every
+//! kernel; forcing a lower one (`ENGINE_CPU_PATH=scalar`, `--cpu-path scalar`)
+//! lets tests exercise every path the machine supports.
+//!
+//! Paths today: `scalar` (portable Rust, any CPU) and `avx2` (AVX2, FMA, F16C).
+//! AVX-512 (F/BW/VNNI/BF16) and AMX are detected and reported but have no
+//! kernels yet: each would be one more `CpuPath` variant, one more arm in each
+//! kernel's `match`, and tests that run it only where `supports` says so. They
+//! are not written here because no machine at hand can execute them.
+//!
+//! Must not: pick a path on its own in the middle of a computation, or read the
+//! environment anywhere but `CpuPath::from_env`.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+/// The environment variable that forces a CPU path (`scalar`, `avx2`, `auto`).
+pub const CPU_PATH_ENV: &str = "ENGINE_CPU_PATH";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KernelError {
+    #[error("unknown CPU path {0:?}; expected scalar, avx2 or auto")]
+    UnknownPath(String),
+    #[error("CPU path {path} needs {needs}, which this CPU lacks (it supports: {supported})")]
+    Unsupported { path: CpuPath, needs: &'static str, supported: String },
+    #[error("unknown quantized matmul mode {0:?}; expected q8 or exact")]
+    UnknownQuantMode(String),
+    #[error("{var}: {source}")]
+    Env { var: &'static str, source: Box<KernelError> },
+}
+
+/// The x86 features the kernels care about (all false elsewhere).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CpuFeatures {
+    pub avx2: bool,
+    pub fma: bool,
+    pub f16c: bool,
+    pub avx512f: bool,
+    pub avx512bw: bool,
+    pub avx512vnni: bool,
+    pub avx512bf16: bool,
+    pub avxvnni: bool,
+}
+
+impl CpuFeatures {
+    /// This CPU's features, detected on first use and fixed for the process.
+    pub fn get() -> &'static CpuFeatures {
+        static DETECTED: OnceLock<CpuFeatures> = OnceLock::new();
+        DETECTED.get_or_init(CpuFeatures::detect)
+    }
+
+    fn detect() -> CpuFeatures {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            CpuFeatures {
+                avx2: has!("avx2"),
+                fma: has!("fma"),
+                f16c: has!("f16c"),
+                avx512f: has!("avx512f"),
+                avx512bw: has!("avx512bw"),
+                avx512vnni: has!("avx512vnni"),
+                avx512bf16: has!("avx512bf16"),
+                avxvnni: has!("avxvnni"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        CpuFeatures::default()
+    }
+}
+
+/// A kernel code path. Ordered from lowest to highest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuPath {
+    /// Portable Rust; the reference every other path is tested against.
+    Scalar,
+    /// AVX2 + FMA intrinsics (F16C for block scales).
+    Avx2,
+}
+
+impl CpuPath {
+    pub const ALL: [CpuPath; 2] = [CpuPath::Scalar, CpuPath::Avx2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuPath::Scalar => "scalar",
+            CpuPath::Avx2 => "avx2",
+        }
+    }
+
+    /// The features a path needs, in words (for errors).
+    fn needs(self) -> &'static str {
+        match self {
+            CpuPath::Scalar => "nothing",
+            CpuPath::Avx2 => "AVX2, FMA and F16C",
+        }
+    }
+
+    /// Whether `features` allow this path.
+    pub fn supported_by(self, f: &CpuFeatures) -> bool {
+        match self {
+            CpuPath::Scalar => true,
+            CpuPath::Avx2 => f.avx2 && f.fma && f.f16c,
+        }
+    }
+
+    /// Every path this CPU can run, lowest first.
+    pub fn supported() -> Vec<CpuPath> {
+        CpuPath::ALL.into_iter().filter(|p| p.supported_by(CpuFeatures::get())).collect()
+    }
+
+    /// The highest path this CPU can run.
+    pub fn best() -> CpuPath {
+        CpuPath::supported().into_iter().max().unwrap_or(CpuPath::Scalar)
+    }
+
+    /// `self` if this CPU can run it, else an error naming what is missing.
+    pub fn checked(self) -> Result<CpuPath, KernelError> {
+        if self.supported_by(CpuFeatures::get()) {
+            Ok(self)
+        } else {
+            let supported = CpuPath::supported().iter().map(|p| p.name()).collect::<Vec<_>>().join(", ");
+            Err(KernelError::Unsupported { path: self, needs: self.needs(), supported })
+        }
+    }
+
+    /// Parses `scalar`, `avx2` or `auto` (the best this CPU supports), and
+    /// checks that this CPU can run it.
+    pub fn parse_supported(s: &str) -> Result<CpuPath, KernelError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "best" => Ok(CpuPath::best()),
+            other => other.parse::<CpuPath>()?.checked(),
+        }
+    }
+
+    /// The path forced by `ENGINE_CPU_PATH`, if set (an unknown or unsupported
+    /// value is an error, never silently ignored).
+    pub fn from_env() -> Result<Option<CpuPath>, KernelError> {
+        match std::env::var(CPU_PATH_ENV) {
+            Ok(v) if !v.trim().is_empty() => CpuPath::parse_supported(&v)
+                .map(Some)
+                .map_err(|e| KernelError::Env { var: CPU_PATH_ENV, source: Box::new(e) }),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl std::str::FromStr for CpuPath {
+    type Err = KernelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" => Ok(CpuPath::Scalar),
+            "avx2" => Ok(CpuPath::Avx2),
+            other => Err(KernelError::UnknownPath(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for CpuPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_is_always_supported_and_best_is_supported() {
+        let supported = CpuPath::supported();
+        assert_eq!(supported.first(), Some(&CpuPath::Scalar));
+        assert!(supported.contains(&CpuPath::best()));
+        assert_eq!(CpuPath::Scalar.checked(), Ok(CpuPath::Scalar));
+    }
+
+    #[test]
+    fn avx2_path_follows_the_detected_features() {
+        let f = CpuFeatures::get();
+        assert_eq!(CpuPath::Avx2.checked().is_ok(), f.avx2 && f.fma && f.f16c);
+        let none = CpuFeatures::default();
+        assert!(!CpuPath::Avx2.supported_by(&none));
+        assert!(CpuPath::Scalar.supported_by(&none));
+    }
+
+    #[test]
+    fn parsing_names_and_errors() {
+        assert_eq!(" Scalar ".parse::<CpuPath>(), Ok(CpuPath::Scalar));
+        assert_eq!("avx2".parse::<CpuPath>(), Ok(CpuPath::Avx2));
+        assert_eq!(CpuPath::parse_supported("auto"), Ok(CpuPath::best()));
+        let e = "avx512".parse::<CpuPath>().unwrap_err();
+        assert!(e.to_string().contains("avx512") && e.to_string().contains("scalar, avx2"), "{e}");
+    }
+}

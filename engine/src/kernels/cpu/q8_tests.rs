@@ -1,0 +1,190 @@
+//! Tests of the activation-quantized path: llama.cpp's block quantization on
+//! hand-built blocks, scalar and AVX2 bit for bit, rows independent of batch
+//! size and threads, and the f64 value of the formula.
+
+use super::*;
+use crate::kernels::cpu::quant::matmul_quant_on;
+
+/// xorshift64* bytes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn byte(&mut self) -> u8 {
+        (self.next() >> 56) as u8
+    }
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
+    }
+}
+
+/// Random blocks of `kind` (every byte value, so Q8_0 quants include -128).
+fn weights(kind: QuantKind, rows: usize, cols: usize, seed: u64) -> QuantMatrix {
+    let mut rng = Rng(seed);
+    let mut data = Vec::new();
+    for _ in 0..rows * cols / QK {
+        data.extend(f16::from_f32(rng.uniform(0.001, 0.05)).to_le_bytes());
+        let n = match kind {
+            QuantKind::Q4_1 => {
+                data.extend(f16::from_f32(rng.uniform(-0.4, 0.0)).to_le_bytes());
+                16
+            }
+            QuantKind::Q8_0 => 32,
+        };
+        data.extend((0..n).map(|_| rng.byte()));
+    }
+    QuantMatrix::new(kind, rows, cols, data).unwrap()
+}
+
+/// Activations with a different range per block (and one all-zero block).
+fn activations(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    let mut x: Vec<f32> = (0..rows * cols)
+        .map(|i| {
+            let scale = [0.01, 1.0, 30.0, 0.3][(i / QK) % 4];
+            rng.uniform(-scale, scale)
+        })
+        .collect();
+    x[QK..2 * QK].fill(0.0);
+    x
+}
+
+const KINDS: [QuantKind; 2] = [QuantKind::Q4_1, QuantKind::Q8_0];
+
+#[test]
+fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
+    // Block 0: max |x| = 127, so d = 1 and 1/d = 1: ties round away from zero
+    // (roundf), not to even.
+    let mut x = vec![0.0f32; 4 * QK];
+    x[..8].copy_from_slice(&[2.5, -2.5, 0.5, -0.5, 1.49, 127.0, -127.0, 3.5]);
+    // Block 1: all zero: d = 0, 1/d taken as 0.
+    // Block 2: max |x| = 254, d = 2.
+    x[2 * QK..2 * QK + 4].copy_from_slice(&[5.0, -3.0, 254.0, 1.0]);
+    // Block 3: max |x| = 1, d = 1/127 (not an f16: stored rounded).
+    x[3 * QK..3 * QK + 3].copy_from_slice(&[1.0, 0.25, -0.25]);
+    let q = Q8Rows::quantize(&x, 1, 4 * QK);
+    let mut want = vec![0i8; 4 * QK];
+    want[..8].copy_from_slice(&[3, -3, 1, -1, 1, 127, -127, 4]);
+    want[2 * QK..2 * QK + 4].copy_from_slice(&[3, -2, 127, 1]);
+    want[3 * QK..3 * QK + 3].copy_from_slice(&[127, 32, -32]);
+    assert_eq!(q.qs, want);
+    // f16(1/127) = 1032 / 2^17.
+    assert_eq!(q.d, vec![1.0, 0.0, 2.0, 1032.0 / 131072.0]);
+    // s = f16(Σq · d): 3-3+1-1+1+127-127+4 = 5; 0; (3-2+127+1) · 2 = 258;
+    // 127 · (1/127 in f32) rounds to 1 in f16.
+    assert_eq!(q.s, vec![5.0, 0.0, 258.0, 1.0]);
+    // Rows are quantized independently.
+    let two = Q8Rows::quantize(&[x.clone(), vec![100.0; 4 * QK]].concat(), 2, 4 * QK);
+    assert_eq!(two.qs[..4 * QK], q.qs[..]);
+    assert_eq!(two.d[..4], q.d[..]);
+    assert_eq!(two.qs[4 * QK..], vec![127i8; 4 * QK][..]);
+}
+
+#[test]
+fn scalar_and_avx2_give_identical_bits() {
+    if !CpuPath::Avx2.supported_by(CpuFeatures::get()) {
+        eprintln!("this CPU has no AVX2/FMA/F16C: only the scalar path exists here");
+        return;
+    }
+    for kind in KINDS {
+        for (m, n, k) in [(1, 37, 64), (3, 70, 96), (9, 41, 576), (17, 5, 32)] {
+            let w = weights(kind, n, k, 11 + m as u64);
+            let x = activations(m, k, 5 + n as u64);
+            let s = matmul_q8_on(CpuPath::Scalar, &x, &w, m);
+            let v = matmul_q8_on(CpuPath::Avx2, &x, &w, m);
+            let bits = |y: &[f32]| y.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&s), bits(&v), "{kind:?} m {m} n {n} k {k}");
+        }
+    }
+}
+
+#[test]
+fn rows_identical_whatever_the_batch_size_and_thread_count() {
+    let (n, k) = (75, 192);
+    for kind in KINDS {
+        let w = weights(kind, n, k, 3);
+        let x = activations(17, k, 4);
+        for path in CpuPath::supported() {
+            let alone: Vec<Vec<f32>> = (0..17).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
+            for threads in [1, 2, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                for m in [1, 3, 9, 17] {
+                    let y = pool.install(|| matmul_q8_on(path, &x[..m * k], &w, m));
+                    for (r, want) in alone.iter().take(m).enumerate() {
+                        assert_eq!(
+                            &y[r * n..(r + 1) * n],
+                            &want[..],
+                            "{kind:?} {path} threads {threads} m {m} row {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The module doc's formula in f64 from the same quants and scales, with the
+/// sum of the absolute values of its terms.
+fn reference(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> (f64, f64) {
+    let nb = a.cols / QK;
+    let (mut sum, mut abs) = (0.0f64, 0.0f64);
+    for b in 0..nb {
+        let blk = weight_block(w, j, b);
+        let dw = f64::from(f16::from_le_bytes([blk[0], blk[1]]).to_f32());
+        let (da, sa) = (f64::from(a.d[r * nb + b]), f64::from(a.s[r * nb + b]));
+        let mut qs = [0.0f64; QK];
+        match w.kind {
+            QuantKind::Q4_1 => {
+                for (e, &byte) in blk[4..20].iter().enumerate() {
+                    (qs[e], qs[e + 16]) = (f64::from(byte & 0x0f), f64::from(byte >> 4));
+                }
+                let t = f64::from(f16::from_le_bytes([blk[2], blk[3]]).to_f32()) * sa;
+                (sum, abs) = (sum + t, abs + t.abs());
+            }
+            QuantKind::Q8_0 => {
+                for (e, &byte) in blk[2..34].iter().enumerate() {
+                    qs[e] = f64::from(byte as i8);
+                }
+            }
+        }
+        for (e, &wq) in qs.iter().enumerate() {
+            let t = dw * da * wq * f64::from(a.qs[r * a.cols + b * QK + e]);
+            (sum, abs) = (sum + t, abs + t.abs());
+        }
+    }
+    (sum, abs)
+}
+
+#[test]
+fn within_tolerance_of_the_f64_formula_and_near_the_exact_path() {
+    // Stated tolerance: |y - f64 formula| <= 1e-5 · Σ|terms| (f32 rounding of
+    // at most a few dozen block terms and of the products d_w·d_a).
+    for kind in KINDS {
+        let (m, n, k) = (5, 33, 576);
+        let w = weights(kind, n, k, 21);
+        let x = activations(m, k, 22);
+        let a = Q8Rows::quantize(&x, m, k);
+        for path in CpuPath::supported() {
+            let y = matmul_q8_rows_on(path, &a, &w);
+            let exact = matmul_quant_on(path, &x, &w, m);
+            for r in 0..m {
+                for j in 0..n {
+                    let (want, abs) = reference(&a, r, &w, j);
+                    let got = f64::from(y[r * n + j]);
+                    assert!(
+                        (got - want).abs() <= 1e-5 * abs,
+                        "{kind:?} {path} ({r},{j}): {got} vs {want} (Σ|t| {abs})"
+                    );
+                    // 8-bit activations: within 2% of Σ|terms| of the exact product.
+                    let e = f64::from(exact[r * n + j]);
+                    assert!((got - e).abs() <= 0.02 * abs + 1e-6, "{kind:?} {path} ({r},{j}): {got} vs exact {e}");
+                }
+            }
+        }
+    }
+}

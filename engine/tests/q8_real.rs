@@ -1,0 +1,148 @@
+//! The default activation-quantized (`q8`) matmul on the real SmolLM2-135M Q4_1
+//! GGUF (fetched by scripts/fetch-assets): the numerics gate (Hamlet-passage
+//! mean NLL within 0.01 nats of the exact path), whole-model logits identical
+//! on every CPU path this machine has, and greedy output that does not depend
+//! on batching or prefill chunking. Each test first checks that the q8 path is
+//! really in effect (its logits differ from the exact path's).
+
+mod common;
+
+use engine::kernels::cpu::ops::argmax;
+use engine::kernels::{CpuPath, Kernels, QuantMatmul};
+use engine::kv::KvFormat;
+use engine::model::{LogitsWanted, SeqInput};
+use engine::runtime::{Engine, EngineOptions};
+
+fn engine_on(kernels: Kernels) -> Engine {
+    let opts = EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 64 << 20, threads: 2 };
+    let mut e = Engine::load(&common::smollm2(), &opts).expect("load SmolLM2");
+    e.model.set_kernels(kernels);
+    e
+}
+
+fn kernels(path: CpuPath, quant: QuantMatmul) -> Kernels {
+    Kernels::new(path, quant).expect("a supported CPU path")
+}
+
+fn hamlet_ids(engine: &Engine, skip: usize, len: usize) -> Vec<u32> {
+    let text = std::fs::read_to_string(common::asset("texts/hamlet_gut.txt")).unwrap();
+    let passage: String = text.chars().skip(skip).take(8 * len).collect();
+    let mut ids = engine.tokenizer.encode(&passage, false).unwrap();
+    assert!(ids.len() >= len, "passage too short");
+    ids.truncate(len);
+    ids
+}
+
+/// Logits of every position of `ids`, in one forward call.
+fn all_logits(e: &mut Engine, ids: &[u32]) -> Vec<Vec<f32>> {
+    let (model, cache, pool) = e.parts();
+    let mut table = cache.new_table();
+    assert!(table.reserve(ids.len()));
+    let seq = SeqInput { tokens: ids, table: &mut table, logits: LogitsWanted::All };
+    pool.install(|| model.forward(cache, &mut [seq], None)).unwrap().remove(0)
+}
+
+#[test]
+fn hamlet_mean_nll_of_the_q8_path_is_within_0_01_nats_of_the_exact_path() {
+    let best = CpuPath::best();
+    let mut exact = engine_on(kernels(best, QuantMatmul::Exact));
+    let mut q8 = engine_on(kernels(best, QuantMatmul::Q8));
+    let ids = hamlet_ids(&exact, 2000, 256);
+    let nll = |lp: &[f64]| -lp.iter().sum::<f64>() / lp.len() as f64;
+    let (lp_exact, lp_q8) = (exact.score(&ids).unwrap(), q8.score(&ids).unwrap());
+    let (ne, nq) = (nll(&lp_exact), nll(&lp_q8));
+    let per_token = lp_exact.iter().zip(&lp_q8).map(|(a, b)| (a - b).abs()).fold(0.0f64, f64::max);
+    eprintln!("mean NLL over 255 predictions: exact {ne:.6}, q8 {nq:.6}; max per-token diff {per_token:.3e}");
+    assert!(lp_exact != lp_q8, "q8 and exact paths give identical log-probabilities: q8 is not applied");
+    assert!((nq - ne).abs() < 0.01, "q8 mean NLL {nq} is more than 0.01 nats from the exact path's {ne}");
+    assert!((3.7..4.0).contains(&ne), "exact-path NLL {ne} is far from the expected ~3.85");
+}
+
+#[test]
+fn q8_logits_are_identical_on_every_cpu_path() {
+    let paths = CpuPath::supported();
+    eprintln!("CPU paths on this machine: {paths:?}");
+    let mut reference: Option<Vec<Vec<f32>>> = None;
+    for &path in &paths {
+        let mut e = engine_on(kernels(path, QuantMatmul::Q8));
+        let ids = hamlet_ids(&e, 9000, 12);
+        let l = all_logits(&mut e, &ids);
+        let mut exact = engine_on(kernels(path, QuantMatmul::Exact));
+        assert!(all_logits(&mut exact, &ids) != l, "{path}: q8 logits equal the exact path's: q8 is not applied");
+        match &reference {
+            None => reference = Some(l),
+            Some(r) => assert!(*r == l, "q8 logits on {path} differ from those on {}", paths[0]),
+        }
+    }
+}
+
+/// One sequence of a simulated batch: tokens still to feed, and its output.
+struct Running {
+    pending: Vec<u32>,
+    out: Vec<u32>,
+}
+
+/// Greedy decoding of every prompt at once, as a continuous-batching server
+/// would: one forward call per step over every unfinished sequence, prompts
+/// fed at most `chunk` tokens per step.
+fn batched_greedy(e: &mut Engine, prompts: &[Vec<u32>], max_tokens: usize, chunk: usize) -> Vec<Vec<u32>> {
+    let (model, cache, pool) = e.parts();
+    let mut tables: Vec<_> = prompts.iter().map(|_| cache.new_table()).collect();
+    for (t, p) in tables.iter_mut().zip(prompts) {
+        assert!(t.reserve(p.len() + max_tokens));
+    }
+    let mut seqs: Vec<Running> = prompts.iter().map(|p| Running { pending: p.clone(), out: Vec::new() }).collect();
+    for _step in 0..prompts.iter().map(|p| p.len()).sum::<usize>() + max_tokens {
+        let live: Vec<usize> = (0..seqs.len()).filter(|&i| seqs[i].out.len() < max_tokens).collect();
+        if live.is_empty() {
+            break;
+        }
+        let feeds: Vec<Vec<u32>> =
+            live.iter().map(|&i| seqs[i].pending[..seqs[i].pending.len().min(chunk)].to_vec()).collect();
+        let mut inputs = Vec::new();
+        let mut feed_of_live = feeds.iter();
+        for (i, table) in tables.iter_mut().enumerate() {
+            if !live.contains(&i) {
+                continue;
+            }
+            let feed = feed_of_live.next().expect("one feed per live sequence");
+            let last = feed.len() == seqs[i].pending.len();
+            let logits = if last { LogitsWanted::Last } else { LogitsWanted::None };
+            inputs.push(SeqInput { tokens: feed, table, logits });
+        }
+        let logits = pool.install(|| model.forward(cache, &mut inputs, None)).unwrap();
+        for ((&i, feed), l) in live.iter().zip(&feeds).zip(&logits) {
+            let s = &mut seqs[i];
+            if feed.len() == s.pending.len() {
+                let tok = argmax(&l[0]);
+                s.out.push(tok);
+                s.pending = vec![tok];
+            } else {
+                s.pending.drain(..feed.len());
+            }
+        }
+    }
+    seqs.into_iter().map(|s| s.out).collect()
+}
+
+#[test]
+fn greedy_output_of_the_q8_path_does_not_depend_on_batching_or_chunking() {
+    let best = CpuPath::best();
+    let mut e = engine_on(kernels(best, QuantMatmul::Q8));
+    let prompts: Vec<Vec<u32>> =
+        [(500, 5), (3000, 12), (6000, 31)].iter().map(|&(s, n)| hamlet_ids(&e, s, n)).collect();
+    let max_tokens = 12;
+    // The path is in effect: the last prompt's logits differ from the exact path's.
+    let q8_logits = all_logits(&mut e, &prompts[2]);
+    let mut exact = engine_on(kernels(best, QuantMatmul::Exact));
+    assert!(all_logits(&mut exact, &prompts[2]) != q8_logits, "q8 is not applied");
+    let serial: Vec<Vec<u32>> =
+        prompts.iter().map(|p| e.generate_greedy(p, max_tokens, true).unwrap().output_ids).collect();
+    for chunk in [usize::MAX, 8, 3] {
+        let batched = batched_greedy(&mut e, &prompts, max_tokens, chunk);
+        for (i, (s, b)) in serial.iter().zip(&batched).enumerate() {
+            assert_eq!(s, b, "prompt {i}: serial vs batched (prefill chunk {chunk}) greedy outputs differ");
+        }
+    }
+    eprintln!("serial = batched greedy outputs on q8: {serial:?}");
+}
