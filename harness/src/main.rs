@@ -121,6 +121,7 @@ fn check(path: &Path) -> Result<()> {
     for (key, missing) in p.missing_inputs(Path::new(".")) {
         println!("warning: {key}: {} does not exist (yet)", missing.display());
     }
+    trace::check_trace_files(p, Path::new("."), true).with_context(|| format!("plan {}", path.display()))?;
     if let Ok(text) = std::str::from_utf8(&frozen.bytes)
         && text.lines().any(|l| l.trim() == "[compare]")
     {

@@ -202,6 +202,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let plan = &frozen.plan;
     plan.require_derived()?;
     let resolved = plan.resolved_cells()?;
+    crate::trace::check_trace_files(plan, &opts.base_dir, false)?;
     let git = git_info(&opts.base_dir);
     let (ev, state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();

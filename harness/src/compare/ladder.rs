@@ -82,6 +82,7 @@ impl Ladder<'_> {
                 concurrency: Some(concurrency),
                 bodies: &self.inputs.bodies,
                 output_tokens: plan.request.output_tokens,
+                entry_bodies: None,
                 drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
             };
             let records = drive_cell(&drive, &ctx, &Arc::new(Counters::default())).await?;

@@ -52,6 +52,10 @@ pub struct CellDrive<'a> {
     pub concurrency: Option<u32>,
     /// Request body and prompt length for each panel index.
     pub bodies: &'a [(Bytes, u32)],
+    /// When set, entry i sends `entry_bodies[i]` instead of its prompt's body (a
+    /// trace-file cell whose rows set each request's output length).
+    pub entry_bodies: Option<&'a [Bytes]>,
+    /// Output length of an entry that carries none (`TraceEntry::output_length`).
     pub output_tokens: u32,
     pub drain_timeout: Duration,
 }
@@ -67,7 +71,7 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
         index: e.index,
         prompt: e.prompt,
         prompt_tokens_intended,
-        output_tokens_intended: d.output_tokens,
+        output_tokens_intended: e.output_length.unwrap_or(d.output_tokens),
         intended_ns: d.start_ns.saturating_add(e.offset_ns),
         dispatch_ns: None,
         admitted_ns: None,
@@ -111,7 +115,11 @@ pub async fn drive_cell(
     // intended time and its dispatch stamp.
     let mut planned = Vec::with_capacity(n);
     for e in d.entries {
-        let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.0.clone()) else {
+        let body = match d.entry_bodies {
+            Some(bodies) => usize::try_from(e.index).ok().and_then(|i| bodies.get(i)).cloned(),
+            None => usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.0.clone()),
+        };
+        let Some(body) = body else {
             return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
         };
         planned.push(Dispatched { rec: skeleton(d, e), body });

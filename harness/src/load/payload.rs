@@ -39,12 +39,18 @@ fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
 
 /// The body of one timed request for `tokens` (a panel prompt).
 pub fn stream_body(plan: &Plan, tokens: &[u32]) -> Vec<u8> {
+    stream_body_with(plan, tokens, plan.request.output_tokens)
+}
+
+/// [`stream_body`] with `output_tokens` as `max_tokens` (and `min_tokens` when
+/// forced): a trace-file row's own output length.
+pub fn stream_body_with(plan: &Plan, tokens: &[u32], output_tokens: u32) -> Vec<u8> {
     let r = &plan.request;
     to_bytes(&Body {
         model: &r.model,
         prompt: tokens,
-        max_tokens: r.output_tokens,
-        min_tokens: r.ignore_eos.then_some(r.output_tokens),
+        max_tokens: output_tokens,
+        min_tokens: r.ignore_eos.then_some(output_tokens),
         ignore_eos: r.ignore_eos,
         temperature: r.temperature,
         stream: true,

@@ -97,7 +97,7 @@ fn fixture(url: String, timeout: Duration) -> Fixture {
 }
 
 fn record() -> RequestRecord {
-    let entry = crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 0 };
+    let entry = crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 0, input_length: None, output_length: None };
     let bodies = [(Bytes::from_static(b"{}"), 3u32)];
     let d = CellDrive {
         block: 0,
@@ -108,6 +108,7 @@ fn record() -> RequestRecord {
         concurrency: None,
         bodies: &bodies,
         output_tokens: 4,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(1),
     };
     skeleton(&d, &entry)
@@ -194,7 +195,15 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let base = fake().await;
     let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
     let bodies = [(Bytes::from_static(b"{}"), 3u32)];
-    let entries: Vec<_> = (0..6).map(|i| crate::trace::TraceEntry { index: i, offset_ns: 0, prompt: 0 }).collect();
+    let entries: Vec<_> = (0..6)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: 0,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive {
         block: 1,
@@ -205,6 +214,7 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
         concurrency: Some(2),
         bodies: &bodies,
         output_tokens: 4,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(10),
     };
     let counters = std::sync::Arc::new(Counters::default());
@@ -220,8 +230,15 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let admitted: Vec<u64> = recs.iter().map(|r| r.admitted_ns.unwrap()).collect();
     assert!(admitted.windows(2).all(|w| w[0] <= w[1]), "admission follows index order: {admitted:?}");
 
-    let open: Vec<_> =
-        (0..4).map(|i| crate::trace::TraceEntry { index: i, offset_ns: i * 20_000_000, prompt: 0 }).collect();
+    let open: Vec<_> = (0..4)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: i * 20_000_000,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive { entries: &open, start_ns, concurrency: None, ..d };
     let recs = drive_cell(&d, &f.ctx, &counters).await.unwrap();
@@ -242,7 +259,15 @@ async fn nothing_more_is_admitted(path: &str) {
     let base = fake().await;
     let f = fixture(format!("{base}{path}"), Duration::from_secs(10));
     let bodies = [(Bytes::from_static(b"{}"), 3u32)];
-    let entries: Vec<_> = (0..4).map(|i| crate::trace::TraceEntry { index: i, offset_ns: 0, prompt: 0 }).collect();
+    let entries: Vec<_> = (0..4)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: 0,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
     let d = CellDrive {
         block: 0,
         arm: "a",
@@ -252,6 +277,7 @@ async fn nothing_more_is_admitted(path: &str) {
         concurrency: Some(1),
         bodies: &bodies,
         output_tokens: 4,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(10),
     };
     let exit = f._exit.clone();

@@ -14,10 +14,12 @@ mod resolve;
 mod schedule;
 mod schema;
 mod summary;
+mod sweep;
 mod types;
 mod validate;
 mod validate_arms;
 mod validate_cells;
+mod validate_loads;
 mod validate_quality;
 
 #[cfg(test)]
@@ -36,6 +38,7 @@ pub use freeze::{FrozenPlan, freeze, freeze_file};
 pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};
 pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
+pub use sweep::{concurrency_cell_name, rate_cell_name};
 pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
     PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
@@ -84,6 +87,11 @@ impl Plan {
             }
             PanelSource::Jsonl { path } => wanted.push(("prompts.path".into(), path)),
             PanelSource::Random { .. } => {}
+        }
+        for cell in &self.cells {
+            if let Load::Trace { path, .. } = &cell.load {
+                wanted.push((format!("cells.{}.trace", cell.name), path));
+            }
         }
         wanted.into_iter().map(|(k, p)| (k, base.join(p))).filter(|(_, p)| !p.exists()).collect()
     }

@@ -120,7 +120,7 @@ pub struct ArmFile {
     pub tokenizer: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CellFile {
     pub name: String,
@@ -130,19 +130,36 @@ pub struct CellFile {
     pub count: NumOrRef<i64>,
     pub input_tokens: Option<i64>,
     pub retries: Option<i64>,
-    pub concurrency: Option<i64>,
+    /// One value, or a list (a sweep: one cell per value, see `sweep`).
+    pub concurrency: Option<OneOrMany<i64>>,
+    /// A number, a `derived:` reference, or a list of numbers (a sweep).
     pub rate: Option<NumOrRef<f64>>,
     pub arrival: Option<String>,
     pub burstiness: Option<f64>,
     pub spacing_s: Option<f64>,
+    /// `load = "trace"`: the trace file (`.jsonl` Mooncake, `.csv` Azure).
+    pub trace: Option<String>,
+    pub time_scale: Option<f64>,
+    /// Whether prompts and output lengths follow the trace file's rows.
+    pub trace_lengths: Option<bool>,
 }
 
-/// A literal number, or a reference such as `"derived:near"`.
-#[derive(Debug, Deserialize)]
+/// A literal number, or a reference such as `"derived:near"`; where the key allows
+/// it (`rate`), a list of numbers (a sweep).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum NumOrRef<T> {
     Num(T),
     Ref(String),
+    List(Vec<T>),
+}
+
+/// One value or a list of values (a sweep).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
 }
 
 #[derive(Debug, Deserialize)]

@@ -80,6 +80,10 @@ impl Plan {
             let load = match &c.load {
                 Load::Closed { concurrency } => format!("closed-loop concurrency {concurrency}"),
                 Load::Isolated { spacing_s } => format!("isolated, {spacing_s} s apart"),
+                Load::Trace { path, time_scale, lengths } => format!(
+                    "arrivals replayed from {path} (time scale {time_scale}{})",
+                    if *lengths { ", prompt and output lengths from the file" } else { "" }
+                ),
                 Load::Open { rate, arrival } => {
                     let rate = match (rate, self.rate_of(rate)) {
                         (Rate::Fixed(x), _) => format!("{x} req/s"),
@@ -88,6 +92,7 @@ impl Plan {
                     };
                     match arrival {
                         Arrival::Poisson => format!("open-loop Poisson at {rate}"),
+                        Arrival::Constant => format!("constant (evenly spaced) at {rate}"),
                         Arrival::Gamma { burstiness } => {
                             format!("open-loop gamma (burstiness {burstiness}) at {rate}")
                         }

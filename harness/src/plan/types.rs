@@ -217,6 +217,10 @@ pub enum Load {
     Open { rate: Rate, arrival: Arrival },
     /// One request every `spacing_s` seconds.
     Isolated { spacing_s: f64 },
+    /// Arrivals replayed from a trace file (`load = "trace"`): `path` is a Mooncake
+    /// JSONL or Azure CSV trace; offsets are multiplied by `time_scale`; with
+    /// `lengths`, each request's prompt and output length follow the file's row.
+    Trace { path: String, time_scale: f64, lengths: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -225,6 +229,9 @@ pub enum Arrival {
     Poisson,
     /// Gamma gaps with shape = burstiness, scale = 1 / (rate * burstiness).
     Gamma { burstiness: f64 },
+    /// Evenly spaced (`load = "constant"`, guidellm's `constant`): request i at
+    /// round(i * 1e9 / rate) ns.
+    Constant,
 }
 
 #[derive(Debug, Clone, PartialEq)]

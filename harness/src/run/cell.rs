@@ -87,6 +87,7 @@ impl CellRun<'_> {
         if dead().is_some() {
             return Ok(None);
         }
+        let entry_bodies = s.inputs.entry_bodies(plan, name);
         let _ = self.phase.send(format!("cell:{name}"));
         let counters = Arc::new(Counters::default());
         let ticker = s.progress.cell(format!("{} {name}", self.label), counters.clone(), *done);
@@ -102,6 +103,7 @@ impl CellRun<'_> {
                 _ => None,
             },
             bodies: &s.inputs.bodies,
+            entry_bodies: entry_bodies.as_deref(),
             output_tokens: plan.request.output_tokens,
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 
 use super::RunError;
 use crate::evidence::sha256_hex;
-use crate::load::stream_body;
+use crate::load::{stream_body, stream_body_with};
 use crate::plan::{PanelSource, Plan};
 use crate::trace::{self, Encoder, Panel, Trace};
 
@@ -56,6 +56,22 @@ impl Inputs {
     pub fn trace(&self, cell: &str) -> Option<&Trace> {
         self.traces.iter().find(|t| t.cell == cell)
     }
+
+    /// One body per entry when the cell's trace sets per-request output lengths
+    /// (`trace_lengths`): entry i's panel prompt with its row's output length as
+    /// `max_tokens`; `None` for every other cell (bodies per panel prompt).
+    pub fn entry_bodies(&self, plan: &Plan, cell: &str) -> Option<Vec<Bytes>> {
+        let trace = self.trace(cell)?;
+        if trace.entries.iter().all(|e| e.output_length.is_none()) {
+            return None;
+        }
+        let bodies = trace.entries.iter().map(|e| {
+            let tokens = usize::try_from(e.prompt).ok().and_then(|i| self.panel.prompts.get(i)).map(|p| &p.tokens[..]);
+            let out = e.output_length.unwrap_or(plan.request.output_tokens);
+            Bytes::from(stream_body_with(plan, tokens.unwrap_or(&[]), out))
+        });
+        Some(bodies.collect())
+    }
 }
 
 /// Builds the panel (relative sources under `base`), writes `inputs_dir`, verifies it
@@ -73,7 +89,7 @@ pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) 
         _ => None,
     };
     let panel = trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?;
-    trace::write_inputs(inputs_dir, plan, plan_sha256, Some(&panel))?;
+    trace::write_inputs_in(inputs_dir, plan, plan_sha256, Some(&panel), base)?;
     Ok(())
 }
 
