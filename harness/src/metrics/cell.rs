@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::goodput::goodput;
 use super::request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 use super::{INCOMPLETE_CLASS, MetricsError};
-use crate::plan::Metric;
+use crate::plan::{Metric, Slo};
 use crate::record::RequestRecord;
 use crate::stats::percentiles;
 
@@ -99,6 +100,15 @@ pub struct CellSummary {
     pub output_tokens_from_events_requests: u64,
     /// Valid requests whose usage count differs from their event-token sum.
     pub usage_event_token_mismatch_requests: u64,
+    /// With `[slo]`: valid requests meeting every target (`goodput`); absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met_requests: Option<u64>,
+    /// With `[slo]`: `slo_met_requests / completed` (absent with no valid request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_attainment: Option<f64>,
+    /// With `[slo]`: `slo_met_requests / duration_s` (vLLM's request goodput).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<f64>,
 }
 
 impl CellSummary {
@@ -111,6 +121,7 @@ impl CellSummary {
             Metric::TpotP95 => self.tpot_p95_ms,
             Metric::E2eP95 => self.e2e_p95_ms,
             Metric::E2eP95Intended => self.e2e_from_intended_p95_ms,
+            Metric::GoodputRps => self.goodput_rps,
         }
     }
 }
@@ -158,6 +169,11 @@ fn peak_concurrency(records: &[RequestRecord]) -> u64 {
 /// is empty, mixes cells/blocks/arms, repeats a trace index, spans an empty
 /// observation interval, or holds a valid record with inconsistent timestamps.
 pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsError> {
+    summarize_cell_with_slo(records, None)
+}
+
+/// [`summarize_cell`], with goodput against `slo` when given.
+pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> Result<CellSummary, MetricsError> {
     let first = records.first().ok_or(MetricsError::Empty)?;
     let mut seen = BTreeSet::new();
     for r in records {
@@ -200,6 +216,7 @@ pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsE
     let gaps: Vec<f64> = valid.iter().flat_map(|m| m.gaps_ns.iter().map(|&g| g as f64)).collect();
     let itl = dist_ms(&gaps)?;
     let count = |f: &dyn Fn(&RequestMeasures) -> bool| valid.iter().filter(|m| f(m)).count() as u64;
+    let good = slo.map(|slo| goodput(&valid, slo, duration_s));
 
     Ok(CellSummary {
         cell: first.cell.clone(),
@@ -258,5 +275,8 @@ pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsE
         output_tokens_from_usage_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Usage),
         output_tokens_from_events_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Events),
         usage_event_token_mismatch_requests: count(&|m| m.output_tokens != m.event_tokens),
+        slo_met_requests: good.map(|g| g.0),
+        slo_attainment: good.and_then(|g| g.1),
+        goodput_rps: good.map(|g| g.2),
     })
 }

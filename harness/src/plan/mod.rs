@@ -41,7 +41,7 @@ pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
 pub use sweep::{concurrency_cell_name, rate_cell_name};
 pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
-    PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
+    PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;

@@ -36,6 +36,16 @@ pub struct PlanFile {
     /// the frozen bytes; declared here only so that the plan parses.
     #[allow(dead_code)]
     pub compare: Option<toml::Table>,
+    /// Latency targets of goodput; see `validate_loads::slo`.
+    pub slo: Option<SloFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloFile {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -104,12 +104,15 @@ impl Plan {
                 (Count::Derived, Some(n)) => format!("{n} (derived:count)"),
                 (Count::Fixed(n), _) => n.to_string(),
             };
+            let tokens = match &c.load {
+                Load::Trace { lengths: true, .. } => "the panel length nearest each row's".to_string(),
+                _ => c.input_tokens.to_string(),
+            };
             let _ = writeln!(
                 o,
-                "  {} [{}]: {load}; {count} requests of {} tokens; retries {}",
+                "  {} [{}]: {load}; {count} requests of {tokens} tokens; retries {}",
                 c.name,
                 c.kind.as_str(),
-                c.input_tokens,
                 c.retries
             );
         }

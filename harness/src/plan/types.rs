@@ -30,6 +30,18 @@ pub struct Plan {
     pub derived: Option<DerivedLoads>,
     /// Quality gates run before timing (`[qualification]`), when present.
     pub qualification: Option<Qualification>,
+    /// Latency targets of goodput (`[slo]`), when present.
+    pub slo: Option<Slo>,
+}
+
+/// `[slo]`: per-request latency targets in milliseconds, any subset (at least one);
+/// a valid request meeting every target set counts toward goodput (see
+/// `metrics::goodput` for the exact definitions, vLLM bench `--goodput`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -278,6 +290,9 @@ pub enum Metric {
     /// p95 of end-to-end latency from intended arrival.
     #[serde(rename = "e2e_p95_intended")]
     E2eP95Intended,
+    /// Requests meeting every `[slo]` target / observation interval (needs `[slo]`).
+    #[serde(rename = "goodput_rps")]
+    GoodputRps,
 }
 
 impl MetricKind {
@@ -290,18 +305,19 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 7] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
         Metric::TpotP95,
         Metric::E2eP95,
         Metric::E2eP95Intended,
+        Metric::GoodputRps,
     ];
 
     pub fn kind(self) -> MetricKind {
         match self {
-            Metric::ThroughputRps | Metric::OutputTokensPerS => MetricKind::Throughput,
+            Metric::ThroughputRps | Metric::OutputTokensPerS | Metric::GoodputRps => MetricKind::Throughput,
             _ => MetricKind::Latency,
         }
     }
@@ -315,6 +331,7 @@ impl Metric {
             Metric::TpotP95 => "tpot_p95",
             Metric::E2eP95 => "e2e_p95",
             Metric::E2eP95Intended => "e2e_p95_intended",
+            Metric::GoodputRps => "goodput_rps",
         }
     }
 }

@@ -80,6 +80,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
     let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
+    let slo = super::validate_loads::slo(&mut c, file.slo, &hypotheses);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(table) if check_derived => super::derive::check_table(&table, expected, &mut c.issues),
@@ -102,6 +103,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         derive: derive.map(|d| d.0),
         derived,
         qualification,
+        slo,
     })
 }
 

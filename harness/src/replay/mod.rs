@@ -41,6 +41,7 @@ mod complete;
 mod decide;
 mod evidence;
 mod files;
+mod goodput;
 mod inputs;
 mod layout;
 mod loads;

@@ -131,6 +131,9 @@ pub fn dataframe(l: &Loaded) -> Result<DataFrame, ReportError> {
             Getter::Maybe(f) => {
                 Column::new(name.into(), rows.iter().map(|r| r.summary.and_then(f)).collect::<Vec<Option<f64>>>())
             }
+            Getter::MaybeCount(f) => {
+                Column::new(name.into(), rows.iter().map(|r| r.summary.and_then(f)).collect::<Vec<Option<u64>>>())
+            }
         };
         cols.push(col);
     }

@@ -134,6 +134,9 @@ fn summary(block: u32, arm: &str, cell: &str, rps: f64, p95_ms: f64, failed: u64
         output_tokens_from_usage_requests: 4,
         output_tokens_from_events_requests: 0,
         usage_event_token_mismatch_requests: 0,
+        slo_met_requests: None,
+        slo_attainment: None,
+        goodput_rps: None,
     }
 }
 

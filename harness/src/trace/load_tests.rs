@@ -287,3 +287,28 @@ fn the_example_traces_parse_and_drive_a_cell() {
         assert!(t.entries.iter().all(|e| e.prompt >= 3), "{path}");
     }
 }
+
+#[test]
+fn slo_targets_are_validated_and_goodput_hypotheses_need_them() {
+    let cell = "[[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 4\ninput_tokens = 8\n";
+    let p = plan::parse(&(plan_with(cell) + "\n[slo]\nttft_ms = 200\ne2e_ms = 0\n")).unwrap();
+    assert_eq!(p.slo, Some(plan::Slo { ttft_ms: Some(200.0), tpot_ms: None, e2e_ms: Some(0.0) }));
+    let err = errors(&(plan_with(cell) + "\n[slo]\n"));
+    assert!(err.contains("slo: set at least one of ttft_ms, tpot_ms, e2e_ms"), "{err}");
+    let err = errors(&(plan_with(cell) + "\n[slo]\ntpot_ms = -1\n"));
+    assert!(err.contains("slo.tpot_ms: must be zero or positive"), "{err}");
+    let err = errors(&(plan_with(cell) + "\n[slo]\nitl_ms = 5\n"));
+    assert!(err.contains("itl_ms"), "{err}");
+    let two_arms = plan_with(cell).replace(
+        "[[cells]]",
+        "[[arms]]\nname = \"b\"\nrole = \"control\"\nargv = [\"srv\", \"{port}\"]\nport = 9001\n\n[[cells]]",
+    );
+    let hyp = "\n[analysis]\nalpha = 0.05\n\n[[hypotheses]]\nmetric = \"goodput_rps\"\ncell = \"c\"\ncandidate = \"a\"\ncontrol = \"b\"\nthreshold = 0.01\n";
+    let err = errors(&(two_arms.clone() + hyp));
+    assert!(
+        err.contains("hypotheses[0].metric: \"goodput_rps:c:a-vs-b\" tests goodput_rps, which needs an [slo]"),
+        "{err}"
+    );
+    let p = plan::parse(&(two_arms + hyp + "\n[slo]\nttft_ms = 100\n")).unwrap();
+    assert_eq!(p.hypotheses[0].metric.kind(), plan::MetricKind::Throughput);
+}
