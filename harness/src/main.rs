@@ -3,7 +3,8 @@
 //! hold study logic: each subcommand loads, calls the library, and reports.
 //!
 //! Subcommands: `plan check`, `plan derive`, `trace`, `run` (with `--resume`),
-//! `report`, `replay`, `gate`, `qualify`, `accept`, `compare`, `bench-client`; each
+//! `report`, `replay`, `gate`, `qualify`, `accept`, `compare`, `bench-client`,
+//! `export`; each
 //! is one `Command` variant and one function or match arm.
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
@@ -91,6 +92,9 @@ enum Command {
     /// Binding comparison of the plan's candidate against its reference ([compare]):
     /// token parity first, then a noise band, then interleaved rounds over the ladder.
     Compare(harness::compare::CompareArgs),
+    /// A study's results in a peer tool's format (`vllm-bench`: the JSON `vllm bench
+    /// serve --save-result --save-detailed` writes, one object per block, arm, cell).
+    Export(harness::export::ExportArgs),
 }
 
 #[derive(Subcommand)]
@@ -321,6 +325,9 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
+        Command::Export(args) => harness::export::run(&args)
+            .map(|o| println!("wrote {} objects to {}", o.objects, o.out.display()))
+            .map_err(Into::into),
         Command::Compare(args) => match harness::compare::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());
