@@ -6,6 +6,7 @@ pub mod arm;
 pub mod bench_client;
 pub mod compare;
 pub mod evidence;
+pub mod export;
 pub mod gate;
 pub mod load;
 pub mod metrics;

@@ -4,7 +4,7 @@
 //!
 //! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with
 //! `--resume`), `report`, `replay`, `gate`, `qualify`, `accept`, `compare`,
-//! `bench-loadgen` (hidden alias `bench-client`); each is one `Command` variant and
+//! `bench-loadgen` (hidden alias `bench-client`), `export`; each is one `Command` variant and
 //! one function or match arm, and each `--help` ends with a worked example.
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
@@ -111,6 +111,9 @@ enum Command {
     /// token parity first, then a noise band, then interleaved rounds over the ladder.
     #[command(after_help = "Example:\n  harness compare plans/compare-engine-vs-llamacpp-f32-cpu.toml")]
     Compare(harness::compare::CompareArgs),
+    /// A study's results in a peer tool's format (`vllm-bench`: the JSON `vllm bench
+    /// serve --save-result --save-detailed` writes, one object per block, arm, cell).
+    Export(harness::export::ExportArgs),
 }
 
 #[derive(Subcommand)]
@@ -174,6 +177,7 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
     for w in p.warnings() {
         println!("warning: {w}");
     }
+    trace::check_trace_files(p, Path::new("."), true).with_context(|| format!("plan {}", path.display()))?;
     if let Ok(text) = std::str::from_utf8(&frozen.bytes)
         && text.lines().any(|l| l.trim() == "[compare]")
     {
@@ -457,6 +461,9 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
+        Command::Export(args) => harness::export::run(&args)
+            .map(|o| println!("wrote {} objects to {}", o.objects, o.out.display()))
+            .map_err(Into::into),
         Command::Compare(args) => match harness::compare::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());

@@ -254,6 +254,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let resolved = plan.resolved_cells()?;
     // A missing key is bad input: refused before anything is written.
     crate::arm::check_api_keys(plan, |v| std::env::var(v).ok())?;
+    crate::trace::check_trace_files(plan, &opts.base_dir, false)?;
     let git = git_info(&opts.base_dir);
     let (ev, state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();

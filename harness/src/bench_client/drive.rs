@@ -95,7 +95,17 @@ pub fn schedule(spec: &RateSpec, name: &str) -> Vec<TraceEntry> {
         }
         BenchArrival::Constant => (0..spec.count).map(|i| (i as f64 * 1e9 / spec.rate_rps).round() as u64).collect(),
     };
-    offsets.into_iter().enumerate().map(|(i, offset_ns)| TraceEntry { index: i as u64, offset_ns, prompt: 0 }).collect()
+    offsets
+        .into_iter()
+        .enumerate()
+        .map(|(i, offset_ns)| TraceEntry {
+            index: i as u64,
+            offset_ns,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect()
 }
 
 /// The timed request body (the same fields `load::stream_body` sends).
@@ -155,6 +165,7 @@ impl Driver {
             start_ns: self.clock.now_ns() + 50_000_000,
             concurrency: None,
             bodies: &bodies,
+            entry_bodies: None,
             drain_timeout: Duration::from_secs(30),
         };
         let ctx = RequestCtx {

@@ -81,6 +81,7 @@ impl Ladder<'_> {
                 start_ns: self.clock.now_ns() + CELL_LEAD_NS,
                 concurrency: Some(concurrency),
                 bodies: &self.inputs.bodies,
+                entry_bodies: None,
                 drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
             };
             let records = drive_cell(&drive, &ctx, &Arc::new(Counters::default())).await?;

@@ -18,8 +18,13 @@ use crate::report::FIELDS;
 pub const RULES_FORMAT: &str = "harness-gate-rules/1";
 
 /// Matrix columns a `throughput` rule may name (higher is better).
-pub const THROUGHPUT_METRICS: [&str; 3] =
-    ["request_throughput_rps", "output_token_throughput_tps", "total_token_throughput_tps"];
+pub const THROUGHPUT_METRICS: [&str; 5] = [
+    "request_throughput_rps",
+    "output_token_throughput_tps",
+    "total_token_throughput_tps",
+    "goodput_rps",
+    "slo_attainment",
+];
 
 /// Default metric of a `throughput` rule.
 pub const DEFAULT_THROUGHPUT_METRIC: &str = "request_throughput_rps";

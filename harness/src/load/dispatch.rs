@@ -52,6 +52,9 @@ pub struct CellDrive<'a> {
     pub concurrency: Option<u32>,
     /// The prepared request of each panel index.
     pub bodies: &'a [PreparedRequest],
+    /// When set, entry i sends `entry_bodies[i]` instead of its prompt's body (a
+    /// trace-file cell whose rows set each request's output length).
+    pub entry_bodies: Option<&'a [Bytes]>,
     pub drain_timeout: Duration,
 }
 
@@ -76,7 +79,7 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
         index: e.index,
         prompt: e.prompt,
         prompt_tokens_intended,
-        output_tokens_intended,
+        output_tokens_intended: e.output_length.unwrap_or(output_tokens_intended),
         intended_ns: d.start_ns.saturating_add(e.offset_ns),
         dispatch_ns: None,
         admitted_ns: None,
@@ -120,7 +123,11 @@ pub async fn drive_cell(
     // intended time and its dispatch stamp.
     let mut planned = Vec::with_capacity(n);
     for e in d.entries {
-        let Some(body) = usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.body.clone()) else {
+        let body = match d.entry_bodies {
+            Some(bodies) => usize::try_from(e.index).ok().and_then(|i| bodies.get(i)).cloned(),
+            None => usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).map(|b| b.body.clone()),
+        };
+        let Some(body) = body else {
             return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
         };
         planned.push(Dispatched { rec: skeleton(d, e), body });

@@ -17,7 +17,7 @@ pub use clock::{SPIN_NS, StudyClock};
 pub use dispatch::{
     CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
 };
-pub use payload::{prepare, stream_body, warmup_body};
+pub use payload::{prepare, stream_body, stream_body_with, warmup_body};
 pub use recorder::{DEATH_GRACE, RequestCtx, execute, exited};
 pub use sse::{Chunk, parse_chunk};
 

@@ -46,8 +46,13 @@ fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
 
 /// The body of one timed request for a panel prompt.
 pub fn stream_body(plan: &Plan, prompt: &Prompt) -> Vec<u8> {
+    stream_body_with(plan, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
+}
+
+/// [`stream_body`] with `max_tokens` as the output length (and `min_tokens` when
+/// forced): a trace-file row's own output length.
+pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
     let r = &plan.request;
-    let max_tokens = prompt.max_tokens.unwrap_or(r.output_tokens);
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
     to_bytes(&Body {
         model: &r.model,

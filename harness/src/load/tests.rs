@@ -97,7 +97,7 @@ fn fixture(url: String, timeout: Duration) -> Fixture {
 }
 
 fn record() -> RequestRecord {
-    let entry = crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 0 };
+    let entry = crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 0, input_length: None, output_length: None };
     let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
     let d = CellDrive {
         block: 0,
@@ -107,6 +107,7 @@ fn record() -> RequestRecord {
         start_ns: 0,
         concurrency: None,
         bodies: &bodies,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(1),
     };
     skeleton(&d, &entry)
@@ -193,7 +194,15 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let base = fake().await;
     let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
     let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
-    let entries: Vec<_> = (0..6).map(|i| crate::trace::TraceEntry { index: i, offset_ns: 0, prompt: 0 }).collect();
+    let entries: Vec<_> = (0..6)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: 0,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive {
         block: 1,
@@ -203,6 +212,7 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
         start_ns,
         concurrency: Some(2),
         bodies: &bodies,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(10),
     };
     let counters = std::sync::Arc::new(Counters::default());
@@ -218,8 +228,15 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let admitted: Vec<u64> = recs.iter().map(|r| r.admitted_ns.unwrap()).collect();
     assert!(admitted.windows(2).all(|w| w[0] <= w[1]), "admission follows index order: {admitted:?}");
 
-    let open: Vec<_> =
-        (0..4).map(|i| crate::trace::TraceEntry { index: i, offset_ns: i * 20_000_000, prompt: 0 }).collect();
+    let open: Vec<_> = (0..4)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: i * 20_000_000,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive { entries: &open, start_ns, concurrency: None, ..d };
     let recs = drive_cell(&d, &f.ctx, &counters).await.unwrap();
@@ -240,7 +257,15 @@ async fn nothing_more_is_admitted(path: &str) {
     let base = fake().await;
     let f = fixture(format!("{base}{path}"), Duration::from_secs(10));
     let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
-    let entries: Vec<_> = (0..4).map(|i| crate::trace::TraceEntry { index: i, offset_ns: 0, prompt: 0 }).collect();
+    let entries: Vec<_> = (0..4)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: 0,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
     let d = CellDrive {
         block: 0,
         arm: "a",
@@ -249,6 +274,7 @@ async fn nothing_more_is_admitted(path: &str) {
         start_ns: f.ctx.clock.now_ns(),
         concurrency: Some(1),
         bodies: &bodies,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(10),
     };
     let exit = f._exit.clone();
@@ -293,8 +319,8 @@ fn each_record_intends_its_own_entrys_max_tokens() {
         PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 9, max_tokens: 17 },
     ];
     let entries = [
-        crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 1 },
-        crate::trace::TraceEntry { index: 1, offset_ns: 0, prompt: 0 },
+        crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 1, input_length: None, output_length: None },
+        crate::trace::TraceEntry { index: 1, offset_ns: 0, prompt: 0, input_length: None, output_length: None },
     ];
     let d = CellDrive {
         block: 0,
@@ -304,6 +330,7 @@ fn each_record_intends_its_own_entrys_max_tokens() {
         start_ns: 0,
         concurrency: None,
         bodies: &bodies,
+        entry_bodies: None,
         drain_timeout: Duration::from_secs(1),
     };
     let got: Vec<(u32, u32)> =

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::goodput::goodput;
 use super::request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 use super::{INCOMPLETE_CLASS, MetricsError};
-use crate::plan::Metric;
+use crate::plan::{Metric, Slo};
 use crate::record::RequestRecord;
 use crate::stats::percentiles;
 
@@ -111,6 +112,15 @@ pub struct CellSummary {
     pub output_tokens_p50: Option<f64>,
     pub output_tokens_p90: Option<f64>,
     pub output_tokens_max: Option<f64>,
+    /// With `[slo]`: valid requests meeting every target (`goodput`); absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met_requests: Option<u64>,
+    /// With `[slo]`: `slo_met_requests / completed` (absent with no valid request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_attainment: Option<f64>,
+    /// With `[slo]`: `slo_met_requests / duration_s` (vLLM's request goodput).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<f64>,
 }
 
 impl CellSummary {
@@ -123,6 +133,7 @@ impl CellSummary {
             Metric::TpotP95 => self.tpot_p95_ms,
             Metric::E2eP95 => self.e2e_p95_ms,
             Metric::E2eP95Intended => self.e2e_from_intended_p95_ms,
+            Metric::GoodputRps => self.goodput_rps,
         }
     }
 }
@@ -179,6 +190,11 @@ fn peak_concurrency(records: &[RequestRecord]) -> u64 {
 /// is empty, mixes cells/blocks/arms, repeats a trace index, spans an empty
 /// observation interval, or holds a valid record with inconsistent timestamps.
 pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsError> {
+    summarize_cell_with_slo(records, None)
+}
+
+/// [`summarize_cell`], with goodput against `slo` when given.
+pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> Result<CellSummary, MetricsError> {
     let first = records.first().ok_or(MetricsError::Empty)?;
     let mut seen = BTreeSet::new();
     for r in records {
@@ -223,6 +239,7 @@ pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsE
     let count = |f: &dyn Fn(&RequestMeasures) -> bool| valid.iter().filter(|m| f(m)).count() as u64;
     let input_lengths = lengths(&collect(&|m| Some(m.prompt_tokens as f64)))?;
     let output_lengths = lengths(&collect(&|m| Some(m.output_tokens as f64)))?;
+    let good = slo.map(|slo| goodput(&valid, slo, duration_s));
 
     Ok(CellSummary {
         cell: first.cell.clone(),
@@ -289,5 +306,8 @@ pub fn summarize_cell(records: &[RequestRecord]) -> Result<CellSummary, MetricsE
         output_tokens_p50: output_lengths[1],
         output_tokens_p90: output_lengths[2],
         output_tokens_max: output_lengths[3],
+        slo_met_requests: good.map(|g| g.0),
+        slo_attainment: good.and_then(|g| g.1),
+        goodput_rps: good.map(|g| g.2),
     })
 }

@@ -31,15 +31,18 @@
 //!   thing seen of a failed request, a timeout at send + `after_ns`), so the drain is
 //!   included. Finite throughput is
 //!   valid completed requests (or their tokens) divided by this interval.
+//! - Goodput (with the plan's `[slo]`): see `goodput` (vLLM bench `--goodput`).
 
 mod cell;
+mod goodput;
 mod request;
 mod table;
 
 #[cfg(test)]
 mod tests;
 
-pub use cell::{CellSummary, PERCENTILE_METHOD, summarize_cell};
+pub use cell::{CellSummary, PERCENTILE_METHOD, summarize_cell, summarize_cell_with_slo};
+pub use goodput::{goodput, request_meets_slo};
 pub use request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 pub use table::render_table;
 

@@ -369,3 +369,36 @@ fn a_timeout_ends_where_it_fired() {
     assert_eq!((s.observation_end_ns, s.request_throughput_rps, s.failed), (100 * MS, 10.0, 1));
     assert_eq!(s.failed_by_class.get("timeout"), Some(&1));
 }
+
+#[test]
+fn goodput_from_hand_built_records() {
+    use crate::plan::Slo;
+    // Request 0: intended 0, send 50 us, tokens at 5, 7, 10 ms, [DONE] 11 ms, usage 3:
+    // TTFT 4.95 ms, E2E 10.95 ms, vLLM TPOT (10.95 - 4.95) / 2 = 3 ms.
+    let a = valid(0, 0, 0, &[(5 * MS, 1), (7 * MS, 1), (10 * MS, 1)], 11 * MS, Some(3));
+    // Request 1: intended 20 ms, tokens at 30, 31 ms, [DONE] 40 ms: TTFT 9.95 ms,
+    // E2E 19.95 ms, TPOT (19.95 - 9.95) / 1 = 10 ms.
+    let b = valid(1, 20 * MS, 0, &[(30 * MS, 1), (31 * MS, 1)], 40 * MS, Some(2));
+    let mut c = bare(2, 30 * MS);
+    c.failure = Some(Failure::Timeout { after_ns: 5 * MS });
+    let records = [a, b, c];
+    // No [slo]: no goodput fields.
+    let s = summarize_cell(&records).unwrap();
+    assert_eq!((s.slo_met_requests, s.goodput_rps), (None, None));
+    let text = serde_json::to_string(&s).unwrap();
+    assert!(!text.contains("goodput"), "{text}");
+    // TTFT <= 5 ms: only request 0; the interval is 0 to 40 ms.
+    let slo = Slo { ttft_ms: Some(5.0), tpot_ms: None, e2e_ms: None };
+    let s = summarize_cell_with_slo(&records, Some(&slo)).unwrap();
+    assert_eq!(s.slo_met_requests, Some(1));
+    assert_eq!(s.slo_attainment, Some(0.5));
+    assert!(close(s.goodput_rps, 1.0 / 0.04));
+    assert!(close(s.metric(Metric::GoodputRps), 25.0));
+    // TPOT <= 10 ms and E2E <= 20 ms: both valid requests (the timeout never counts).
+    let slo = Slo { ttft_ms: None, tpot_ms: Some(10.0), e2e_ms: Some(20.0) };
+    let s = summarize_cell_with_slo(&records, Some(&slo)).unwrap();
+    assert_eq!((s.slo_met_requests, s.slo_attainment), (Some(2), Some(1.0)));
+    // TPOT <= 9.99 ms drops request 1.
+    let slo = Slo { ttft_ms: None, tpot_ms: Some(9.99), e2e_ms: None };
+    assert_eq!(summarize_cell_with_slo(&records, Some(&slo)).unwrap().slo_met_requests, Some(1));
+}

@@ -14,11 +14,13 @@ mod resolve;
 mod schedule;
 mod schema;
 mod summary;
+mod sweep;
 mod types;
 mod validate;
 mod validate_arms;
 mod validate_cells;
 mod validate_panel;
+mod validate_loads;
 mod validate_quality;
 mod warnings;
 
@@ -38,9 +40,10 @@ pub use freeze::{FrozenPlan, freeze, freeze_file};
 pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};
 pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
+pub use sweep::{concurrency_cell_name, rate_cell_name};
 pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
-    PanelSpec, Plan, Rate, RequestSpec, Server, Study, Timing, Warmup,
+    PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
@@ -100,6 +103,11 @@ impl Plan {
             PanelSource::Synthetic(s) => {
                 wanted.push(("prompts.texts".into(), &s.texts));
                 wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+            }
+        }
+        for cell in &self.cells {
+            if let Load::Trace { path, .. } = &cell.load {
+                wanted.push((format!("cells.{}.trace", cell.name), path));
             }
         }
         wanted.into_iter().map(|(k, p)| (k, base.join(p))).filter(|(_, p)| !p.exists()).collect()

@@ -17,11 +17,14 @@ pub struct ResolvedCell {
     pub retries: u32,
 }
 
+/// A cell's load with every number concrete (`Trace`: offsets from the cell's trace
+/// file, `Load::Trace`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ResolvedLoad {
     Closed { concurrency: u32 },
     Open { rate_rps: f64, arrival: Arrival },
     Isolated { spacing_ns: u64 },
+    Trace { time_scale: f64, lengths: bool },
 }
 
 impl Plan {
@@ -71,6 +74,9 @@ impl Plan {
             Load::Closed { concurrency } => ResolvedLoad::Closed { concurrency: *concurrency },
             Load::Open { rate, arrival } => ResolvedLoad::Open { rate_rps: self.rate_of(rate)?, arrival: *arrival },
             Load::Isolated { spacing_s } => ResolvedLoad::Isolated { spacing_ns: (spacing_s * 1e9).round() as u64 },
+            Load::Trace { time_scale, lengths, .. } => {
+                ResolvedLoad::Trace { time_scale: *time_scale, lengths: *lengths }
+            }
         };
         Some(ResolvedCell {
             name: cell.name.clone(),
@@ -97,13 +103,14 @@ impl Plan {
 impl ResolvedCell {
     /// Seconds from the first to the last intended arrival, when the load fixes it:
     /// open loop (count - 1) / rate on average, isolated (count - 1) * spacing.
-    /// `None` for closed loop, whose pace the server sets.
+    /// `None` for closed loop, whose pace the server sets, and for a trace file
+    /// (the plan does not read it).
     pub fn arrival_span_s(&self) -> Option<f64> {
         let gaps = self.count.saturating_sub(1) as f64;
         match self.load {
             ResolvedLoad::Open { rate_rps, .. } => Some(gaps / rate_rps),
             ResolvedLoad::Isolated { spacing_ns } => Some(gaps * spacing_ns as f64 / 1e9),
-            ResolvedLoad::Closed { .. } => None,
+            ResolvedLoad::Closed { .. } | ResolvedLoad::Trace { .. } => None,
         }
     }
 }

@@ -38,12 +38,22 @@ pub struct PlanFile {
     pub compare: Option<toml::Table>,
     /// When a run counts as failed (`[limits]`).
     pub limits: Option<LimitsFile>,
+    /// Latency targets of goodput; see `validate_loads::slo`.
+    pub slo: Option<SloFile>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsFile {
     pub max_error_rate: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloFile {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,7 +170,7 @@ pub struct ArmFile {
     pub headers: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CellFile {
     pub name: String,
@@ -170,19 +180,36 @@ pub struct CellFile {
     pub count: NumOrRef<i64>,
     pub input_tokens: Option<i64>,
     pub retries: Option<i64>,
-    pub concurrency: Option<i64>,
+    /// One value, or a list (a sweep: one cell per value, see `sweep`).
+    pub concurrency: Option<OneOrMany<i64>>,
+    /// A number, a `derived:` reference, or a list of numbers (a sweep).
     pub rate: Option<NumOrRef<f64>>,
     pub arrival: Option<String>,
     pub burstiness: Option<f64>,
     pub spacing_s: Option<f64>,
+    /// `load = "trace"`: the trace file (`.jsonl` Mooncake, `.csv` Azure).
+    pub trace: Option<String>,
+    pub time_scale: Option<f64>,
+    /// Whether prompts and output lengths follow the trace file's rows.
+    pub trace_lengths: Option<bool>,
 }
 
-/// A literal number, or a reference such as `"derived:near"`.
-#[derive(Debug, Deserialize)]
+/// A literal number, or a reference such as `"derived:near"`; where the key allows
+/// it (`rate`), a list of numbers (a sweep).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum NumOrRef<T> {
     Num(T),
     Ref(String),
+    List(Vec<T>),
+}
+
+/// One value or a list of values (a sweep).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
 }
 
 #[derive(Debug, Deserialize)]

@@ -112,6 +112,10 @@ impl Plan {
             let load = match &c.load {
                 Load::Closed { concurrency } => format!("closed-loop concurrency {concurrency}"),
                 Load::Isolated { spacing_s } => format!("isolated, {spacing_s} s apart"),
+                Load::Trace { path, time_scale, lengths } => format!(
+                    "arrivals replayed from {path} (time scale {time_scale}{})",
+                    if *lengths { ", prompt and output lengths from the file" } else { "" }
+                ),
                 Load::Open { rate, arrival } => {
                     let rate = match (rate, self.rate_of(rate)) {
                         (Rate::Fixed(x), _) => format!("{x} req/s"),
@@ -120,6 +124,7 @@ impl Plan {
                     };
                     match arrival {
                         Arrival::Poisson => format!("open-loop Poisson at {rate}"),
+                        Arrival::Constant => format!("constant (evenly spaced) at {rate}"),
                         Arrival::Gamma { burstiness } => {
                             format!("open-loop gamma (burstiness {burstiness}) at {rate}")
                         }
@@ -131,12 +136,15 @@ impl Plan {
                 (Count::Derived, Some(n)) => format!("{n} (derived:count)"),
                 (Count::Fixed(n), _) => n.to_string(),
             };
+            let length = match &c.load {
+                Load::Trace { lengths: true, .. } => "the panel length nearest each row's".to_string(),
+                _ => tokens(c.input_tokens),
+            };
             let _ = writeln!(
                 o,
-                "  {} [{}]: {load}; {count} requests of {} tokens; retries {}",
+                "  {} [{}]: {load}; {count} requests of {length} tokens; retries {}",
                 c.name,
                 c.kind.as_str(),
-                tokens(c.input_tokens),
                 c.retries
             );
         }

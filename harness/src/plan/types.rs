@@ -33,6 +33,18 @@ pub struct Plan {
     /// Largest fraction of failed requests a cell may have before the run fails
     /// (`[limits] max_error_rate`, default 0: any failed request fails the run).
     pub max_error_rate: f64,
+    /// Latency targets of goodput (`[slo]`), when present.
+    pub slo: Option<Slo>,
+}
+
+/// `[slo]`: per-request latency targets in milliseconds, any subset (at least one);
+/// a valid request meeting every target set counts toward goodput (see
+/// `metrics::goodput` for the exact definitions, vLLM bench `--goodput`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -330,6 +342,10 @@ pub enum Load {
     Open { rate: Rate, arrival: Arrival },
     /// One request every `spacing_s` seconds.
     Isolated { spacing_s: f64 },
+    /// Arrivals replayed from a trace file (`load = "trace"`): `path` is a Mooncake
+    /// JSONL or Azure CSV trace; offsets are multiplied by `time_scale`; with
+    /// `lengths`, each request's prompt and output length follow the file's row.
+    Trace { path: String, time_scale: f64, lengths: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -338,6 +354,9 @@ pub enum Arrival {
     Poisson,
     /// Gamma gaps with shape = burstiness, scale = 1 / (rate * burstiness).
     Gamma { burstiness: f64 },
+    /// Evenly spaced (`load = "constant"`, guidellm's `constant`): request i at
+    /// round(i * 1e9 / rate) ns.
+    Constant,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -384,6 +403,9 @@ pub enum Metric {
     /// p95 of end-to-end latency from intended arrival.
     #[serde(rename = "e2e_p95_intended")]
     E2eP95Intended,
+    /// Requests meeting every `[slo]` target / observation interval (needs `[slo]`).
+    #[serde(rename = "goodput_rps")]
+    GoodputRps,
 }
 
 impl MetricKind {
@@ -396,18 +418,19 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 7] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
         Metric::TpotP95,
         Metric::E2eP95,
         Metric::E2eP95Intended,
+        Metric::GoodputRps,
     ];
 
     pub fn kind(self) -> MetricKind {
         match self {
-            Metric::ThroughputRps | Metric::OutputTokensPerS => MetricKind::Throughput,
+            Metric::ThroughputRps | Metric::OutputTokensPerS | Metric::GoodputRps => MetricKind::Throughput,
             _ => MetricKind::Latency,
         }
     }
@@ -421,6 +444,7 @@ impl Metric {
             Metric::TpotP95 => "tpot_p95",
             Metric::E2eP95 => "e2e_p95",
             Metric::E2eP95Intended => "e2e_p95_intended",
+            Metric::GoodputRps => "goodput_rps",
         }
     }
 }

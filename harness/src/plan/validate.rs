@@ -82,6 +82,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
+    let slo = super::validate_loads::slo(&mut c, file.slo, &hypotheses);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(table) if check_derived => super::derive::check_table(&table, expected, &mut c.issues),
@@ -105,6 +106,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         derived,
         qualification,
         max_error_rate,
+        slo,
     })
 }
 

@@ -3,7 +3,7 @@
 //! retries, and hypotheses to arms and confirmation cells. Must not touch files.
 
 use super::derive::{CountRule, DeriveSpec, DerivedLoads, MAX_REQUESTS, compute};
-use super::schema::{AnalysisFile, CellFile, DeriveFile, HypothesisFile, NumOrRef};
+use super::schema::{AnalysisFile, CellFile, DeriveFile, HypothesisFile, NumOrRef, OneOrMany};
 use super::types::{Arm, ArmRole, Arrival, Cell, CellKind, Count, Hypothesis, Load, PanelSpec, Rate};
 use super::validate::Checker;
 
@@ -68,12 +68,15 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
         c.err("cells", "the plan needs at least one [[cells]] entry");
     }
     let mut out: Vec<Cell> = Vec::new();
-    for (i, f) in files.into_iter().enumerate() {
+    // The `[[cells]]` index of each cell in `out` (a sweep expands into several).
+    let mut origin: Vec<usize> = Vec::new();
+    for (i, f) in super::sweep::expand(c, files) {
         let k = format!("cells[{i}]");
         c.name(&format!("{k}.name"), &f.name);
         if let Some(first) = out.iter().position(|x| x.name == f.name) {
-            c.err(format!("{k}.name"), format!("duplicate cell name {:?} (also cells[{first}])", f.name));
+            c.err(format!("{k}.name"), format!("duplicate cell name {:?} (also cells[{}])", f.name, origin[first]));
         }
+        origin.push(i);
         let load = load(c, &k, &f, derive);
         let count = match f.count {
             NumOrRef::Num(n) => c.int(&format!("{k}.count"), n, 1, MAX_REQUESTS as i64).map(Count::Fixed),
@@ -90,13 +93,27 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
                 c.err(format!("{k}.count"), format!("{r:?}: use an integer or \"derived:count\""));
                 None
             }
+            NumOrRef::List(_) => {
+                c.err(format!("{k}.count"), "one count per cell (only rate and concurrency sweep)");
+                None
+            }
         };
+        let by_trace = f.load == "trace" && f.trace_lengths == Some(true);
         let input_tokens = match f.input_tokens {
             Some(_) if panel.source.is_dataset() => {
                 c.err(format!("{k}.input_tokens"), "a dataset panel's entries have their own lengths; leave it out");
                 None
             }
             None if panel.source.is_dataset() => None,
+            Some(_) if by_trace => {
+                c.err(
+                    format!("{k}.input_tokens"),
+                    "with trace_lengths = true the trace file sets each prompt's length",
+                );
+                None
+            }
+            // Not used: each request's length comes from its trace row.
+            None if by_trace => panel.lengths.first().copied(),
             Some(l) => {
                 let l = c.int(&format!("{k}.input_tokens"), l, 1, 1 << 24).unwrap_or(0) as u32;
                 if l != 0 && !panel.lengths.contains(&l) {
@@ -135,8 +152,10 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
     let only = |what: &str| format!("only {what} cells take this key (load = {:?})", f.load);
     let (open, closed, isolated) = (only("open-loop"), only("closed-loop"), only("isolated"));
     let key = |name: &str| format!("{k}.{name}");
+    if f.load != "open" && f.load != "constant" {
+        c.forbid(&key("rate"), &f.rate, &only("open-loop and constant"));
+    }
     if f.load != "open" {
-        c.forbid(&key("rate"), &f.rate, &open);
         c.forbid(&key("arrival"), &f.arrival, &open);
         c.forbid(&key("burstiness"), &f.burstiness, &open);
     }
@@ -146,11 +165,22 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
     if f.load != "isolated" {
         c.forbid(&key("spacing_s"), &f.spacing_s, &isolated);
     }
+    if f.load != "trace" {
+        let trace = only("trace");
+        c.forbid(&key("trace"), &f.trace, &trace);
+        c.forbid(&key("time_scale"), &f.time_scale, &trace);
+        c.forbid(&key("trace_lengths"), &f.trace_lengths, &trace);
+    }
     match f.load.as_str() {
         "closed" => {
-            let Some(conc) = f.concurrency else {
-                c.err(key("concurrency"), "required for a closed-loop cell");
-                return None;
+            let conc = match f.concurrency {
+                Some(OneOrMany::One(conc)) => conc,
+                // `sweep::expand` has made one cell per listed value.
+                Some(OneOrMany::Many(_)) => return None,
+                None => {
+                    c.err(key("concurrency"), "required for a closed-loop cell");
+                    return None;
+                }
             };
             let concurrency = c.int(&key("concurrency"), conc, 1, 1 << 20)? as u32;
             Some(Load::Closed { concurrency })
@@ -163,6 +193,8 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
             let spacing_s = c.positive(&key("spacing_s"), s, false)?;
             Some(Load::Isolated { spacing_s })
         }
+        "trace" => super::validate_loads::trace_load(c, k, f),
+        "constant" => Some(Load::Open { rate: rate(c, k, f, derive)?, arrival: Arrival::Constant }),
         "open" => {
             let rate = match &f.rate {
                 None => {
@@ -171,6 +203,8 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
                 }
                 Some(NumOrRef::Num(r)) => c.positive(&key("rate"), *r, false).map(Rate::Fixed),
                 Some(NumOrRef::Ref(r)) => derived_rate(c, &key("rate"), r, derive),
+                // `sweep::expand` has made one cell per listed value.
+                Some(NumOrRef::List(_)) => None,
             };
             let arrival = match (f.arrival.as_deref().unwrap_or("poisson"), f.burstiness) {
                 ("poisson", None) => Some(Arrival::Poisson),
@@ -193,9 +227,26 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
             Some(Load::Open { rate: rate?, arrival: arrival? })
         }
         other => {
-            c.err(key("load"), format!("unknown load {other:?} (use \"closed\", \"open\" or \"isolated\")"));
+            c.err(
+                key("load"),
+                format!("unknown load {other:?} (use \"closed\", \"open\", \"constant\", \"isolated\" or \"trace\")"),
+            );
             None
         }
+    }
+}
+
+/// The `rate` of a constant-rate cell (required).
+fn rate(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Option<Rate> {
+    let key = format!("{k}.rate");
+    match &f.rate {
+        None => {
+            c.err(&key, format!("required for a {} cell", f.load));
+            None
+        }
+        Some(NumOrRef::Num(r)) => c.positive(&key, *r, false).map(Rate::Fixed),
+        Some(NumOrRef::Ref(r)) => derived_rate(c, &key, r, derive),
+        Some(NumOrRef::List(_)) => None,
     }
 }
 

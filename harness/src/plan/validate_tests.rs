@@ -160,7 +160,10 @@ fn malformed_plans_are_rejected_with_named_keys() {
             "arms[0].health: \"health\" must be a path starting with /",
         ),
         (edit("role = \"candidate\"", "role = \"treatment\""), "unknown variant `treatment`"),
-        (edit("concurrency = 4", "concurrency = 4\nrate = 3.0"), "cells[0].rate: only open-loop cells take this key"),
+        (
+            edit("concurrency = 4", "concurrency = 4\nrate = 3.0"),
+            "cells[0].rate: only open-loop and constant cells take this key",
+        ),
         (edit("concurrency = 4\n", ""), "cells[0].concurrency: required for a closed-loop cell"),
         (edit("concurrency = 4", "concurrency = 0"), "cells[0].concurrency: must be at least 1, got 0"),
         (edit("count = 16", "count = 0"), "cells[0].count: must be at least 1, got 0"),

@@ -396,7 +396,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             block: server.1,
             arm: label.clone(),
             cell: key.clone(),
-            values: summarize(&recs),
+            values: summarize(&recs, None),
             failed_by_class,
             failures: Vec::new(),
         };

@@ -57,6 +57,7 @@ fn metric_field(metric: Metric) -> &'static str {
         Metric::TpotP95 => "tpot_p95_ms",
         Metric::E2eP95 => "e2e_p95_ms",
         Metric::E2eP95Intended => "e2e_from_intended_p95_ms",
+        Metric::GoodputRps => "goodput_rps",
     }
 }
 

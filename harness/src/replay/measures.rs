@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::complete::Study;
 use super::records::Rec;
+use crate::plan::Slo;
 
 /// A recomputed field: a count, or a value that may have no sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,7 +23,7 @@ pub enum Val {
 }
 
 /// Every numeric field of a cell summary, in matrix column order.
-pub const FIELD_NAMES: [&str; 59] = [
+pub const FIELD_NAMES: [&str; 62] = [
     "requests",
     "completed",
     "failed",
@@ -82,6 +83,9 @@ pub const FIELD_NAMES: [&str; 59] = [
     "output_tokens_p50",
     "output_tokens_p90",
     "output_tokens_max",
+    "slo_met_requests",
+    "slo_attainment",
+    "goodput_rps",
 ];
 
 /// One invalid record.
@@ -232,7 +236,7 @@ pub(super) fn one(r: &Rec) -> Result<One, String> {
     Ok(One { prompt, output, from_usage, event_tokens: tokens, ttft, tpot, e2e, gaps, events, empty, multi, lag })
 }
 
-pub fn summarize(records: &[Rec]) -> Result<Vec<Val>, String> {
+pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String> {
     if records.is_empty() {
         return Err("no request records".into());
     }
@@ -310,6 +314,13 @@ pub fn summarize(records: &[Rec]) -> Result<Vec<Val>, String> {
     ]);
     v.extend(lengths(valid.iter().map(|o| o.prompt)));
     v.extend(lengths(valid.iter().map(|o| o.output)));
+    let good = slo
+        .map(|slo| valid.iter().filter(|o| super::goodput::good(slo, o.ttft.map(|t| t.0), o.e2e.0, o.output)).count());
+    v.extend([
+        Val::Float(good.map(|g| g as f64)),
+        Val::Float(good.filter(|_| completed > 0).map(|g| g as f64 / completed as f64)),
+        Val::Float(good.map(|g| g as f64 / dur)),
+    ]);
     debug_assert_eq!(v.len(), FIELD_NAMES.len());
     Ok(v)
 }
@@ -330,7 +341,7 @@ pub fn recompute(s: &Study<'_>) -> Vec<CellMeasures> {
                 block: c.block,
                 arm: c.arm.clone(),
                 cell: c.cell.clone(),
-                values: summarize(records),
+                values: summarize(records, s.plan.slo.as_ref()),
                 failed_by_class,
                 failures,
             })

@@ -4,7 +4,7 @@
 //!   disk that the manifest does not list (`files`);
 //! - verifies `plan.toml` against the plan hash of the manifest, `run.json`, the
 //!   catalog and `evidence.json`, and the inputs against `inputs/catalog.json`
-//!   (`inputs`);
+//!   (`inputs`), and recomputes constant and trace-file arrivals (`loads`);
 //! - checks that every planned request appears exactly once and follows its trace
 //!   (`complete`);
 //! - recomputes every per-cell measure (`measures`) and compares it with
@@ -42,8 +42,10 @@ mod complete;
 mod decide;
 mod evidence;
 mod files;
+mod goodput;
 mod inputs;
 mod layout;
+mod loads;
 mod measures;
 mod qualification;
 mod quality;
@@ -228,6 +230,9 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
         checks.push(Check::skip(inputs::CATALOG_NAME, why.clone()));
     } else {
         checks.push(inputs::catalog_check(root, &scan, plan.as_ref().ok()));
+        if let Ok(p) = &plan {
+            checks.push(loads::check(root, &p.plan));
+        }
     }
     checks.push(files::parse_check(&scan));
     let mut cell_receipts = Vec::new();

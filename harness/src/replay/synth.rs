@@ -316,7 +316,7 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
             for (cell, records) in &sim.records {
                 total += records.len() as u64;
                 write_jsonl(&ev.requests_path(block.index, arm, cell), records).map_err(|e| e.to_string())?;
-                let summary = match crate::metrics::summarize_cell(records) {
+                let summary = match crate::metrics::summarize_cell_with_slo(records, plan.slo.as_ref()) {
                     Ok(s) => serde_json::to_value(&s).unwrap_or_default(),
                     Err(e) => json!({"cell": cell, "block": block.index, "arm": arm, "error": e.to_string()}),
                 };

@@ -191,11 +191,13 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
         ResolvedLoad::Open { rate_rps, arrival } => {
             let a = match arrival {
                 Arrival::Poisson => "poisson".to_string(),
+                Arrival::Constant => "constant".to_string(),
                 Arrival::Gamma { burstiness } => format!("gamma burstiness {burstiness}"),
             };
             (format!("open-loop {rate_rps} req/s {a}"), Some(rate_rps), None)
         }
         ResolvedLoad::Isolated { spacing_ns } => (format!("isolated every {} s", spacing_ns as f64 / 1e9), None, None),
+        ResolvedLoad::Trace { time_scale, .. } => (format!("trace file, time scale {time_scale}"), None, None),
     }
 }
 

@@ -12,6 +12,8 @@ pub enum Getter {
     Count(fn(&CellSummary) -> u64),
     Value(fn(&CellSummary) -> f64),
     Maybe(fn(&CellSummary) -> Option<f64>),
+    /// A count that may be absent (goodput without `[slo]`).
+    MaybeCount(fn(&CellSummary) -> Option<u64>),
 }
 
 impl Getter {
@@ -21,6 +23,7 @@ impl Getter {
             Getter::Count(f) => Some(f(s) as f64),
             Getter::Value(f) => Some(f(s)),
             Getter::Maybe(f) => f(s),
+            Getter::MaybeCount(f) => f(s).map(|n| n as f64),
         }
     }
 }
@@ -92,6 +95,9 @@ fields!(
     Maybe output_tokens_p50,
     Maybe output_tokens_p90,
     Maybe output_tokens_max,
+    MaybeCount slo_met_requests,
+    Maybe slo_attainment,
+    Maybe goodput_rps,
 );
 
 /// Non-numeric fields of `CellSummary`, carried separately (keys and failure classes).

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::ReportError;
 use super::analysis::{FailedRequest, UnitStatus};
 use crate::evidence::{Evidence, GitInfo};
-use crate::metrics::{CellSummary, INCOMPLETE_CLASS, measure_request, summarize_cell};
+use crate::metrics::{CellSummary, INCOMPLETE_CLASS, measure_request, summarize_cell_with_slo};
 use crate::plan::{FrozenPlan, ResolvedCell, Schedule, freeze};
 use crate::record::{Failure, RequestRecord};
 
@@ -146,7 +146,13 @@ pub(super) fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportErro
         .collect()
 }
 
-fn cell_data(records: &[RequestRecord], block: u32, arm: &str, cell: &str) -> (CellData, Vec<FailedRequest>) {
+fn cell_data(
+    records: &[RequestRecord],
+    slo: Option<&crate::plan::Slo>,
+    block: u32,
+    arm: &str,
+    cell: &str,
+) -> (CellData, Vec<FailedRequest>) {
     let mut failures = Vec::new();
     let (mut ttft_ms, mut tpot_ms) = (Vec::new(), Vec::new());
     for r in records {
@@ -171,7 +177,7 @@ fn cell_data(records: &[RequestRecord], block: u32, arm: &str, cell: &str) -> (C
             detail,
         });
     }
-    let summary = summarize_cell(records).map_err(|e| e.to_string());
+    let summary = summarize_cell_with_slo(records, slo).map_err(|e| e.to_string());
     (CellData { block, arm: arm.into(), cell: cell.into(), summary, ttft_ms, tpot_ms }, failures)
 }
 
@@ -248,7 +254,7 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
                     continue;
                 }
                 let records = read_records(&path)?;
-                let (data, failed) = cell_data(&records, block.index, arm, cell);
+                let (data, failed) = cell_data(&records, plan.slo.as_ref(), block.index, arm, cell);
                 cells.push(data);
                 failures.extend(failed);
             }

@@ -25,10 +25,16 @@ fn load_text(load: ResolvedLoad) -> String {
         ResolvedLoad::Open { rate_rps, arrival: Arrival::Poisson } => {
             format!("open loop, {rate_rps} req/s offered, Poisson arrivals")
         }
+        ResolvedLoad::Open { rate_rps, arrival: Arrival::Constant } => {
+            format!("open loop, {rate_rps} req/s offered, constant (evenly spaced) arrivals")
+        }
         ResolvedLoad::Open { rate_rps, arrival: Arrival::Gamma { burstiness } } => {
             format!("open loop, {rate_rps} req/s offered, gamma arrivals (burstiness {burstiness})")
         }
         ResolvedLoad::Isolated { spacing_ns } => format!("isolated, one request every {} s", spacing_ns as f64 / 1e9),
+        ResolvedLoad::Trace { time_scale, .. } => {
+            format!("arrivals replayed from a trace file, time scale {time_scale}")
+        }
     }
 }
 

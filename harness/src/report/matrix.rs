@@ -47,11 +47,13 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
         ResolvedLoad::Open { rate_rps, arrival } => {
             let arrival = match arrival {
                 Arrival::Poisson => "poisson".to_string(),
+                Arrival::Constant => "constant".to_string(),
                 Arrival::Gamma { burstiness } => format!("gamma burstiness {burstiness}"),
             };
             (format!("open-loop {rate_rps} req/s {arrival}"), Some(rate_rps), None)
         }
         ResolvedLoad::Isolated { spacing_ns } => (format!("isolated every {} s", spacing_ns as f64 / 1e9), None, None),
+        ResolvedLoad::Trace { time_scale, .. } => (format!("trace file, time scale {time_scale}"), None, None),
     }
 }
 
@@ -128,6 +130,9 @@ pub fn dataframe(l: &Loaded) -> Result<DataFrame, ReportError> {
             }
             Getter::Maybe(f) => {
                 Column::new(name.into(), rows.iter().map(|r| r.summary.and_then(f)).collect::<Vec<Option<f64>>>())
+            }
+            Getter::MaybeCount(f) => {
+                Column::new(name.into(), rows.iter().map(|r| r.summary.and_then(f)).collect::<Vec<Option<u64>>>())
             }
         };
         cols.push(col);

@@ -142,6 +142,9 @@ fn summary(block: u32, arm: &str, cell: &str, rps: f64, p95_ms: f64, failed: u64
         output_tokens_p50: Some(4.0),
         output_tokens_p90: Some(4.0),
         output_tokens_max: Some(4.0),
+        slo_met_requests: None,
+        slo_attainment: None,
+        goodput_rps: None,
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::{RunError, Study};
 use crate::evidence::{write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
-use crate::metrics::{render_table, summarize_cell};
+use crate::metrics::{render_table, summarize_cell_with_slo};
 use crate::plan::{ResolvedCell, ResolvedLoad};
 use crate::record::RequestRecord;
 use crate::trace::TraceEntry;
@@ -87,6 +87,7 @@ impl CellRun<'_> {
         if dead().is_some() {
             return Ok(None);
         }
+        let entry_bodies = s.inputs.entry_bodies(plan, name);
         let _ = self.phase.send(format!("cell:{name}"));
         let counters = Arc::new(Counters::default());
         let ticker = s.progress.cell(format!("{} {name}", self.label), counters.clone(), *done);
@@ -102,6 +103,7 @@ impl CellRun<'_> {
                 _ => None,
             },
             bodies: &s.inputs.bodies,
+            entry_bodies: entry_bodies.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
         let records = drive_cell(&drive, self.ctx, &counters).await?;
@@ -139,7 +141,7 @@ fn summarize(
 ) -> Result<serde_json::Value, RunError> {
     let path = s.ev.cell_summary_path(block, arm, cell);
     let label = format!("b{block} {arm} {cell}");
-    let (value, line) = match summarize_cell(records) {
+    let (value, line) = match summarize_cell_with_slo(records, s.frozen.plan.slo.as_ref()) {
         Ok(sum) => {
             let lag = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.3}"));
             let line = format!(

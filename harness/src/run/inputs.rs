@@ -7,9 +7,11 @@
 
 use std::path::Path;
 
+use axum::body::Bytes;
+
 use super::RunError;
 use crate::evidence::sha256_hex;
-use crate::load::{PreparedRequest, prepare as prepare_request};
+use crate::load::{PreparedRequest, prepare as prepare_request, stream_body_with};
 use crate::plan::Plan;
 use crate::trace::{self, Encoder, Panel, Trace};
 
@@ -59,6 +61,23 @@ impl Inputs {
     pub fn trace(&self, cell: &str) -> Option<&Trace> {
         self.traces.iter().find(|t| t.cell == cell)
     }
+
+    /// One body per entry when the cell's trace sets per-request output lengths
+    /// (`trace_lengths`): entry i's panel prompt with its row's output length as
+    /// `max_tokens`; `None` for every other cell (bodies per panel prompt).
+    pub fn entry_bodies(&self, plan: &Plan, cell: &str) -> Option<Vec<Bytes>> {
+        let trace = self.trace(cell)?;
+        if trace.entries.iter().all(|e| e.output_length.is_none()) {
+            return None;
+        }
+        let bodies = trace.entries.iter().map(|e| {
+            let prompt = usize::try_from(e.prompt).ok().and_then(|i| self.panel.prompts.get(i))?;
+            let out = e.output_length.unwrap_or(prompt.max_tokens.unwrap_or(plan.request.output_tokens));
+            Some(Bytes::from(stream_body_with(plan, prompt, out)))
+        });
+        // A missing prompt: the per-prompt bodies are used and the dispatcher names it.
+        bodies.collect()
+    }
 }
 
 /// Builds the panel (relative sources under `base`), writes `inputs_dir`, verifies it
@@ -76,7 +95,7 @@ pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) 
         None => None,
     };
     let panel = trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?;
-    trace::write_inputs(inputs_dir, plan, plan_sha256, Some(&panel))?;
+    trace::write_inputs_in(inputs_dir, plan, plan_sha256, Some(&panel), base)?;
     Ok(())
 }
 

@@ -10,6 +10,10 @@
 //!   scale = 1 / (rate * burstiness), drawn with `rand_distr::Gamma` (Marsaglia-Tsang,
 //!   as pinned in Cargo.lock). Each gap is rounded to whole nanoseconds and offsets
 //!   are summed in integers, so they never drift.
+//! - Constant (`load = "constant"`, guidellm's `constant`): request i at
+//!   round(i * 1e9 / rate) ns, computed from i directly (never by summing gaps), in
+//!   f64 and rounded half away from zero: rate 3 gives 0, 333333333, 666666667,
+//!   1000000000. No seed is drawn.
 //! - Closed loop: every request intended at offset 0, in index order.
 //! - Isolated: request i at offset i * spacing.
 //! - Prompts: request i of a cell with L-token prompts sends the panel's document
@@ -19,6 +23,7 @@ use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
 use super::TraceError;
+use super::arrival_file::ArrivalRow;
 use super::seed::{TraceRng, cell_seed, rng, unit};
 use crate::plan::{Arrival, Plan, ResolvedCell, ResolvedLoad};
 
@@ -32,6 +37,13 @@ pub struct TraceEntry {
     pub offset_ns: u64,
     /// Index into `prompts.jsonl`.
     pub prompt: u64,
+    /// Trace-file cells with `trace_lengths = true`: the file row's input length
+    /// (the prompt is the panel's nearest length) and output length. Absent
+    /// otherwise (and then not written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_length: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_length: Option<u32>,
 }
 
 /// A cell's full request list.
@@ -45,6 +57,7 @@ pub struct Trace {
 pub fn gap_s(rng: &mut TraceRng, rate_rps: f64, arrival: Arrival) -> f64 {
     match arrival {
         Arrival::Poisson => -(1.0 - unit(rng)).ln() / rate_rps,
+        Arrival::Constant => 1.0 / rate_rps,
         Arrival::Gamma { burstiness } => {
             // Validation guarantees finite positive rate and burstiness.
             match Gamma::new(burstiness, 1.0 / (rate_rps * burstiness)) {
@@ -55,8 +68,17 @@ pub fn gap_s(rng: &mut TraceRng, rate_rps: f64, arrival: Arrival) -> f64 {
     }
 }
 
-/// Open-loop offsets: 0 first, then cumulative rounded gaps.
+/// Evenly spaced offsets: offset i = round(i * 1e9 / rate) ns.
+pub fn constant_offsets(count: u64, rate_rps: f64) -> Vec<u64> {
+    (0..count).map(|i| (i as f64 * 1e9 / rate_rps).round() as u64).collect()
+}
+
+/// Open-loop offsets: 0 first, then cumulative rounded gaps (constant arrivals:
+/// [`constant_offsets`], no seed used).
 pub fn open_loop_offsets(seed: [u8; 32], count: u64, rate_rps: f64, arrival: Arrival) -> Vec<u64> {
+    if arrival == Arrival::Constant {
+        return constant_offsets(count, rate_rps);
+    }
     let mut r = rng(seed);
     let mut offsets = Vec::with_capacity(count as usize);
     let mut at: u64 = 0;
@@ -70,9 +92,20 @@ pub fn open_loop_offsets(seed: [u8; 32], count: u64, rate_rps: f64, arrival: Arr
     offsets
 }
 
-/// The trace of one resolved cell of `plan`.
+/// The trace of one resolved cell of `plan` (a trace-file cell needs its file's
+/// rows: [`cell_trace_from`]).
 pub fn cell_trace(plan: &Plan, cell: &ResolvedCell) -> Result<Trace, TraceError> {
+    cell_trace_from(plan, cell, None)
+}
+
+/// The trace of one resolved cell; `rows` are the parsed rows of its trace file
+/// (`load = "trace"`; ignored for other loads).
+pub fn cell_trace_from(plan: &Plan, cell: &ResolvedCell, rows: Option<&[ArrivalRow]>) -> Result<Trace, TraceError> {
+    if let ResolvedLoad::Trace { time_scale, lengths } = cell.load {
+        return super::replayed::trace_cell(plan, cell, rows, time_scale, lengths);
+    }
     let offsets: Vec<u64> = match cell.load {
+        ResolvedLoad::Trace { .. } => Vec::new(),
         ResolvedLoad::Closed { .. } => vec![0; cell.count as usize],
         ResolvedLoad::Isolated { spacing_ns } => (0..cell.count).map(|i| i.saturating_mul(spacing_ns)).collect(),
         ResolvedLoad::Open { rate_rps, arrival } => {
@@ -91,7 +124,7 @@ pub fn cell_trace(plan: &Plan, cell: &ResolvedCell) -> Result<Trace, TraceError>
                     "not a panel length",
                 ))
             })?;
-            Ok(TraceEntry { index, offset_ns, prompt })
+            Ok(TraceEntry { index, offset_ns, prompt, input_length: None, output_length: None })
         })
         .collect::<Result<Vec<_>, TraceError>>()?;
     Ok(Trace { cell: cell.name.clone(), entries })
@@ -102,7 +135,14 @@ impl Trace {
     pub fn to_jsonl(&self) -> String {
         let mut s = String::with_capacity(self.entries.len() * 48);
         for e in &self.entries {
-            s.push_str(&format!("{{\"index\":{},\"offset_ns\":{},\"prompt\":{}}}\n", e.index, e.offset_ns, e.prompt));
+            s.push_str(&format!("{{\"index\":{},\"offset_ns\":{},\"prompt\":{}", e.index, e.offset_ns, e.prompt));
+            if let Some(l) = e.input_length {
+                s.push_str(&format!(",\"input_length\":{l}"));
+            }
+            if let Some(l) = e.output_length {
+                s.push_str(&format!(",\"output_length\":{l}"));
+            }
+            s.push_str("}\n");
         }
         s
     }
@@ -184,16 +224,33 @@ mod tests {
     const GOLDEN: [u64; 4] = [0, 210_178_528, 256_457_137, 277_246_442];
 
     #[test]
+    fn constant_offsets_are_exact_and_do_not_drift() {
+        assert_eq!(constant_offsets(4, 3.0), [0, 333_333_333, 666_666_667, 1_000_000_000]);
+        assert_eq!(constant_offsets(3, 4.0), [0, 250_000_000, 500_000_000]);
+        let seed = cell_seed(1, "c");
+        assert_eq!(open_loop_offsets(seed, 4, 3.0, Arrival::Constant), constant_offsets(4, 3.0));
+        // Computed from the index, not by summing rounded gaps: 1/7 s = 142857142.857 ns
+        // would drift by 0.857 ns per gap if the rounded gap were summed.
+        let far = constant_offsets(7001, 7.0);
+        assert_eq!(far[7000], 1_000_000_000_000);
+        assert_eq!(far[1], 142_857_143);
+    }
+
+    #[test]
     fn jsonl_round_trips() {
         let t = Trace {
             cell: "c".into(),
             entries: vec![
-                TraceEntry { index: 0, offset_ns: 0, prompt: 3 },
-                TraceEntry { index: 1, offset_ns: 12, prompt: 4 },
+                TraceEntry { index: 0, offset_ns: 0, prompt: 3, input_length: None, output_length: None },
+                TraceEntry { index: 1, offset_ns: 12, prompt: 4, input_length: Some(7), output_length: Some(9) },
             ],
         };
         let text = t.to_jsonl();
-        assert_eq!(text, "{\"index\":0,\"offset_ns\":0,\"prompt\":3}\n{\"index\":1,\"offset_ns\":12,\"prompt\":4}\n");
+        assert_eq!(
+            text,
+            "{\"index\":0,\"offset_ns\":0,\"prompt\":3}\n\
+             {\"index\":1,\"offset_ns\":12,\"prompt\":4,\"input_length\":7,\"output_length\":9}\n"
+        );
         assert_eq!(Trace::from_jsonl("c", &text).unwrap(), t);
         assert!(Trace::from_jsonl("c", "{\"index\":1,\"offset_ns\":0,\"prompt\":0}\n").is_err());
     }

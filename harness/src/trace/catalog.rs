@@ -1,5 +1,6 @@
 //! The inputs directory (`inputs/` of the evidence layout): `prompts.jsonl`,
-//! `traces/<cell>.trace.jsonl` and `catalog.json`, which lists every file with its
+//! `traces/<cell>.trace.jsonl`, `arrivals/<cell>.<ext>` (exact copies of trace
+//! files) and `catalog.json`, which lists every file with its
 //! size and SHA-256; and the check that a directory still matches its catalog. Owns
 //! that layout and the catalog format. Must not decide what the traces contain
 //! (`arrivals`, `panel`) and must not repair a directory that fails verification.
@@ -8,18 +9,20 @@ use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
-use super::arrivals::{Trace, cell_trace};
+use super::arrival_file::{ArrivalFormat, ArrivalRow};
+use super::arrivals::{Trace, cell_trace_from};
 use super::panel::Panel;
+use super::replayed::{arrival_copy_path, read_arrival_file};
 use super::seed::cell_seed;
 use super::{CatalogProblem, TraceError};
 use crate::evidence::{hex, sha256_hex, write_atomic};
-use crate::plan::Plan;
+use crate::plan::{Load, Plan};
 
 /// The `format` value of catalogs this code writes and reads.
 pub const CATALOG_FORMAT: &str = "harness-trace-catalog/1";
 
 /// `catalog.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Catalog {
     pub format: String,
@@ -41,7 +44,7 @@ pub struct CatalogFile {
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogTrace {
     pub cell: String,
@@ -49,6 +52,26 @@ pub struct CatalogTrace {
     pub requests: u64,
     /// Hex of the cell's 32-byte arrival seed (see `seed`).
     pub seed: String,
+    /// Trace-file cells: the file the arrivals were replayed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CatalogSource>,
+}
+
+/// Where a trace-file cell's arrivals came from (`load = "trace"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogSource {
+    /// The plan's `trace` path, as written.
+    pub path: String,
+    /// The exact copy under this directory (listed in `files`), e.g. `arrivals/<cell>.jsonl`.
+    pub copy: String,
+    /// `Mooncake trace JSONL` or `Azure LLM inference trace CSV`.
+    pub format: String,
+    /// Rows in the file; the cell uses the first `requests`.
+    pub rows: u64,
+    pub time_scale: f64,
+    /// Whether prompts and output lengths follow the rows (`trace_lengths`).
+    pub lengths: bool,
 }
 
 /// Relative path of a cell's trace file.
@@ -65,29 +88,80 @@ fn write(dir: &Path, rel: &str, bytes: &[u8]) -> Result<CatalogFile, TraceError>
     Ok(CatalogFile { path: rel.to_string(), bytes: bytes.len() as u64, sha256: sha256_hex(bytes) })
 }
 
-/// Every cell's trace, in plan order. Fails if a load is not derived yet.
+/// Every cell's trace, in plan order, trace files read relative to the working
+/// directory. Fails if a load is not derived yet.
 pub fn generate_traces(plan: &Plan) -> Result<Vec<Trace>, TraceError> {
-    plan.resolved_cells()?.iter().map(|cell| cell_trace(plan, cell)).collect()
+    generate_traces_in(plan, Path::new("."))
 }
 
-/// Writes the traces (and the panel, when given) under `dir`, then `catalog.json`.
-/// The same plan and panel give byte-identical files.
+/// A trace-file cell's file (bytes, rows); `None` for other loads.
+type Source = Option<(Vec<u8>, Vec<ArrivalRow>)>;
+
+fn traces_and_sources(plan: &Plan, base: &Path) -> Result<Vec<(Trace, Source)>, TraceError> {
+    let mut out = Vec::new();
+    for cell in plan.resolved_cells()? {
+        let source = match plan.cell(&cell.name).map(|c| &c.load) {
+            Some(Load::Trace { path, .. }) => Some(read_arrival_file(base, path)?),
+            _ => None,
+        };
+        let trace = cell_trace_from(plan, &cell, source.as_ref().map(|s| s.1.as_slice()))?;
+        out.push((trace, source));
+    }
+    Ok(out)
+}
+
+/// Every cell's trace, in plan order, trace files read relative to `base`.
+pub fn generate_traces_in(plan: &Plan, base: &Path) -> Result<Vec<Trace>, TraceError> {
+    Ok(traces_and_sources(plan, base)?.into_iter().map(|(t, _)| t).collect())
+}
+
+/// [`write_inputs_in`] with trace files read relative to the working directory.
 pub fn write_inputs(dir: &Path, plan: &Plan, plan_sha256: &str, panel: Option<&Panel>) -> Result<Catalog, TraceError> {
-    let traces = generate_traces(plan)?;
+    write_inputs_in(dir, plan, plan_sha256, panel, Path::new("."))
+}
+
+/// Writes the traces (and the panel, when given) under `dir`, an exact copy of each
+/// trace-file cell's file (`arrivals/<cell>.<ext>`, read relative to `base`), then
+/// `catalog.json`. The same plan, panel and files give byte-identical files.
+pub fn write_inputs_in(
+    dir: &Path,
+    plan: &Plan,
+    plan_sha256: &str,
+    panel: Option<&Panel>,
+    base: &Path,
+) -> Result<Catalog, TraceError> {
+    let traces = traces_and_sources(plan, base)?;
     let mut files = Vec::new();
     if let Some(panel) = panel {
         panel.check(plan)?;
         files.push(write(dir, "prompts.jsonl", panel.to_jsonl().as_bytes())?);
     }
     let mut entries = Vec::new();
-    for t in &traces {
+    for (t, source) in &traces {
         let rel = trace_path(&t.cell);
         files.push(write(dir, &rel, t.to_jsonl().as_bytes())?);
+        let source = match (source, plan.cell(&t.cell).map(|c| &c.load)) {
+            (Some((bytes, rows)), Some(Load::Trace { path, time_scale, lengths })) => {
+                let copy = arrival_copy_path(&t.cell, path);
+                files.push(write(dir, &copy, bytes)?);
+                let format = ArrivalFormat::of_path(path).map_or("", |f| f.label()).to_string();
+                Some(CatalogSource {
+                    path: path.clone(),
+                    copy,
+                    format,
+                    rows: rows.len() as u64,
+                    time_scale: *time_scale,
+                    lengths: *lengths,
+                })
+            }
+            _ => None,
+        };
         entries.push(CatalogTrace {
             cell: t.cell.clone(),
             path: rel,
             requests: t.entries.len() as u64,
             seed: hex(&cell_seed(plan.study.seed, &t.cell)),
+            source,
         });
     }
     let catalog = Catalog {

@@ -4,24 +4,30 @@
 //! directory of a study. Must not send requests, read clocks or link a tokenizer:
 //! every arm in a block gets these exact bytes, and replay rejects a changed one.
 
+mod arrival_file;
 mod arrivals;
 mod catalog;
 mod panel;
+mod replayed;
 mod seed;
 pub mod sources;
 
+#[cfg(test)]
+mod load_tests;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
 use std::path::PathBuf;
 
-pub use arrivals::{Trace, TraceEntry, cell_trace, gap_s, open_loop_offsets};
+pub use arrival_file::{ArrivalFormat, ArrivalRow, datetime_ns, parse_arrivals};
+pub use arrivals::{Trace, TraceEntry, cell_trace, cell_trace_from, constant_offsets, gap_s, open_loop_offsets};
 pub use catalog::{
-    CATALOG_FORMAT, Catalog, CatalogFile, CatalogTrace, generate_traces, read_trace, trace_path, verify_catalog,
-    write_inputs,
+    CATALOG_FORMAT, Catalog, CatalogFile, CatalogSource, CatalogTrace, generate_traces, generate_traces_in, read_trace,
+    trace_path, verify_catalog, write_inputs, write_inputs_in,
 };
 pub use panel::{Encoder, Panel, Prompt, build_panel};
+pub use replayed::{arrival_copy_path, check_trace_files, nearest_length, read_arrival_file};
 pub use seed::{TraceRng, cell_seed, prompt_seed};
 
 use crate::plan::PlanError;

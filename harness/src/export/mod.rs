@@ -1,0 +1,138 @@
+//! `harness export DIR --format vllm-bench --out FILE`: a study's results in a
+//! peer tool's file format, so dashboards and notebooks written for that tool read
+//! our studies. Reads only the evidence directory (the frozen plan, `run.json` for
+//! the start date, the raw `<cell>.requests.jsonl`); computes each exported number
+//! from the raw records the way the peer tool does (`vllm`), with the harness's
+//! own measures where the definitions agree (`metrics`). Owns `ExportArgs`,
+//! `ExportError` and the formats' key lists. Must not write into the evidence
+//! directory and must not change a number to fit a format: where the peer's
+//! definition differs from the harness's, the peer's is computed and the
+//! difference is documented (README, `harness export`).
+
+mod stats;
+mod vllm;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use crate::evidence::Evidence;
+use crate::plan::{FrozenPlan, freeze};
+use crate::record::RequestRecord;
+
+pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, vllm_bench_results};
+
+/// The formats `harness export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// One `vllm bench serve --save-result --save-detailed` JSON object per
+    /// (block, arm, cell), one per line (as `--append-result` writes them).
+    #[value(name = "vllm-bench")]
+    VllmBench,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// The evidence directory (e.g. reports/<study>).
+    pub dir: PathBuf,
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// The file to write (replaced if present).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("{path}: {message}")]
+    Read { path: PathBuf, message: String },
+    #[error("{path}: line {line}: {message}")]
+    Record { path: PathBuf, line: usize, message: String },
+    #[error("plan.toml of {dir}: {message}")]
+    Plan { dir: PathBuf, message: String },
+    #[error("cannot write {path}: {message}")]
+    Write { path: PathBuf, message: String },
+}
+
+/// One measured (block, arm, cell) of a study, with its raw records.
+pub struct CellRecords {
+    pub block: u32,
+    pub arm: String,
+    pub cell: String,
+    pub records: Vec<RequestRecord>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ExportError> {
+    std::fs::read(path).map_err(|e| ExportError::Read { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// The frozen plan of an evidence directory.
+pub fn read_plan(dir: &Path) -> Result<FrozenPlan, ExportError> {
+    let ev = Evidence::open(dir);
+    freeze(read(&ev.plan_path())?).map_err(|e| ExportError::Plan { dir: dir.to_path_buf(), message: e.to_string() })
+}
+
+/// Every scheduled (block, arm, cell) that has a requests file, in schedule order.
+pub fn read_cells(dir: &Path, plan: &FrozenPlan) -> Result<Vec<CellRecords>, ExportError> {
+    let ev = Evidence::open(dir);
+    let mut out = Vec::new();
+    for block in &plan.plan.schedule().blocks {
+        for arm in &block.arms {
+            for cell in &block.cells {
+                let path = ev.requests_path(block.index, arm, cell);
+                if !path.is_file() {
+                    continue;
+                }
+                let bytes = read(&path)?;
+                let text = String::from_utf8_lossy(&bytes);
+                let mut records = Vec::new();
+                for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                    let r: RequestRecord = serde_json::from_str(line).map_err(|e| ExportError::Record {
+                        path: path.clone(),
+                        line: i + 1,
+                        message: e.to_string(),
+                    })?;
+                    records.push(r);
+                }
+                out.push(CellRecords { block: block.index, arm: arm.clone(), cell: cell.clone(), records });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The study's start (`run.json` `started_unix_ms`), when recorded.
+fn started_unix_ms(dir: &Path) -> Option<u64> {
+    let bytes = std::fs::read(dir.join("run.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("started_unix_ms")?.as_u64()
+}
+
+/// What `harness export` did.
+#[derive(Debug, Clone)]
+pub struct ExportOutcome {
+    pub out: PathBuf,
+    /// Objects written (one per measured block, arm and cell).
+    pub objects: usize,
+}
+
+/// `harness export`.
+pub fn run(args: &ExportArgs) -> Result<ExportOutcome, ExportError> {
+    let plan = read_plan(&args.dir)?;
+    let cells = read_cells(&args.dir, &plan)?;
+    let text = match args.format {
+        ExportFormat::VllmBench => {
+            let objects = vllm_bench_results(&plan.plan, &cells, started_unix_ms(&args.dir));
+            let mut s = String::new();
+            for o in &objects {
+                s.push_str(&serde_json::to_string(o).unwrap_or_default());
+                s.push('\n');
+            }
+            (s, objects.len())
+        }
+    };
+    crate::evidence::write_atomic(&args.out, text.0.as_bytes())
+        .map_err(|e| ExportError::Write { path: args.out.clone(), message: e.to_string() })?;
+    Ok(ExportOutcome { out: args.out.clone(), objects: text.1 })
+}

@@ -1,0 +1,124 @@
+//! Export tests on hand-built records, every expected number worked out by hand.
+
+use super::CellRecords;
+use super::vllm::{VLLM_BENCH_KEYS, vllm_bench_results, vllm_date};
+use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
+
+const MS: u64 = 1_000_000;
+
+fn plan(slo: &str) -> crate::plan::Plan {
+    let text = format!(
+        "[study]\nname = \"x\"\nseed = 1\n\n[request]\nmodel = \"m\"\noutput_tokens = 3\n\n\
+         [prompts]\nsource = \"random\"\nlengths = [8]\ndocuments = 2\nmin_token_id = 0\nmax_token_id = 9\n\n\
+         [warmup]\nprompts = 0\n\n[timing]\nsettle_s = 0\nrequest_timeout_s = 5\ndrain_timeout_s = 5\n\n\
+         [blocks]\ncount = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
+         [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"srv\", \"{{port}}\"]\nport = 9000\n\n\
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\n{slo}"
+    );
+    crate::plan::parse(&text).unwrap()
+}
+
+/// Request `i` intended at i * 500 ms, sent 1 ms later; token events at the given
+/// ms after send, [DONE] at `done` ms after send, usage 3 tokens.
+fn rec(i: u64, tokens_at: &[u64], done: u64) -> RequestRecord {
+    let t0 = i * 500 * MS;
+    let send = t0 + MS;
+    RequestRecord {
+        id: format!("c/b0/a/{i}"),
+        cell: "c".into(),
+        block: 0,
+        arm: "a".into(),
+        index: i,
+        prompt: i % 2,
+        prompt_tokens_intended: 8,
+        output_tokens_intended: 3,
+        intended_ns: t0,
+        dispatch_ns: Some(t0),
+        admitted_ns: Some(t0),
+        send_ns: Some(send),
+        headers_ns: Some(send),
+        events: tokens_at.iter().map(|&t| StreamEvent { t_ns: send + t * MS, tokens: 1, token_ids: None }).collect(),
+        done_ns: Some(send + done * MS),
+        status: Some(200),
+        failure: None,
+        usage: Some(Usage { prompt_tokens: 8, completion_tokens: 3, total_tokens: 11 }),
+        finish_reason: Some("length".into()),
+        server_request_id: None,
+    }
+}
+
+fn cells() -> Vec<CellRecords> {
+    let mut failed = rec(2, &[], 0);
+    failed.done_ns = None;
+    failed.events.clear();
+    failed.failure = Some(Failure::Timeout { after_ns: 99 * MS });
+    // Request 0: TTFT 10 ms, gaps 10 and 20 ms, E2E 50 ms. Request 1: TTFT 30, gaps
+    // 10, 10, E2E 60. Request 2 timed out 99 ms after its send.
+    vec![CellRecords {
+        block: 0,
+        arm: "a".into(),
+        cell: "c".into(),
+        records: vec![rec(0, &[10, 20, 40], 50), rec(1, &[30, 40, 50], 60), failed],
+    }]
+}
+
+#[test]
+fn every_key_of_vllm_bench_serve_is_written_in_order() {
+    let out = vllm_bench_results(&plan(""), &cells(), Some(1_764_612_225_000));
+    let v = serde_json::to_value(&out[0]).unwrap();
+    let text = serde_json::to_string(&out[0]).unwrap();
+    // Struct order = vLLM's order.
+    let mut at = 0;
+    for k in VLLM_BENCH_KEYS {
+        let pos = text[at..].find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} missing or out of order"));
+        at += pos;
+    }
+    assert_eq!(v.as_object().unwrap().len(), VLLM_BENCH_KEYS.len());
+    assert_eq!(v["date"], "20251201-180345");
+    assert_eq!(v["request_goodput"], serde_json::Value::Null);
+}
+
+fn close(a: &serde_json::Value, b: f64) -> bool {
+    a.as_f64().is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[test]
+fn numbers_follow_vllm_definitions_and_units() {
+    let out = vllm_bench_results(&plan("\n[slo]\nttft_ms = 20\n"), &cells(), None);
+    let v = serde_json::to_value(&out[0]).unwrap();
+    assert_eq!((v["completed"].as_u64(), v["failed"].as_u64()), (Some(2), Some(1)));
+    // Observation interval: intended 0 to the timeout at 1000 + 1 + 99 ms = 1.1 s.
+    assert!(close(&v["duration"], 1.1), "{}", v["duration"]);
+    assert!(close(&v["request_throughput"], 2.0 / 1.1));
+    // Only request 0 has TTFT <= 20 ms.
+    assert!(close(&v["request_goodput"], 1.0 / 1.1));
+    assert_eq!(v["total_input_tokens"], 16);
+    assert_eq!(v["total_output_tokens"], 6);
+    assert!(close(&v["total_token_throughput"], 22.0 / 1.1));
+    assert_eq!(v["input_lens"], serde_json::json!([8, 8, 8]));
+    assert_eq!(v["output_lens"], serde_json::json!([3, 3, 0]));
+    assert_eq!(v["ttfts"], serde_json::json!([0.01, 0.03, 0.0]));
+    assert_eq!(v["itls"], serde_json::json!([[0.01, 0.02], [0.01, 0.01], []]));
+    assert_eq!(v["errors"][0], "");
+    assert!(v["errors"][2].as_str().unwrap().starts_with("timeout"));
+    assert_eq!(v["generated_texts"], serde_json::json!(["", "", ""]));
+    // TTFT 10, 30 ms: mean 20, median 20, std 10, p99 = 10 + 0.99 * 20 = 29.8.
+    assert!(close(&v["mean_ttft_ms"], 20.0) && close(&v["std_ttft_ms"], 10.0) && close(&v["p99_ttft_ms"], 29.8));
+    // vLLM TPOT: (50 - 10) / 2 = 20 and (60 - 30) / 2 = 15 ms.
+    assert!(close(&v["mean_tpot_ms"], 17.5) && close(&v["median_tpot_ms"], 17.5));
+    // ITL: 10, 20, 10, 10: mean 12.5, median 10, p99 = 10 + (0.99 * 3 - 2) * 10 = 19.7.
+    assert!(close(&v["mean_itl_ms"], 12.5) && close(&v["median_itl_ms"], 10.0) && close(&v["p99_itl_ms"], 19.7));
+    assert!(close(&v["mean_e2el_ms"], 55.0) && close(&v["p99_e2el_ms"], 59.9));
+    // Constant arrivals: vLLM's evenly spaced limit is burstiness inf.
+    assert_eq!((v["request_rate"].as_f64(), v["burstiness"].as_str()), (Some(2.0), Some("inf")));
+    assert_eq!(v["max_concurrency"], serde_json::Value::Null);
+    // One token event per bucket-second: all 6 fall in second 0 (sends at 1 and 501 ms).
+    assert_eq!(v["max_output_tokens_per_s"], 6.0);
+    assert_eq!(v["max_concurrent_requests"], 2);
+}
+
+#[test]
+fn dates_are_utc() {
+    assert_eq!(vllm_date(0), "19700101-000000");
+    assert_eq!(vllm_date(951_868_800_000 + 3_723_000), "20000301-010203");
+}
