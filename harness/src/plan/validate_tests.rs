@@ -279,14 +279,18 @@ fn arm_access_keys_start_failures_and_the_error_rate_limit_are_validated() {
     let plan = parse(BASE).unwrap();
     assert_eq!((plan.arms[0].max_start_failures, plan.max_error_rate), (2, 0.0));
     assert!(plan.arms[0].api_key_env.is_none() && plan.arms[0].headers.is_empty());
-    let keyed = "port = 18001\nmax_start_failures = 5\napi_key_env = \"OPENAI_API_KEY\"\nheaders = { X-Tenant = \"a\" }";
+    let keyed =
+        "port = 18001\nmax_start_failures = 5\napi_key_env = \"OPENAI_API_KEY\"\nheaders = { X-Tenant = \"a\" }";
     let text = edit("port = 18001", keyed) + "\n[limits]\nmax_error_rate = 0.01\n";
     let plan = parse(&text).unwrap();
     assert_eq!((plan.arms[0].max_start_failures, plan.max_error_rate), (5, 0.01));
     assert_eq!(plan.arms[0].api_key_env.as_deref(), Some("OPENAI_API_KEY"));
     assert_eq!(plan.arms[0].headers.get("X-Tenant").map(String::as_str), Some("a"));
     let cases: Vec<(String, &str)> = vec![
-        (edit("port = 18001", "port = 18001\nmax_start_failures = 0"), "arms[0].max_start_failures: must be at least 1"),
+        (
+            edit("port = 18001", "port = 18001\nmax_start_failures = 0"),
+            "arms[0].max_start_failures: must be at least 1",
+        ),
         (
             edit("port = 18001", "port = 18001\napi_key_env = \"sk-abc123\""),
             "arms[0].api_key_env: \"sk-abc123\" is not an environment variable name",
