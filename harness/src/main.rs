@@ -309,10 +309,10 @@ fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, resume: Option<PathBuf>
             outcome.dir.display()
         );
     }
+    // The whole detail (the server log's tail) went to stderr when the fault happened.
     for u in &faults {
-        let detail = u.detail.as_deref().unwrap_or("");
-        println!("arm fault: block {} arm {}: {}: {}", u.block, u.arm, u.status, detail.lines().next().unwrap_or(""));
-        eprintln!("harness: block {} arm {}: {}: {detail}", u.block, u.arm, u.status);
+        let first = u.detail.as_deref().and_then(|d| d.lines().next()).unwrap_or("");
+        println!("arm fault: block {} arm {}: {}: {first}", u.block, u.arm, u.status);
     }
     let excess = outcome.error_rate_excess();
     for c in &excess {

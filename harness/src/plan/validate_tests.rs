@@ -276,3 +276,41 @@ fn all_problems_are_reported_together() {
     let keys: Vec<&str> = err.issues().iter().map(|i| i.key.as_str()).collect();
     assert_eq!(keys, ["arms[0].port", "cells[1].rate"]);
 }
+
+#[test]
+fn arm_access_keys_start_failures_and_the_error_rate_limit_are_validated() {
+    let plan = parse(BASE).unwrap();
+    assert_eq!((plan.arms[0].max_start_failures, plan.max_error_rate), (2, 0.0));
+    assert!(plan.arms[0].api_key_env.is_none() && plan.arms[0].headers.is_empty());
+    let keyed =
+        "port = 18001\nmax_start_failures = 5\napi_key_env = \"OPENAI_API_KEY\"\nheaders = { X-Tenant = \"a\" }";
+    let text = edit("port = 18001", keyed) + "\n[limits]\nmax_error_rate = 0.01\n";
+    let plan = parse(&text).unwrap();
+    assert_eq!((plan.arms[0].max_start_failures, plan.max_error_rate), (5, 0.01));
+    assert_eq!(plan.arms[0].api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(plan.arms[0].headers.get("X-Tenant").map(String::as_str), Some("a"));
+    let cases: Vec<(String, &str)> = vec![
+        (
+            edit("port = 18001", "port = 18001\nmax_start_failures = 0"),
+            "arms[0].max_start_failures: must be at least 1",
+        ),
+        (
+            edit("port = 18001", "port = 18001\napi_key_env = \"sk-abc123\""),
+            "arms[0].api_key_env: \"sk-abc123\" is not an environment variable name",
+        ),
+        (
+            edit("port = 18001", "port = 18001\nheaders = { \"bad header\" = \"x\" }"),
+            "arms[0].headers: \"bad header\" is not a valid HTTP header name",
+        ),
+        (
+            edit("port = 18001", "port = 18001\napi_key_env = \"K\"\nheaders = { Authorization = \"Bearer x\" }"),
+            "arms[0].headers.Authorization: set by api_key_env",
+        ),
+        (BASE.to_string() + "\n[limits]\nmax_error_rate = 1.5\n", "limits.max_error_rate: must be in 0..=1"),
+        (BASE.to_string() + "\n[limits]\nmax_eror_rate = 0.1\n", "unknown field `max_eror_rate`"),
+    ];
+    for (text, want) in cases {
+        let msg = parse(&text).map(|_| String::new()).unwrap_or_else(|e| e.to_string());
+        assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
+    }
+}
