@@ -255,7 +255,7 @@ fn a_sharegpt_panel_fixes_each_requests_max_tokens_and_eos_flag() {
     assert!(text.lines().next().unwrap().contains("\"output_tokens\":"), "{text}");
     assert_eq!(Panel::from_jsonl(&text).unwrap(), panel);
     // Forced: min_tokens = max_tokens = the entry's own length (no cap).
-    let (forced_plan, forced) = dataset_panel(tmp.path(), "output = \"forced\"");
+    let (forced_plan, forced) = dataset_panel(tmp.path(), "output = \"forced\"\nmax_output_tokens = 4096");
     for p in &forced.prompts {
         assert_eq!((p.max_tokens, p.ignore_eos), (p.output_tokens, Some(true)));
     }
