@@ -70,6 +70,9 @@ pub fn render_table(s: &CellSummary) -> String {
     t.line("Total input tokens:", s.total_input_tokens);
     t.line("Total generated tokens:", s.total_output_tokens);
     t.line("Request throughput (req/s):", format!("{:.2}", s.request_throughput_rps));
+    if let Some(g) = s.goodput_rps {
+        t.line("Request goodput (req/s):", format!("{g:.2}"));
+    }
     t.line("Output token throughput (tok/s):", format!("{:.2}", s.output_token_throughput_tps));
     t.line("Peak concurrent requests:", s.peak_concurrent_requests);
     t.line("Total Token throughput (tok/s):", format!("{:.2}", s.total_token_throughput_tps));

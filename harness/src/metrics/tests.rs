@@ -394,6 +394,9 @@ fn goodput_from_hand_built_records() {
     assert_eq!(s.slo_attainment, Some(0.5));
     assert!(close(s.goodput_rps, 1.0 / 0.04));
     assert!(close(s.metric(Metric::GoodputRps), 25.0));
+    let table = render_table(&s);
+    assert!(table.lines().any(|l| l.starts_with("Request goodput (req/s):") && l.ends_with("25.00")), "{table}");
+    assert!(!render_table(&summarize_cell(&records).unwrap()).contains("goodput"));
     // TPOT <= 10 ms and E2E <= 20 ms: both valid requests (the timeout never counts).
     let slo = Slo { ttft_ms: None, tpot_ms: Some(10.0), e2e_ms: Some(20.0) };
     let s = summarize_cell_with_slo(&records, Some(&slo)).unwrap();

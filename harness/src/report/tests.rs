@@ -335,7 +335,10 @@ fn cell_medians_are_per_arm_and_sum_failures() {
 
 #[test]
 fn the_field_list_covers_every_summary_field() {
-    let v = serde_json::to_value(summary(0, "a", "c", 1.0, 1.0, 0)).unwrap();
+    // With `[slo]` the goodput fields are present too.
+    let mut s = summary(0, "a", "c", 1.0, 1.0, 0);
+    (s.slo_met_requests, s.slo_attainment, s.goodput_rps) = (Some(4), Some(1.0), Some(4.0));
+    let v = serde_json::to_value(s).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
     let mut listed: Vec<&str> = FIELDS.iter().map(|(n, _)| *n).chain(OTHER_FIELDS).collect();
