@@ -39,7 +39,7 @@ impl KernelArgs {
     pub fn kernels(&self, current: Kernels) -> Result<Kernels, EngineError> {
         let config = |e: engine::kernels::KernelError| EngineError::Config(e.to_string());
         let path = match &self.cpu_path {
-            Some(s) => CpuPath::parse_supported(s).map_err(|e| config(e))?,
+            Some(s) => CpuPath::parse_supported(s).map_err(config)?,
             None => current.path(),
         };
         let quant = if self.exact_quant_matmul { QuantMatmul::Exact } else { current.quant_matmul() };

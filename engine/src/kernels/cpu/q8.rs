@@ -161,10 +161,16 @@ mod avx2 {
     use crate::kernels::cpu::matmul::avx2::hsum;
     use std::arch::x86_64::*;
 
+    use super::panel;
+
+    /// With more rows than this, a column block's weights are unpacked once
+    /// (`panel`) and reused by every row group; below, they are read in place.
+    const UNPACK_ABOVE_ROWS: usize = 4;
+
     /// f16 bits at `p` (little-endian) to f32, exactly.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn f16_at(p: *const u8) -> f32 {
+    pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
         // SAFETY: p points at two readable bytes.
         let bits = unsafe { u16::from_le_bytes([*p, *p.add(1)]) };
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
@@ -172,6 +178,10 @@ mod avx2 {
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut [f32]) {
+        if a.rows > UNPACK_ABOVE_ROWS {
+            // SAFETY: same features as this function.
+            return unsafe { panel::block(a, w, c0, c1, out) };
+        }
         let width = c1 - c0;
         let m = a.rows;
         let mut i = 0;
@@ -269,6 +279,10 @@ mod avx2 {
         }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+#[path = "q8_panel.rs"]
+mod panel;
 
 #[cfg(test)]
 #[path = "q8_tests.rs"]
