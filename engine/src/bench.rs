@@ -19,8 +19,8 @@ use engine::runtime::{Engine, EngineOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Kernel choices of the in-process commands. (`engine serve` takes them from
-/// ENGINE_CPU_PATH and ENGINE_QUANT_MATMUL.)
+/// Kernel choices of `engine serve` and the in-process commands (over
+/// ENGINE_CPU_PATH and ENGINE_QUANT_MATMUL).
 #[derive(Args, Clone, Debug)]
 pub struct KernelArgs {
     /// CPU code path: scalar, avx2 or auto (default: $ENGINE_CPU_PATH, else

@@ -75,6 +75,8 @@ struct ExportTokenizerArgs {
 struct ServeArgs {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    kernels: bench::KernelArgs,
     /// Model name clients must send (default: the model file or directory name).
     #[arg(long)]
     served_model_name: Option<String>,
@@ -516,7 +518,13 @@ fn serve(a: ServeArgs) -> Result<()> {
     if a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 || a.stream_interval == 0 || a.max_waiting == 0 {
         bail!("--max-num-seqs, --max-num-batched-tokens, --stream-interval and --max-waiting must be positive");
     }
+    // Resolved here so that a bad --cpu-path or environment value is bad input
+    // (exit 2) before the server binds; the flags override the environment.
+    let from_env = engine::kernels::Kernels::from_env()
+        .map_err(|e| engine::error::EngineError::Config(e.to_string()))?;
+    let kernels = a.kernels.kernels(from_env)?;
     let opts = engine::serve::ServeOptions {
+        kernels,
         model: a.model.model.clone(),
         served_model_name: a.served_model_name,
         host: a.host,

@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
+    /// CPU code path and quantized-matmul mode of the model's kernels.
+    pub kernels: crate::kernels::Kernels,
     pub model: PathBuf,
     pub served_model_name: Option<String>,
     pub host: String,
@@ -129,13 +131,14 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             kv_budget_bytes: loop_opts.kv_budget_bytes,
             threads: loop_opts.threads,
         };
-        let engine = match Engine::load(&loop_opts.model, &engine_opts) {
+        let mut engine = match Engine::load(&loop_opts.model, &engine_opts) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("engine: error: loading {}: {e}", loop_opts.model.display());
                 std::process::exit(2);
             }
         };
+        engine.model.set_kernels(loop_opts.kernels);
         let max_model_len =
             loop_opts.max_model_len.unwrap_or(engine.model.max_positions()).min(engine.model.max_positions());
         let inv = engine.cache.inventory();
