@@ -142,3 +142,19 @@ fn serve_help_lists_the_kv_formats_and_a_bad_one_is_refused() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("fp8"), "{err}");
 }
+
+#[test]
+fn serve_refuses_an_unknown_or_unsupported_cpu_path_before_loading() {
+    // The model path does not exist: the kernel choice must be refused first.
+    let (code, err) = engine(&["serve", "--model", "/nonexistent", "--cpu-path", "sse9"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("sse9") && !err.contains("/nonexistent"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_engine"))
+        .args(["serve", "--model", "/nonexistent"])
+        .env("ENGINE_CPU_PATH", "sse9")
+        .output()
+        .expect("run engine");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ENGINE_CPU_PATH") && err.contains("sse9"), "{err}");
+}
