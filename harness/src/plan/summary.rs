@@ -243,7 +243,7 @@ impl Plan {
 
 /// A prompt length, or what a dataset panel sends instead.
 fn tokens(length: Option<u32>) -> String {
-    length.map_or_else(|| "the dataset's own lengths".to_string(), |l| l.to_string())
+    length.map_or_else(|| "dataset-length".to_string(), |l| l.to_string())
 }
 
 fn opt(v: Option<u32>) -> String {
