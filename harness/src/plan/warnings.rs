@@ -28,7 +28,7 @@ pub fn zero_loss_upper(n: u64, confidence: f64) -> f64 {
 
 /// The fewest items whose zero-loss bound is below `limit` (`None`: over 10^9).
 pub fn items_needed(limit: f64, confidence: f64) -> Option<u64> {
-    if !(limit > 0.0) {
+    if limit.is_nan() || limit <= 0.0 {
         return None;
     }
     // Closed form, then a local search that settles float rounding either way.
