@@ -46,6 +46,13 @@ impl Plan {
             let mode = if r.forced() { "forced" } else { "natural" };
             let _ = writeln!(o, "  output: {mode}, max_tokens per request capped at {cap}");
         }
+        if let Some(slo) = &self.slo {
+            let t: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
+                .iter()
+                .filter_map(|(n, v)| v.map(|v| format!("{n} <= {v} ms")))
+                .collect();
+            let _ = writeln!(o, "slo: goodput counts valid requests with {} (vLLM --goodput)", t.join(", "));
+        }
         let p = &self.prompts;
         let src = match &p.source {
             PanelSource::Text { dir, pattern, tokenizer } => {

@@ -1,8 +1,9 @@
 //! Replay's own goodput rule (written from the definition in docs/plan.md `[slo]`,
-//! without calling `metrics`): a valid request is good when TTFT (first token event
-//! - send) <= ttft_ms, TPOT = (E2E - TTFT) / (output - 1), or 0 with at most one
-//! output token, <= tpot_ms, and E2E ([DONE] - send) <= e2e_ms, for every target
-//! set; without a token event, a TTFT or TPOT target is failed. Must not read files.
+//! without calling `metrics`): a valid request is good when, for every target set,
+//! TTFT (first token event minus send) is at most `ttft_ms`, TPOT = (E2E - TTFT) /
+//! (output - 1), or 0 with at most one output token, is at most `tpot_ms`, and E2E
+//! ([DONE] minus send) is at most `e2e_ms`; without a token event, a TTFT or TPOT
+//! target is failed. Must not read files.
 
 use crate::plan::Slo;
 

@@ -136,6 +136,35 @@ mod tests {
     }
 
     #[test]
+    fn trace_lengths_set_each_request_body_s_max_tokens() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join("arr.jsonl"),
+            "{\"timestamp\": 0, \"input_length\": 7, \"output_length\": 5}\n\
+             {\"timestamp\": 9, \"input_length\": 30, \"output_length\": 2}\n",
+        )
+        .unwrap();
+        let text = "[study]\nname = \"t\"\nseed = 1\n[request]\nmodel = \"m\"\noutput_tokens = 4\n\
+             [prompts]\nsource = \"random\"\nlengths = [8, 16]\ndocuments = 2\nmin_token_id = 0\nmax_token_id = 9\n\
+             [warmup]\nprompts = 0\n[timing]\nsettle_s = 0\nrequest_timeout_s = 5\ndrain_timeout_s = 5\n\
+             [blocks]\ncount = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\
+             [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"srv\", \"{port}\"]\nport = 9000\n\
+             [[cells]]\nname = \"tr\"\nkind = \"confirmation\"\nload = \"trace\"\ntrace = \"arr.jsonl\"\n\
+             count = 2\ntrace_lengths = true\n\
+             [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 1\ncount = 2\ninput_tokens = 8\n";
+        let plan = crate::plan::parse(text).unwrap();
+        let inputs = prepare(&plan, "abc", tmp.path(), &tmp.path().join("inputs")).unwrap();
+        let bodies = inputs.entry_bodies(&plan, "tr").unwrap();
+        let max_tokens = |b: &Bytes| serde_json::from_slice::<serde_json::Value>(b).unwrap()["max_tokens"].clone();
+        assert_eq!((max_tokens(&bodies[0]), max_tokens(&bodies[1])), (5.into(), 2.into()));
+        // Request 1 (input 30) sends a 16-token panel prompt; request 0 an 8-token one.
+        let prompt_len =
+            |b: &Bytes| serde_json::from_slice::<serde_json::Value>(b).unwrap()["prompt"].as_array().unwrap().len();
+        assert_eq!((prompt_len(&bodies[0]), prompt_len(&bodies[1])), (8, 16));
+        assert!(inputs.entry_bodies(&plan, "c").is_none());
+    }
+
+    #[test]
     fn a_gguf_tokenizer_path_names_the_export_command() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("model.gguf");

@@ -167,7 +167,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 pub fn datetime_ns(s: &str) -> Result<i128, String> {
     let why = || format!("TIMESTAMP {s:?} is not a datetime YYYY-MM-DD HH:MM:SS[.fraction]");
     let body = s.strip_suffix('Z').or_else(|| s.strip_suffix("+00:00")).unwrap_or(s);
-    let (date, time) = body.split_once(|c| c == ' ' || c == 'T').ok_or_else(why)?;
+    let (date, time) = body.split_once([' ', 'T']).ok_or_else(why)?;
     let num = |t: &str, len: usize| -> Result<i64, String> {
         if t.len() == len && t.bytes().all(|b| b.is_ascii_digit()) { t.parse().map_err(|_| why()) } else { Err(why()) }
     };

@@ -293,6 +293,7 @@ fn slo_targets_are_validated_and_goodput_hypotheses_need_them() {
     let cell = "[[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 4\ninput_tokens = 8\n";
     let p = plan::parse(&(plan_with(cell) + "\n[slo]\nttft_ms = 200\ne2e_ms = 0\n")).unwrap();
     assert_eq!(p.slo, Some(plan::Slo { ttft_ms: Some(200.0), tpot_ms: None, e2e_ms: Some(0.0) }));
+    assert!(p.render_check("x").contains("slo: goodput counts valid requests with TTFT <= 200 ms, E2E <= 0 ms"));
     let err = errors(&(plan_with(cell) + "\n[slo]\n"));
     assert!(err.contains("slo: set at least one of ttft_ms, tpot_ms, e2e_ms"), "{err}");
     let err = errors(&(plan_with(cell) + "\n[slo]\ntpot_ms = -1\n"));
