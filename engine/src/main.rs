@@ -520,8 +520,8 @@ fn serve(a: ServeArgs) -> Result<()> {
     }
     // Resolved here so that a bad --cpu-path or environment value is bad input
     // (exit 2) before the server binds; the flags override the environment.
-    let from_env = engine::kernels::Kernels::from_env()
-        .map_err(|e| engine::error::EngineError::Config(e.to_string()))?;
+    let from_env =
+        engine::kernels::Kernels::from_env().map_err(|e| engine::error::EngineError::Config(e.to_string()))?;
     let kernels = a.kernels.kernels(from_env)?;
     let opts = engine::serve::ServeOptions {
         kernels,

@@ -113,7 +113,9 @@ enum Command {
     Compare(harness::compare::CompareArgs),
     /// A study's results in a peer tool's format (`vllm-bench`: the JSON `vllm bench
     /// serve --save-result --save-detailed` writes, one object per block, arm, cell).
-    #[command(after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl")]
+    #[command(
+        after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl"
+    )]
     Export(harness::export::ExportArgs),
 }
 
@@ -140,8 +142,10 @@ enum PlanCommand {
         write: bool,
     },
     /// How small an effect the plan can see: power of its rule from A/A or pilot noise.
-    #[command(after_help = "Example:\n  harness plan power plans/quickstart.toml --noise reports/aa --target-effect 0.05 \\\n    \
-                            --json /tmp/power.json")]
+    #[command(
+        after_help = "Example:\n  harness plan power plans/quickstart.toml --noise reports/aa --target-effect 0.05 \\\n    \
+                            --json /tmp/power.json"
+    )]
     Power {
         /// The plan file.
         plan: PathBuf,
