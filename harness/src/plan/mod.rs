@@ -19,8 +19,8 @@ mod types;
 mod validate;
 mod validate_arms;
 mod validate_cells;
-mod validate_panel;
 mod validate_loads;
+mod validate_panel;
 mod validate_quality;
 mod warnings;
 

@@ -98,8 +98,7 @@ pub(super) fn trace_cell(
         let index = i as u64;
         let offset_ns =
             if time_scale == 1.0 { row.offset_ns } else { (row.offset_ns as f64 * time_scale).round() as u64 };
-        let length =
-            if lengths { nearest_length(&plan.prompts.lengths, row.input_length) } else { cell.input_tokens };
+        let length = if lengths { nearest_length(&plan.prompts.lengths, row.input_length) } else { cell.input_tokens };
         let prompt = plan
             .prompts
             .prompt_index(length, index)
