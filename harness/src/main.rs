@@ -392,7 +392,9 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         }
         match c.downcast_ref::<QualityError>() {
             Some(QualityError::Plan(p)) => return bad_plan(p),
-            Some(QualityError::NotConfigured) => return true,
+            Some(QualityError::NotConfigured | QualityError::Arm(harness::arm::ArmError::MissingApiKey { .. })) => {
+                return true;
+            }
             _ => {}
         }
         match c.downcast_ref::<AcceptError>() {

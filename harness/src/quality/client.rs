@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
+use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -49,10 +50,13 @@ pub struct GateClient {
 }
 
 impl GateClient {
-    pub fn new(base_url: &str, timeout: Duration) -> Result<GateClient, QualityError> {
+    /// `headers` go on every request: the arm's key and extra headers
+    /// (`arm::arm_headers`), as on the arm's timed requests.
+    pub fn new(base_url: &str, timeout: Duration, headers: HeaderMap) -> Result<GateClient, QualityError> {
         require_loopback(base_url)?;
         // A fresh connection per request (see `load::http_client`).
         let client = reqwest::Client::builder()
+            .default_headers(headers)
             .no_proxy()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(0)
@@ -156,4 +160,42 @@ pub fn body(model: &str, prompt: &[u32], max_tokens: u32, extra: Value) -> Value
         m.extend(e);
     }
     b
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Answers one request with an empty completion and returns its head.
+    async fn one_request_head(listener: tokio::net::TcpListener) -> String {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "connection closed before the head");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let body = r#"{"choices":[{"text":"","finish_reason":"length"}]}"#;
+        let resp = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        sock.write_all(resp.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&buf).to_lowercase()
+    }
+
+    #[tokio::test]
+    async fn gate_requests_carry_the_arms_key_and_headers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(one_request_head(listener));
+        let mut headers = HeaderMap::new();
+        headers.insert(reqwest::header::AUTHORIZATION, "Bearer sk-test".parse().unwrap());
+        headers.insert("x-tenant", "study".parse().unwrap());
+        let client = GateClient::new(&url, Duration::from_secs(10), headers).unwrap();
+        let c = client.complete(0, &serde_json::json!({"prompt": [1]})).await;
+        assert_eq!(c.status, Some(200), "{:?}", c.error);
+        let head = server.await.unwrap();
+        assert!(head.contains("authorization: bearer sk-test"), "{head}");
+        assert!(head.contains("x-tenant: study"), "{head}");
+    }
 }

@@ -222,7 +222,11 @@ pub async fn qualify_arm(
         let ctx = ArmCtx {
             arm: &arm.name,
             model: &plan.request.model,
-            client: GateClient::new(&base_url, Duration::from_secs_f64(q.request_timeout_s))?,
+            client: GateClient::new(
+                &base_url,
+                Duration::from_secs_f64(q.request_timeout_s),
+                crate::arm::arm_headers(arm, |v| std::env::var(v).ok())?,
+            )?,
             concurrency: q.concurrency as usize,
             progress,
         };

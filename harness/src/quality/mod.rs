@@ -76,6 +76,8 @@ pub async fn qualify_plan(
     progress: Progress,
 ) -> Result<QualifyOutcome, QualityError> {
     let q = plan.qualification.as_ref().ok_or(QualityError::NotConfigured)?;
+    // A missing key is bad input: refused before anything is written or started.
+    crate::arm::check_api_keys(plan, |v| std::env::var(v).ok())?;
     progress.line("building the gate items");
     let inputs = build_inputs(q, base)?;
     if let Some((_, set)) = &inputs.gsm {
