@@ -358,3 +358,18 @@ fn text_formats_are_fixed() {
     assert!(md.contains("| tput | throughput_rps | closed | cand vs ctrl |"), "{md}");
     assert!(md.contains("10/10") && md.contains("97.8516%") && !md.to_lowercase().contains("equivalen"), "{md}");
 }
+
+#[test]
+fn the_cell_table_shows_goodput_only_with_slo_targets() {
+    let case = Case::new(&[11.0, 12.0, 13.0], &[90.0, 80.0, 70.0]);
+    let a = case.run();
+    let m = a.cells.iter().find(|c| c.cell == "closed" && c.arm == "cand").unwrap();
+    let without = super::text::cell_table(&[m]);
+    assert!(!without.contains("goodput") && !without.contains("SLO"), "{without}");
+    let mut with = m.clone();
+    with.medians.insert("goodput_rps".into(), Some(3.25));
+    with.medians.insert("slo_attainment".into(), Some(0.5));
+    let table = super::text::cell_table(&[&with]);
+    assert!(table.contains("Request goodput (req/s):                 3.25"), "{table}");
+    assert!(table.contains("SLO attainment:                          0.500"), "{table}");
+}

@@ -167,9 +167,11 @@ enum Line {
     Title(&'static str),
     Section(&'static str),
     Value(&'static str, &'static str, usize),
+    /// A value printed only when some arm has it (goodput, with `[slo]`).
+    Optional(&'static str, &'static str, usize),
 }
 
-use Line::{Section, Title, Value};
+use Line::{Optional, Section, Title, Value};
 
 const LAYOUT: &[Line] = &[
     Title("Serving Benchmark Result"),
@@ -178,6 +180,8 @@ const LAYOUT: &[Line] = &[
     Value("Total input tokens:", "total_input_tokens", 0),
     Value("Total generated tokens:", "total_output_tokens", 0),
     Value("Request throughput (req/s):", "request_throughput_rps", 2),
+    Optional("Request goodput (req/s):", "goodput_rps", 2),
+    Optional("SLO attainment:", "slo_attainment", 3),
     Value("Output token throughput (tok/s):", "output_token_throughput_tps", 2),
     Value("Peak concurrent requests:", "peak_concurrent_requests", 0),
     Value("Total Token throughput (tok/s):", "total_token_throughput_tps", 2),
@@ -255,6 +259,12 @@ pub fn cell_table(arms: &[&CellMedians]) -> String {
             Value(label, field, decimals) => {
                 let values = cols(arms.iter().map(|m| num(m.get(field), *decimals)).collect());
                 let _ = writeln!(o, "{label:<40} {}", values.trim_end());
+            }
+            Optional(label, field, decimals) => {
+                if arms.iter().any(|m| m.get(field).is_some()) {
+                    let values = cols(arms.iter().map(|m| num(m.get(field), *decimals)).collect());
+                    let _ = writeln!(o, "{label:<40} {}", values.trim_end());
+                }
             }
         }
     }
