@@ -36,12 +36,7 @@ fn e2e_study_writes_complete_evidence() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
     let text = plan_text(&model);
-    let plan_path = tmp.path().join("plan.toml");
-    std::fs::write(&plan_path, &text).expect("write plan");
-    let out = tmp.path().join("evidence");
-    let run = run_harness(&plan_path, &out);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "harness run failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let (out, _) = run_study_ok(tmp.path(), &text);
     let plan = harness::plan::parse(&text).expect("plan");
 
     // Frozen plan and manifest.

@@ -56,12 +56,7 @@ fn a_sharegpt_panel_with_natural_outputs_runs_and_replays_clean() {
         tokenizer.display().to_string()
     );
     let text = fixed.replace(old, &new);
-    let plan_path = tmp.path().join("plan.toml");
-    std::fs::write(&plan_path, &text).expect("write plan");
-    let out = tmp.path().join("evidence");
-    let run = run_harness(&plan_path, &out);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "harness run failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let (out, _) = run_study_ok(tmp.path(), &text);
 
     // The panel: 6 of the 7 usable conversations, each with its own lengths.
     let panel = Panel::from_jsonl(&std::fs::read_to_string(out.join("inputs/prompts.jsonl")).unwrap()).unwrap();

@@ -79,12 +79,7 @@ fn run_writes_the_report_and_report_regenerates_it_byte_for_byte() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
     let text = plan_text(&model);
-    let plan_path = tmp.path().join("plan.toml");
-    std::fs::write(&plan_path, &text).expect("write plan");
-    let out = tmp.path().join("evidence");
-    let run = run_harness(&plan_path, &out);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "harness run failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let (out, stdout) = run_study_ok(tmp.path(), &text);
     assert!(stdout.contains("claims:") && stdout.contains("closed-throughput"), "{stdout}");
     assert!(stdout.contains("report: ") && stdout.contains("results/report.md"), "{stdout}");
     check_manifest(&out, text.as_bytes());

@@ -33,12 +33,7 @@ fn constant_sweep_trace_file_and_goodput_run_replay_and_export() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
     let text = plan_text(&model);
-    let plan_path = tmp.path().join("plan.toml");
-    std::fs::write(&plan_path, &text).expect("write plan");
-    let out = tmp.path().join("evidence");
-    let run = run_harness(&plan_path, &out);
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "harness run failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let (out, _) = run_study_ok(tmp.path(), &text);
 
     // The sweep expanded into two cells with exact constant offsets.
     let trace = |cell: &str| harness::trace::read_trace(&out.join("inputs"), cell).expect("trace").entries;

@@ -26,9 +26,12 @@ pub struct StreamOptions {
     pub continuous_usage_stats: bool,
 }
 
+/// Whether a request field's value means "off".
+type IsOff = fn(&Value) -> bool;
+
 /// Request fields that change what a compliant server returns but that this
 /// engine does not implement, each with the value that means "off" (accepted).
-const UNSUPPORTED: &[(&str, fn(&Value) -> bool)] = &[
+const UNSUPPORTED: &[(&str, IsOff)] = &[
     ("tools", |v| v.as_array().is_some_and(|a| a.is_empty())),
     ("tool_choice", |v| v == "none"),
     ("functions", |v| v.as_array().is_some_and(|a| a.is_empty())),

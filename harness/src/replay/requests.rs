@@ -14,6 +14,9 @@ use super::records::Rec;
 use super::tables::parse_csv;
 use super::{Check, Mismatch, close, num};
 
+/// (block, arm, cell, trace index) of a row, as the CSV spells them.
+type RowKey = (String, String, String, String);
+
 pub const NAME: &str = "per-request table: results/requests.csv";
 const FILE: &str = "results/requests.csv";
 
@@ -142,7 +145,7 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
         let got = rows[0].join(",");
         return Check::of(NAME, "other columns".into(), vec![Mismatch::new(FILE, "header", got, COLUMNS.join(","))]);
     }
-    let mut by_key: HashMap<(String, String, String, String), (usize, &Vec<String>)> = HashMap::new();
+    let mut by_key: HashMap<RowKey, (usize, &Vec<String>)> = HashMap::new();
     for (i, r) in rows.iter().enumerate().skip(1) {
         let at = |k: usize| r.get(k).cloned().unwrap_or_default();
         let key = (at(2), at(3), at(4), at(5));

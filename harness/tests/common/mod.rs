@@ -118,6 +118,18 @@ pub fn run_harness(plan: &Path, out: &Path) -> Output {
         .expect("run harness")
 }
 
+/// Writes `text` as `dir/plan.toml`, runs `harness run` into `dir/evidence` and
+/// asserts that it succeeded; returns the evidence directory and the run's stdout.
+pub fn run_study_ok(dir: &Path, text: &str) -> (PathBuf, String) {
+    let plan_path = dir.join("plan.toml");
+    std::fs::write(&plan_path, text).expect("write plan");
+    let out = dir.join("evidence");
+    let run = run_harness(&plan_path, &out);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "harness run failed:\n{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    (out, stdout)
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
