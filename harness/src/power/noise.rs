@@ -14,9 +14,8 @@ use serde::Serialize;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 use super::PowerError;
-use crate::metrics::CellSummary;
 use crate::plan::{Hypothesis, Metric};
-use crate::report::{AnalysisInput, HypothesisReport, UnitStatus, analyse, load};
+use crate::report::{HypothesisReport, load};
 
 /// Confidence of the SD's upper bound.
 pub const SD_UPPER_CONFIDENCE: f64 = 0.9;
@@ -95,16 +94,7 @@ pub struct NoiseStudy {
 /// Reads the noise evidence directory `dir`.
 pub fn read(dir: &Path) -> Result<NoiseStudy, PowerError> {
     let l = load(dir)?;
-    let summaries: Vec<CellSummary> = l.cells.iter().filter_map(|c| c.summary.as_ref().ok().cloned()).collect();
-    let statuses: Vec<UnitStatus> = l.units.iter().map(|u| u.status.clone()).collect();
-    let input = AnalysisInput {
-        plan: &l.frozen.plan,
-        summaries: &summaries,
-        units: &statuses,
-        failures: &l.failures,
-        unqualified: &[],
-    };
-    let a = analyse(&input)?;
+    let a = l.analyse(&[])?;
     if a.hypotheses.is_empty() {
         return Err(PowerError::NoPairs { dir: dir.to_path_buf() });
     }

@@ -61,6 +61,23 @@ pub struct Loaded {
     pub sessions: Vec<Value>,
 }
 
+impl Loaded {
+    /// The analysis of these records (effects, tests, claims), with the arms in
+    /// `unqualified` marked so: what the report and `plan power` both read.
+    pub fn analyse(&self, unqualified: &[String]) -> Result<super::Analysis, crate::stats::StatsError> {
+        let summaries: Vec<CellSummary> = self.cells.iter().filter_map(|c| c.summary.as_ref().ok().cloned()).collect();
+        let statuses: Vec<UnitStatus> = self.units.iter().map(|u| u.status.clone()).collect();
+        let input = super::AnalysisInput {
+            plan: &self.frozen.plan,
+            summaries: &summaries,
+            units: &statuses,
+            failures: &self.failures,
+            unqualified,
+        };
+        super::analyse(&input)
+    }
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
     std::fs::read(path).map_err(|error| ReportError::Io { path: path.to_path_buf(), error })
 }

@@ -44,7 +44,7 @@ pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use text::{claims_markdown, claims_terminal};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
-use crate::metrics::{CellSummary, PERCENTILE_METHOD};
+use crate::metrics::PERCENTILE_METHOD;
 use crate::plan::PlanError;
 use crate::stats::StatsError;
 
@@ -139,16 +139,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
 pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     let l = load::load(root)?;
     let unqualified = load::unqualified_arms(l.qualification.as_ref());
-    let summaries: Vec<CellSummary> = l.cells.iter().filter_map(|c| c.summary.as_ref().ok().cloned()).collect();
-    let statuses: Vec<UnitStatus> = l.units.iter().map(|u| u.status.clone()).collect();
-    let input = AnalysisInput {
-        plan: &l.frozen.plan,
-        summaries: &summaries,
-        units: &statuses,
-        failures: &l.failures,
-        unqualified: &unqualified,
-    };
-    let a = analyse(&input)?;
+    let a = l.analyse(&unqualified)?;
     let results = load::results_dir(root);
     let fig_dir = results.join("figures");
     if fig_dir.exists() {
