@@ -57,6 +57,11 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
     }
 }
 
+/// How the matrix's `load` column (and `harness bench`) describes a cell's load.
+pub fn load_label(load: ResolvedLoad) -> String {
+    load_text(load).0
+}
+
 fn rows(l: &Loaded) -> Vec<Row<'_>> {
     let plan = &l.frozen.plan;
     let mut out = Vec::new();

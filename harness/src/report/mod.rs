@@ -40,6 +40,7 @@ pub use analysis::{
 };
 pub use fields::{FIELDS, Getter, OTHER_FIELDS};
 pub use load::{Loaded, load};
+pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use text::{claims_markdown, claims_terminal};
 
