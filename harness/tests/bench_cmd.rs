@@ -25,6 +25,44 @@ fn replay_ok(dir: &Path) {
     assert!(replay.status.success(), "replay failed:\n{stdout}\n{stderr}");
 }
 
+/// `results/matrix.csv` and `matrix.parquet` read back with polars: the same column
+/// types in both (an all-null column included), and the study's own columns.
+fn matrix_reads_alike(dir: &Path, output_len: f64) -> polars::prelude::DataFrame {
+    use polars::prelude::DataType;
+    use polars_io::SerReader;
+    use polars_io::csv::read::CsvReadOptions;
+    use polars_io::parquet::read::ParquetReader;
+    let csv = CsvReadOptions::default()
+        .with_has_header(true)
+        .try_into_reader_with_file_path(Some(dir.join("results/matrix.csv")))
+        .expect("csv reader")
+        .finish()
+        .expect("read matrix.csv");
+    let file = std::fs::File::open(dir.join("results/matrix.parquet")).expect("matrix.parquet");
+    let parquet = ParquetReader::new(file).finish().expect("read matrix.parquet");
+    assert_eq!(csv.schema(), parquet.schema(), "the CSV and Parquet readers see the same types");
+    let dtype = |name: &str| parquet.column(name).unwrap_or_else(|e| panic!("{name}: {e}")).dtype().clone();
+    for name in ["block", "requests", "completed", "total_output_tokens", "ttft_samples"] {
+        assert_eq!(dtype(name), DataType::Int64, "{name}");
+    }
+    for name in ["study", "plan_sha256", "arm_settings", "cell"] {
+        assert_eq!(dtype(name), DataType::String, "{name}");
+    }
+    let plan = std::fs::read(dir.join("plan.toml")).expect("plan.toml");
+    let text = |name: &str| parquet.column(name).unwrap().str().unwrap().get(0).map(str::to_string);
+    assert_eq!(text("study").as_deref(), Some("bench"));
+    assert_eq!(text("plan_sha256"), Some(harness::evidence::sha256_hex(&plan)));
+    let f = |name: &str| parquet.column(name).unwrap().f64().unwrap().get(0);
+    assert_eq!(f("output_tokens_mean"), Some(output_len), "forced outputs");
+    for m in ["ttft", "tpot", "itl", "e2e"] {
+        let (min, p90, max) = (f(&format!("{m}_min_ms")), f(&format!("{m}_p90_ms")), f(&format!("{m}_max_ms")));
+        let (min, p90, max) = (min.expect("min"), p90.expect("p90"), max.expect("max"));
+        assert!(min <= p90 && p90 <= max, "{m}: {min} {p90} {max}");
+        assert!(f(&format!("{m}_sd_ms")).is_some_and(|sd| sd >= 0.0), "{m} sd");
+    }
+    parquet
+}
+
 fn engine_words(model: &Path) -> Vec<String> {
     serve_argv(model, &["--kv-format", "f16"], &[])
 }
@@ -63,6 +101,10 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     assert_eq!(frozen.plan.arms.len(), 1);
     assert!(out.join("raw/b0/server/poisson-r20.requests.jsonl").is_file());
     assert!(out.join("results/report.md").is_file() && out.join("results/matrix.csv").is_file());
+    let matrix = matrix_reads_alike(&out, 5.0);
+    let settings = matrix.column("arm_settings").unwrap().str().unwrap().get(0).unwrap_or_default().to_string();
+    assert!(settings.starts_with("argv: ") && settings.contains(" serve "), "{settings}");
+    assert_eq!(matrix.column("concurrency").unwrap().dtype(), &polars::prelude::DataType::Int64);
     replay_ok(&out);
 }
 
@@ -103,6 +145,15 @@ fn bench_against_a_running_server_behind_a_key_replays_clean() {
     assert!(stdout.contains("Successful requests:                     3"), "{stdout}");
     let plan = std::fs::read_to_string(out.join("plan.toml")).expect("plan.toml");
     assert!(plan.contains("api_key_env = \"HARNESS_BENCH_TEST_KEY\"") && !plan.contains("s3cret"), "{plan}");
+    // Only a closed-loop cell and no [slo]: offered_rate_rps and the goodput columns
+    // have no value in any row, and keep a numeric type in both files.
+    let matrix = matrix_reads_alike(&out, 4.0);
+    for name in ["offered_rate_rps", "slo_met_requests", "goodput_rps"] {
+        let col = matrix.column(name).unwrap();
+        assert_eq!((col.dtype(), col.null_count()), (&polars::prelude::DataType::Float64, 1), "{name}");
+    }
+    let csv = std::fs::read_to_string(out.join("results/matrix.csv")).expect("matrix.csv");
+    assert!(csv.contains(&format!("url: http://127.0.0.1:{port}")), "{csv}");
     replay_ok(&out);
 }
 

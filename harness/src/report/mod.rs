@@ -25,6 +25,7 @@ mod load;
 mod markdown;
 mod matrix;
 mod requests;
+mod spread;
 mod text;
 
 #[cfg(test)]
@@ -42,6 +43,7 @@ pub use fields::{FIELDS, Getter, OTHER_FIELDS};
 pub use load::{Loaded, load};
 pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
+pub use spread::SPREAD_COLUMNS;
 pub use text::{claims_markdown, claims_terminal};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
