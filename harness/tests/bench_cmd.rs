@@ -9,6 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use common::tamper::*;
 use common::*;
 
 fn text(o: &Output) -> (String, String) {
@@ -154,7 +155,35 @@ fn bench_against_a_running_server_behind_a_key_replays_clean() {
     }
     let csv = std::fs::read_to_string(out.join("results/matrix.csv")).expect("matrix.csv");
     assert!(csv.contains(&format!("url: http://127.0.0.1:{port}")), "{csv}");
+    // evidence.json: units beside the values, counts' medians integers.
+    let ev = read_json(&out.join("results/evidence.json"));
+    assert_eq!(ev["median_units"]["ttft_p50_ms"], "ms");
+    assert_eq!(ev["median_units"]["request_throughput_rps"], "req/s");
+    let medians = &ev["descriptive_cells"][0]["medians"];
+    assert!(medians["completed"].is_u64() && medians["completed"] == 3, "{medians}");
     replay_ok(&out);
+
+    // Replay recomputes the new columns and the unit map: a changed spread value and
+    // a changed unit are named even behind a rewritten manifest.
+    let tampered = tmp.path().join("tampered");
+    copy_dir(&out, &tampered);
+    let ev_path = tampered.join("results/evidence.json");
+    let mut ev = read_json(&ev_path);
+    ev["median_units"]["e2e_p95_ms"] = "s".into();
+    std::fs::write(&ev_path, serde_json::to_vec_pretty(&ev).expect("json")).expect("write evidence.json");
+    let rows = std::fs::read_to_string(tampered.join("results/matrix.csv")).expect("matrix.csv");
+    let mut lines: Vec<String> = rows.lines().map(str::to_string).collect();
+    let col = lines[0].split(',').position(|h| h == "e2e_max_ms").expect("e2e_max_ms column");
+    let mut cells: Vec<String> = lines[1].split(',').map(str::to_string).collect();
+    cells[col] = "12345.5".into();
+    lines[1] = cells.join(",");
+    std::fs::write(tampered.join("results/matrix.csv"), lines.join("\n") + "\n").expect("write matrix.csv");
+    rewrite_manifest(&tampered);
+    let replay = Command::new(harness_bin()).arg("replay").arg(&tampered).output().expect("replay");
+    let (stdout, _) = text(&replay);
+    assert_eq!(replay.status.code(), Some(2), "{stdout}");
+    assert!(stdout.contains("median_units"), "{stdout}");
+    assert!(stdout.contains("e2e_max_ms: archived 12345.5"), "{stdout}");
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! arm; else supported or not supported naming the failed rules; a hypothesis that
 //! cannot be tested enters Holm with p = 1); and, as a second check, the medians
 //! across blocks of every cell measure. Claim reasons are compared by count, not
-//! wording. Must not call the analysis path.
+//! wording. The unit maps (`median_units`, each hypothesis's `block_units`) are
+//! checked against replay's own reading of the field names (`unit_of`). Must not
+//! call the analysis path.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -58,6 +60,36 @@ fn metric_field(metric: Metric) -> &'static str {
         Metric::E2eP95 => "e2e_p95_ms",
         Metric::E2eP95Intended => "e2e_from_intended_p95_ms",
         Metric::GoodputRps => "goodput_rps",
+    }
+}
+
+/// The unit of a summary field by its name, as the summary names them (replay's own
+/// reading: `_ms`, `_ns`, `_s`, `_rps`, `_tps`; token lengths; an attainment
+/// fraction; everything else a count).
+fn unit_of(name: &str) -> &'static str {
+    let length = ["input_tokens_", "output_tokens_", "total_input_tokens", "total_output_tokens"]
+        .iter()
+        .any(|p| name.starts_with(p))
+        && !name.ends_with("_requests");
+    if let Some(u) = [("_ms", "ms"), ("_ns", "ns"), ("_rps", "req/s"), ("_tps", "tok/s"), ("_s", "s")]
+        .iter()
+        .find_map(|(suffix, u)| name.ends_with(suffix).then_some(*u))
+    {
+        return u;
+    }
+    if name == "slo_attainment" {
+        "fraction"
+    } else if length {
+        "tokens"
+    } else {
+        "count"
+    }
+}
+
+fn metric_unit(metric: Metric) -> &'static str {
+    match metric_field(metric) {
+        f if f.ends_with("_ms") => "ms",
+        f => unit_of(f),
     }
 }
 
@@ -208,6 +240,9 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             c.float(&f(&format!("b{b}.candidate")), x.get("candidate"), *cand);
             c.float(&f(&format!("b{b}.effect")), x.get("effect"), *e);
         }
+        let unit = metric_unit(h.metric);
+        let units = serde_json::json!({"control": unit, "candidate": unit, "effect": "fraction"});
+        c.exact(&f("block_units"), a.get("block_units"), units);
         let is_tested = tested(p);
         c.exact(&f("tested"), a.get("tested"), Value::from(is_tested));
         c.exact(&f("failed_requests"), a.get("failed_requests"), Value::from(p.failed));
@@ -318,8 +353,30 @@ fn medians_check(ev: &Value, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
             }
         }
     }
+    let units: serde_json::Map<String, Value> = FIELD_NAMES
+        .iter()
+        .filter(|n| !n.starts_with("observation_"))
+        .map(|n| (n.to_string(), Value::from(unit_of(n))))
+        .collect();
+    c.exact("median_units", ev.get("median_units"), Value::Object(units));
     if archived.len() != n {
         c.exact("confirmation_cells + descriptive_cells (count)", Some(&Value::from(archived.len())), Value::from(n));
     }
     Check::of(CELLS_NAME, format!("{n} (cell, arm) pairs"), m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_reads_the_same_unit_from_every_field_name_as_the_report() {
+        for name in FIELD_NAMES {
+            assert_eq!(unit_of(name), crate::report::field_unit(name), "{name}");
+        }
+        for metric in Metric::ALL {
+            assert_eq!(metric_unit(metric), crate::report::metric_unit(metric), "{metric:?}");
+        }
+        assert_eq!([unit_of("e2e_p95_ms"), unit_of("duration_s"), unit_of("stream_events")], ["ms", "s", "count"]);
+    }
 }

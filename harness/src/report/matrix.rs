@@ -132,7 +132,7 @@ fn int(v: u64) -> i64 {
 
 /// A numeric column with no value in any row becomes Float64 (see the module doc).
 fn typed(col: Column) -> Result<Column, ReportError> {
-    let all_null = col.len() > 0 && col.null_count() == col.len();
+    let all_null = !col.is_empty() && col.null_count() == col.len();
     if all_null && col.dtype().is_integer() { col.cast(&DataType::Float64).map_err(polars_err) } else { Ok(col) }
 }
 

@@ -2,7 +2,7 @@
 //! directory to `results/`:
 //! - `matrix.csv`, `matrix.parquet`: one unpooled row per (block, arm, cell);
 //! - `requests.csv`, `requests.parquet`: one row per request (`requests`);
-//! - `evidence.json`: every derived number (per-hypothesis block effects, wins, p,
+//! - `evidence.json` (units in parallel maps beside the values, `units`): every derived number (per-hypothesis block effects, wins, p,
 //!   Holm p, median, interval, screen, claim; descriptive cells' medians; failures;
 //!   the summary check; `qualification.json` verbatim when it exists);
 //! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
@@ -27,6 +27,7 @@ mod matrix;
 mod requests;
 mod spread;
 mod text;
+mod units;
 
 #[cfg(test)]
 mod tests;
@@ -45,6 +46,7 @@ pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use spread::SPREAD_COLUMNS;
 pub use text::{claims_markdown, claims_terminal};
+pub use units::{field_unit, metric_unit};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
 use crate::metrics::PERCENTILE_METHOD;
@@ -104,18 +106,20 @@ struct EvidenceJson<'a> {
     confirmation_blocks: u32,
     descriptive_blocks: u32,
     units: Vec<&'a UnitStatus>,
-    hypotheses: &'a [HypothesisReport],
-    confirmation_cells: Vec<&'a CellMedians>,
-    descriptive_cells: Vec<&'a CellMedians>,
+    hypotheses: Vec<units::HypothesisOut<'a>>,
+    confirmation_cells: Vec<units::CellOut<'a>>,
+    descriptive_cells: Vec<units::CellOut<'a>>,
     failures: &'a [FailedRequest],
     summary_check: SummaryCheck<'a>,
     figures: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     qualification: Option<&'a Value>,
+    /// The unit of every key of the cells' `medians` (`units`).
+    median_units: std::collections::BTreeMap<&'static str, &'static str>,
 }
 
 fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
-    let kind = |k: crate::plan::CellKind| a.cells.iter().filter(move |c| c.kind == k).collect::<Vec<_>>();
+    let kind = |k: crate::plan::CellKind| a.cells.iter().filter(move |c| c.kind == k).map(units::cell).collect();
     EvidenceJson {
         format: EVIDENCE_FORMAT,
         study: &l.frozen.plan.study.name,
@@ -127,13 +131,14 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         confirmation_blocks: l.frozen.plan.blocks.count,
         descriptive_blocks: l.frozen.plan.blocks.descriptive,
         units: l.units.iter().map(|u| &u.status).collect(),
-        hypotheses: &a.hypotheses,
+        hypotheses: a.hypotheses.iter().map(units::hypothesis).collect(),
         confirmation_cells: kind(crate::plan::CellKind::Confirmation),
         descriptive_cells: kind(crate::plan::CellKind::Descriptive),
         failures: &l.failures,
         summary_check: SummaryCheck { checked: l.summaries_checked, mismatches: &l.summary_mismatches },
         figures,
         qualification: l.qualification.as_ref(),
+        median_units: units::median_units(),
     }
 }
 
