@@ -86,7 +86,7 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("study complete: 1 server invocations, 0 failed requests"), "{stdout}");
     for cell in ["poisson-r20", "closed-c2"] {
-        let head = format!(" Serving Benchmark Result: {cell} ");
+        let head = format!("cell {cell} (block 0, arm server): ");
         assert!(stdout.contains(&head), "no block for {cell}:\n{stdout}");
     }
     assert_eq!(stdout.matches("Successful requests:                     6").count(), 2, "{stdout}");
@@ -142,7 +142,7 @@ fn bench_against_a_running_server_behind_a_key_replays_clean() {
     let _ = server.wait();
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("Serving Benchmark Result: closed-c1"), "{stdout}");
+    assert!(stdout.contains("cell closed-c1 (block 0, arm server): closed-loop concurrency 1"), "{stdout}");
     assert!(stdout.contains("Successful requests:                     3"), "{stdout}");
     let plan = std::fs::read_to_string(out.join("plan.toml")).expect("plan.toml");
     assert!(plan.contains("api_key_env = \"HARNESS_BENCH_TEST_KEY\"") && !plan.contains("s3cret"), "{plan}");

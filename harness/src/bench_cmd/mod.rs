@@ -2,7 +2,8 @@
 //! plan file. Owns the flags ([`BenchArgs`]), turning them into one-arm plan text
 //! (`plan_text`, validated by the plan parser like any plan: the plan types are the
 //! only judge of it) and the vLLM-bench-like summary block printed per cell
-//! (`summary`, read back from the study's `results/summaries.json`).
+//! (`summary`: `metrics::render_table` of each summary read back from the study's
+//! `results/summaries.json`).
 //! Must not run anything itself: the caller runs the written plan through the very
 //! path `harness run` takes (`run::run`), so the evidence is an ordinary study that
 //! `harness replay` audits. Must not read a setting that is not in the plan text.
@@ -126,7 +127,8 @@ pub struct BenchArgs {
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,
-    /// No progress bars: one line per cell.
+    /// No progress bars, one line per cell during the run (the summary blocks
+    /// print at the end either way).
     #[arg(long)]
     pub quiet: bool,
 }
