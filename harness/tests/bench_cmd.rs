@@ -102,6 +102,15 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     assert_eq!(frozen.plan.arms.len(), 1);
     assert!(out.join("raw/b0/server/poisson-r20.requests.jsonl").is_file());
     assert!(out.join("results/report.md").is_file() && out.join("results/matrix.csv").is_file());
+    // The report: peer names stated, and the same page as self-contained HTML.
+    let md = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
+    assert!(md.contains("### Names in other tools") && md.contains("\"inter chunk latency\""), "{md}");
+    let html = std::fs::read_to_string(out.join("results/report.html")).expect("report.html");
+    assert!(html.contains("<h2>Claims</h2>") && html.contains("<table>") && html.contains("<figure><svg"), "{html}");
+    assert!(html.contains("<pre>") && html.contains("Serving Benchmark Result"), "the per-cell tables");
+    for external in ["<script", "<img", "<link", "src=\"http", "@import"] {
+        assert!(!html.contains(external), "report.html loads something ({external})");
+    }
     let matrix = matrix_reads_alike(&out, 5.0);
     let settings = matrix.column("arm_settings").unwrap().str().unwrap().get(0).unwrap_or_default().to_string();
     assert!(settings.starts_with("argv: ") && settings.contains(" serve "), "{settings}");

@@ -7,7 +7,8 @@
 //!   the summary check; `qualification.json` verbatim when it exists);
 //! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
 //! - `report.md`: what was run, the claims table, per-cell tables, failures and the
-//!   exact definitions.
+//!   exact definitions; `report.html`: the same page, self-contained, figures inline
+//!   as SVG (`html`).
 //!
 //! [`build`] reads only the evidence (`plan.toml`, `raw/`, the git revision from
 //! `manifest.json` or `run.json`), recomputes every per-cell summary from the raw
@@ -21,6 +22,7 @@
 mod analysis;
 mod fields;
 mod figures;
+mod html;
 mod load;
 mod markdown;
 mod matrix;
@@ -164,19 +166,23 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     files.extend(figures.iter().map(|f| format!("results/figures/{f}")));
     write_json(&results.join("evidence.json"), &evidence_json(&l, &a, &figures))?;
     let report = results.join("report.md");
-    write_bytes(&report, markdown::render(&l, &a, &figures).as_bytes())?;
+    let md = markdown::render(&l, &a, &figures);
+    write_bytes(&report, md.as_bytes())?;
+    write_bytes(&results.join("report.html"), html::render(&md, &results).as_bytes())?;
     files.extend(["results/evidence.json".to_string(), "results/report.md".to_string()]);
+    files.push("results/report.html".to_string());
     Ok(ReportOutcome { report, claims: claims_terminal(&a), files, warnings: l.summary_mismatches.clone() })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.
-pub const REPORT_FILES: [&str; 6] = [
+pub const REPORT_FILES: [&str; 7] = [
     "results/matrix.csv",
     "results/matrix.parquet",
     "results/evidence.json",
     "results/report.md",
     "results/requests.csv",
     "results/requests.parquet",
+    "results/report.html",
 ];
 
 fn report_owned(path: &str) -> bool {
