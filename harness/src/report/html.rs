@@ -68,11 +68,26 @@ fn figure(line: &str, results: &Path) -> Option<String> {
     Some(format!("<figure>{}<figcaption>{}</figcaption></figure>\n", &svg[start..], escape(alt)))
 }
 
-fn cells(row: &str) -> Vec<&str> {
+/// The cells of a pipe-table row; `\|` is a literal bar inside a cell.
+fn cells(row: &str) -> Vec<String> {
     let row = row.trim();
     let row = row.strip_prefix('|').unwrap_or(row);
-    let row = row.strip_suffix('|').unwrap_or(row);
-    row.split('|').map(str::trim).collect()
+    let row = if row.ends_with('|') && !row.ends_with("\\|") { &row[..row.len() - 1] } else { row };
+    let mut out = vec![String::new()];
+    let mut chars = row.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                chars.next();
+                out.last_mut().map(|s| s.push('|'));
+            }
+            '|' => out.push(String::new()),
+            c => {
+                out.last_mut().map(|s| s.push(c));
+            }
+        }
+    }
+    out.iter().map(|s| s.trim().to_string()).collect()
 }
 
 fn table(o: &mut String, rows: &[&str]) {
@@ -84,7 +99,7 @@ fn table(o: &mut String, rows: &[&str]) {
         let tag = if i == 0 { "th" } else { "td" };
         o.push_str("<tr>");
         for c in cells(row) {
-            let _ = write!(o, "<{tag}>{}</{tag}>", inline(c));
+            let _ = write!(o, "<{tag}>{}</{tag}>", inline(&c));
         }
         o.push_str("</tr>\n");
     }
@@ -178,7 +193,7 @@ mod tests {
     use super::*;
 
     const MD: &str = "# s: study report\n\nA paragraph with `code <b>` and **bold** and [a link](evidence.json).\n\n\
-                      ## Claims\n\n| hypothesis | p |\n| --- | --- |\n| h1 | 0.25 |\n\n- one\n  - nested `x`\n- two\n\n\
+                      ## Claims\n\n| hypothesis | p |\n| --- | --- |\n| h1 | 0.25 |\n| a \\| b | 1 |\n\n- one\n  - nested `x`\n- two\n\n\
                       ```\nraw <table> text\n```\n\n![fig one](figures/one.svg)\n\n(PNG: [figures/one.png](figures/one.png))\n";
 
     #[test]
@@ -192,7 +207,7 @@ mod tests {
         assert!(html.contains("<h2>Claims</h2>"), "{html}");
         assert!(html.contains("<p>A paragraph with <code>code &lt;b&gt;</code> and <strong>bold</strong> and <a href=\"evidence.json\">a link</a>.</p>"), "{html}");
         assert!(html.contains("<tr><th>hypothesis</th><th>p</th></tr>\n<tr><td>h1</td><td>0.25</td></tr>"), "{html}");
-        assert!(!html.contains("<td>---</td>"), "{html}");
+        assert!(!html.contains("<td>---</td>") && html.contains("<td>a | b</td><td>1</td>"), "{html}");
         assert!(
             html.contains("<ul>\n<li>one</li>\n<ul>\n<li>nested <code>x</code></li>\n</ul>\n<li>two</li>\n</ul>"),
             "{html}"
@@ -204,6 +219,29 @@ mod tests {
         );
         assert!(!html.contains("<?xml") && !html.contains("<script") && !html.contains("<img"), "{html}");
         assert!(html.contains("<a href=\"figures/one.png\">figures/one.png</a>"), "{html}");
+    }
+
+    #[test]
+    fn a_study_with_hypotheses_gets_its_claims_table_and_figures_in_html() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::replay::synth::generate(dir.path(), &crate::replay::synth::SynthSpec::small()).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("results/report.html")).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("results/report.md")).unwrap();
+        let claims = html.find("<h2>Claims</h2>").expect("a claims section");
+        let table = html[claims..].find("<table>\n<tr><th>hypothesis</th>").map(|t| claims + t);
+        let per_cell = html.find("<h2>Per-cell summary</h2>").expect("a per-cell section");
+        assert!(table.is_some_and(|t| t < per_cell), "the claims table comes before the cells");
+        let section: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.starts_with("## Claims"))
+            .take_while(|l| !l.starts_with("## Per-cell"))
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
+            .collect();
+        let rows = section.len();
+        assert!(rows >= 2, "the synthetic study has hypotheses:\n{md}");
+        let html_rows = html[claims..per_cell].matches("<tr>").count();
+        assert_eq!(html_rows, rows, "every row of report.md's claims table (header included)");
+        assert_eq!(html.matches("<figure><svg").count(), md.matches("![").count(), "every figure inline");
     }
 
     #[test]
