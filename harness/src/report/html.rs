@@ -76,15 +76,16 @@ fn cells(row: &str) -> Vec<String> {
     let mut out = vec![String::new()];
     let mut chars = row.chars().peekable();
     while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'|') => {
-                chars.next();
-                out.last_mut().map(|s| s.push('|'));
+        let c = match c {
+            '\\' if chars.peek() == Some(&'|') => chars.next().unwrap_or('|'),
+            '|' => {
+                out.push(String::new());
+                continue;
             }
-            '|' => out.push(String::new()),
-            c => {
-                out.last_mut().map(|s| s.push(c));
-            }
+            c => c,
+        };
+        if let Some(cell) = out.last_mut() {
+            cell.push(c);
         }
     }
     out.iter().map(|s| s.trim().to_string()).collect()
