@@ -17,6 +17,7 @@ mod summary;
 mod sweep;
 mod types;
 mod validate;
+mod validate_analysis;
 mod validate_arms;
 mod validate_cells;
 mod validate_loads;
@@ -47,6 +48,7 @@ pub use types::{
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
+pub use types::Blocking;
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};

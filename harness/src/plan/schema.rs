@@ -216,6 +216,8 @@ pub enum OneOrMany<T> {
 #[serde(deny_unknown_fields)]
 pub struct AnalysisFile {
     pub alpha: f64,
+    /// Which claims a failed request blocks: "study" (default) or "cell".
+    pub blocking: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -35,6 +35,30 @@ pub struct Plan {
     pub max_error_rate: f64,
     /// Latency targets of goodput (`[slo]`), when present.
     pub slo: Option<Slo>,
+    /// Which claims a failed request blocks (`analysis.blocking`, default study).
+    pub blocking: Blocking,
+}
+
+/// `analysis.blocking`: the scope of the validity rule "failed requests block claims".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Blocking {
+    /// Any failed request in any confirmation cell of any confirmation block blocks
+    /// every claim (the reference method's validity requirement; the default).
+    #[default]
+    Study,
+    /// A failed request blocks only the hypotheses of its own cell and arms.
+    Cell,
+}
+
+impl Blocking {
+    /// The plan spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Blocking::Study => "study",
+            Blocking::Cell => "cell",
+        }
+    }
 }
 
 /// `[slo]`: per-request latency targets in milliseconds, any subset (at least one);

@@ -79,6 +79,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let derive = validate_cells::derive(&mut c, file.derive);
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
+    let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
     let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
@@ -107,6 +108,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         qualification,
         max_error_rate,
         slo,
+        blocking,
     })
 }
 

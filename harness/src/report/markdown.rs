@@ -229,6 +229,20 @@ fn qualification(o: &mut String, q: &Value) {
     o.push('\n');
 }
 
+/// Which validity rule blocked claims (`analysis.blocking`).
+fn blocking_text(b: crate::plan::Blocking) -> &'static str {
+    match b {
+        crate::plan::Blocking::Study => {
+            "Blocking: study level (`analysis.blocking = \"study\"`, the reference method): a failed request in \
+             any confirmation cell of any confirmation block blocks every claim."
+        }
+        crate::plan::Blocking::Cell => {
+            "Blocking: cell level (`analysis.blocking = \"cell\"`): a failed request blocks only the claims of its \
+             own cell and arms; other claims stand."
+        }
+    }
+}
+
 fn claims(o: &mut String, a: &Analysis) {
     let _ = writeln!(o, "## Claims\n");
     if a.hypotheses.is_empty() {
@@ -244,6 +258,7 @@ fn claims(o: &mut String, a: &Analysis) {
         a.alpha.map_or("n/a".into(), |x| x.to_string()),
         a.confirmation_blocks.saturating_sub(1)
     );
+    let _ = writeln!(o, "{}\n", blocking_text(a.blocking));
     o.push_str(&claims_markdown(a));
     let _ = writeln!(o, "\nPaired values per block (control -> candidate):\n");
     for h in &a.hypotheses {

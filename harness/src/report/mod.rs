@@ -100,6 +100,8 @@ struct EvidenceJson<'a> {
     interval_target: f64,
     confirmation_blocks: u32,
     descriptive_blocks: u32,
+    /// `analysis.blocking`: "study" or "cell".
+    blocking: &'static str,
     units: Vec<&'a UnitStatus>,
     hypotheses: &'a [HypothesisReport],
     confirmation_cells: Vec<&'a CellMedians>,
@@ -123,6 +125,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         interval_target: a.interval_target,
         confirmation_blocks: l.frozen.plan.blocks.count,
         descriptive_blocks: l.frozen.plan.blocks.descriptive,
+        blocking: a.blocking.as_str(),
         units: l.units.iter().map(|u| &u.status).collect(),
         hypotheses: &a.hypotheses,
         confirmation_cells: kind(crate::plan::CellKind::Confirmation),

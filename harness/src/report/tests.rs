@@ -1,6 +1,7 @@
 //! Unit tests of the analysis wiring on hand-made summaries: the right arm as the
 //! candidate, the sign of latency effects, decisions (all wins, 9 of 10, a failure,
-//! a tie, an arm fault) and the Holm family across hypotheses. The statistics
+//! a tie, an arm fault), study- and cell-level blocking, and the Holm family across
+//! hypotheses. The statistics
 //! themselves are tested in `stats`.
 
 use std::collections::BTreeMap;
@@ -8,10 +9,15 @@ use std::collections::BTreeMap;
 use super::analysis::{AnalysisInput, Claim, FailedRequest, UnitStatus, analyse};
 use super::fields::{FIELDS, OTHER_FIELDS};
 use crate::metrics::CellSummary;
-use crate::plan::{Metric, Plan, parse};
+use crate::plan::{Blocking, Metric, Plan, parse};
 use crate::stats::Rule;
 
 fn plan(blocks: u32, latency_threshold: f64) -> Plan {
+    plan_with(blocks, latency_threshold, "")
+}
+
+/// `plan`, with `analysis_extra` (e.g. `blocking = "cell"`) added to `[analysis]`.
+fn plan_with(blocks: u32, latency_threshold: f64, analysis_extra: &str) -> Plan {
     let text = format!(
         r#"[study]
 name = "unit"
@@ -56,6 +62,7 @@ rate = 2.0
 count = 4
 [analysis]
 alpha = 0.05
+{analysis_extra}
 [[hypotheses]]
 name = "tput"
 metric = "throughput_rps"
@@ -265,9 +272,57 @@ fn a_tie_is_a_non_win_and_a_small_median_fails_the_screen() {
     assert_eq!(a.hypotheses[0].claim, Claim::NotSupported { failed_rules: vec![Rule::MedianThreshold] });
 }
 
+fn one_failure_in_open(case: &mut Case) {
+    case.failures.push(FailedRequest {
+        block: 4,
+        arm: "ctrl".into(),
+        cell: "open".into(),
+        index: 2,
+        id: "open/b4/ctrl/2".into(),
+        class: "timeout".into(),
+        detail: "after 10 s".into(),
+    });
+}
+
 #[test]
-fn one_failed_request_blocks_only_its_hypothesis() {
+fn study_level_blocking_is_the_default_and_blocks_every_claim() {
     let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
+    assert_eq!(case.plan.blocking, Blocking::Study);
+    one_failure_in_open(&mut case);
+    let a = case.run();
+    assert_eq!(a.blocking, Blocking::Study);
+    // The throughput hypothesis in the clean cell is blocked too, by a reason that
+    // names the failure elsewhere; its own cell had none.
+    let Claim::Blocked { failed_requests, reasons } = &a.hypotheses[0].claim else {
+        panic!("{:?}", a.hypotheses[0].claim)
+    };
+    assert_eq!(*failed_requests, 0);
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("study-level") && reasons[0].contains("1 in cell open arm ctrl"), "{reasons:?}");
+    // The failing cell's own hypothesis: its own failure, nothing "elsewhere".
+    let Claim::Blocked { failed_requests, reasons } = &a.hypotheses[1].claim else {
+        panic!("{:?}", a.hypotheses[1].claim)
+    };
+    assert_eq!((*failed_requests, reasons.len()), (1, 1), "{reasons:?}");
+    // The numbers stay beside the claims.
+    assert!(a.hypotheses.iter().all(|h| h.tested && h.sign_test.as_ref().unwrap().wins == 10));
+}
+
+#[test]
+fn a_failure_in_a_descriptive_block_does_not_block_under_study_level() {
+    let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
+    // Block 10 is past the 10 confirmation blocks.
+    one_failure_in_open(&mut case);
+    case.failures[0].block = 10;
+    let a = case.run();
+    assert!(a.hypotheses.iter().all(|h| h.claim == Claim::Supported), "{:?}", a.hypotheses);
+}
+
+#[test]
+fn one_failed_request_blocks_only_its_hypothesis_under_cell_blocking() {
+    let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
+    case.plan = plan_with(10, 0.05, "blocking = \"cell\"");
+    assert_eq!(case.plan.blocking, Blocking::Cell);
     case.failures.push(FailedRequest {
         block: 4,
         arm: "ctrl".into(),
