@@ -134,6 +134,8 @@ impl CellSummary {
             Metric::E2eP95 => self.e2e_p95_ms,
             Metric::E2eP95Intended => self.e2e_from_intended_p95_ms,
             Metric::GoodputRps => self.goodput_rps,
+            Metric::E2eMean => self.e2e_mean_ms,
+            Metric::TtftMean => self.ttft_mean_ms,
         }
     }
 }

@@ -15,6 +15,7 @@ mod schedule;
 mod schema;
 mod summary;
 mod sweep;
+mod tuning;
 mod types;
 mod validate;
 mod validate_analysis;
@@ -49,6 +50,7 @@ pub use types::{
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
 pub use types::Blocking;
+pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};

@@ -40,6 +40,8 @@ pub struct PlanFile {
     pub limits: Option<LimitsFile>,
     /// Latency targets of goodput; see `validate_loads::slo`.
     pub slo: Option<SloFile>,
+    /// A tuning study (baseline vs candidate configurations); see `tuning`.
+    pub tuning: Option<super::tuning::TuningFile>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -37,6 +37,8 @@ pub struct Plan {
     pub slo: Option<Slo>,
     /// Which claims a failed request blocks (`analysis.blocking`, default study).
     pub blocking: Blocking,
+    /// `[tuning]`, when present; its hypotheses are already in `hypotheses`.
+    pub tuning: Option<super::tuning::Tuning>,
 }
 
 /// `analysis.blocking`: the scope of the validity rule "failed requests block claims".
@@ -430,6 +432,14 @@ pub enum Metric {
     /// Requests meeting every `[slo]` target / observation interval (needs `[slo]`).
     #[serde(rename = "goodput_rps")]
     GoodputRps,
+    /// Arithmetic mean over valid completed requests of end-to-end latency ([DONE])
+    /// from HTTP send (the tuning table's "mean latency").
+    #[serde(rename = "e2e_mean")]
+    E2eMean,
+    /// Arithmetic mean over valid requests with a token-bearing event of time to
+    /// first token from HTTP send.
+    #[serde(rename = "ttft_mean")]
+    TtftMean,
 }
 
 impl MetricKind {
@@ -442,7 +452,7 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
@@ -450,6 +460,8 @@ impl Metric {
         Metric::E2eP95,
         Metric::E2eP95Intended,
         Metric::GoodputRps,
+        Metric::E2eMean,
+        Metric::TtftMean,
     ];
 
     pub fn kind(self) -> MetricKind {
@@ -469,6 +481,8 @@ impl Metric {
             Metric::E2eP95 => "e2e_p95",
             Metric::E2eP95Intended => "e2e_p95_intended",
             Metric::GoodputRps => "goodput_rps",
+            Metric::E2eMean => "e2e_mean",
+            Metric::TtftMean => "ttft_mean",
         }
     }
 }

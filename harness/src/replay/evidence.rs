@@ -59,6 +59,8 @@ fn metric_field(metric: Metric) -> &'static str {
         Metric::E2eP95 => "e2e_p95_ms",
         Metric::E2eP95Intended => "e2e_from_intended_p95_ms",
         Metric::GoodputRps => "goodput_rps",
+        Metric::E2eMean => "e2e_mean_ms",
+        Metric::TtftMean => "ttft_mean_ms",
     }
 }
 

@@ -342,7 +342,7 @@ const DEFINITIONS: &str = "## Definitions\n\n\
 - Throughput: valid completed requests (or their output tokens) divided by the whole observation interval, from the first intended arrival to the last completion, drain included.\n\
 - Percentiles: nearest rank, over valid completed requests only; failures are counted beside them, never dropped.\n\
 - Unit of replication: the block (a fresh server per arm per block). Requests and tokens are never replicates.\n\
-- Effect per block, paired: throughput e = candidate / control - 1; latency e = 1 - candidate p95 / control p95. Positive means better.\n\
+- Effect per block, paired: throughput e = candidate / control - 1; latency e = 1 - candidate / control (the p95, or the mean for `e2e_mean` / `ttft_mean`). Positive means better.\n\
 - Sign test: exact and one-sided; wins are blocks with e > 0, ties are non-wins; p = P(Binomial(n, 1/2) >= wins).\n\
 - Holm: step-down over the plan's whole hypothesis family at its alpha; adjusted p = max over i <= j of min(1, (m - i + 1) p_(i)). A hypothesis that cannot be tested as planned enters with p = 1.\n\
 - Median screen: the sample median of the block effects must reach the hypothesis's threshold, in addition to the Holm test.\n\
@@ -372,6 +372,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
         "Generated from the raw evidence of this directory by `harness report` (byte-identical when rerun). \
          Every number below is recomputed from `raw/`; the full derivation is in [evidence.json](evidence.json).\n"
     );
+    super::tuning::markdown(&mut o, &l.frozen.plan, a, &l.resolved);
     what_was_run(&mut o, l);
     if !l.sessions.is_empty() {
         sessions(&mut o, &l.sessions);

@@ -26,6 +26,7 @@ mod markdown;
 mod matrix;
 mod requests;
 mod text;
+mod tuning;
 
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,7 @@ pub use fields::{FIELDS, Getter, OTHER_FIELDS};
 pub use load::{Loaded, load};
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use text::{claims_markdown, claims_terminal};
+pub use tuning::{ConfigurationScore, TuningSummary};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
 use crate::metrics::PERCENTILE_METHOD;
@@ -111,6 +113,9 @@ struct EvidenceJson<'a> {
     figures: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     qualification: Option<&'a Value>,
+    /// `[tuning]`: the recommendation and its rule (absent without `[tuning]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tuning: Option<TuningSummary>,
 }
 
 fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
@@ -134,6 +139,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         summary_check: SummaryCheck { checked: l.summaries_checked, mismatches: &l.summary_mismatches },
         figures,
         qualification: l.qualification.as_ref(),
+        tuning: tuning::summarize(&l.frozen.plan, a),
     }
 }
 

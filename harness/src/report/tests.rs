@@ -428,3 +428,81 @@ fn the_cell_table_shows_goodput_only_with_slo_targets() {
     assert!(table.contains("Request goodput (req/s):                 3.25"), "{table}");
     assert!(table.contains("SLO attainment:                          0.500"), "{table}");
 }
+
+/// A tuning study: baseline `ctrl` against `fast`, `better` and `same` over two rates.
+fn tuning_plan(blocks: u32) -> Plan {
+    let arm = |name: &str, role: &str, port: u16| {
+        format!("[[arms]]\nname = \"{name}\"\nrole = \"{role}\"\nurl = \"http://127.0.0.1:{port}\"\n")
+    };
+    let text = format!(
+        "[study]\nname = \"tune\"\nseed = 1\n[request]\nmodel = \"m\"\noutput_tokens = 4\n[prompts]\n\
+         source = \"random\"\nmax_token_id = 255\nlengths = [8]\ndocuments = 2\n[warmup]\nprompts = 0\n[timing]\n\
+         settle_s = 0.0\nrequest_timeout_s = 10.0\ndrain_timeout_s = 10.0\n[blocks]\ncount = {blocks}\n\
+         arm_order = \"latin\"\ncell_order = \"alternate\"\n{}{}{}{}\
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = [1, 4]\ncount = 4\n\
+         [analysis]\nalpha = 0.05\n[tuning]\nbaseline = \"ctrl\"\nthreshold = 0.05\n\
+         selection = \"one knob at a time from the defaults\"\n",
+        arm("ctrl", "control", 1),
+        arm("fast", "candidate", 2),
+        arm("better", "candidate", 3),
+        arm("same", "candidate", 4)
+    );
+    parse(&text).unwrap()
+}
+
+/// Per-block mean E2E (ms) per arm and cell; the control is 100 ms everywhere.
+fn tuning_case(blocks: u32, value: impl Fn(&str, &str, u32) -> f64) -> Case {
+    let arms = ["ctrl", "fast", "better", "same"];
+    let mut summaries = Vec::new();
+    for b in 0..blocks {
+        for cell in ["c-r1", "c-r4"] {
+            for arm in arms {
+                summaries.push(summary(b, arm, cell, 10.0, value(arm, cell, b), 0));
+            }
+        }
+    }
+    let units = (0..blocks)
+        .flat_map(|b| arms.map(|a| UnitStatus { block: b, arm: a.into(), status: "completed".into(), detail: None }))
+        .collect();
+    Case { plan: tuning_plan(blocks), summaries, units, failures: Vec::new(), unqualified: Vec::new() }
+}
+
+#[test]
+fn tuning_recommends_the_best_worst_rate_among_configurations_supported_at_every_rate() {
+    // fast: 80 ms at both rates (1.25x); better: 50 ms at rate 1 but no better than the
+    // baseline at rate 4 (so not supported everywhere); same: the baseline +- 1 ms.
+    let case = tuning_case(8, |arm, cell, b| match (arm, cell) {
+        ("ctrl", _) => 100.0,
+        ("fast", _) => 80.0 - f64::from(b) * 0.1,
+        ("better", "c-r1") => 50.0,
+        ("better", _) => 100.0 + if b % 2 == 0 { 1.0 } else { -1.0 },
+        _ => 100.0 + if b % 2 == 0 { 1.0 } else { -1.0 },
+    });
+    let a = case.run();
+    // 3 configurations x 2 rates, one Holm family.
+    assert_eq!(a.hypotheses.len(), 6);
+    let s = super::tuning::summarize(&case.plan, &a).unwrap();
+    assert_eq!(s.recommended.as_deref(), Some("fast"));
+    let supported: Vec<_> = s.configurations.iter().map(|c| (c.candidate.as_str(), c.supported)).collect();
+    assert_eq!(supported, [("fast", true), ("better", false), ("same", false)]);
+    let mut md = String::new();
+    super::tuning::markdown(&mut md, &case.plan, &a, &case.plan.resolved_cells().unwrap());
+    assert!(md.contains("**Recommended configuration: fast**"), "{md}");
+    assert!(md.contains("one knob at a time from the defaults"), "{md}");
+    assert!(md.contains("local optimum"), "{md}");
+    // The seed's line: Rate r: baseline -> candidate (x faster) [interval], decision.
+    assert!(md.contains("- Rate 1 req/s (c-r1): ctrl 100.0 ms -> better 50.0 ms (2.00x faster) ["), "{md}");
+    assert!(md.contains("- Rate 4 req/s (c-r4): ctrl 100.0 ms -> fast 79.7 ms (1.26x faster) ["), "{md}");
+}
+
+#[test]
+fn tuning_says_none_supported_when_no_configuration_wins_everywhere() {
+    let case = tuning_case(8, |arm, _, b| if arm == "ctrl" { 100.0 } else { 100.0 + f64::from(b % 2) });
+    let a = case.run();
+    let s = super::tuning::summarize(&case.plan, &a).unwrap();
+    assert_eq!(s.recommended, None);
+    let mut md = String::new();
+    super::tuning::markdown(&mut md, &case.plan, &a, &case.plan.resolved_cells().unwrap());
+    assert!(md.contains("**Recommended configuration: none supported**"), "{md}");
+    assert!(md.contains("not supported (sign test and median screen failed)"), "{md}");
+}
