@@ -57,6 +57,7 @@ mod requests;
 mod sessions;
 pub mod synth;
 mod tables;
+mod tuning;
 mod units;
 
 use std::path::{Path, PathBuf};
@@ -289,6 +290,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed("results/evidence.json"));
             checks.push(hyp);
             checks.push(med);
+            checks.extend(tuning::check(root, &frozen.plan));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);
             cell_receipts = per_cell;
