@@ -130,6 +130,26 @@ fn factor_text(kind: MetricKind, e: Option<f64>) -> String {
     }
 }
 
+/// The median interval `[lower, upper]` of the effects as factors in the median's
+/// direction: "1.20x-1.31x faster", or for a slower median "1.05x-1.12x slower".
+fn interval_text(kind: MetricKind, median: Option<f64>, lower: f64, upper: f64) -> String {
+    let (lo, hi) = (factor(kind, lower), factor(kind, upper));
+    let slower = median.and_then(|m| factor(kind, m)).is_some_and(|f| f < 1.0);
+    let word = match (kind, slower) {
+        (MetricKind::Latency, false) => "faster",
+        (MetricKind::Latency, true) => "slower",
+        (MetricKind::Throughput, false) => "higher",
+        (MetricKind::Throughput, true) => "lower",
+    };
+    let x = |f: Option<f64>| f.map_or("n/a".into(), |f| format!("{f:.2}x"));
+    if slower {
+        // Inverted, so the smaller slowdown comes first.
+        format!("{}-{} {word}", x(hi.map(|f| 1.0 / f)), x(lo.map(|f| 1.0 / f)))
+    } else {
+        format!("{}-{} {word}", x(lo), x(hi))
+    }
+}
+
 fn rate_label(cell: &str, resolved: &[ResolvedCell]) -> String {
     match resolved.iter().find(|c| c.name == cell).map(|c| c.load) {
         Some(ResolvedLoad::Open { rate_rps, .. }) => format!("Rate {rate_rps} req/s ({cell})"),
@@ -151,13 +171,10 @@ fn lines(o: &mut String, t: &Tuning, a: &Analysis, metric: Metric, resolved: &[R
             let Some(h) = find(a, metric, cell, cand) else { continue };
             let base = block_median(h.blocks.iter().map(|b| b.control));
             let cv = block_median(h.blocks.iter().map(|b| b.candidate));
-            let iv = match &h.interval {
-                Some(i) => {
-                    let f = |e: f64| factor(kind, e).map_or("n/a".into(), |f| format!("{f:.2}x"));
-                    format!(" [{}, {}; {:.1}% interval]", f(i.lower), f(i.upper), i.coverage * 100.0)
-                }
-                None => String::new(),
-            };
+            let iv = h.interval.as_ref().map_or(String::new(), |i| {
+                let median = h.median.as_ref().map(|m| m.median);
+                format!(" [{}; {:.1}% interval]", interval_text(kind, median, i.lower, i.upper), i.coverage * 100.0)
+            });
             let _ = writeln!(
                 o,
                 "- {}: {} {} -> {} {} ({}){iv}, {}",
@@ -245,6 +262,11 @@ mod tests {
         assert_eq!(factor_text(MetricKind::Latency, Some(1.0 - 2.69 / 2.62)), "1.03x slower");
         assert_eq!(factor_text(MetricKind::Throughput, Some(0.25)), "1.25x higher");
         assert_eq!(factor(MetricKind::Latency, 1.0), None);
+        // Intervals read in the median's direction.
+        let (lo, hi) = (1.0 - 1.0 / 1.20, 1.0 - 1.0 / 1.31);
+        assert_eq!(interval_text(MetricKind::Latency, Some(1.0 - 1.0 / 1.26), lo, hi), "1.20x-1.31x faster");
+        let (lo, hi) = (1.0 - 1.12, 1.0 - 1.05);
+        assert_eq!(interval_text(MetricKind::Latency, Some(1.0 - 1.08), lo, hi), "1.05x-1.12x slower");
         assert_eq!(value(Metric::E2eMean, Some(2090.0)), "2.090 s");
         assert_eq!(value(Metric::TtftMean, Some(41.12)), "41.1 ms");
     }
