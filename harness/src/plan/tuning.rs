@@ -11,6 +11,8 @@
 //! the candidates in plan order, the primary metric and how the configurations were
 //! chosen). Must not touch files or compute anything from measurements.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use super::types::{Arm, ArmRole, Cell, CellKind, Hypothesis, Metric, Slo};
@@ -26,6 +28,9 @@ pub struct TuningFile {
     pub metrics: Option<Vec<Metric>>,
     pub threshold: f64,
     pub selection: String,
+    /// Per candidate: the physical reason it should matter here, stated before the run.
+    #[serde(default)]
+    pub rationale: BTreeMap<String, String>,
 }
 
 /// A validated `[tuning]` table.
@@ -43,6 +48,9 @@ pub struct Tuning {
     pub threshold: f64,
     /// How the configurations were chosen (printed in the report).
     pub selection: String,
+    /// Candidate -> why it should matter on this hardware (stated before the run,
+    /// printed beside its result; `tuning.rationale`).
+    pub rationale: BTreeMap<String, String>,
 }
 
 /// The default metric: mean end-to-end latency (the tuning table's "mean latency").
@@ -142,6 +150,11 @@ pub(super) fn tuning(
     if f.selection.trim().is_empty() {
         c.err("tuning.selection", "say how the configurations were chosen (the report prints it)");
     }
+    for name in f.rationale.keys() {
+        if !candidates.contains(name) {
+            c.err(format!("tuning.rationale.{name}"), format!("{name:?} is not one of tuning.candidates"));
+        }
+    }
     let mut hypotheses = Vec::new();
     for &metric in &metrics {
         for cell in &profile {
@@ -168,6 +181,7 @@ pub(super) fn tuning(
         metrics,
         threshold: f.threshold,
         selection: f.selection,
+        rationale: f.rationale,
     };
     (Some(t), hypotheses)
 }
@@ -212,6 +226,7 @@ mod tests {
             (format!("{TUNING}metrics = [\"goodput_rps\"]\n"), "tuning.metrics: goodput_rps needs an [slo] table"),
             (TUNING.replace("0.05", "1.5"), "tuning.threshold: must be in [0, 1)"),
             (TUNING.replace("\"by hand\"", "\" \""), "tuning.selection: say how the configurations were chosen"),
+            (format!("{TUNING}rationale = {{ ctrl = \"x\" }}\n"), "tuning.rationale.ctrl: \"ctrl\" is not one of"),
         ];
         for (table, want) in cases {
             let err = parse(&format!("{BASE}{table}")).unwrap_err().to_string();

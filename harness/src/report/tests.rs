@@ -441,7 +441,7 @@ fn tuning_plan(blocks: u32) -> Plan {
          arm_order = \"latin\"\ncell_order = \"alternate\"\n{}{}{}{}\
          [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = [1, 4]\ncount = 4\n\
          [analysis]\nalpha = 0.05\n[tuning]\nbaseline = \"ctrl\"\nthreshold = 0.05\n\
-         selection = \"one knob at a time from the defaults\"\n",
+         selection = \"one knob at a time from the defaults\"\nrationale = {{ fast = \"fewer steps per token\" }}\n",
         arm("ctrl", "control", 1),
         arm("fast", "candidate", 2),
         arm("better", "candidate", 3),
@@ -490,6 +490,8 @@ fn tuning_recommends_the_best_worst_rate_among_configurations_supported_at_every
     assert!(md.contains("**Recommended configuration: fast**"), "{md}");
     assert!(md.contains("one knob at a time from the defaults"), "{md}");
     assert!(md.contains("local optimum"), "{md}");
+    assert!(md.contains("- fast: supported at every rate"), "{md}");
+    assert!(md.contains("(`tuning.rationale`): fewer steps per token"), "{md}");
     // The seed's line: Rate r: baseline -> candidate (x faster) [interval], decision.
     assert!(md.contains("- Rate 1 req/s (c-r1): ctrl 100.0 ms -> better 50.0 ms (2.00x faster) ["), "{md}");
     assert!(md.contains("- Rate 4 req/s (c-r4): ctrl 100.0 ms -> fast 79.7 ms (1.26x faster) ["), "{md}");

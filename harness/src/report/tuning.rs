@@ -244,6 +244,9 @@ pub fn markdown(o: &mut String, plan: &Plan, a: &Analysis, resolved: &[ResolvedC
             c.candidate,
             if c.supported { "supported at every rate" } else { "not supported at every rate" }
         );
+        if let Some(why) = t.rationale.get(&c.candidate) {
+            let _ = writeln!(o, "  - rationale stated in the plan before the run (`tuning.rationale`): {why}");
+        }
     }
     o.push('\n');
 }
