@@ -299,7 +299,7 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
         requests_without_token_events: count(&|m| m.ttft_ns.is_none()),
         output_tokens_from_usage_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Usage),
         output_tokens_from_events_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Events),
-        usage_event_token_mismatch_requests: count(&|m| m.output_tokens != m.event_tokens),
+        usage_event_token_mismatch_requests: count(&|m| !m.light && m.output_tokens != m.event_tokens),
         input_tokens_min: input_lengths[0],
         input_tokens_p50: input_lengths[1],
         input_tokens_p90: input_lengths[2],

@@ -30,6 +30,7 @@ fn bare(index: u64, intended_ns: u64) -> RequestRecord {
         usage: None,
         finish_reason: None,
         server_request_id: None,
+        light: false,
     }
 }
 
@@ -424,4 +425,21 @@ fn goodput_from_hand_built_records() {
     // TPOT <= 9.99 ms drops request 1.
     let slo = Slo { ttft_ms: None, tpot_ms: Some(9.99), e2e_ms: None };
     assert_eq!(summarize_cell_with_slo(&records, Some(&slo)).unwrap().slo_met_requests, Some(1));
+}
+
+#[test]
+fn a_light_record_has_ttft_and_e2e_but_no_tpot_gaps_or_mismatch() {
+    // The light recorder kept the first token event (at 2 ms) of a 3-token output.
+    let mut r = valid(0, 0, 0, &[(2 * MS, 1)], 8 * MS + 50 * US, Some(3));
+    r.light = true;
+    let m = measure_request(&r).unwrap();
+    assert_eq!((m.ttft_ns, m.tpot_ns, m.e2e_ns), (Some(2 * MS - 50 * US), None, 8 * MS));
+    assert!(m.gaps_ns.is_empty() && m.light);
+    let s = summarize_cell(&[r.clone()]).unwrap();
+    assert_eq!((s.tpot_samples, s.itl_samples, s.usage_event_token_mismatch_requests), (0, 0, 0));
+    assert_eq!(s.total_output_tokens, 3);
+    // The same events from the full recorder would be a 1-token stream that usage contradicts.
+    r.light = false;
+    let s = summarize_cell(&[r]).unwrap();
+    assert_eq!((s.tpot_samples, s.usage_event_token_mismatch_requests), (1, 1));
 }

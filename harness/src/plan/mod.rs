@@ -49,7 +49,7 @@ pub use types::{
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
-pub use types::Blocking;
+pub use types::{Blocking, Recorder};
 pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};

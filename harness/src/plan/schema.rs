@@ -194,6 +194,8 @@ pub struct CellFile {
     pub time_scale: Option<f64>,
     /// Whether prompts and output lengths follow the trace file's rows.
     pub trace_lengths: Option<bool>,
+    /// "full" (default) or "light" (descriptive cells only): see `types::Recorder`.
+    pub recorder: Option<String>,
 }
 
 /// A literal number, or a reference such as `"derived:near"`; where the key allows

@@ -358,6 +358,21 @@ pub struct Cell {
     /// panel: the cell sends its entries in order, each of its own length.
     pub input_tokens: Option<u32>,
     pub retries: u32,
+    /// How much of each stream is recorded (`recorder`, default full).
+    pub recorder: Recorder,
+}
+
+/// `cells[].recorder`: what the client keeps of each response stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recorder {
+    /// Every SSE event's timestamp, token count and token IDs (the default).
+    #[default]
+    Full,
+    /// Only the first token-bearing event, `[DONE]` and usage (descriptive cells
+    /// only: TPOT and inter-token gaps are not measured). Paired with a full cell of
+    /// the same load it shows what recording costs (the observer-effect check).
+    Light,
 }
 
 #[derive(Debug, Clone, PartialEq)]

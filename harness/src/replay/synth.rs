@@ -287,6 +287,7 @@ fn simulate(
                 }),
                 finish_reason: Some("length".into()),
                 server_request_id: Some(id),
+                light: false,
             };
             if timeout {
                 r.events.truncate(2);

@@ -384,6 +384,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     }
     claims(&mut o, a);
     cells(&mut o, l, a);
+    super::observer::markdown(&mut o, l, a);
     failures(&mut o, l);
     let _ = writeln!(o, "## Figures\n");
     if figures.is_empty() {

@@ -24,6 +24,7 @@ mod figures;
 mod load;
 mod markdown;
 mod matrix;
+mod observer;
 mod requests;
 mod text;
 mod tuning;
