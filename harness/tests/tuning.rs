@@ -54,7 +54,8 @@ fn a_tuning_study_recommends_the_configuration_without_the_injected_delay() {
     );
     assert!(printed.contains("selection: test: one slower"), "{printed}");
 
-    let (out, _) = common::run_study_ok(tmp.path(), &text);
+    let (out, stdout) = common::run_study_ok(tmp.path(), &text);
+    assert!(stdout.contains("tuning: recommended configuration: faster (against baseline, on e2e_mean"), "{stdout}");
     let ev = common::read_json(&out.join("results/evidence.json"));
     assert_eq!(ev["tuning"]["recommended"], "faster", "{}", ev["tuning"]);
     let names: Vec<&str> = ev["hypotheses"].as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();

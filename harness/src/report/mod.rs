@@ -168,7 +168,9 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     let report = results.join("report.md");
     write_bytes(&report, markdown::render(&l, &a, &figures).as_bytes())?;
     files.extend(["results/evidence.json".to_string(), "results/report.md".to_string()]);
-    Ok(ReportOutcome { report, claims: claims_terminal(&a), files, warnings: l.summary_mismatches.clone() })
+    let mut claims = claims_terminal(&a);
+    claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
+    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone() })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.

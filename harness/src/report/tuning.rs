@@ -97,6 +97,20 @@ pub fn summarize(plan: &Plan, a: &Analysis) -> Option<TuningSummary> {
     })
 }
 
+/// The line `harness run` and `harness report` print after the claims (empty
+/// without `[tuning]`).
+pub fn terminal_line(plan: &Plan, a: &Analysis) -> String {
+    match summarize(plan, a) {
+        Some(s) => format!(
+            "tuning: recommended configuration: {} (against {}, on {}; see report.md)\n",
+            s.recommended.as_deref().unwrap_or("none supported"),
+            s.baseline,
+            s.primary_metric.as_str()
+        ),
+        None => String::new(),
+    }
+}
+
 /// A metric value with its unit: latencies in ms (seconds from 1 s up).
 fn value(metric: Metric, v: Option<f64>) -> String {
     let Some(v) = v else { return "n/a".into() };
