@@ -72,10 +72,10 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
         if !same {
             m.push(Mismatch::new(FILE, f("worst_median_effect"), num(got), num(worst)));
         }
-        if let (true, Some(w)) = (supported, worst) {
-            if best.is_none_or(|(_, b)| w > b) {
-                best = Some((cand, w));
-            }
+        if let (true, Some(w)) = (supported, worst)
+            && best.is_none_or(|(_, b)| w > b)
+        {
+            best = Some((cand, w));
         }
     }
     if archived.len() != t.candidates.len() {
