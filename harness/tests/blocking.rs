@@ -100,4 +100,20 @@ fn study_level_blocks_every_claim_cell_level_only_the_failing_cells_and_replay_a
     for field in ["blocking", "hypotheses[near-e2e].claim"] {
         assert!(check.mismatches.iter().any(|m| m.field == field), "{field} not named:\n{}", o.render_table(10));
     }
+
+    // An evidence.json from before the key (no `blocking`) was decided cell-level:
+    // replay checks it under that rule, so the cell-level claims pass and the
+    // study-level ones are named.
+    for (from, clean) in [(&cell_dir, true), (&study_dir, false)] {
+        let dir = tmp.path().join(format!("old-{clean}"));
+        copy_dir(from, &dir);
+        let mut v = evidence(&dir);
+        v.as_object_mut().unwrap().remove("blocking");
+        std::fs::write(dir.join("results/evidence.json"), serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+        rewrite_manifest(&dir);
+        let o = replay_dir(&dir).unwrap();
+        let check = o.check(EVIDENCE).unwrap();
+        assert!(check.detail.contains("predates analysis.blocking"), "{}", check.detail);
+        assert_eq!(check.status == Status::Pass, clean, "{}", o.render_table(10));
+    }
 }

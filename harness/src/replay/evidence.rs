@@ -114,7 +114,15 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
     c.float("interval_target", ev.get("interval_target"), Some(INTERVAL_TARGET));
     c.exact("confirmation_blocks", ev.get("confirmation_blocks"), Value::from(plan.blocks.count));
     c.exact("descriptive_blocks", ev.get("descriptive_blocks"), Value::from(plan.blocks.descriptive));
-    c.exact("blocking", ev.get("blocking"), Value::from(plan.blocking.as_str()));
+    // An evidence.json without `blocking` predates the key: its claims were decided
+    // under the only rule there was then, cell-level blocking.
+    let blocking = match ev.get("blocking") {
+        None => Blocking::Cell,
+        Some(v) => {
+            c.exact("blocking", Some(v), Value::from(plan.blocking.as_str()));
+            plan.blocking
+        }
+    };
     let units: Vec<Value> = s
         .units
         .iter()
@@ -184,7 +192,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             }
         }
         p.failed = p.by_class.values().sum();
-        if plan.blocking == Blocking::Study {
+        if blocking == Blocking::Study {
             let own = |x: &CellMeasures| x.cell == h.cell && (x.arm == h.candidate || x.arm == h.control);
             let confirmation = |x: &CellMeasures| plan.cell(&x.cell).is_some_and(|c| c.kind == CellKind::Confirmation);
             p.elsewhere = cells
@@ -289,7 +297,13 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
         }
         c.exact(&f("claim"), Some(&got), claim);
     }
-    let detail = format!("{} hypotheses, {} units, alpha {alpha}", plan.hypotheses.len(), s.units.len());
+    let detail = format!(
+        "{} hypotheses, {} units, alpha {alpha}, {}-level blocking{}",
+        plan.hypotheses.len(),
+        s.units.len(),
+        blocking.as_str(),
+        if ev.get("blocking").is_none() { " (evidence.json predates analysis.blocking)" } else { "" }
+    );
     let hyp = Check::of(NAME, detail, m);
     (hyp, medians_check(&ev, s, cells))
 }
