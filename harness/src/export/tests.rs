@@ -44,6 +44,7 @@ fn rec(i: u64, tokens_at: &[u64], done: u64) -> RequestRecord {
         usage: Some(Usage { prompt_tokens: 8, completion_tokens: 3, total_tokens: 11 }),
         finish_reason: Some("length".into()),
         server_request_id: None,
+        light: false,
     }
 }
 

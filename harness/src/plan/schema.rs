@@ -40,6 +40,8 @@ pub struct PlanFile {
     pub limits: Option<LimitsFile>,
     /// Latency targets of goodput; see `validate_loads::slo`.
     pub slo: Option<SloFile>,
+    /// A tuning study (baseline vs candidate configurations); see `tuning`.
+    pub tuning: Option<super::tuning::TuningFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +194,8 @@ pub struct CellFile {
     pub time_scale: Option<f64>,
     /// Whether prompts and output lengths follow the trace file's rows.
     pub trace_lengths: Option<bool>,
+    /// "full" (default) or "light" (descriptive cells only): see `types::Recorder`.
+    pub recorder: Option<String>,
 }
 
 /// A literal number, or a reference such as `"derived:near"`; where the key allows
@@ -216,6 +220,8 @@ pub enum OneOrMany<T> {
 #[serde(deny_unknown_fields)]
 pub struct AnalysisFile {
     pub alpha: f64,
+    /// Which claims a failed request blocks: "study" (default) or "cell".
+    pub blocking: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

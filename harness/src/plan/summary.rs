@@ -176,6 +176,23 @@ impl Plan {
                 );
             }
         }
+        if let Some(t) = &self.tuning {
+            let metrics: Vec<&str> = t.metrics.iter().map(|m| m.as_str()).collect();
+            let _ = writeln!(
+                o,
+                "tuning: baseline {} vs {} configurations ({}) over {} cells, metrics {} (primary {}); {} of the \
+                 hypotheses above; blocking {}\n  selection: {}",
+                t.baseline,
+                t.candidates.len(),
+                t.candidates.join(", "),
+                t.cells.len(),
+                metrics.join(", "),
+                t.primary().as_str(),
+                t.metrics.len() * t.cells.len() * t.candidates.len(),
+                self.blocking.as_str(),
+                t.selection
+            );
+        }
         if let Some(d) = &self.derive {
             let _ =
                 write!(o, "derive: pilots {:?}, near = floor(10 * {} * slower) / 10", d.pilot_rates, d.near_fraction);

@@ -35,6 +35,32 @@ pub struct Plan {
     pub max_error_rate: f64,
     /// Latency targets of goodput (`[slo]`), when present.
     pub slo: Option<Slo>,
+    /// Which claims a failed request blocks (`analysis.blocking`, default study).
+    pub blocking: Blocking,
+    /// `[tuning]`, when present; its hypotheses are already in `hypotheses`.
+    pub tuning: Option<super::tuning::Tuning>,
+}
+
+/// `analysis.blocking`: the scope of the validity rule "failed requests block claims".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Blocking {
+    /// Any failed request in any confirmation cell of any confirmation block blocks
+    /// every claim (the reference method's validity requirement; the default).
+    #[default]
+    Study,
+    /// A failed request blocks only the hypotheses of its own cell and arms.
+    Cell,
+}
+
+impl Blocking {
+    /// The plan spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Blocking::Study => "study",
+            Blocking::Cell => "cell",
+        }
+    }
 }
 
 /// `[slo]`: per-request latency targets in milliseconds, any subset (at least one);
@@ -332,6 +358,21 @@ pub struct Cell {
     /// panel: the cell sends its entries in order, each of its own length.
     pub input_tokens: Option<u32>,
     pub retries: u32,
+    /// How much of each stream is recorded (`recorder`, default full).
+    pub recorder: Recorder,
+}
+
+/// `cells[].recorder`: what the client keeps of each response stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recorder {
+    /// Every SSE event's timestamp, token count and token IDs (the default).
+    #[default]
+    Full,
+    /// Only the first token-bearing event, `[DONE]` and usage (descriptive cells
+    /// only: TPOT and inter-token gaps are not measured). Paired with a full cell of
+    /// the same load it shows what recording costs (the observer-effect check).
+    Light,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -406,6 +447,14 @@ pub enum Metric {
     /// Requests meeting every `[slo]` target / observation interval (needs `[slo]`).
     #[serde(rename = "goodput_rps")]
     GoodputRps,
+    /// Arithmetic mean over valid completed requests of end-to-end latency ([DONE])
+    /// from HTTP send (the tuning table's "mean latency").
+    #[serde(rename = "e2e_mean")]
+    E2eMean,
+    /// Arithmetic mean over valid requests with a token-bearing event of time to
+    /// first token from HTTP send.
+    #[serde(rename = "ttft_mean")]
+    TtftMean,
 }
 
 impl MetricKind {
@@ -418,7 +467,7 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
@@ -426,6 +475,8 @@ impl Metric {
         Metric::E2eP95,
         Metric::E2eP95Intended,
         Metric::GoodputRps,
+        Metric::E2eMean,
+        Metric::TtftMean,
     ];
 
     pub fn kind(self) -> MetricKind {
@@ -445,6 +496,8 @@ impl Metric {
             Metric::E2eP95 => "e2e_p95",
             Metric::E2eP95Intended => "e2e_p95_intended",
             Metric::GoodputRps => "goodput_rps",
+            Metric::E2eMean => "e2e_mean",
+            Metric::TtftMean => "ttft_mean",
         }
     }
 }

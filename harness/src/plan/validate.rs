@@ -79,10 +79,14 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let derive = validate_cells::derive(&mut c, file.derive);
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
-    let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
+    let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
+    let (alpha, mut hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
     let slo = super::validate_loads::slo(&mut c, file.slo, &hypotheses);
+    let (tuning, expanded) =
+        super::tuning::tuning(&mut c, file.tuning, &arms, &cells, &hypotheses, alpha, slo.as_ref());
+    hypotheses.extend(expanded);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(table) if check_derived => super::derive::check_table(&table, expected, &mut c.issues),
@@ -107,6 +111,8 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         qualification,
         max_error_rate,
         slo,
+        blocking,
+        tuning,
     })
 }
 

@@ -2,7 +2,8 @@
 //! server invocation's status, the failed requests, and per hypothesis (the plan's
 //! whole family, in plan order) the paired block values and effects, the sign
 //! test, the Holm-adjusted p, the median screen, the median interval and the claim
-//! (blocked by failed requests, arm faults, missing measurements or an unqualified
+//! (blocked by failed requests, under study-level blocking also by failed
+//! requests anywhere else in the confirmation, arm faults, missing measurements or an unqualified
 //! arm; else supported or not supported naming the failed rules; a hypothesis that
 //! cannot be tested enters Holm with p = 1); and, as a second check, the medians
 //! across blocks of every cell measure. Claim reasons are compared by count, not
@@ -20,7 +21,7 @@ use super::decide::{effect, holm, interval, median, sign_test};
 use super::measures::{CellMeasures, FIELD_NAMES};
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
-use crate::plan::{FrozenPlan, Metric, MetricKind};
+use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
 
 pub const NAME: &str = "evidence.json: effects, sign tests, Holm, medians, intervals, claims";
 pub const CELLS_NAME: &str = "evidence.json: cell medians across blocks";
@@ -60,6 +61,8 @@ fn metric_field(metric: Metric) -> &'static str {
         Metric::E2eP95 => "e2e_p95_ms",
         Metric::E2eP95Intended => "e2e_from_intended_p95_ms",
         Metric::GoodputRps => "goodput_rps",
+        Metric::E2eMean => "e2e_mean_ms",
+        Metric::TtftMean => "ttft_mean_ms",
     }
 }
 
@@ -113,6 +116,8 @@ struct Prep {
     structural: Vec<String>,
     by_class: BTreeMap<String, u64>,
     failed: u64,
+    /// Study-level blocking: failed requests elsewhere in the confirmation.
+    elsewhere: u64,
     effects: Vec<f64>,
 }
 
@@ -141,6 +146,15 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
     c.float("interval_target", ev.get("interval_target"), Some(INTERVAL_TARGET));
     c.exact("confirmation_blocks", ev.get("confirmation_blocks"), Value::from(plan.blocks.count));
     c.exact("descriptive_blocks", ev.get("descriptive_blocks"), Value::from(plan.blocks.descriptive));
+    // An evidence.json without `blocking` predates the key: its claims were decided
+    // under the only rule there was then, cell-level blocking.
+    let blocking = match ev.get("blocking") {
+        None => Blocking::Cell,
+        Some(v) => {
+            c.exact("blocking", Some(v), Value::from(plan.blocking.as_str()));
+            plan.blocking
+        }
+    };
     let units: Vec<Value> = s
         .units
         .iter()
@@ -178,6 +192,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             structural: Vec::new(),
             by_class: BTreeMap::new(),
             failed: 0,
+            elsewhere: 0,
             effects: Vec::new(),
         };
         for b in 0..plan.blocks.count {
@@ -209,6 +224,15 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             }
         }
         p.failed = p.by_class.values().sum();
+        if blocking == Blocking::Study {
+            let own = |x: &CellMeasures| x.cell == h.cell && (x.arm == h.candidate || x.arm == h.control);
+            let confirmation = |x: &CellMeasures| plan.cell(&x.cell).is_some_and(|c| c.kind == CellKind::Confirmation);
+            p.elsewhere = cells
+                .iter()
+                .filter(|x| x.block < plan.blocks.count && confirmation(x) && !own(x))
+                .map(|x| x.failures.len() as u64)
+                .sum();
+        }
         preps.push(p);
     }
     let tested = |p: &Prep| p.structural.is_empty() && !p.effects.is_empty();
@@ -284,7 +308,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             }
         }
         // The claim.
-        let mut reasons = p.structural.len() + usize::from(p.failed > 0);
+        let mut reasons = p.structural.len() + usize::from(p.failed > 0) + usize::from(p.elsewhere > 0);
         reasons += [&h.candidate, &h.control].iter().filter(|arm| unq.contains(arm)).count();
         let claim = if reasons > 0 {
             serde_json::json!({"claim": "blocked", "failed_requests": p.failed, "reasons": reasons})
@@ -308,7 +332,13 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
         }
         c.exact(&f("claim"), Some(&got), claim);
     }
-    let detail = format!("{} hypotheses, {} units, alpha {alpha}", plan.hypotheses.len(), s.units.len());
+    let detail = format!(
+        "{} hypotheses, {} units, alpha {alpha}, {}-level blocking{}",
+        plan.hypotheses.len(),
+        s.units.len(),
+        blocking.as_str(),
+        if ev.get("blocking").is_none() { " (evidence.json predates analysis.blocking)" } else { "" }
+    );
     let hyp = Check::of(NAME, detail, m);
     (hyp, medians_check(&ev, s, cells))
 }

@@ -58,6 +58,7 @@ mod sessions;
 mod spread;
 pub mod synth;
 mod tables;
+mod tuning;
 mod units;
 
 use std::path::{Path, PathBuf};
@@ -290,6 +291,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed("results/evidence.json"));
             checks.push(hyp);
             checks.push(med);
+            checks.extend(tuning::check(root, &frozen.plan));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);
             cell_receipts = per_cell;

@@ -26,9 +26,11 @@ mod html;
 mod load;
 mod markdown;
 mod matrix;
+mod observer;
 mod requests;
 mod spread;
 mod text;
+mod tuning;
 mod units;
 
 #[cfg(test)]
@@ -48,6 +50,7 @@ pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use spread::SPREAD_COLUMNS;
 pub use text::{claims_markdown, claims_terminal};
+pub use tuning::{ConfigurationScore, TuningSummary};
 pub use units::{field_unit, metric_unit};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
@@ -107,6 +110,8 @@ struct EvidenceJson<'a> {
     interval_target: f64,
     confirmation_blocks: u32,
     descriptive_blocks: u32,
+    /// `analysis.blocking`: "study" or "cell".
+    blocking: &'static str,
     units: Vec<&'a UnitStatus>,
     hypotheses: Vec<units::HypothesisOut<'a>>,
     confirmation_cells: Vec<units::CellOut<'a>>,
@@ -118,6 +123,9 @@ struct EvidenceJson<'a> {
     qualification: Option<&'a Value>,
     /// The unit of every key of the cells' `medians` (`units`).
     median_units: std::collections::BTreeMap<&'static str, &'static str>,
+    /// `[tuning]`: the recommendation and its rule (absent without `[tuning]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tuning: Option<TuningSummary>,
 }
 
 fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
@@ -132,6 +140,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         interval_target: a.interval_target,
         confirmation_blocks: l.frozen.plan.blocks.count,
         descriptive_blocks: l.frozen.plan.blocks.descriptive,
+        blocking: a.blocking.as_str(),
         units: l.units.iter().map(|u| &u.status).collect(),
         hypotheses: a.hypotheses.iter().map(units::hypothesis).collect(),
         confirmation_cells: kind(crate::plan::CellKind::Confirmation),
@@ -141,6 +150,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         figures,
         qualification: l.qualification.as_ref(),
         median_units: units::median_units(),
+        tuning: tuning::summarize(&l.frozen.plan, a),
     }
 }
 
@@ -171,7 +181,9 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     write_bytes(&results.join("report.html"), html::render(&md, &results).as_bytes())?;
     files.extend(["results/evidence.json".to_string(), "results/report.md".to_string()]);
     files.push("results/report.html".to_string());
-    Ok(ReportOutcome { report, claims: claims_terminal(&a), files, warnings: l.summary_mismatches.clone() })
+    let mut claims = claims_terminal(&a);
+    claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
+    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone() })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.

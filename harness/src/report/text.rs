@@ -74,7 +74,8 @@ pub fn decision(h: &HypothesisReport) -> String {
     }
 }
 
-fn short_decision(h: &HypothesisReport) -> String {
+/// The decision in a few words (the rules or blocking kinds, no numbers).
+pub fn short_decision(h: &HypothesisReport) -> String {
     match &h.claim {
         Claim::Supported => "supported".into(),
         Claim::NotSupported { failed_rules } => {

@@ -195,6 +195,7 @@ pub(super) async fn run_unit(
         server_exit: exit_rx.clone(),
         drain_expired: watch::channel(false).1,
         forced_output: plan.request.forced(),
+        light: false,
     };
     let mut summaries = Vec::new();
     for (ci, cell_name) in block.cells.iter().enumerate() {
