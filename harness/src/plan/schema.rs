@@ -74,6 +74,8 @@ pub struct RequestFile {
     /// "forced" or "natural".
     pub output: Option<String>,
     pub max_output_tokens: Option<i64>,
+    /// "completions" (default) or "chat".
+    pub endpoint: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -46,6 +46,9 @@ impl Plan {
             let mode = if r.forced() { "forced" } else { "natural" };
             let _ = writeln!(o, "  output: {mode}, max_tokens per request capped at {cap}");
         }
+        if r.chat {
+            let _ = writeln!(o, "  endpoint: /v1/chat/completions with each entry's chat messages");
+        }
         if let Some(slo) = &self.slo {
             let t: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
                 .iter()

@@ -70,6 +70,10 @@ pub struct RequestSpec {
     pub temperature: f64,
     /// Cap on each request's `max_tokens` (`request.max_output_tokens`).
     pub max_output_tokens: Option<u32>,
+    /// `request.endpoint = "chat"`: timed requests go to `/v1/chat/completions` with
+    /// each panel entry's chat messages (a `sharegpt` or `requests` panel) instead of
+    /// token IDs to `/v1/completions` (`"completions"`, the default).
+    pub chat: bool,
 }
 
 impl RequestSpec {

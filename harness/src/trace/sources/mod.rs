@@ -2,7 +2,8 @@
 //! named length distributions over natural text into an ordered list of entries
 //! (prompt token IDs, the entry's own output length when the source has one, and
 //! where it came from). Owns each format's reading, its filters and its seeded
-//! sampling. Must not link a tokenizer (text goes through the caller's `Encoder`),
+//! sampling, and each entry's chat messages when the plan sends them to the chat
+//! endpoint. Must not link a tokenizer (text goes through the caller's `Encoder`),
 //! must not decide `max_tokens` or the EOS flag (the panel applies the plan), and
 //! must never pad a short dataset: fewer entries than asked is an error that says
 //! how many there are.
@@ -21,6 +22,8 @@ mod tests;
 
 use sha2::{Digest, Sha256};
 
+pub use crate::trace::panel::ChatMessage;
+
 pub use requests::requests;
 pub use sharegpt::sharegpt;
 pub use synthetic::{draw_length, synthetic};
@@ -35,6 +38,10 @@ pub struct Entry {
     pub source: String,
     /// Token offset of a cut from natural text (0 otherwise).
     pub offset: u64,
+    /// Chat messages, for `request.endpoint = "chat"` (`sharegpt`: the first human
+    /// turn as one user message; `requests`: a line's `messages`, or its `prompt` as
+    /// one user message). `None` otherwise.
+    pub messages: Option<Vec<ChatMessage>>,
 }
 
 /// A 32-byte seed from a tag, the study seed and an index.

@@ -3,7 +3,9 @@
 //! "gpt", "value": ".."}, ..]}, ..]` (`role`/`content` are accepted as the key names,
 //! `user`/`assistant` as the roles; other keys are ignored). Sampling as vLLM's
 //! `ShareGPTDataset`: the first human turn is the prompt (raw text, no chat
-//! template: the panel is token IDs for /v1/completions), the first assistant turn
+//! template, as token IDs for /v1/completions; with `chat`, also as one user
+//! message for /v1/chat/completions, the server applying its template), the first
+//! assistant turn
 //! after it gives the output length (its token count); conversations are shuffled
 //! with a seeded Fisher-Yates and taken in that order, dropping those whose prompt
 //! or output has fewer than `min_tokens` tokens, whose prompt exceeds
@@ -15,7 +17,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{Entry, seed_of, too_few};
+use super::{ChatMessage, Entry, seed_of, too_few};
 use crate::plan::ShareGptSpec;
 use crate::trace::panel::io_err;
 use crate::trace::seed::{below, rng};
@@ -60,6 +62,7 @@ pub fn sharegpt(
     enc: &dyn Encoder,
     study_seed: u64,
     n: usize,
+    chat: bool,
 ) -> Result<Vec<Entry>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     let what = path.display().to_string();
@@ -84,7 +87,7 @@ pub fn sharegpt(
         let texts: Vec<&str> = chunk.iter().flat_map(|&(_, p, a)| [p, a]).collect();
         let encoded = enc.encode_batch(&texts).map_err(|message| TraceError::Encode { file: what.clone(), message })?;
         let mut encoded = encoded.into_iter();
-        for &(i, _, _) in chunk {
+        for &(i, human, _) in chunk {
             let (Some(prompt), Some(answer)) = (encoded.next(), encoded.next()) else {
                 return Err(TraceError::Encode { file: what.clone(), message: "the encoder lost a text".into() });
             };
@@ -107,6 +110,7 @@ pub fn sharegpt(
                 output_tokens: Some(a as u32),
                 source: format!("{}#{i}", spec.path),
                 offset: 0,
+                messages: chat.then(|| vec![ChatMessage { role: "user".into(), content: human.to_string() }]),
             });
         }
     }

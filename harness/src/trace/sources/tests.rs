@@ -63,7 +63,7 @@ fn sharegpt_takes_the_first_human_turn_and_the_first_answer_after_it() {
              {"from": "human", "value": "later later later later"}]},
             {"conversations": [{"role": "user", "content": "x yy zzz wwww v"}, {"role": "assistant", "content": "1 2 3 4 5 6"}]}]"#,
     );
-    let mut got = sharegpt(&spec("sg.json"), &path, &Words, 1, 2).unwrap();
+    let mut got = sharegpt(&spec("sg.json"), &path, &Words, 1, 2, false).unwrap();
     got.sort_by(|a, b| a.source.cmp(&b.source));
     assert_eq!(got[0].tokens, [1, 2, 3, 4]);
     assert_eq!((got[0].output_tokens, got[0].source.as_str()), (Some(5), "sg.json#0"));
@@ -86,10 +86,10 @@ fn sharegpt_applies_vllms_filters() {
     let path = write(tmp.path(), "sg.json", &text);
     let s = ShareGptSpec { max_prompt_tokens: Some(20), max_total_tokens: Some(30), ..spec("sg.json") };
     let mut got: Vec<(usize, Option<u32>)> =
-        sharegpt(&s, &path, &Words, 3, 2).unwrap().iter().map(|e| (e.tokens.len(), e.output_tokens)).collect();
+        sharegpt(&s, &path, &Words, 3, 2, false).unwrap().iter().map(|e| (e.tokens.len(), e.output_tokens)).collect();
     got.sort();
     assert_eq!(got, [(4, Some(4)), (10, Some(10))]);
-    let err = sharegpt(&s, &path, &Words, 3, 3).unwrap_err().to_string();
+    let err = sharegpt(&s, &path, &Words, 3, 3, false).unwrap_err().to_string();
     assert!(err.contains("3 requests asked (prompts.num_requests), only 2 available"), "{err}");
     assert!(err.contains("of 6 conversations: 0 without a human turn"), "{err}");
     assert!(err.contains("2 with a prompt or output under prompts.min_tokens = 4, 2 over"), "{err}");
@@ -100,7 +100,7 @@ fn sharegpt_sampling_is_seeded_and_deterministic() {
     let tmp = tempfile::tempdir().unwrap();
     let path = sharegpt_file(tmp.path(), 40);
     let order = |seed| -> Vec<String> {
-        sharegpt(&spec("sg.json"), &path, &Words, seed, 10).unwrap().into_iter().map(|e| e.source).collect()
+        sharegpt(&spec("sg.json"), &path, &Words, seed, 10, false).unwrap().into_iter().map(|e| e.source).collect()
     };
     assert_eq!(order(7), order(7));
     assert_ne!(order(7), order(8));
@@ -109,7 +109,11 @@ fn sharegpt_sampling_is_seeded_and_deterministic() {
     // A prefix does not depend on how many are asked.
     assert_eq!(
         order(7)[..5],
-        sharegpt(&spec("sg.json"), &path, &Words, 7, 5).unwrap().into_iter().map(|e| e.source).collect::<Vec<_>>()[..]
+        sharegpt(&spec("sg.json"), &path, &Words, 7, 5, false)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.source)
+            .collect::<Vec<_>>()[..]
     );
 }
 
@@ -118,7 +122,7 @@ fn bad_sharegpt_files_say_what_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = |text: &str, n: usize| {
         let path = write(tmp.path(), "bad.json", text);
-        sharegpt(&spec("bad.json"), &path, &Words, 1, n).unwrap_err().to_string()
+        sharegpt(&spec("bad.json"), &path, &Words, 1, n, false).unwrap_err().to_string()
     };
     let e = bad("[{\"conversations\": [", 1);
     assert!(e.contains("not a ShareGPT-format JSON array") && e.contains("line 1"), "{e}");
@@ -142,10 +146,17 @@ fn requests_reads_prompts_tokens_and_output_lengths() {
         "r.jsonl",
         "{\"prompt\": \"a bb ccc\", \"output_tokens\": 7}\n\n{\"tokens\": [5, 6], \"id\": 3}\n{\"tokens\": [1]}\n",
     );
-    let got = requests(&path, "r.jsonl", Some(&Words), 2).unwrap();
-    assert_eq!(got[0], Entry { tokens: vec![1, 2, 3], output_tokens: Some(7), source: "r.jsonl:1".into(), offset: 0 });
-    assert_eq!(got[1], Entry { tokens: vec![5, 6], output_tokens: None, source: "r.jsonl:3".into(), offset: 0 });
-    let err = requests(&path, "r.jsonl", Some(&Words), 4).unwrap_err().to_string();
+    let got = requests(&path, "r.jsonl", Some(&Words), 2, false).unwrap();
+    let entry = |tokens: Vec<u32>, output_tokens, source: &str| Entry {
+        tokens,
+        output_tokens,
+        source: source.into(),
+        offset: 0,
+        messages: None,
+    };
+    assert_eq!(got[0], entry(vec![1, 2, 3], Some(7), "r.jsonl:1"));
+    assert_eq!(got[1], entry(vec![5, 6], None, "r.jsonl:3"));
+    let err = requests(&path, "r.jsonl", Some(&Words), 4, false).unwrap_err().to_string();
     assert!(err.contains("4 requests asked (prompts.num_requests), only 3 available"), "{err}");
 }
 
@@ -154,12 +165,12 @@ fn bad_request_lines_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = |text: &str, enc: Option<&dyn Encoder>| {
         let path = write(tmp.path(), "r.jsonl", text);
-        requests(&path, "r.jsonl", enc, 2).unwrap_err().to_string()
+        requests(&path, "r.jsonl", enc, 2, false).unwrap_err().to_string()
     };
     let e = bad("{\"tokens\": [1]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n", Some(&Words));
-    assert!(e.contains("line 2") && e.contains("chat template"), "{e}");
+    assert!(e.contains("line 2") && e.contains("request.endpoint = \"chat\""), "{e}");
     let e = bad("{\"tokens\": [1]}\n{\"tokens\": [1], \"prompt\": \"x\"}\n", Some(&Words));
-    assert!(e.contains("line 2") && e.contains("not both"), "{e}");
+    assert!(e.contains("line 2") && e.contains("not several"), "{e}");
     let e = bad("{\"prompt\": \"x\"}\n", None);
     assert!(e.contains("line 1") && e.contains("prompts.tokenizer"), "{e}");
     let e = bad("{\"tokens\": []}\n", Some(&Words));
@@ -167,7 +178,46 @@ fn bad_request_lines_are_named() {
     let e = bad("{\"tokens\": [1]\n", Some(&Words));
     assert!(e.contains("line 1"), "{e}");
     let e = bad("{\"id\": 1}\n", Some(&Words));
-    assert!(e.contains("no \"prompt\" or \"tokens\""), "{e}");
+    assert!(e.contains("no \"prompt\", \"tokens\" or \"messages\""), "{e}");
+}
+
+#[test]
+fn chat_requests_carry_messages_and_refuse_token_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(
+        tmp.path(),
+        "r.jsonl",
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": \"a bb\"}], \
+         \"output_tokens\": 5}\n{\"prompt\": \"ccc dd\"}\n",
+    );
+    let got = requests(&path, "r.jsonl", Some(&Words), 2, true).unwrap();
+    let m = |role: &str, content: &str| ChatMessage { role: role.into(), content: content.into() };
+    assert_eq!(got[0].messages, Some(vec![m("system", "be brief"), m("user", "a bb")]));
+    // The contents encoded one after the other: "be brief" then "a bb" (Words: word lengths).
+    assert_eq!((got[0].tokens.clone(), got[0].output_tokens), (vec![2, 5, 1, 2], Some(5)));
+    assert_eq!(got[1].messages, Some(vec![m("user", "ccc dd")]));
+    let tokens = write(tmp.path(), "t.jsonl", "{\"tokens\": [1, 2]}\n");
+    let e = requests(&tokens, "t.jsonl", Some(&Words), 1, true).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("cannot be sent to the chat endpoint"), "{e}");
+    let empty = write(tmp.path(), "e.jsonl", "{\"messages\": []}\n");
+    let e = requests(&empty, "e.jsonl", Some(&Words), 1, true).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("empty"), "{e}");
+    let e = requests(&path, "r.jsonl", None, 1, true).unwrap_err().to_string();
+    assert!(e.contains("prompts.tokenizer"), "{e}");
+}
+
+#[test]
+fn sharegpt_for_chat_sends_the_first_human_turn_as_one_user_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(
+        tmp.path(),
+        "sg.json",
+        r#"[{"conversations": [{"from": "human", "value": "aa bb cc dd"}, {"from": "gpt", "value": "w x y z"}]}]"#,
+    );
+    let got = sharegpt(&spec("sg.json"), &path, &Words, 1, 1, true).unwrap();
+    let want = ChatMessage { role: "user".into(), content: "aa bb cc dd".into() };
+    assert_eq!(got[0].messages, Some(vec![want]));
+    assert_eq!(sharegpt(&spec("sg.json"), &path, &Words, 1, 1, false).unwrap()[0].messages, None);
 }
 
 fn synth_spec(input: LengthDist, output: LengthDist) -> SyntheticSpec {
