@@ -79,6 +79,10 @@ impl Plan {
                 Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
                 None => format!("one per line of {path} (token IDs only: no tokenizer)"),
             },
+            PanelSource::SharedPrefix(s) => format!(
+                "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
+                s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer
+            ),
             PanelSource::Synthetic(y) => format!(
                 "input lengths {}, output lengths {}, cut from {}/{} with tokenizer {}",
                 dist(&y.input),

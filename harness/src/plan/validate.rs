@@ -70,7 +70,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     c.name("study.name", &file.study.name);
     let seed = c.int("study.seed", file.study.seed, 0, i64::MAX).unwrap_or(0);
     let study = Study { name: file.study.name, seed, description: file.study.description };
-    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic");
+    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix");
     let request = request(&mut c, file.request, dataset);
     if request.chat && !matches!(file.prompts.source.as_str(), "sharegpt" | "requests") {
         c.err("request.endpoint", "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"");

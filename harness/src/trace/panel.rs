@@ -164,7 +164,10 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
         }
         PanelSource::Jsonl { path } => Some(jsonl_docs(&base.join(path), path)?),
         PanelSource::Random { .. } => None,
-        PanelSource::ShareGpt(_) | PanelSource::Requests { .. } | PanelSource::Synthetic(_) => None,
+        PanelSource::ShareGpt(_)
+        | PanelSource::Requests { .. }
+        | PanelSource::Synthetic(_)
+        | PanelSource::SharedPrefix(_) => None,
     };
     let mut prompts = Vec::new();
     for &length in &spec.lengths {
@@ -232,6 +235,7 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
             sources::requests(&base.join(path), path, encoder, n, plan.request.chat)?
         }
         PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
+        PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
     };
     let r = &plan.request;

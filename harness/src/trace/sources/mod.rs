@@ -1,5 +1,6 @@
-//! Dataset panel sources: turn a ShareGPT-format file, a JSONL of requests, or
-//! named length distributions over natural text into an ordered list of entries
+//! Dataset panel sources: turn a ShareGPT-format file, a JSONL of requests, named
+//! length distributions over natural text, or groups sharing a prefix of natural
+//! text into an ordered list of entries
 //! (prompt token IDs, the entry's own output length when the source has one, and
 //! where it came from). Owns each format's reading, its filters and its seeded
 //! sampling, and each entry's chat messages when the plan sends them to the chat
@@ -8,12 +9,13 @@
 //! must never pad a short dataset: fewer entries than asked is an error that says
 //! how many there are.
 //!
-//! Seeds: the ShareGPT shuffle uses SHA-256 of `b"harness/sharegpt/v1\0"` and the
+//! Seeds (shared_prefix: see its module): the ShareGPT shuffle uses SHA-256 of `b"harness/sharegpt/v1\0"` and the
 //! study seed (8 bytes LE); synthetic entry i uses SHA-256 of
 //! `b"harness/synthetic/v1\0"`, the study seed and i (8 bytes LE each); both seed
 //! xoshiro256++ as in `seed`.
 
 mod requests;
+mod shared_prefix;
 mod sharegpt;
 mod synthetic;
 
@@ -25,6 +27,7 @@ use sha2::{Digest, Sha256};
 pub use crate::trace::panel::ChatMessage;
 
 pub use requests::requests;
+pub use shared_prefix::shared_prefix;
 pub use sharegpt::sharegpt;
 pub use synthetic::{draw_length, synthetic};
 

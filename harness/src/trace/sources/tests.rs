@@ -335,3 +335,92 @@ fn a_requests_panel_falls_back_to_the_plans_output_tokens() {
     assert_eq!(got, [(Some(50), Some(20)), (None, Some(6))]);
     assert_eq!(panel.prompts[1].ignore_eos, Some(true), "forced unless the plan says natural");
 }
+
+fn shared_spec(groups: u32, per: u32, prefix: u32, suffix: u32) -> crate::plan::SharedPrefixSpec {
+    crate::plan::SharedPrefixSpec {
+        texts: "t".into(),
+        pattern: "*.txt".into(),
+        tokenizer: "tok.json".into(),
+        groups,
+        prompts_per_group: per,
+        prefix_tokens: prefix,
+        suffix_tokens: suffix,
+    }
+}
+
+/// Text files of distinct words (w<file>_<i>), so every cut is recognisable.
+fn shared_texts(dir: &Path) {
+    for (f, n) in [(0, 300), (1, 40), (2, 500)] {
+        let text: Vec<String> = (0..n).map(|i| format!("w{f}_{i}")).collect();
+        write(dir, &format!("f{f}.txt"), &text.join(" "));
+    }
+}
+
+/// One token per word: a number that names the word (file * 1000 + index).
+struct WordIds;
+
+impl Encoder for WordIds {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        text.split_whitespace()
+            .map(|w| {
+                let (f, i) = w.trim_start_matches('w').split_once('_').ok_or("not a test word")?;
+                Ok(f.parse::<u32>().map_err(|e| e.to_string())? * 1000 + i.parse::<u32>().map_err(|e| e.to_string())?)
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn shared_prefix_groups_share_exactly_their_prefix_and_are_seeded() {
+    let tmp = tempfile::tempdir().unwrap();
+    shared_texts(tmp.path());
+    let spec = shared_spec(3, 4, 50, 7);
+    let got = shared_prefix(&spec, tmp.path(), &WordIds, 11).unwrap();
+    assert_eq!(got.len(), 12);
+    let contiguous = |t: &[u32]| t.windows(2).all(|w| w[1] == w[0] + 1);
+    for (k, e) in got.iter().enumerate() {
+        let (g, first) = (k / 4, &got[k / 4 * 4]);
+        assert_eq!(e.tokens.len(), 57, "{}", e.source);
+        // The prefix is the group's, a contiguous cut of one file (50 > 40: never f1).
+        assert_eq!(e.tokens[..50], first.tokens[..50], "entry {k} of group {g}");
+        assert!(contiguous(&e.tokens[..50]) && e.tokens[0] / 1000 != 1, "{}", e.source);
+        assert!(contiguous(&e.tokens[50..]), "{}", e.source);
+        assert!(e.source.starts_with(&format!("group {g}: ")), "{}", e.source);
+        assert_eq!((e.output_tokens, e.messages.clone()), (None, None));
+    }
+    // Groups differ in their prefix; requests of a group differ in their suffix.
+    let prefixes: std::collections::BTreeSet<&[u32]> = got.iter().map(|e| &e.tokens[..50]).collect();
+    assert_eq!(prefixes.len(), 3);
+    let suffixes: std::collections::BTreeSet<&[u32]> = got.iter().map(|e| &e.tokens[50..]).collect();
+    assert_eq!(suffixes.len(), 12);
+    // Seeded: the same seed gives the same panel, another seed another one.
+    assert_eq!(shared_prefix(&spec, tmp.path(), &WordIds, 11).unwrap(), got);
+    assert_ne!(shared_prefix(&spec, tmp.path(), &WordIds, 12).unwrap(), got);
+    // Group g's prefix does not depend on how many requests a group has.
+    let fewer = shared_prefix(&shared_spec(3, 2, 50, 7), tmp.path(), &WordIds, 11).unwrap();
+    assert_eq!(fewer[2].tokens[..50], got[4].tokens[..50]);
+    // No file long enough: an error naming the key.
+    let e = shared_prefix(&shared_spec(1, 1, 501, 7), tmp.path(), &WordIds, 11).unwrap_err().to_string();
+    assert!(e.contains("prompts.prefix_tokens") && e.contains("longest text file has 500"), "{e}");
+}
+
+#[test]
+fn a_shared_prefix_panel_sends_the_plans_output_length_round_robin() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("t")).unwrap();
+    shared_texts(&tmp.path().join("t"));
+    let prompts = "source = \"shared_prefix\"\ntexts = \"t\"\ntokenizer = \"tok.json\"\ngroups = 2\n\
+                   prompts_per_group = 3\nprefix_tokens = 30\nsuffix_tokens = 5";
+    let plan = plan::parse(&plan_text("output_tokens = 6", prompts)).unwrap();
+    let panel = build_panel(&plan, tmp.path(), Some(&WordIds)).unwrap();
+    assert_eq!(panel.prompts.len(), 6);
+    for p in &panel.prompts {
+        assert_eq!((p.length, p.output_tokens, p.max_tokens, p.ignore_eos), (35, None, Some(6), Some(true)));
+        assert_eq!(p.tokens[..30], panel.prompts[p.index as usize / 3 * 3].tokens[..30]);
+    }
+    panel.check(&plan).unwrap();
+    assert_eq!(Panel::from_jsonl(&panel.to_jsonl()).unwrap(), panel);
+    let cell = plan.resolved_cells().unwrap().remove(0);
+    let sent: Vec<u64> = cell_trace(&plan, &cell).unwrap().entries.iter().map(|e| e.prompt).collect();
+    assert_eq!(sent, [0, 1, 2, 3, 4, 5, 0]);
+}
