@@ -35,13 +35,14 @@ impl TokenizerEncoder {
     }
 }
 
+/// `encode_fast` is `encode` without character offsets (the harness needs the IDs only).
 impl Encoder for TokenizerEncoder {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.inner.encode(text, false).map(|e| e.get_ids().to_vec()).map_err(|e| e.to_string())
+        self.inner.encode_fast(text, false).map(|e| e.get_ids().to_vec()).map_err(|e| e.to_string())
     }
 
     fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, String> {
-        let encodings = self.inner.encode_batch(texts.to_vec(), false).map_err(|e| e.to_string())?;
+        let encodings = self.inner.encode_batch_fast(texts.to_vec(), false).map_err(|e| e.to_string())?;
         Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
     }
 }
@@ -133,6 +134,30 @@ mod tests {
         std::fs::write(&path, WORD_LEVEL).unwrap();
         let enc = TokenizerEncoder::from_file(&path).unwrap();
         assert_eq!(enc.encode("the cat sat the dog").unwrap(), [0, 1, 2, 0, 3]);
+        assert_eq!(enc.encode_batch(&["cat the", "sat"]).unwrap(), [vec![1, 0], vec![2]]);
+    }
+
+    /// The offset-free encoding gives the IDs the full one does, on a real
+    /// byte-level BPE tokenizer when the assets are there (scripts/fetch-assets).
+    #[test]
+    fn the_fast_encoding_gives_the_same_ids() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/qwen3-tokenizer/tokenizer.json");
+        let path = if path.is_file() {
+            path
+        } else {
+            let tmp = std::env::temp_dir().join(format!("harness-word-level-{}.json", std::process::id()));
+            std::fs::write(&tmp, WORD_LEVEL).unwrap();
+            tmp
+        };
+        let enc = TokenizerEncoder::from_file(&path).unwrap();
+        let texts = ["HAMLET. Who's there?", "  Nay, answer me: stand,\n and unfold yourself. 1234 ", "the cat"];
+        for t in texts {
+            let full = enc.inner.encode(t, false).unwrap().get_ids().to_vec();
+            assert_eq!(enc.encode(t).unwrap(), full, "{t:?}");
+        }
+        let full: Vec<Vec<u32>> =
+            texts.iter().map(|t| enc.inner.encode(*t, false).unwrap().get_ids().to_vec()).collect();
+        assert_eq!(enc.encode_batch(&texts).unwrap(), full);
     }
 
     #[test]

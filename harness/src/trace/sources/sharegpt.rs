@@ -13,6 +13,7 @@
 //! `num_requests` are kept. Must not oversample: too few is an error.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -80,15 +81,29 @@ pub fn sharegpt(
     }
     let (mut short, mut long) = (0usize, 0usize);
     let mut out = Vec::with_capacity(n);
+    // Each distinct text is encoded once (a speech is often one conversation's
+    // answer and the next one's prompt; datasets repeat prompts).
+    let mut known: HashMap<&str, Vec<u32>> = HashMap::new();
     for chunk in candidates.chunks(BATCH) {
         if out.len() >= n {
             break;
         }
-        let texts: Vec<&str> = chunk.iter().flat_map(|&(_, p, a)| [p, a]).collect();
-        let encoded = enc.encode_batch(&texts).map_err(|message| TraceError::Encode { file: what.clone(), message })?;
-        let mut encoded = encoded.into_iter();
-        for &(i, human, _) in chunk {
-            let (Some(prompt), Some(answer)) = (encoded.next(), encoded.next()) else {
+        let mut fresh: Vec<&str> = Vec::new();
+        let mut queued: HashSet<&str> = HashSet::new();
+        for &(_, p, a) in chunk {
+            for t in [p, a] {
+                if !known.contains_key(t) && queued.insert(t) {
+                    fresh.push(t);
+                }
+            }
+        }
+        let encoded = enc.encode_batch(&fresh).map_err(|message| TraceError::Encode { file: what.clone(), message })?;
+        if encoded.len() != fresh.len() {
+            return Err(TraceError::Encode { file: what.clone(), message: "the encoder lost a text".into() });
+        }
+        known.extend(fresh.into_iter().zip(encoded));
+        for &(i, human, answer) in chunk {
+            let (Some(prompt), Some(answer)) = (known.get(human), known.get(answer)) else {
                 return Err(TraceError::Encode { file: what.clone(), message: "the encoder lost a text".into() });
             };
             if out.len() >= n {
@@ -106,7 +121,7 @@ pub fn sharegpt(
                 continue;
             }
             out.push(Entry {
-                tokens: prompt,
+                tokens: prompt.clone(),
                 output_tokens: Some(a as u32),
                 source: format!("{}#{i}", spec.path),
                 offset: 0,

@@ -424,3 +424,40 @@ fn a_shared_prefix_panel_sends_the_plans_output_length_round_robin() {
     let sent: Vec<u64> = cell_trace(&plan, &cell).unwrap().entries.iter().map(|e| e.prompt).collect();
     assert_eq!(sent, [0, 1, 2, 3, 4, 5, 0]);
 }
+
+/// `Words`, counting the texts it is asked to encode.
+struct CountingWords(std::sync::atomic::AtomicUsize);
+
+impl Encoder for CountingWords {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Words.encode(text)
+    }
+}
+
+#[test]
+fn sharegpt_encodes_each_distinct_text_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Speech k is conversation k's answer and conversation k+1's prompt (as in the
+    // play dialogue), and the file holds every conversation twice: 7 distinct texts.
+    let speech = |k: usize| format!("s{k} {}", words(4 + k));
+    let convs: Vec<String> = (0..6)
+        .chain(0..6)
+        .map(|k| {
+            format!(
+                r#"{{"conversations": [{{"from": "human", "value": "{}"}}, {{"from": "gpt", "value": "{}"}}]}}"#,
+                speech(k),
+                speech(k + 1)
+            )
+        })
+        .collect();
+    let path = write(tmp.path(), "sg.json", &format!("[{}]", convs.join(",")));
+    let enc = CountingWords(Default::default());
+    let got = sharegpt(&spec("sg.json"), &path, &enc, 3, 12, false).unwrap();
+    assert_eq!(enc.0.load(std::sync::atomic::Ordering::Relaxed), 7);
+    // The same entries as encoding every text anew.
+    assert_eq!(got, sharegpt(&spec("sg.json"), &path, &Words, 3, 12, false).unwrap());
+    for e in &got {
+        assert_eq!((e.tokens.len(), e.output_tokens), (e.tokens.len(), Some(e.tokens.len() as u32 + 1)));
+    }
+}
