@@ -56,6 +56,9 @@ pub struct Inputs {
     pub bodies: Vec<PreparedRequest>,
     /// SHA-256 of each body (`run.json`), per panel index.
     pub body_sha256: Vec<String>,
+    /// Per cell whose trace sets each request's output length (`trace_lengths`):
+    /// SHA-256 of each entry's body, in trace order (`run.json`).
+    pub entry_body_sha256: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Inputs {
@@ -116,7 +119,13 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
         body_sha256.push(sha256_hex(&prepared.body));
         bodies.push(prepared);
     }
-    Ok(Inputs { panel, traces, bodies, body_sha256 })
+    let mut inputs = Inputs { panel, traces, bodies, body_sha256, entry_body_sha256: Default::default() };
+    for c in &plan.cells {
+        if let Some(bodies) = inputs.entry_bodies(plan, &c.name) {
+            inputs.entry_body_sha256.insert(c.name.clone(), bodies.iter().map(|b| sha256_hex(b)).collect());
+        }
+    }
+    Ok(inputs)
 }
 
 #[cfg(test)]
@@ -187,6 +196,10 @@ mod tests {
             |b: &Bytes| serde_json::from_slice::<serde_json::Value>(b).unwrap()["prompt"].as_array().unwrap().len();
         assert_eq!((prompt_len(&bodies[0]), prompt_len(&bodies[1])), (8, 16));
         assert!(inputs.entry_bodies(&plan, "c").is_none());
+        // run.json lists those per-entry bodies' hashes, for that cell only.
+        let hashes: Vec<String> = bodies.iter().map(|b| sha256_hex(b)).collect();
+        assert_eq!(inputs.entry_body_sha256.get("tr"), Some(&hashes));
+        assert_eq!(inputs.entry_body_sha256.len(), 1);
     }
 
     #[test]
