@@ -26,14 +26,19 @@
 //! backend without them. Left null: confidence intervals (`confidence` is null),
 //! schedule-relative delays (the harness reports dispatch lag itself), text words
 //! and characters and the text/image/video/audio/tool-call summaries (the harness
-//! records token IDs, not text), multi-turn and goodput fields.
+//! records token IDs, not text) and the multi-turn fields. With `[slo]`, the
+//! benchmark's `slo` and guidellm's goodput (`slo_attainment`,
+//! `slo_determined_requests`, `request_goodput`) by guidellm's rules: its TPOT
+//! target is compared with its ITL, which is our TPOT (the harness's own goodput
+//! follows vLLM's TPOT instead, so the two can differ); an errored request counts
+//! against attainment.
 
 use serde_json::{Value, json};
 
 use super::CellRecords;
 use super::guidellm_stats::{ByStatus, concurrency, from_values, rate};
 use crate::metrics::{last_seen_ns, measure_request};
-use crate::plan::{Arrival, Plan, ResolvedLoad};
+use crate::plan::{Arrival, Plan, ResolvedLoad, Slo};
 
 /// guidellm's report schema this export writes.
 pub const GUIDELLM_SOURCE: &str = "guidellm 0.8.1 (PyPI), guidellm/benchmark/schemas/report.py, report version 2";
@@ -176,8 +181,41 @@ fn values(reqs: &[Req], f: impl Fn(&Req) -> f64) -> Value {
     from_values(&v, None)
 }
 
+/// guidellm's `GoodputSLO` of the plan's `[slo]` (`e2e_ms` is its `e2el_ms`).
+fn goodput_slo(slo: Option<&Slo>) -> Value {
+    slo.map_or(Value::Null, |s| json!({"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2el_ms": s.e2e_ms}))
+}
+
+/// guidellm's `_compile_goodput`: (slo_attainment, slo_determined_requests,
+/// request_goodput). A successful request is undetermined when a target's measure
+/// is missing; its TPOT target is compared with guidellm's ITL (our TPOT); every
+/// errored request counts as not conforming.
+fn goodput(slo: Option<&Slo>, g: &ByStatus<Req>, start: f64, end: f64) -> (Value, usize, Value) {
+    let Some(slo) = slo else { return (Value::Null, 0, Value::Null) };
+    let verdict = |r: &Req| -> Option<bool> {
+        let measured = [r.ttft_ms(), r.itl_ms(), r.latency().map(|l| l * 1000.0)];
+        let mut ok = true;
+        for (value, target) in measured.into_iter().zip([slo.ttft_ms, slo.tpot_ms, slo.e2e_ms]) {
+            let Some(target) = target else { continue };
+            ok &= value? <= target;
+        }
+        Some(ok)
+    };
+    let verdicts: Vec<(&Req, Option<bool>)> = g.successful.iter().map(|r| (r, verdict(r))).collect();
+    let determined = verdicts.iter().filter(|v| v.1.is_some()).count() + g.errored.len();
+    if determined == 0 {
+        return (Value::Null, 0, Value::Null);
+    }
+    let conforming: Vec<Req> = verdicts.iter().filter(|v| v.1 == Some(true)).map(|v| v.0.clone()).collect();
+    let share = conforming.len() as f64 / determined as f64;
+    let good = ByStatus { successful: conforming, incomplete: Vec::new(), errored: Vec::new() };
+    let rates = good.summary(|rs| rate(&rs.iter().map(|r| (r.end_time(), 1.0)).collect::<Vec<_>>(), start, end));
+    (json!(share), determined, rates)
+}
+
 /// `GenerativeMetrics` of one benchmark over the window [start, end].
-fn metrics(g: &ByStatus<Req>, start: f64, end: f64) -> Value {
+fn metrics(g: &ByStatus<Req>, start: f64, end: f64, slo: Option<&Slo>) -> Value {
+    let (slo_attainment, slo_determined, request_goodput) = goodput(slo, g, start, end);
     let with_token = ByStatus {
         successful: g.successful.iter().filter(|r| r.first_token.is_some()).cloned().collect(),
         incomplete: Vec::new(),
@@ -242,7 +280,8 @@ fn metrics(g: &ByStatus<Req>, start: f64, end: f64) -> Value {
         "video": domain(&["tokens", "frames", "seconds", "bytes"]),
         "audio": domain(&["tokens", "samples", "seconds", "bytes"]),
         "tool_call": domain(&["tokens", "mixed_tokens", "count"]),
-        "turns": null, "slo_attainment": null, "slo_determined_requests": 0, "request_goodput": null,
+        "turns": null, "slo_attainment": slo_attainment, "slo_determined_requests": slo_determined,
+        "request_goodput": request_goodput,
     })
 }
 
@@ -323,6 +362,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
                 "constraints": {},
                 "prefer_response_metrics": true,
                 "confidence": null,
+                "slo": goodput_slo(plan.slo.as_ref()),
                 "profile": {"harness_cell": c.cell, "harness_block": c.block, "count": rc.count},
                 "requests": {"panel": "inputs/prompts.jsonl", "requests": c.records.len()},
                 "backend": {
@@ -351,7 +391,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
                 "dataset_incomplete": false,
                 "strategy_type": strategy_value["type_"],
             },
-            "metrics": metrics(&g, start, end),
+            "metrics": metrics(&g, start, end, plan.slo.as_ref()),
             "requests": {
                 "successful": g.successful.iter().map(Req::stats).collect::<Vec<_>>(),
                 "incomplete": [],

@@ -164,6 +164,12 @@ fn guidellm_report_loads_in_guidellm_and_matches_its_own_metrics() {
     // Its ITL is our TPOT: (40 - 10) / 2 = 15 and (50 - 30) / 2 = 10, weighted by 2 each.
     assert!(near(&b["metrics"]["inter_token_latency_ms"]["successful"]["mean"], 12.5));
     assert_eq!(b["requests"]["errored"][0]["info"]["status"], "errored");
+    // guidellm's goodput: TTFT <= 20 ms met by request 0 only; the errored request
+    // counts against attainment: 1 of 3.
+    assert_eq!(b["config"]["slo"], serde_json::json!({"ttft_ms": 20.0, "tpot_ms": null, "e2el_ms": null}));
+    assert!(close(&b["metrics"]["slo_attainment"], 1.0 / 3.0), "{}", b["metrics"]["slo_attainment"]);
+    assert_eq!(b["metrics"]["slo_determined_requests"], 3);
+    assert_eq!(b["metrics"]["request_goodput"]["successful"]["count"], 1);
     assert!(near(&b["requests"]["successful"][0]["info"]["timings"]["request_start"], 1_764_612_225.001));
     assert_eq!(report["benchmarks"][1]["config"]["id_"], "x/b1/a/c");
     assert_eq!(b["config"]["strategy"], serde_json::json!({"type_": "constant", "rate": 2.0}));

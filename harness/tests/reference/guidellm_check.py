@@ -88,8 +88,6 @@ NOT_EXPORTED = {
     "audio",
     "tool_call",
     "turns",
-    "slo_attainment",
-    "request_goodput",
 }
 
 
@@ -157,8 +155,11 @@ def compiled_metrics(bench) -> dict:
         completed=group(bench.requests.successful),
         incomplete=group(bench.requests.incomplete),
         errored=group(bench.requests.errored),
-        # No intervals and no schedule-relative delays (NOT_EXPORTED).
-        config=SimpleNamespace(confidence=None, slo=None, strategy=SimpleNamespace(defines_arrival_schedule=False)),
+        # No intervals and no schedule-relative delays (NOT_EXPORTED); the
+        # benchmark's own goodput targets.
+        config=SimpleNamespace(
+            confidence=None, slo=bench.config.slo, strategy=SimpleNamespace(defines_arrival_schedule=False)
+        ),
     )
     return GenerativeMetrics.compile(accumulator).model_dump(mode="json")
 
