@@ -112,9 +112,11 @@ enum Command {
     #[command(after_help = "Example:\n  harness compare plans/compare-engine-vs-llamacpp-f32-cpu.toml")]
     Compare(harness::compare::CompareArgs),
     /// A study's results in a peer tool's format (`vllm-bench`: the JSON `vllm bench
-    /// serve --save-result --save-detailed` writes, one object per block, arm, cell).
+    /// serve --save-result --save-detailed` writes, one object per block, arm, cell;
+    /// `guidellm`: one guidellm benchmarks report, one benchmark per block, arm, cell).
     #[command(
-        after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl"
+        after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl\n  \
+                      harness export reports/quickstart --format guidellm --out /tmp/benchmarks.json"
     )]
     Export(harness::export::ExportArgs),
     /// A quick one-arm measurement with vLLM-bench-like flags: writes a one-arm plan,

@@ -31,7 +31,8 @@ const ERROR_BODY: usize = 2048;
 #[derive(Clone)]
 pub struct RequestCtx {
     pub client: reqwest::Client,
-    /// Full URL of `/v1/completions`.
+    /// Full URL of `/v1/completions` (or `/v1/chat/completions`, whose usage
+    /// `prompt_tokens` include the server's chat template and are not checked).
     pub url: String,
     pub clock: StudyClock,
     pub timeout: Duration,
@@ -108,7 +109,7 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
         }
     };
     rec.failure = match result {
-        Ok(()) => check(rec, ctx.forced_output),
+        Ok(()) => check(rec, ctx.forced_output, ctx.url.ends_with(crate::arm::dialect::CHAT_COMPLETIONS_PATH)),
         Err(f) if transport(&f) => match tokio::time::timeout(DEATH_GRACE, exited(ctx.server_exit.clone())).await {
             Ok(d) => Some(Failure::ServerDied { detail: format!("{d}; the request saw {}", detail_of(&f)) }),
             Err(_) => Some(f),
@@ -118,11 +119,12 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
 }
 
 /// The run-time checks of a complete stream.
-fn check(rec: &RequestRecord, forced_output: bool) -> Option<Failure> {
+fn check(rec: &RequestRecord, forced_output: bool, chat: bool) -> Option<Failure> {
     let Some(usage) = rec.usage else {
         return Some(Failure::MalformedStream { detail: "the stream ended without a usage chunk".into() });
     };
-    if usage.prompt_tokens != rec.prompt_tokens_intended {
+    // On the chat endpoint the server's template adds tokens the panel cannot know.
+    if usage.prompt_tokens != rec.prompt_tokens_intended && !chat {
         return Some(Failure::PromptLengthMismatch { expected: rec.prompt_tokens_intended, got: usage.prompt_tokens });
     }
     if forced_output && rec.light {

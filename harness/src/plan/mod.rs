@@ -48,7 +48,7 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
-pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
+pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 pub use types::{Blocking, Recorder};
 pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
@@ -105,6 +105,10 @@ impl Plan {
                 wanted.extend(tokenizer.iter().map(|t| ("prompts.tokenizer".to_string(), t.as_str())));
             }
             PanelSource::Synthetic(s) => {
+                wanted.push(("prompts.texts".into(), &s.texts));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+            }
+            PanelSource::SharedPrefix(s) => {
                 wanted.push(("prompts.texts".into(), &s.texts));
                 wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
             }

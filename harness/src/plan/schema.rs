@@ -76,6 +76,8 @@ pub struct RequestFile {
     /// "forced" or "natural".
     pub output: Option<String>,
     pub max_output_tokens: Option<i64>,
+    /// "completions" (default) or "chat".
+    pub endpoint: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -101,6 +103,11 @@ pub struct PromptsFile {
     /// synthetic: the input and output length distributions.
     pub input_tokens: Option<DistFile>,
     pub output_tokens: Option<DistFile>,
+    /// shared_prefix: groups, requests per group, shared prefix and own suffix tokens.
+    pub groups: Option<i64>,
+    pub prompts_per_group: Option<i64>,
+    pub prefix_tokens: Option<i64>,
+    pub suffix_tokens: Option<i64>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.

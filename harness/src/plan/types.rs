@@ -96,6 +96,10 @@ pub struct RequestSpec {
     pub temperature: f64,
     /// Cap on each request's `max_tokens` (`request.max_output_tokens`).
     pub max_output_tokens: Option<u32>,
+    /// `request.endpoint = "chat"`: timed requests go to `/v1/chat/completions` with
+    /// each panel entry's chat messages (a `sharegpt` or `requests` panel) instead of
+    /// token IDs to `/v1/completions` (`"completions"`, the default).
+    pub chat: bool,
 }
 
 impl RequestSpec {
@@ -205,12 +209,21 @@ pub enum PanelSource {
     Requests { path: String, tokenizer: Option<String> },
     /// Input and output lengths from named distributions, prompts cut from text files.
     Synthetic(SyntheticSpec),
+    /// Groups of prompts sharing a system prefix cut from text files (SGLang's
+    /// generated-shared-prefix).
+    SharedPrefix(SharedPrefixSpec),
 }
 
 impl PanelSource {
     /// Whether each panel entry has its own prompt (and output) length.
     pub fn is_dataset(&self) -> bool {
-        matches!(self, PanelSource::ShareGpt(_) | PanelSource::Requests { .. } | PanelSource::Synthetic(_))
+        matches!(
+            self,
+            PanelSource::ShareGpt(_)
+                | PanelSource::Requests { .. }
+                | PanelSource::Synthetic(_)
+                | PanelSource::SharedPrefix(_)
+        )
     }
 
     /// The tokenizer.json this source encodes text with, if any.
@@ -220,6 +233,7 @@ impl PanelSource {
             PanelSource::ShareGpt(s) => Some(&s.tokenizer),
             PanelSource::Requests { tokenizer, .. } => tokenizer.as_deref(),
             PanelSource::Synthetic(s) => Some(&s.tokenizer),
+            PanelSource::SharedPrefix(s) => Some(&s.tokenizer),
             PanelSource::Jsonl { .. } | PanelSource::Random { .. } => None,
         }
     }
@@ -261,6 +275,19 @@ pub struct SyntheticSpec {
     pub tokenizer: String,
     pub input: LengthDist,
     pub output: LengthDist,
+}
+
+/// `prompts.source = "shared_prefix"`: `groups` x `prompts_per_group` requests of
+/// `prefix_tokens` shared + `suffix_tokens` own tokens of natural text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedPrefixSpec {
+    pub texts: String,
+    pub pattern: String,
+    pub tokenizer: String,
+    pub groups: u32,
+    pub prompts_per_group: u32,
+    pub prefix_tokens: u32,
+    pub suffix_tokens: u32,
 }
 
 /// A named distribution of token counts; every draw is rounded and clipped to

@@ -70,8 +70,11 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     c.name("study.name", &file.study.name);
     let seed = c.int("study.seed", file.study.seed, 0, i64::MAX).unwrap_or(0);
     let study = Study { name: file.study.name, seed, description: file.study.description };
-    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic");
+    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix");
     let request = request(&mut c, file.request, dataset);
+    if request.chat && !matches!(file.prompts.source.as_str(), "sharegpt" | "requests") {
+        c.err("request.endpoint", "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"");
+    }
     let arms = validate_arms::arms(&mut c, file.arms);
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
@@ -157,7 +160,15 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
             1
         }
     };
-    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens }
+    let chat = match r.endpoint.as_deref() {
+        None | Some("completions") => false,
+        Some("chat") => true,
+        Some(other) => {
+            c.err("request.endpoint", format!("unknown value {other:?} (use \"completions\" or \"chat\")"));
+            false
+        }
+    };
+    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, chat }
 }
 
 fn warmup(c: &mut Checker, w: WarmupFile, panel: &PanelSpec, output: u32) -> Warmup {

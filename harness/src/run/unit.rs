@@ -189,7 +189,7 @@ pub(super) async fn run_unit(
     let exit_rx = server.exit_watch();
     let ctx = RequestCtx {
         client: server.client().clone(),
-        url: server.completions_url(),
+        url: if plan.request.chat { server.chat_url() } else { server.completions_url() },
         clock: s.clock,
         timeout: request_timeout,
         server_exit: exit_rx.clone(),
