@@ -356,7 +356,9 @@ fn print_report(r: &harness::report::ReportOutcome) {
     for w in &r.warnings {
         println!("warning: {w}");
     }
-    println!("\nclaims:\n{}", r.claims);
+    if !r.claims.trim().is_empty() {
+        println!("\nclaims:\n{}", r.claims);
+    }
     println!("report: {}", r.report.display());
 }
 
