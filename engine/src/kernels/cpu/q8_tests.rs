@@ -92,7 +92,11 @@ fn scalar_and_avx2_give_identical_bits() {
         return;
     }
     for kind in KINDS {
-        for (m, n, k) in [(1, 37, 64), (3, 70, 96), (9, 41, 576), (17, 5, 32)] {
+        // In-place tiles (1..4 rows) and panel tiles (3 x 2 groups and the
+        // remainders), with whole and partial groups of eight weight rows.
+        for (m, n, k) in
+            [(1, 37, 64), (2, 16, 64), (3, 70, 96), (4, 9, 32), (5, 24, 64), (9, 41, 576), (17, 5, 32), (64, 48, 96)]
+        {
             let w = weights(kind, n, k, 11 + m as u64);
             let x = activations(m, k, 5 + n as u64);
             let s = matmul_q8_on(CpuPath::Scalar, &x, &w, m);
@@ -108,12 +112,12 @@ fn rows_identical_whatever_the_batch_size_and_thread_count() {
     let (n, k) = (75, 192);
     for kind in KINDS {
         let w = weights(kind, n, k, 3);
-        let x = activations(17, k, 4);
+        let x = activations(64, k, 4);
         for path in CpuPath::supported() {
-            let alone: Vec<Vec<f32>> = (0..17).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
+            let alone: Vec<Vec<f32>> = (0..64).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
             for threads in [1, 2, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                for m in [1, 3, 9, 17] {
+                for m in [1, 3, 9, 17, 64] {
                     let y = pool.install(|| matmul_q8_on(path, &x[..m * k], &w, m));
                     for (r, want) in alone.iter().take(m).enumerate() {
                         assert_eq!(
