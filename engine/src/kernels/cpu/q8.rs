@@ -46,14 +46,26 @@ pub struct Q8Rows {
 }
 
 impl Q8Rows {
-    /// Quantizes `x` (`[rows, cols]`, `cols` a multiple of 32), row by row.
+    /// Quantizes `x` (`[rows, cols]`, `cols` a multiple of 32), row by row, on
+    /// the best path this CPU supports (every path gives the same bytes).
     pub fn quantize(x: &[f32], rows: usize, cols: usize) -> Q8Rows {
+        Q8Rows::quantize_on(CpuPath::best(), x, rows, cols)
+    }
+
+    /// As [`Q8Rows::quantize`], on `path`.
+    pub fn quantize_on(path: CpuPath, x: &[f32], rows: usize, cols: usize) -> Q8Rows {
         assert!(cols.is_multiple_of(QK), "Q8Rows: {cols} columns is not a multiple of {QK}");
         assert_eq!(x.len(), rows * cols, "Q8Rows: x has {} values, expected {rows}x{cols}", x.len());
+        assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
         let blocks = rows * cols / QK;
         let mut q = Q8Rows { rows, cols, qs: vec![0; rows * cols], d: vec![0.0; blocks], s: vec![0.0; blocks] };
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.qs.chunks_exact_mut(QK)).enumerate() {
-            (q.d[b], q.s[b]) = quantize_block(xb, qb);
+            (q.d[b], q.s[b]) = match path {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                CpuPath::Avx2 => unsafe { avx2::quantize_block(xb, qb) },
+                _ => quantize_block(xb, qb),
+            };
         }
         q
     }
@@ -70,12 +82,18 @@ fn quantize_block(x: &[f32], qs: &mut [i8]) -> (f32, f32) {
         *q = (v * id).round().clamp(-127.0, 127.0) as i8;
         sum += i32::from(*q);
     }
+    block_scales(d, sum)
+}
+
+/// `(f16(d), f16(Σq · d))` as f32.
+#[inline]
+fn block_scales(d: f32, sum: i32) -> (f32, f32) {
     (f16::from_f32(d).to_f32(), f16::from_f32(sum as f32 * d).to_f32())
 }
 
 /// `y = x · Wᵀ` through quantized activations, on `path` (see the module doc).
 pub fn matmul_q8_on(path: CpuPath, x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
-    matmul_q8_rows_on(path, &Q8Rows::quantize(x, m, w.cols), w)
+    matmul_q8_rows_on(path, &Q8Rows::quantize_on(path, x, m, w.cols), w)
 }
 
 /// As [`matmul_q8_on`], for rows already quantized.
@@ -180,6 +198,44 @@ mod avx2 {
         // SAFETY: p points at two readable bytes.
         let bits = unsafe { u16::from_le_bytes([*p, *p.add(1)]) };
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+    }
+
+    /// [`super::quantize_block`] on eight lanes: the same maximum, scale,
+    /// product and clamp, and `round` (half away from zero) done exactly as
+    /// `t = trunc(p)`, plus `±1` where `|p - t| >= 0.5` (`p - t` is exact).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn quantize_block(x: &[f32], qs: &mut [i8]) -> (f32, f32) {
+        assert!(x.len() == QK && qs.len() == QK);
+        let sign = _mm256_set1_ps(-0.0);
+        // SAFETY: x holds 32 floats.
+        let v: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+        let abs = v.map(|vi| _mm256_andnot_ps(sign, vi));
+        let m8 = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
+        let m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps::<1>(m8));
+        let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps::<0b01>(m2, m2)));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (idv, half, one, lim) =
+            (_mm256_set1_ps(id), _mm256_set1_ps(0.5), _mm256_set1_ps(1.0), _mm256_set1_ps(127.0));
+        let q = v.map(|vi| {
+            let p = _mm256_mul_ps(vi, idv);
+            let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(p);
+            let frac = _mm256_andnot_ps(sign, _mm256_sub_ps(p, t));
+            let away = _mm256_or_ps(_mm256_and_ps(p, sign), one);
+            let r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(frac, half), away));
+            let c = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+            _mm256_cvttps_epi32(c)
+        });
+        let sum4 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let s4 = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256::<1>(sum4));
+        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        let sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32::<0b01>(s2)));
+        let packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        let ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: qs holds 32 bytes.
+        unsafe { _mm256_storeu_si256(qs.as_mut_ptr() as *mut __m256i, ordered) };
+        block_scales(d, sum)
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]

@@ -192,3 +192,22 @@ fn within_tolerance_of_the_f64_formula_and_near_the_exact_path() {
         }
     }
 }
+
+#[test]
+fn every_path_quantizes_to_the_same_bytes() {
+    // Ties at every magnitude (x = k + 0.5 with d = 1), values just below and
+    // above ties, zero blocks, negative zero and random blocks.
+    let mut x: Vec<f32> = (0..QK).map(|i| if i == 0 { 127.0 } else { i as f32 - 16.5 }).collect();
+    x.extend(
+        (0..QK).map(|i| if i == 0 { -127.0 } else { f32::from_bits((i as f32 + 0.5).to_bits() - (i % 2) as u32) }),
+    );
+    x.extend([0.0f32; QK]);
+    x.extend((0..QK).map(|i| if i % 2 == 0 { -0.0 } else { 1e-30 }));
+    x.extend(activations(8, 4 * QK, 9));
+    let rows = x.len() / QK;
+    let want = Q8Rows::quantize_on(CpuPath::Scalar, &x, rows, QK);
+    assert_eq!(want.qs[..4], [127, -16, -15, -14], "ties round away from zero");
+    for path in CpuPath::supported() {
+        assert_eq!(Q8Rows::quantize_on(path, &x, rows, QK), want, "{path}");
+    }
+}
