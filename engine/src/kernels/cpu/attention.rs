@@ -6,7 +6,13 @@
 //! Keys and values of the current step must already be in the cache: attention
 //! always sees the stored (possibly 8-bit) representation, in prefill and decode
 //! alike.
+//!
+//! Dot products (query by key) and weighted sums (probability times value) run
+//! on the caller's `CpuPath`: eight lanes over `head_dim` with fused
+//! multiply-adds, a fixed lane sum and the tail in order. The scalar path
+//! writes the same steps out with `mul_add`, so both paths give the same bits.
 
+use super::dispatch::{CpuFeatures, CpuPath};
 use crate::kv::{BlockTable, KvCache};
 use rayon::prelude::*;
 
@@ -33,8 +39,17 @@ const ROWS_PER_TASK: usize = 64;
 /// (sequence, KV head, first row, end row): one unit of parallel work.
 type Task = (usize, usize, usize, usize);
 
-/// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape).
-pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: usize, shape: AttnShape) -> Vec<f32> {
+/// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape),
+/// on `path`.
+pub fn paged_attention(
+    q: &[f32],
+    seqs: &[AttnSeq<'_>],
+    cache: &KvCache,
+    layer: usize,
+    shape: AttnShape,
+    path: CpuPath,
+) -> Vec<f32> {
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
     let AttnShape { heads, kv_heads, head_dim: hd } = shape;
     let q_dim = heads * hd;
     let group = heads / kv_heads;
@@ -73,7 +88,14 @@ pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: 
                     let h = kvh * group + g;
                     let qh = &qrow[h * hd..(h + 1) * hd];
                     let o = &mut out[((r - r0) * group + g) * hd..((r - r0) * group + g + 1) * hd];
-                    attend_one(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o);
+                    match path {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
+                        CpuPath::Avx2 => unsafe {
+                            avx2::attend_one(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o)
+                        },
+                        _ => attend_one::<Scalar>(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o),
+                    }
                 }
             }
             ((s, kvh, r0, r1), out)
@@ -94,12 +116,59 @@ pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: 
     y
 }
 
+/// The per-path vector steps of [`attend_one`].
+trait Lanes {
+    /// `Σ a[i]·b[i]`: eight lanes of FMAs over steps of 8, the fixed sum
+    /// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`, then the tail by FMA in order.
+    fn dot(a: &[f32], b: &[f32]) -> f32;
+    /// `out[i] = fma(p, v[i], out[i])`.
+    fn axpy(p: f32, v: &[f32], out: &mut [f32]);
+}
+
+/// The steps written out element by element.
+struct Scalar;
+
+impl Lanes for Scalar {
+    #[inline]
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let mut l = [0.0f32; 8];
+        let full = a.len() / 8 * 8;
+        for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
+            for i in 0..8 {
+                l[i] = ca[i].mul_add(cb[i], l[i]);
+            }
+        }
+        let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        for t in full..a.len() {
+            s = a[t].mul_add(b[t], s);
+        }
+        s
+    }
+
+    #[inline]
+    fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
+        for (o, &vv) in out.iter_mut().zip(v) {
+            *o = p.mul_add(vv, *o);
+        }
+    }
+}
+
 /// Attention of one query head over positions `0..n` of gathered K/V.
 #[allow(clippy::too_many_arguments)]
-fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, scores: &mut [f32], out: &mut [f32]) {
+#[inline(always)]
+fn attend_one<L: Lanes>(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    hd: usize,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
     let mut max = f32::NEG_INFINITY;
     for j in 0..n {
-        let s = dot_lanes(q, &k[j * hd..(j + 1) * hd]) * scale;
+        let s = L::dot(q, &k[j * hd..(j + 1) * hd]) * scale;
         scores[j] = s;
         max = max.max(s);
     }
@@ -110,10 +179,7 @@ fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, 
     }
     out.fill(0.0);
     for j in 0..n {
-        let p = scores[j];
-        for (o, &vv) in out.iter_mut().zip(&v[j * hd..(j + 1) * hd]) {
-            *o += p * vv;
-        }
+        L::axpy(scores[j], &v[j * hd..(j + 1) * hd], out);
     }
     let inv = 1.0 / sum;
     for o in out.iter_mut() {
@@ -121,21 +187,82 @@ fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, 
     }
 }
 
-/// Dot product with eight independent lanes and a fixed final reduction.
-#[inline]
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let full = a.len() / 8 * 8;
-    for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
-        for l in 0..8 {
-            lanes[l] += ca[l] * cb[l];
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The `Lanes` steps in AVX2 + FMA registers.
+    use super::{Lanes, attend_one as attend_generic};
+    use crate::kernels::cpu::matmul::avx2::hsum;
+    use std::arch::x86_64::*;
+
+    struct Avx2;
+
+    impl Lanes for Avx2 {
+        #[inline(always)]
+        fn dot(a: &[f32], b: &[f32]) -> f32 {
+            // SAFETY: only reached from `attend_one` below, which requires AVX2 and FMA.
+            unsafe { dot(a, b) }
+        }
+
+        #[inline(always)]
+        fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
+            // SAFETY: as above.
+            unsafe { axpy(p, v, out) }
         }
     }
-    let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    for t in full..a.len() {
-        s += a[t] * b[t];
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let full = a.len() / 8 * 8;
+        let mut acc = _mm256_setzero_ps();
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 8 <= full <= a.len() = b.len().
+            unsafe {
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc)
+            };
+            i += 8;
+        }
+        let mut s = hsum(acc);
+        for t in full..a.len() {
+            s = a[t].mul_add(b[t], s);
+        }
+        s
     }
-    s
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
+        let full = out.len() / 8 * 8;
+        let pv = _mm256_set1_ps(p);
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 8 <= full <= out.len() = v.len().
+            unsafe {
+                let o = out.as_mut_ptr().add(i);
+                _mm256_storeu_ps(o, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(i)), _mm256_loadu_ps(o)));
+            }
+            i += 8;
+        }
+        for t in full..out.len() {
+            out[t] = p.mul_add(v[t], out[t]);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn attend_one(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        hd: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        attend_generic::<Avx2>(q, k, v, n, hd, scale, scores, out)
+    }
 }
 
 #[cfg(test)]
@@ -168,7 +295,14 @@ mod tests {
         assert!(t.reserve(len));
         cache.write(0, &t, 0, &k, &v);
         cache.commit(&mut t, len);
-        let whole = paged_attention(&q, &[AttnSeq { table: &t, q_row: 0, rows: len, start_pos: 0 }], &cache, 0, shape);
+        let run = |path, q: &[f32], rows, start_pos| {
+            paged_attention(q, &[AttnSeq { table: &t, q_row: 0, rows, start_pos }], &cache, 0, shape, path)
+        };
+        let whole = run(CpuPath::Scalar, &q, len, 0);
+        // Every path gives the scalar path's bits.
+        for path in CpuPath::supported() {
+            assert_eq!(run(path, &q, len, 0), whole, "{path}");
+        }
         // Reference on the f16-rounded K/V.
         let r16 = |x: f32| half::f16::from_f32(x).to_f32();
         for pos in [0, 15, 16, 36] {
@@ -190,13 +324,9 @@ mod tests {
             }
         }
         // The last 5 rows computed alone (decode-like) equal the batched result bit for bit.
-        let tail = paged_attention(
-            &q[32 * heads * hd..],
-            &[AttnSeq { table: &t, q_row: 0, rows: 5, start_pos: 32 }],
-            &cache,
-            0,
-            shape,
-        );
-        assert_eq!(tail, whole[32 * heads * hd..]);
+        for path in CpuPath::supported() {
+            let tail = run(path, &q[32 * heads * hd..], 5, 32);
+            assert_eq!(tail, whole[32 * heads * hd..], "{path}");
+        }
     }
 }

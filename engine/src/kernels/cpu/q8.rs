@@ -25,9 +25,10 @@
 //! row only), or split k depending on the number of rows.
 
 use super::dispatch::{CpuFeatures, CpuPath};
-use super::matmul::{columns_per_task, par_columns};
+use super::matmul::columns_per_task;
 use super::quant::{QK, QuantKind, QuantMatrix};
 use half::f16;
+use rayon::prelude::*;
 
 /// Activation rows quantized per block of 32 as llama.cpp's Q8_1 (whose `d` and
 /// `qs` are also its Q8_0): `d = max|x| / 127` (stored through f16, as llama.cpp
@@ -98,24 +99,56 @@ pub fn matmul_q8_on(path: CpuPath, x: &[f32], w: &QuantMatrix, m: usize) -> Vec<
 
 /// As [`matmul_q8_on`], for rows already quantized.
 pub fn matmul_q8_rows_on(path: CpuPath, a: &Q8Rows, w: &QuantMatrix) -> Vec<f32> {
-    assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
+    matmul_q8_rows_many_on(path, a, &[w]).remove(0)
+}
+
+/// `x · Wᵢᵀ` for several weights over the same input (q, k and v; gate and
+/// up): `x` is quantized once and the column blocks of every product share one
+/// parallel region. Each output is exactly [`matmul_q8_on`]'s.
+pub fn matmul_q8_many_on(path: CpuPath, x: &[f32], ws: &[&QuantMatrix], m: usize) -> Vec<Vec<f32>> {
+    let Some(first) = ws.first() else { return Vec::new() };
+    matmul_q8_rows_many_on(path, &Q8Rows::quantize_on(path, x, m, first.cols), ws)
+}
+
+/// As [`matmul_q8_many_on`], for rows already quantized.
+pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) -> Vec<Vec<f32>> {
     assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
-    let (m, n) = (a.rows, w.rows);
-    let mut y = vec![0.0f32; m * n];
-    if m == 0 || n == 0 {
-        return y;
+    let m = a.rows;
+    // (matrix, first column, end column): whole groups of eight weight rows per
+    // task where the shape allows.
+    let mut tasks = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
+        let width = columns_per_task(m, w.rows).next_multiple_of(8);
+        tasks.extend((0..w.rows).step_by(width).map(|c0| (i, c0, (c0 + width).min(w.rows))));
     }
-    // Whole groups of eight weight rows per task where the shape allows.
-    let width = columns_per_task(m, n).next_multiple_of(8);
-    par_columns(m, n, &mut y, width, |c0, c1, out| match path {
-        CpuPath::Scalar => scalar::block(a, w, c0, c1, out),
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-        CpuPath::Avx2 => unsafe { avx2::block(a, w, c0, c1, out) },
-        #[cfg(not(target_arch = "x86_64"))]
-        CpuPath::Avx2 => scalar::block(a, w, c0, c1, out),
-    });
-    y
+    let blocks: Vec<Vec<f32>> = if m == 0 {
+        Vec::new()
+    } else {
+        tasks
+            .par_iter()
+            .map(|&(i, c0, c1)| {
+                let mut out = vec![0.0f32; m * (c1 - c0)];
+                match path {
+                    CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                    CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
+                    #[cfg(not(target_arch = "x86_64"))]
+                    CpuPath::Avx2 => scalar::block(a, ws[i], c0, c1, &mut out),
+                }
+                out
+            })
+            .collect()
+    };
+    let mut ys: Vec<Vec<f32>> = ws.iter().map(|w| vec![0.0f32; m * w.rows]).collect();
+    for (&(i, c0, c1), out) in tasks.iter().zip(&blocks) {
+        let (n, width) = (ws[i].rows, c1 - c0);
+        for r in 0..m {
+            ys[i][r * n + c0..r * n + c1].copy_from_slice(&out[r * width..(r + 1) * width]);
+        }
+    }
+    ys
 }
 
 /// With more rows than this, a column block's weights are interleaved into a

@@ -211,3 +211,22 @@ fn every_path_quantizes_to_the_same_bytes() {
         assert_eq!(Q8Rows::quantize_on(path, &x, rows, QK), want, "{path}");
     }
 }
+
+#[test]
+fn many_weights_over_one_input_equal_each_product_alone() {
+    let k = 96;
+    for kind in KINDS {
+        let ws = [weights(kind, 40, k, 31), weights(kind, 8, k, 32), weights(kind, 77, k, 33)];
+        let refs: Vec<&QuantMatrix> = ws.iter().collect();
+        for path in CpuPath::supported() {
+            for m in [1, 3, 9] {
+                let x = activations(m, k, 34 + m as u64);
+                let ys = matmul_q8_many_on(path, &x, &refs, m);
+                assert_eq!(ys.len(), 3);
+                for (w, y) in ws.iter().zip(&ys) {
+                    assert_eq!(y, &matmul_q8_on(path, &x, w, m), "{kind:?} {path} m {m} n {}", w.rows);
+                }
+            }
+        }
+    }
+}
