@@ -190,25 +190,8 @@ fn attend_one<L: Lanes>(
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     //! The `Lanes` steps in AVX2 + FMA registers.
-    use super::{Lanes, attend_one as attend_generic};
     use crate::kernels::cpu::matmul::avx2::hsum;
     use std::arch::x86_64::*;
-
-    struct Avx2;
-
-    impl Lanes for Avx2 {
-        #[inline(always)]
-        fn dot(a: &[f32], b: &[f32]) -> f32 {
-            // SAFETY: only reached from `attend_one` below, which requires AVX2 and FMA.
-            unsafe { dot(a, b) }
-        }
-
-        #[inline(always)]
-        fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
-            // SAFETY: as above.
-            unsafe { axpy(p, v, out) }
-        }
-    }
 
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -230,25 +213,10 @@ mod avx2 {
         s
     }
 
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
-        let full = out.len() / 8 * 8;
-        let pv = _mm256_set1_ps(p);
-        let mut i = 0;
-        while i < full {
-            // SAFETY: i + 8 <= full <= out.len() = v.len().
-            unsafe {
-                let o = out.as_mut_ptr().add(i);
-                _mm256_storeu_ps(o, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(i)), _mm256_loadu_ps(o)));
-            }
-            i += 8;
-        }
-        for t in full..out.len() {
-            out[t] = p.mul_add(v[t], out[t]);
-        }
-    }
-
+    /// [`super::attend_one`] with its steps in registers: four keys' dot
+    /// products at a time (each exactly `dot`), and the weighted sum of values
+    /// 32 dimensions at a time with the accumulators in registers over all
+    /// positions (each element still `fma(p_j, v_j, ·)` for j ascending).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn attend_one(
@@ -261,7 +229,74 @@ mod avx2 {
         scores: &mut [f32],
         out: &mut [f32],
     ) {
-        attend_generic::<Avx2>(q, k, v, n, hd, scale, scores, out)
+        assert!(k.len() >= n * hd && v.len() >= n * hd && q.len() == hd && out.len() == hd && scores.len() >= n);
+        let full = hd / 8 * 8;
+        let (qp, kp, vp) = (q.as_ptr(), k.as_ptr(), v.as_ptr());
+        let mut max = f32::NEG_INFINITY;
+        let mut j = 0;
+        while j + 4 <= n {
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i < full {
+                // SAFETY: i + 8 <= hd and key rows j..j+4 < n.
+                unsafe {
+                    let qv = _mm256_loadu_ps(qp.add(i));
+                    for (t, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp.add((j + t) * hd + i)), *a);
+                    }
+                }
+                i += 8;
+            }
+            for (t, a) in acc.iter().enumerate() {
+                let mut s = hsum(*a);
+                for e in full..hd {
+                    s = q[e].mul_add(k[(j + t) * hd + e], s);
+                }
+                let s = s * scale;
+                scores[j + t] = s;
+                max = max.max(s);
+            }
+            j += 4;
+        }
+        for jj in j..n {
+            // SAFETY: this function's features.
+            let s = unsafe { dot(q, &k[jj * hd..(jj + 1) * hd]) } * scale;
+            scores[jj] = s;
+            max = max.max(s);
+        }
+        let mut sum = 0.0f32;
+        for s in scores[..n].iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let mut c = 0;
+        while c < full {
+            let nv = ((full - c) / 8).min(4);
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (jj, &p) in scores[..n].iter().enumerate() {
+                let pv = _mm256_set1_ps(p);
+                for (t, a) in acc.iter_mut().enumerate().take(nv) {
+                    // SAFETY: value row jj < n, c + 8t + 8 <= full <= hd.
+                    *a = unsafe { _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp.add(jj * hd + c + 8 * t)), *a) };
+                }
+            }
+            for (t, a) in acc.iter().enumerate().take(nv) {
+                // SAFETY: c + 8t + 8 <= hd = out.len().
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * t), *a) };
+            }
+            c += 8 * nv;
+        }
+        for e in full..hd {
+            let mut o = 0.0f32;
+            for (jj, &p) in scores[..n].iter().enumerate() {
+                o = p.mul_add(v[jj * hd + e], o);
+            }
+            out[e] = o;
+        }
+        let inv = 1.0 / sum;
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
     }
 }
 
@@ -283,7 +318,15 @@ mod tests {
 
     #[test]
     fn matches_reference_across_pages_and_is_chunk_invariant() {
-        let (heads, kv_heads, hd, len) = (4, 2, 8, 37);
+        // Head sizes with and without a tail past whole vectors, below and
+        // above one 32-dimension block of the AVX2 weighted sum.
+        for hd in [8, 20, 72] {
+            check_head_dim(hd);
+        }
+    }
+
+    fn check_head_dim(hd: usize) {
+        let (heads, kv_heads, len) = (4, 2, 37);
         let shape = AttnShape { heads, kv_heads, head_dim: hd };
         let kv_dim = kv_heads * hd;
         let val = |i: usize, s: f32| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * s;
@@ -301,7 +344,7 @@ mod tests {
         let whole = run(CpuPath::Scalar, &q, len, 0);
         // Every path gives the scalar path's bits.
         for path in CpuPath::supported() {
-            assert_eq!(run(path, &q, len, 0), whole, "{path}");
+            assert_eq!(run(path, &q, len, 0), whole, "hd {hd} {path}");
         }
         // Reference on the f16-rounded K/V.
         let r16 = |x: f32| half::f16::from_f32(x).to_f32();
@@ -319,14 +362,14 @@ mod tests {
                 let want = reference(&q[pos * heads * hd + h * hd..][..hd], &kh, &vh, pos + 1, hd);
                 for d in 0..hd {
                     let got = whole[pos * heads * hd + h * hd + d] as f64;
-                    assert!((got - want[d]).abs() < 1e-5, "pos {pos} head {h} dim {d}: {got} vs {}", want[d]);
+                    assert!((got - want[d]).abs() < 1e-5, "hd {hd} pos {pos} head {h} dim {d}: {got} vs {}", want[d]);
                 }
             }
         }
         // The last 5 rows computed alone (decode-like) equal the batched result bit for bit.
         for path in CpuPath::supported() {
             let tail = run(path, &q[32 * heads * hd..], 5, 32);
-            assert_eq!(tail, whole[32 * heads * hd..], "{path}");
+            assert_eq!(tail, whole[32 * heads * hd..], "hd {hd} {path}");
         }
     }
 }
