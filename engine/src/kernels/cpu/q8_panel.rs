@@ -78,27 +78,33 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
     let p = unsafe { interleave(w, c0, c1) };
     let q4 = w.kind == QuantKind::Q4_1;
     let width = c1 - c0;
+    let mut sums = vec![_mm256_setzero_si256(); ROWS * GROUPS * p.nb];
     let mut i = 0;
     while i < a.rows {
         let rows = (a.rows - i).min(ROWS);
         let mut g = 0;
         while g < p.groups {
             let gs = (p.groups - g).min(GROUPS);
+            let s = &mut sums;
             // SAFETY: rows i..i+rows and groups g..g+gs exist.
             unsafe {
                 match (rows, gs, q4) {
-                    (3, 2, true) => tile::<3, 2, true>(a, &p, i, g, out, width),
-                    (3, 2, false) => tile::<3, 2, false>(a, &p, i, g, out, width),
-                    (3, _, true) => tile::<3, 1, true>(a, &p, i, g, out, width),
-                    (3, _, false) => tile::<3, 1, false>(a, &p, i, g, out, width),
-                    (2, 2, true) => tile::<2, 2, true>(a, &p, i, g, out, width),
-                    (2, 2, false) => tile::<2, 2, false>(a, &p, i, g, out, width),
-                    (2, _, true) => tile::<2, 1, true>(a, &p, i, g, out, width),
-                    (2, _, false) => tile::<2, 1, false>(a, &p, i, g, out, width),
-                    (_, 2, true) => tile::<1, 2, true>(a, &p, i, g, out, width),
-                    (_, 2, false) => tile::<1, 2, false>(a, &p, i, g, out, width),
-                    (_, _, true) => tile::<1, 1, true>(a, &p, i, g, out, width),
-                    (_, _, false) => tile::<1, 1, false>(a, &p, i, g, out, width),
+                    (4, 2, true) => tile::<4, 2, true>(a, &p, i, g, out, width, s),
+                    (4, 2, false) => tile::<4, 2, false>(a, &p, i, g, out, width, s),
+                    (4, _, true) => tile::<4, 1, true>(a, &p, i, g, out, width, s),
+                    (4, _, false) => tile::<4, 1, false>(a, &p, i, g, out, width, s),
+                    (3, 2, true) => tile::<3, 2, true>(a, &p, i, g, out, width, s),
+                    (3, 2, false) => tile::<3, 2, false>(a, &p, i, g, out, width, s),
+                    (3, _, true) => tile::<3, 1, true>(a, &p, i, g, out, width, s),
+                    (3, _, false) => tile::<3, 1, false>(a, &p, i, g, out, width, s),
+                    (2, 2, true) => tile::<2, 2, true>(a, &p, i, g, out, width, s),
+                    (2, 2, false) => tile::<2, 2, false>(a, &p, i, g, out, width, s),
+                    (2, _, true) => tile::<2, 1, true>(a, &p, i, g, out, width, s),
+                    (2, _, false) => tile::<2, 1, false>(a, &p, i, g, out, width, s),
+                    (_, 2, true) => tile::<1, 2, true>(a, &p, i, g, out, width, s),
+                    (_, 2, false) => tile::<1, 2, false>(a, &p, i, g, out, width, s),
+                    (_, _, true) => tile::<1, 1, true>(a, &p, i, g, out, width, s),
+                    (_, _, false) => tile::<1, 1, false>(a, &p, i, g, out, width, s),
                 }
             }
             g += gs;
@@ -107,11 +113,14 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
     }
 }
 
-/// Rows and groups of eight weight rows per tile: 3 x 2 keeps the i16 sums,
-/// the f32 accumulators, two weight vectors and a broadcast in 16 registers.
-const ROWS: usize = 3;
+/// Rows and groups of eight weight rows per tile: 4 x 2 keeps the eight
+/// integer sums, two weight vectors and a broadcast in registers.
+const ROWS: usize = 4;
 const GROUPS: usize = 2;
 
+/// Phase 1 sums every block's integers into `sums` (`[block][row][group]`,
+/// i32 lanes) with nothing but integer work in the loop; phase 2 does the
+/// float steps per row, blocks ascending, and stores.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
@@ -121,13 +130,14 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     g0: usize,
     out: &mut [f32],
     width: usize,
+    sums: &mut [__m256i],
 ) {
     let (k, nb) = (a.cols, p.nb);
     let (wp, ap) = (p.qs.as_ptr(), a.qs.as_ptr());
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); G]; R];
+    assert!(sums.len() >= nb * R * G);
     for b in 0..nb {
-        let mut sums = [[_mm256_setzero_si256(); G]; R];
+        let mut s = [[_mm256_setzero_si256(); G]; R];
         for t in 0..8 {
             let mut wq = [_mm256_setzero_si256(); G];
             for (g, v) in wq.iter_mut().enumerate() {
@@ -135,43 +145,48 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
                 *v =
                     unsafe { _mm256_loadu_si256(wp.add(((g0 + g) * nb + b) * GROUP_BLOCK + t * 32) as *const __m256i) };
             }
-            for (r, sr) in sums.iter_mut().enumerate() {
+            for (r, sr) in s.iter_mut().enumerate() {
                 // SAFETY: row i0 + r < a.rows, block b < nb, chunk t < 8.
                 let four = unsafe { (ap.add((i0 + r) * k + b * QK + 4 * t) as *const i32).read_unaligned() };
                 let av = _mm256_set1_epi32(four);
-                for (g, s) in sr.iter_mut().enumerate() {
-                    *s = if Q4 {
-                        _mm256_add_epi16(*s, _mm256_maddubs_epi16(wq[g], av))
+                for (g, sv) in sr.iter_mut().enumerate() {
+                    *sv = if Q4 {
+                        _mm256_add_epi16(*sv, _mm256_maddubs_epi16(wq[g], av))
                     } else {
                         let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[g], wq[g]), _mm256_sign_epi8(av, wq[g]));
-                        _mm256_add_epi32(*s, _mm256_madd_epi16(pr, ones))
+                        _mm256_add_epi32(*sv, _mm256_madd_epi16(pr, ones))
                     };
                 }
             }
         }
-        for (r, accr) in acc.iter_mut().enumerate() {
-            let da = _mm256_set1_ps(a.d[(i0 + r) * nb + b]);
-            for (g, av) in accr.iter_mut().enumerate() {
-                let i = if Q4 { _mm256_madd_epi16(sums[r][g], ones) } else { sums[r][g] };
-                // SAFETY: (group, block) lies inside p.d.
-                let dw = unsafe { _mm256_loadu_ps(p.d.as_ptr().add(((g0 + g) * nb + b) * 8)) };
-                *av = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(i), *av);
+        for (r, sr) in s.iter().enumerate() {
+            for (g, sv) in sr.iter().enumerate() {
+                sums[(b * R + r) * G + g] = if Q4 { _mm256_madd_epi16(*sv, ones) } else { *sv };
             }
         }
     }
-    for (r, accr) in acc.iter().enumerate() {
+    for r in 0..R {
         let row = i0 + r;
-        for (g, av) in accr.iter().enumerate() {
-            let mut y = *av;
-            if Q4 {
-                let mut mins = _mm256_setzero_ps();
-                for b in 0..nb {
-                    // SAFETY: (group, block) lies inside p.m.
-                    let mw = unsafe { _mm256_loadu_ps(p.m.as_ptr().add(((g0 + g) * nb + b) * 8)) };
-                    mins = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.s[row * nb + b]), mins);
+        let mut acc = [_mm256_setzero_ps(); G];
+        let mut mins = [_mm256_setzero_ps(); G];
+        for b in 0..nb {
+            let da = _mm256_set1_ps(a.d[row * nb + b]);
+            let sa = _mm256_set1_ps(a.s[row * nb + b]);
+            for g in 0..G {
+                let at = ((g0 + g) * nb + b) * 8;
+                // SAFETY: (group, block) lies inside p.d (and p.m for Q4_1).
+                unsafe {
+                    let dw = _mm256_loadu_ps(p.d.as_ptr().add(at));
+                    let i = _mm256_cvtepi32_ps(sums[(b * R + r) * G + g]);
+                    acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), i, acc[g]);
+                    if Q4 {
+                        mins[g] = _mm256_fmadd_ps(_mm256_loadu_ps(p.m.as_ptr().add(at)), sa, mins[g]);
+                    }
                 }
-                y = _mm256_add_ps(y, mins);
             }
+        }
+        for g in 0..G {
+            let y = if Q4 { _mm256_add_ps(acc[g], mins[g]) } else { acc[g] };
             let mut lanes = [0.0f32; 8];
             // SAFETY: lanes holds eight floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };

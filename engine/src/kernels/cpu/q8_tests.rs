@@ -94,9 +94,18 @@ fn scalar_and_avx2_give_identical_bits() {
     for kind in KINDS {
         // In-place tiles (1..4 rows) and panel tiles (3 x 2 groups and the
         // remainders), with whole and partial groups of eight weight rows.
-        for (m, n, k) in
-            [(1, 37, 64), (2, 16, 64), (3, 70, 96), (4, 9, 32), (5, 24, 64), (9, 41, 576), (17, 5, 32), (64, 48, 96)]
-        {
+        for (m, n, k) in [
+            (1, 37, 64),
+            (2, 16, 64),
+            (3, 70, 96),
+            (4, 9, 32),
+            (5, 24, 64),
+            (6, 20, 64),
+            (7, 33, 64),
+            (9, 41, 576),
+            (17, 5, 32),
+            (64, 48, 96),
+        ] {
             let w = weights(kind, n, k, 11 + m as u64);
             let x = activations(m, k, 5 + n as u64);
             let s = matmul_q8_on(CpuPath::Scalar, &x, &w, m);
