@@ -213,9 +213,14 @@ mod avx2 {
         s
     }
 
-    /// [`super::attend_one`] with its steps in registers: four keys' dot
+    /// Keys per dot-product pass and value dimensions per weighted-sum pass:
+    /// eight independent FMA chains each, enough to hide the FMA latency.
+    const KEYS: usize = 8;
+    const DIMS: usize = 64;
+
+    /// [`super::attend_one`] with its steps in registers: `KEYS` keys' dot
     /// products at a time (each exactly `dot`), and the weighted sum of values
-    /// 32 dimensions at a time with the accumulators in registers over all
+    /// `DIMS` dimensions at a time with the accumulators in registers over all
     /// positions (each element still `fma(p_j, v_j, ·)` for j ascending).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
@@ -234,11 +239,11 @@ mod avx2 {
         let (qp, kp, vp) = (q.as_ptr(), k.as_ptr(), v.as_ptr());
         let mut max = f32::NEG_INFINITY;
         let mut j = 0;
-        while j + 4 <= n {
-            let mut acc = [_mm256_setzero_ps(); 4];
+        while j + KEYS <= n {
+            let mut acc = [_mm256_setzero_ps(); KEYS];
             let mut i = 0;
             while i < full {
-                // SAFETY: i + 8 <= hd and key rows j..j+4 < n.
+                // SAFETY: i + 8 <= hd and key rows j..j+KEYS < n.
                 unsafe {
                     let qv = _mm256_loadu_ps(qp.add(i));
                     for (t, a) in acc.iter_mut().enumerate() {
@@ -256,7 +261,7 @@ mod avx2 {
                 scores[j + t] = s;
                 max = max.max(s);
             }
-            j += 4;
+            j += KEYS;
         }
         for jj in j..n {
             // SAFETY: this function's features.
@@ -271,8 +276,8 @@ mod avx2 {
         }
         let mut c = 0;
         while c < full {
-            let nv = ((full - c) / 8).min(4);
-            let mut acc = [_mm256_setzero_ps(); 4];
+            let nv = ((full - c) / 8).min(DIMS / 8);
+            let mut acc = [_mm256_setzero_ps(); DIMS / 8];
             for (jj, &p) in scores[..n].iter().enumerate() {
                 let pv = _mm256_set1_ps(p);
                 for (t, a) in acc.iter_mut().enumerate().take(nv) {
