@@ -218,6 +218,33 @@ mod avx2 {
     const KEYS: usize = 8;
     const DIMS: usize = 64;
 
+    /// `out[c..c + 8V] = Σ_j p_j · v[j][c..c + 8V]`, each element by FMA with j
+    /// ascending from zero, `V` vectors in registers over all positions.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn weighted_sum<const V: usize>(
+        scores: &[f32],
+        n: usize,
+        vp: *const f32,
+        hd: usize,
+        c: usize,
+        out: &mut [f32],
+    ) {
+        assert!(c + 8 * V <= out.len());
+        let mut acc = [_mm256_setzero_ps(); V];
+        for (j, &p) in scores[..n].iter().enumerate() {
+            let pv = _mm256_set1_ps(p);
+            for (t, a) in acc.iter_mut().enumerate() {
+                // SAFETY (caller): value rows 0..n exist, c + 8V <= hd.
+                *a = unsafe { _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp.add(j * hd + c + 8 * t)), *a) };
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // SAFETY: c + 8t + 8 <= out.len() (asserted).
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * t), *a) };
+        }
+    }
+
     /// [`super::attend_one`] with its steps in registers: `KEYS` keys' dot
     /// products at a time (each exactly `dot`), and the weighted sum of values
     /// `DIMS` dimensions at a time with the accumulators in registers over all
@@ -275,21 +302,15 @@ mod avx2 {
             sum += *s;
         }
         let mut c = 0;
+        while c + DIMS <= full {
+            // SAFETY: c + DIMS <= hd.
+            unsafe { weighted_sum::<{ DIMS / 8 }>(scores, n, vp, hd, c, out) };
+            c += DIMS;
+        }
         while c < full {
-            let nv = ((full - c) / 8).min(DIMS / 8);
-            let mut acc = [_mm256_setzero_ps(); DIMS / 8];
-            for (jj, &p) in scores[..n].iter().enumerate() {
-                let pv = _mm256_set1_ps(p);
-                for (t, a) in acc.iter_mut().enumerate().take(nv) {
-                    // SAFETY: value row jj < n, c + 8t + 8 <= full <= hd.
-                    *a = unsafe { _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp.add(jj * hd + c + 8 * t)), *a) };
-                }
-            }
-            for (t, a) in acc.iter().enumerate().take(nv) {
-                // SAFETY: c + 8t + 8 <= hd = out.len().
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * t), *a) };
-            }
-            c += 8 * nv;
+            // SAFETY: c + 8 <= hd.
+            unsafe { weighted_sum::<1>(scores, n, vp, hd, c, out) };
+            c += 8;
         }
         for e in full..hd {
             let mut o = 0.0f32;
