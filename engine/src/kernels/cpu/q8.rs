@@ -224,6 +224,10 @@ mod avx2 {
 
     use super::panel;
 
+    /// How far ahead of the current block the in-place kernel prefetches each
+    /// weight row.
+    const PREFETCH_BYTES: usize = 384;
+
     /// f16 bits at `p` (little-endian) to f32, exactly.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -334,6 +338,12 @@ mod avx2 {
             // SAFETY (this block): every row pointer is a weight row < w.rows and
             // block b < nb; activation rows i0 + r < a.rows.
             unsafe {
+                // The eight rows stream from memory: fetch a few blocks ahead.
+                // (A prefetch never faults; `wrapping_add` keeps the address
+                // arithmetic defined past the end of the data.)
+                for rp in rowp {
+                    _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(off + PREFETCH_BYTES) as *const i8);
+                }
                 // Scales (and Q4_1 minimums) of the eight rows' block b.
                 let head = _mm256_setr_epi32(
                     (rowp[0].add(off) as *const i32).read_unaligned(),
