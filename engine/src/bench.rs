@@ -83,6 +83,10 @@ pub struct BenchArgs {
     /// q8,exact); default: the one the kernel flags select.
     #[arg(long, value_delimiter = ',', conflicts_with = "exact_quant_matmul")]
     quant_matmul: Option<Vec<QuantMatmul>>,
+    /// Skip the linear-layer comparison with the `gemm` crate (whole-model
+    /// figures only; `linear_kernel_vs_gemm_crate` is then empty).
+    #[arg(long)]
+    no_kernel_comparison: bool,
 }
 
 /// The 1-, 5- and 15-minute load averages (Linux), for the record.
@@ -185,8 +189,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
     }
-    let comparison =
-        kernel_comparison(kernels.path(), &a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?;
+    let comparison = if a.no_kernel_comparison {
+        Vec::new()
+    } else {
+        kernel_comparison(kernels.path(), &a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?
+    };
     let out = serde_json::json!({
         "model": a.model.display().to_string(),
         "config": cfg,

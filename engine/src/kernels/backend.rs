@@ -12,7 +12,7 @@
 
 use super::cpu::dispatch::{CpuPath, KernelError};
 use super::cpu::matmul::matmul_on;
-use super::cpu::q8::matmul_q8_on;
+use super::cpu::q8::{matmul_q8_many_on, matmul_q8_on};
 use super::cpu::quant::{QuantMatrix, matmul_quant_on};
 use std::fmt;
 
@@ -117,6 +117,15 @@ impl Kernels {
         match self.quant {
             QuantMatmul::Q8 => matmul_q8_on(self.path, x, w, m),
             QuantMatmul::Exact => matmul_quant_on(self.path, x, w, m),
+        }
+    }
+
+    /// `[x · Wᵢᵀ]` for several block-quantized weights over the same `x`, each
+    /// exactly [`Kernels::matmul_quant`]'s (the q8 path quantizes `x` once).
+    pub fn matmul_quant_many(&self, x: &[f32], ws: &[&QuantMatrix], m: usize) -> Vec<Vec<f32>> {
+        match self.quant {
+            QuantMatmul::Q8 => matmul_q8_many_on(self.path, x, ws, m),
+            QuantMatmul::Exact => ws.iter().map(|w| matmul_quant_on(self.path, x, w, m)).collect(),
         }
     }
 }

@@ -42,6 +42,26 @@ impl Linear {
         }
     }
 
+    /// `[x Wᵢᵀ]` for layers over the same input: quantized layers of one input
+    /// width go through one `matmul_quant_many` (the input quantized once),
+    /// others one by one. Each result is exactly that layer's `forward`.
+    pub fn forward_many<const N: usize>(layers: [&Linear; N], x: &[f32], kernels: &Kernels) -> [Vec<f32>; N] {
+        let quant: Option<Vec<&QuantMatrix>> = layers
+            .iter()
+            .map(|l| match &l.weight {
+                Weight::Quant(q) if l.in_features == layers[0].in_features => Some(q),
+                _ => None,
+            })
+            .collect();
+        match quant {
+            Some(ws) if N > 0 => {
+                let mut ys = kernels.matmul_quant_many(x, &ws, x.len() / layers[0].in_features).into_iter();
+                std::array::from_fn(|_| ys.next().unwrap_or_default())
+            }
+            _ => layers.map(|l| l.forward(x, kernels)),
+        }
+    }
+
     /// Replaces the weight with its quantized form if the shapes agree.
     fn set_quantized(&mut self, q: QuantMatrix) -> bool {
         if q.rows == self.out_features && q.cols == self.in_features {
@@ -81,9 +101,7 @@ impl Attention {
     fn forward(&self, x: &[f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) -> Vec<f32> {
         let (q_dim, kv_dim) = (batch.shape.heads * batch.shape.head_dim, batch.shape.kv_heads * batch.shape.head_dim);
         let kernels = batch.kernels;
-        let mut q = self.q_proj.forward(x, kernels);
-        let mut k = self.k_proj.forward(x, kernels);
-        let v = self.v_proj.forward(x, kernels);
+        let [mut q, mut k, v] = Linear::forward_many([&self.q_proj, &self.k_proj, &self.v_proj], x, kernels);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q);
             k = kn.forward(&k);
@@ -105,7 +123,7 @@ impl Attention {
             .zip(&batch.places)
             .map(|(s, p)| AttnSeq { table: &*s.table, q_row: p.row, rows: p.len, start_pos: p.start })
             .collect();
-        let attn = paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape);
+        let attn = paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape, kernels.path());
         self.o_proj.forward(&attn, kernels)
     }
 }
@@ -118,8 +136,7 @@ pub struct Mlp {
 
 impl Mlp {
     pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
-        let mut g = self.gate_proj.forward(x, kernels);
-        let u = self.up_proj.forward(x, kernels);
+        let [mut g, u] = Linear::forward_many([&self.gate_proj, &self.up_proj], x, kernels);
         silu_mul_in_place(&mut g, &u);
         self.down_proj.forward(&g, kernels)
     }

@@ -6,7 +6,13 @@
 //! Keys and values of the current step must already be in the cache: attention
 //! always sees the stored (possibly 8-bit) representation, in prefill and decode
 //! alike.
+//!
+//! Dot products (query by key) and weighted sums (probability times value) run
+//! on the caller's `CpuPath`: eight lanes over `head_dim` with fused
+//! multiply-adds, a fixed lane sum and the tail in order. The scalar path
+//! writes the same steps out with `mul_add`, so both paths give the same bits.
 
+use super::dispatch::{CpuFeatures, CpuPath};
 use crate::kv::{BlockTable, KvCache};
 use rayon::prelude::*;
 
@@ -33,8 +39,17 @@ const ROWS_PER_TASK: usize = 64;
 /// (sequence, KV head, first row, end row): one unit of parallel work.
 type Task = (usize, usize, usize, usize);
 
-/// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape).
-pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: usize, shape: AttnShape) -> Vec<f32> {
+/// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape),
+/// on `path`.
+pub fn paged_attention(
+    q: &[f32],
+    seqs: &[AttnSeq<'_>],
+    cache: &KvCache,
+    layer: usize,
+    shape: AttnShape,
+    path: CpuPath,
+) -> Vec<f32> {
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
     let AttnShape { heads, kv_heads, head_dim: hd } = shape;
     let q_dim = heads * hd;
     let group = heads / kv_heads;
@@ -73,7 +88,14 @@ pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: 
                     let h = kvh * group + g;
                     let qh = &qrow[h * hd..(h + 1) * hd];
                     let o = &mut out[((r - r0) * group + g) * hd..((r - r0) * group + g + 1) * hd];
-                    attend_one(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o);
+                    match path {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
+                        CpuPath::Avx2 => unsafe {
+                            avx2::attend_one(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o)
+                        },
+                        _ => attend_one::<Scalar>(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o),
+                    }
                 }
             }
             ((s, kvh, r0, r1), out)
@@ -94,12 +116,59 @@ pub fn paged_attention(q: &[f32], seqs: &[AttnSeq<'_>], cache: &KvCache, layer: 
     y
 }
 
+/// The per-path vector steps of [`attend_one`].
+trait Lanes {
+    /// `Σ a[i]·b[i]`: eight lanes of FMAs over steps of 8, the fixed sum
+    /// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`, then the tail by FMA in order.
+    fn dot(a: &[f32], b: &[f32]) -> f32;
+    /// `out[i] = fma(p, v[i], out[i])`.
+    fn axpy(p: f32, v: &[f32], out: &mut [f32]);
+}
+
+/// The steps written out element by element.
+struct Scalar;
+
+impl Lanes for Scalar {
+    #[inline]
+    fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let mut l = [0.0f32; 8];
+        let full = a.len() / 8 * 8;
+        for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
+            for i in 0..8 {
+                l[i] = ca[i].mul_add(cb[i], l[i]);
+            }
+        }
+        let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        for t in full..a.len() {
+            s = a[t].mul_add(b[t], s);
+        }
+        s
+    }
+
+    #[inline]
+    fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
+        for (o, &vv) in out.iter_mut().zip(v) {
+            *o = p.mul_add(vv, *o);
+        }
+    }
+}
+
 /// Attention of one query head over positions `0..n` of gathered K/V.
 #[allow(clippy::too_many_arguments)]
-fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, scores: &mut [f32], out: &mut [f32]) {
+#[inline(always)]
+fn attend_one<L: Lanes>(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    n: usize,
+    hd: usize,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
     let mut max = f32::NEG_INFINITY;
     for j in 0..n {
-        let s = dot_lanes(q, &k[j * hd..(j + 1) * hd]) * scale;
+        let s = L::dot(q, &k[j * hd..(j + 1) * hd]) * scale;
         scores[j] = s;
         max = max.max(s);
     }
@@ -110,10 +179,7 @@ fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, 
     }
     out.fill(0.0);
     for j in 0..n {
-        let p = scores[j];
-        for (o, &vv) in out.iter_mut().zip(&v[j * hd..(j + 1) * hd]) {
-            *o += p * vv;
-        }
+        L::axpy(scores[j], &v[j * hd..(j + 1) * hd], out);
     }
     let inv = 1.0 / sum;
     for o in out.iter_mut() {
@@ -121,21 +187,143 @@ fn attend_one(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize, scale: f32, 
     }
 }
 
-/// Dot product with eight independent lanes and a fixed final reduction.
-#[inline]
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let full = a.len() / 8 * 8;
-    for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
-        for l in 0..8 {
-            lanes[l] += ca[l] * cb[l];
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The `Lanes` steps in AVX2 + FMA registers.
+    use crate::kernels::cpu::matmul::avx2::hsum;
+    use std::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let full = a.len() / 8 * 8;
+        let mut acc = _mm256_setzero_ps();
+        let mut i = 0;
+        while i < full {
+            // SAFETY: i + 8 <= full <= a.len() = b.len().
+            unsafe {
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc)
+            };
+            i += 8;
+        }
+        let mut s = hsum(acc);
+        for t in full..a.len() {
+            s = a[t].mul_add(b[t], s);
+        }
+        s
+    }
+
+    /// Keys per dot-product pass and value dimensions per weighted-sum pass:
+    /// eight independent FMA chains each, enough to hide the FMA latency.
+    const KEYS: usize = 8;
+    const DIMS: usize = 64;
+
+    /// `out[c..c + 8V] = Σ_j p_j · v[j][c..c + 8V]`, each element by FMA with j
+    /// ascending from zero, `V` vectors in registers over all positions.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn weighted_sum<const V: usize>(
+        scores: &[f32],
+        n: usize,
+        vp: *const f32,
+        hd: usize,
+        c: usize,
+        out: &mut [f32],
+    ) {
+        assert!(c + 8 * V <= out.len());
+        let mut acc = [_mm256_setzero_ps(); V];
+        for (j, &p) in scores[..n].iter().enumerate() {
+            let pv = _mm256_set1_ps(p);
+            for (t, a) in acc.iter_mut().enumerate() {
+                // SAFETY (caller): value rows 0..n exist, c + 8V <= hd.
+                *a = unsafe { _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp.add(j * hd + c + 8 * t)), *a) };
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // SAFETY: c + 8t + 8 <= out.len() (asserted).
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * t), *a) };
         }
     }
-    let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    for t in full..a.len() {
-        s += a[t] * b[t];
+
+    /// [`super::attend_one`] with its steps in registers: `KEYS` keys' dot
+    /// products at a time (each exactly `dot`), and the weighted sum of values
+    /// `DIMS` dimensions at a time with the accumulators in registers over all
+    /// positions (each element still `fma(p_j, v_j, ·)` for j ascending).
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn attend_one(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        hd: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        assert!(k.len() >= n * hd && v.len() >= n * hd && q.len() == hd && out.len() == hd && scores.len() >= n);
+        let full = hd / 8 * 8;
+        let (qp, kp, vp) = (q.as_ptr(), k.as_ptr(), v.as_ptr());
+        let mut max = f32::NEG_INFINITY;
+        let mut j = 0;
+        while j + KEYS <= n {
+            let mut acc = [_mm256_setzero_ps(); KEYS];
+            let mut i = 0;
+            while i < full {
+                // SAFETY: i + 8 <= hd and key rows j..j+KEYS < n.
+                unsafe {
+                    let qv = _mm256_loadu_ps(qp.add(i));
+                    for (t, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp.add((j + t) * hd + i)), *a);
+                    }
+                }
+                i += 8;
+            }
+            for (t, a) in acc.iter().enumerate() {
+                let mut s = hsum(*a);
+                for e in full..hd {
+                    s = q[e].mul_add(k[(j + t) * hd + e], s);
+                }
+                let s = s * scale;
+                scores[j + t] = s;
+                max = max.max(s);
+            }
+            j += KEYS;
+        }
+        for jj in j..n {
+            // SAFETY: this function's features.
+            let s = unsafe { dot(q, &k[jj * hd..(jj + 1) * hd]) } * scale;
+            scores[jj] = s;
+            max = max.max(s);
+        }
+        let mut sum = 0.0f32;
+        for s in scores[..n].iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let mut c = 0;
+        while c + DIMS <= full {
+            // SAFETY: c + DIMS <= hd.
+            unsafe { weighted_sum::<{ DIMS / 8 }>(scores, n, vp, hd, c, out) };
+            c += DIMS;
+        }
+        while c < full {
+            // SAFETY: c + 8 <= hd.
+            unsafe { weighted_sum::<1>(scores, n, vp, hd, c, out) };
+            c += 8;
+        }
+        for e in full..hd {
+            let mut o = 0.0f32;
+            for (jj, &p) in scores[..n].iter().enumerate() {
+                o = p.mul_add(v[jj * hd + e], o);
+            }
+            out[e] = o;
+        }
+        let inv = 1.0 / sum;
+        for o in out.iter_mut() {
+            *o *= inv;
+        }
     }
-    s
 }
 
 #[cfg(test)]
@@ -156,7 +344,15 @@ mod tests {
 
     #[test]
     fn matches_reference_across_pages_and_is_chunk_invariant() {
-        let (heads, kv_heads, hd, len) = (4, 2, 8, 37);
+        // Head sizes with and without a tail past whole vectors, below and
+        // above one 32-dimension block of the AVX2 weighted sum.
+        for hd in [8, 20, 72] {
+            check_head_dim(hd);
+        }
+    }
+
+    fn check_head_dim(hd: usize) {
+        let (heads, kv_heads, len) = (4, 2, 37);
         let shape = AttnShape { heads, kv_heads, head_dim: hd };
         let kv_dim = kv_heads * hd;
         let val = |i: usize, s: f32| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * s;
@@ -168,7 +364,14 @@ mod tests {
         assert!(t.reserve(len));
         cache.write(0, &t, 0, &k, &v);
         cache.commit(&mut t, len);
-        let whole = paged_attention(&q, &[AttnSeq { table: &t, q_row: 0, rows: len, start_pos: 0 }], &cache, 0, shape);
+        let run = |path, q: &[f32], rows, start_pos| {
+            paged_attention(q, &[AttnSeq { table: &t, q_row: 0, rows, start_pos }], &cache, 0, shape, path)
+        };
+        let whole = run(CpuPath::Scalar, &q, len, 0);
+        // Every path gives the scalar path's bits.
+        for path in CpuPath::supported() {
+            assert_eq!(run(path, &q, len, 0), whole, "hd {hd} {path}");
+        }
         // Reference on the f16-rounded K/V.
         let r16 = |x: f32| half::f16::from_f32(x).to_f32();
         for pos in [0, 15, 16, 36] {
@@ -185,18 +388,14 @@ mod tests {
                 let want = reference(&q[pos * heads * hd + h * hd..][..hd], &kh, &vh, pos + 1, hd);
                 for d in 0..hd {
                     let got = whole[pos * heads * hd + h * hd + d] as f64;
-                    assert!((got - want[d]).abs() < 1e-5, "pos {pos} head {h} dim {d}: {got} vs {}", want[d]);
+                    assert!((got - want[d]).abs() < 1e-5, "hd {hd} pos {pos} head {h} dim {d}: {got} vs {}", want[d]);
                 }
             }
         }
         // The last 5 rows computed alone (decode-like) equal the batched result bit for bit.
-        let tail = paged_attention(
-            &q[32 * heads * hd..],
-            &[AttnSeq { table: &t, q_row: 0, rows: 5, start_pos: 32 }],
-            &cache,
-            0,
-            shape,
-        );
-        assert_eq!(tail, whole[32 * heads * hd..]);
+        for path in CpuPath::supported() {
+            let tail = run(path, &q[32 * heads * hd..], 5, 32);
+            assert_eq!(tail, whole[32 * heads * hd..], "hd {hd} {path}");
+        }
     }
 }

@@ -7,21 +7,28 @@
 //! bit-identical to the f32 layer) stays available for parity studies.
 //!
 //! The formula, per output (row r, weight row j), blocks b in ascending order:
-//! `i_l = Σ_{e = 4l..4l+3} w[e]·a[e]` (exact integers, eight lanes l over the
-//! 32 elements), `d = d_w · d_a` (f32), `lane_l = fma(d, i_l, lane_l)`; for
-//! Q4_1 also `mins = mins + m_w · s_a` (unfused). The result is
-//! `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))` (+ `mins` for Q4_1). The lanes are
-//! those of AVX2's `maddubs`/`madd` pair, so the AVX2 path and the scalar path
-//! (which follows this text literally) give the same bits, and a row's result
-//! never depends on the other rows of the batch, on tiling or on threads.
+//! `I_b = Σ_{e<32} w[e]·a[e]` (an exact integer, whatever order it is summed
+//! in), `acc = fma(d_w·d_a, I_b, acc)` (the product `d_w·d_a` rounded to f32);
+//! for Q4_1 also `mins = fma(m_w, s_a, mins)`. The result is `acc` (Q8_0) or
+//! `acc + mins` (Q4_1). Only the float steps fix the bits, and they are the same
+//! for every kernel: the scalar path writes them out, the AVX2 kernels do them
+//! for eight weight rows at once (one vector lane per row), so scalar and AVX2
+//! give the same bits, and a row's result never depends on the other rows of
+//! the batch, on tiling or on threads.
+//!
+//! Kernels (AVX2): up to `PANEL_ABOVE_ROWS` rows (decode) read the weights in
+//! place and reduce each row's integer products to `I_b` with horizontal adds;
+//! more rows (prefill) first interleave a column block's weights into a panel
+//! (`q8_panel.rs`) and run register-blocked GEMM tiles over it.
 //!
 //! Must not: quantize activations across rows (a row's scales depend on that
 //! row only), or split k depending on the number of rows.
 
 use super::dispatch::{CpuFeatures, CpuPath};
-use super::matmul::{columns_per_task, par_columns};
+use super::matmul::columns_per_task;
 use super::quant::{QK, QuantKind, QuantMatrix};
 use half::f16;
+use rayon::prelude::*;
 
 /// Activation rows quantized per block of 32 as llama.cpp's Q8_1 (whose `d` and
 /// `qs` are also its Q8_0): `d = max|x| / 127` (stored through f16, as llama.cpp
@@ -40,14 +47,26 @@ pub struct Q8Rows {
 }
 
 impl Q8Rows {
-    /// Quantizes `x` (`[rows, cols]`, `cols` a multiple of 32), row by row.
+    /// Quantizes `x` (`[rows, cols]`, `cols` a multiple of 32), row by row, on
+    /// the best path this CPU supports (every path gives the same bytes).
     pub fn quantize(x: &[f32], rows: usize, cols: usize) -> Q8Rows {
+        Q8Rows::quantize_on(CpuPath::best(), x, rows, cols)
+    }
+
+    /// As [`Q8Rows::quantize`], on `path`.
+    pub fn quantize_on(path: CpuPath, x: &[f32], rows: usize, cols: usize) -> Q8Rows {
         assert!(cols.is_multiple_of(QK), "Q8Rows: {cols} columns is not a multiple of {QK}");
         assert_eq!(x.len(), rows * cols, "Q8Rows: x has {} values, expected {rows}x{cols}", x.len());
+        assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
         let blocks = rows * cols / QK;
         let mut q = Q8Rows { rows, cols, qs: vec![0; rows * cols], d: vec![0.0; blocks], s: vec![0.0; blocks] };
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.qs.chunks_exact_mut(QK)).enumerate() {
-            (q.d[b], q.s[b]) = quantize_block(xb, qb);
+            (q.d[b], q.s[b]) = match path {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                CpuPath::Avx2 => unsafe { avx2::quantize_block(xb, qb) },
+                _ => quantize_block(xb, qb),
+            };
         }
         q
     }
@@ -64,33 +83,77 @@ fn quantize_block(x: &[f32], qs: &mut [i8]) -> (f32, f32) {
         *q = (v * id).round().clamp(-127.0, 127.0) as i8;
         sum += i32::from(*q);
     }
+    block_scales(d, sum)
+}
+
+/// `(f16(d), f16(Σq · d))` as f32.
+#[inline]
+fn block_scales(d: f32, sum: i32) -> (f32, f32) {
     (f16::from_f32(d).to_f32(), f16::from_f32(sum as f32 * d).to_f32())
 }
 
 /// `y = x · Wᵀ` through quantized activations, on `path` (see the module doc).
 pub fn matmul_q8_on(path: CpuPath, x: &[f32], w: &QuantMatrix, m: usize) -> Vec<f32> {
-    matmul_q8_rows_on(path, &Q8Rows::quantize(x, m, w.cols), w)
+    matmul_q8_rows_on(path, &Q8Rows::quantize_on(path, x, m, w.cols), w)
 }
 
 /// As [`matmul_q8_on`], for rows already quantized.
 pub fn matmul_q8_rows_on(path: CpuPath, a: &Q8Rows, w: &QuantMatrix) -> Vec<f32> {
-    assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
-    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
-    let (m, n) = (a.rows, w.rows);
-    let mut y = vec![0.0f32; m * n];
-    if m == 0 || n == 0 {
-        return y;
-    }
-    par_columns(m, n, &mut y, columns_per_task(m, n), |c0, c1, out| match path {
-        CpuPath::Scalar => scalar::block(a, w, c0, c1, out),
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-        CpuPath::Avx2 => unsafe { avx2::block(a, w, c0, c1, out) },
-        #[cfg(not(target_arch = "x86_64"))]
-        CpuPath::Avx2 => scalar::block(a, w, c0, c1, out),
-    });
-    y
+    matmul_q8_rows_many_on(path, a, &[w]).remove(0)
 }
+
+/// `x · Wᵢᵀ` for several weights over the same input (q, k and v; gate and
+/// up): `x` is quantized once and the column blocks of every product share one
+/// parallel region. Each output is exactly [`matmul_q8_on`]'s.
+pub fn matmul_q8_many_on(path: CpuPath, x: &[f32], ws: &[&QuantMatrix], m: usize) -> Vec<Vec<f32>> {
+    let Some(first) = ws.first() else { return Vec::new() };
+    matmul_q8_rows_many_on(path, &Q8Rows::quantize_on(path, x, m, first.cols), ws)
+}
+
+/// As [`matmul_q8_many_on`], for rows already quantized.
+pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) -> Vec<Vec<f32>> {
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
+    let m = a.rows;
+    // (matrix, first column, end column): whole groups of eight weight rows per
+    // task where the shape allows.
+    let mut tasks = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
+        let width = columns_per_task(m, w.rows).next_multiple_of(8);
+        tasks.extend((0..w.rows).step_by(width).map(|c0| (i, c0, (c0 + width).min(w.rows))));
+    }
+    let blocks: Vec<Vec<f32>> = if m == 0 {
+        Vec::new()
+    } else {
+        tasks
+            .par_iter()
+            .map(|&(i, c0, c1)| {
+                let mut out = vec![0.0f32; m * (c1 - c0)];
+                match path {
+                    CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                    CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
+                    #[cfg(not(target_arch = "x86_64"))]
+                    CpuPath::Avx2 => scalar::block(a, ws[i], c0, c1, &mut out),
+                }
+                out
+            })
+            .collect()
+    };
+    let mut ys: Vec<Vec<f32>> = ws.iter().map(|w| vec![0.0f32; m * w.rows]).collect();
+    for (&(i, c0, c1), out) in tasks.iter().zip(&blocks) {
+        let (n, width) = (ws[i].rows, c1 - c0);
+        for r in 0..m {
+            ys[i][r * n + c0..r * n + c1].copy_from_slice(&out[r * width..(r + 1) * width]);
+        }
+    }
+    ys
+}
+
+/// With more rows than this, a column block's weights are interleaved into a
+/// panel once and reused by every row tile; up to it, they are read in place.
+pub(crate) const PANEL_ABOVE_ROWS: usize = 4;
 
 /// Block `b` of weight row `j`: its bytes.
 #[inline]
@@ -115,7 +178,7 @@ mod scalar {
 
     pub(super) fn dot(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> f32 {
         let nb = a.cols / QK;
-        let mut lanes = [0.0f32; 8];
+        let mut acc = 0.0f32;
         let mut mins = 0.0f32;
         let mut wq = [0i32; QK];
         for b in 0..nb {
@@ -128,7 +191,7 @@ mod scalar {
                         wq[e + 16] = i32::from(byte >> 4);
                     }
                     let mw = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
-                    mins += mw * a.s[r * nb + b];
+                    mins = mw.mul_add(a.s[r * nb + b], mins);
                 }
                 QuantKind::Q8_0 => {
                     for (e, &byte) in blk[2..34].iter().enumerate() {
@@ -137,16 +200,12 @@ mod scalar {
                 }
             }
             let aq = &a.qs[r * a.cols + b * QK..r * a.cols + (b + 1) * QK];
-            let d = dw * a.d[r * nb + b];
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                let i: i32 = (4 * l..4 * l + 4).map(|e| wq[e] * i32::from(aq[e])).sum();
-                *lane = d.mul_add(i as f32, *lane);
-            }
+            let i: i32 = wq.iter().zip(aq).map(|(&wv, &av)| wv * i32::from(av)).sum();
+            acc = (dw * a.d[r * nb + b]).mul_add(i as f32, acc);
         }
-        let s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
         match w.kind {
-            QuantKind::Q4_1 => s + mins,
-            QuantKind::Q8_0 => s,
+            QuantKind::Q4_1 => acc + mins,
+            QuantKind::Q8_0 => acc,
         }
     }
 }
@@ -156,16 +215,18 @@ mod avx2 {
     //! Integer dot products with `maddubs` (u8 x i8 pairs to i16) and `madd`
     //! (i16 pairs to i32), as ggml's AVX2 `vec_dot_q4_1_q8_1` and
     //! `vec_dot_q8_0_q8_0`; Q8_0 takes the sign trick (|w| x sign(a, w)), which
-    //! is exact here because activations lie in [-127, 127].
+    //! is exact here because activations lie in [-127, 127]. Eight weight rows
+    //! at a time: their eight-lane integer products are reduced to one vector
+    //! of eight `I_b` (horizontal adds), then one multiply and one FMA do the
+    //! float steps of the module doc for all eight.
     use super::*;
-    use crate::kernels::cpu::matmul::avx2::hsum;
     use std::arch::x86_64::*;
 
     use super::panel;
 
-    /// With more rows than this, a column block's weights are unpacked once
-    /// (`panel`) and reused by every row group; below, they are read in place.
-    const UNPACK_ABOVE_ROWS: usize = 4;
+    /// How far ahead of the current block the in-place kernel prefetches each
+    /// weight row.
+    const PREFETCH_BYTES: usize = 384;
 
     /// f16 bits at `p` (little-endian) to f32, exactly.
     #[inline]
@@ -176,106 +237,180 @@ mod avx2 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
     }
 
+    /// [`super::quantize_block`] on eight lanes: the same maximum, scale,
+    /// product and clamp, and `round` (half away from zero) done exactly as
+    /// `t = trunc(p)`, plus `±1` where `|p - t| >= 0.5` (`p - t` is exact).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn quantize_block(x: &[f32], qs: &mut [i8]) -> (f32, f32) {
+        assert!(x.len() == QK && qs.len() == QK);
+        let sign = _mm256_set1_ps(-0.0);
+        // SAFETY: x holds 32 floats.
+        let v: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+        let abs = v.map(|vi| _mm256_andnot_ps(sign, vi));
+        let m8 = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
+        let m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps::<1>(m8));
+        let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps::<0b01>(m2, m2)));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (idv, half, one, lim) =
+            (_mm256_set1_ps(id), _mm256_set1_ps(0.5), _mm256_set1_ps(1.0), _mm256_set1_ps(127.0));
+        let q = v.map(|vi| {
+            let p = _mm256_mul_ps(vi, idv);
+            let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(p);
+            let frac = _mm256_andnot_ps(sign, _mm256_sub_ps(p, t));
+            let away = _mm256_or_ps(_mm256_and_ps(p, sign), one);
+            let r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(frac, half), away));
+            let c = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+            _mm256_cvttps_epi32(c)
+        });
+        let sum4 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let s4 = _mm_add_epi32(_mm256_castsi256_si128(sum4), _mm256_extracti128_si256::<1>(sum4));
+        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        let sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32::<0b01>(s2)));
+        let packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        let ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: qs holds 32 bytes.
+        unsafe { _mm256_storeu_si256(qs.as_mut_ptr() as *mut __m256i, ordered) };
+        block_scales(d, sum)
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut [f32]) {
-        if a.rows > UNPACK_ABOVE_ROWS {
+        if a.rows > PANEL_ABOVE_ROWS {
             // SAFETY: same features as this function.
             return unsafe { panel::block(a, w, c0, c1, out) };
         }
         let width = c1 - c0;
-        let m = a.rows;
+        let q4 = w.kind == QuantKind::Q4_1;
         let mut i = 0;
-        while i < m {
-            let rows = (m - i).min(4);
+        while i < a.rows {
+            let rows = (a.rows - i).min(2);
             let mut j = c0;
             while j < c1 {
-                let cols = (c1 - j).min(if rows == 1 { 4 } else { 2 });
-                // SAFETY: rows i..i+rows and columns j..j+cols lie inside a, w and out.
+                // SAFETY: rows i..i+rows exist; `group` clamps columns to c1.
                 unsafe {
-                    match (rows, cols) {
-                        (1, 4) => tile::<1, 4>(a, w, i, j, out, width, c0),
-                        (1, 3) => tile::<1, 3>(a, w, i, j, out, width, c0),
-                        (1, 2) => tile::<1, 2>(a, w, i, j, out, width, c0),
-                        (4, 2) => tile::<4, 2>(a, w, i, j, out, width, c0),
-                        (4, 1) => tile::<4, 1>(a, w, i, j, out, width, c0),
-                        (3, 2) => tile::<3, 2>(a, w, i, j, out, width, c0),
-                        (3, 1) => tile::<3, 1>(a, w, i, j, out, width, c0),
-                        (2, 2) => tile::<2, 2>(a, w, i, j, out, width, c0),
-                        (2, 1) => tile::<2, 1>(a, w, i, j, out, width, c0),
-                        _ => tile::<1, 1>(a, w, i, j, out, width, c0),
+                    match (rows, q4) {
+                        (2, true) => group::<2, true>(a, w, i, j, c0, c1, out, width),
+                        (2, false) => group::<2, false>(a, w, i, j, c0, c1, out, width),
+                        (_, true) => group::<1, true>(a, w, i, j, c0, c1, out, width),
+                        (_, false) => group::<1, false>(a, w, i, j, c0, c1, out, width),
                     }
                 }
-                j += cols;
+                j += 8;
             }
             i += rows;
         }
     }
 
+    /// Weight rows `j0..j0+8` (those below `c1`; the others repeat row
+    /// `c1 - 1` and are not stored) for activation rows `i0..i0+R`.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile<const R: usize, const C: usize>(
+    unsafe fn group<const R: usize, const Q4: bool>(
         a: &Q8Rows,
         w: &QuantMatrix,
         i0: usize,
         j0: usize,
+        c0: usize,
+        c1: usize,
         out: &mut [f32],
         width: usize,
-        c0: usize,
     ) {
         let k = a.cols;
         let nb = k / QK;
         let bb = w.kind.block_bytes();
-        let q4 = w.kind == QuantKind::Q4_1;
         let wp = w.data.as_ptr();
         let ap = a.qs.as_ptr();
         let ones = _mm256_set1_epi16(1);
         let low = _mm256_set1_epi8(0x0f);
-        let mut acc = [[_mm256_setzero_ps(); C]; R];
-        let mut mins = [[0.0f32; C]; R];
+        let cols = (c1 - j0).min(8);
+        let rowp: [*const u8; 8] = std::array::from_fn(|c| wp.wrapping_add((j0 + c.min(cols - 1)) * nb * bb));
+        // Per 128-bit lane, [d0 m0 d1 m1 d2 m2 d3 m3] (u16) to [d0..d3 m0..m3].
+        let split = _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+        );
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut mins = [_mm256_setzero_ps(); R];
         for b in 0..nb {
-            let mut wq = [_mm256_setzero_si256(); C];
-            let mut dw = [_mm256_setzero_ps(); C];
-            let mut mw = [0.0f32; C];
-            for c in 0..C {
-                // SAFETY: weight row j0 + c < w.rows and block b < nb.
-                unsafe {
-                    let blk = wp.add(((j0 + c) * nb + b) * bb);
-                    dw[c] = _mm256_set1_ps(f16_at(blk));
-                    if q4 {
-                        mw[c] = f16_at(blk.add(2));
-                        let raw = _mm_loadu_si128(blk.add(4) as *const __m128i);
-                        let both = _mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw);
-                        wq[c] = _mm256_and_si256(both, low);
-                    } else {
-                        wq[c] = _mm256_loadu_si256(blk.add(2) as *const __m256i);
-                    }
+            let off = b * bb;
+            // SAFETY (this block): every row pointer is a weight row < w.rows and
+            // block b < nb; activation rows i0 + r < a.rows.
+            unsafe {
+                // The eight rows stream from memory: fetch a few blocks ahead.
+                // (A prefetch never faults; `wrapping_add` keeps the address
+                // arithmetic defined past the end of the data.)
+                for rp in rowp {
+                    _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(off + PREFETCH_BYTES) as *const i8);
                 }
-            }
-            for r in 0..R {
-                let row = i0 + r;
-                // SAFETY: row < a.rows and block b < nb.
-                let aq = unsafe { _mm256_loadu_si256(ap.add(row * k + b * QK) as *const __m256i) };
-                let da = _mm256_set1_ps(a.d[row * nb + b]);
-                let sa = a.s[row * nb + b];
-                for c in 0..C {
-                    let p16 = if q4 {
-                        _mm256_maddubs_epi16(wq[c], aq)
-                    } else {
-                        _mm256_maddubs_epi16(_mm256_sign_epi8(wq[c], wq[c]), _mm256_sign_epi8(aq, wq[c]))
-                    };
-                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], da), p, acc[r][c]);
-                    if q4 {
-                        mins[r][c] += mw[c] * sa;
+                // Scales (and Q4_1 minimums) of the eight rows' block b.
+                let head = _mm256_setr_epi32(
+                    (rowp[0].add(off) as *const i32).read_unaligned(),
+                    (rowp[1].add(off) as *const i32).read_unaligned(),
+                    (rowp[2].add(off) as *const i32).read_unaligned(),
+                    (rowp[3].add(off) as *const i32).read_unaligned(),
+                    (rowp[4].add(off) as *const i32).read_unaligned(),
+                    (rowp[5].add(off) as *const i32).read_unaligned(),
+                    (rowp[6].add(off) as *const i32).read_unaligned(),
+                    (rowp[7].add(off) as *const i32).read_unaligned(),
+                );
+                let dm = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(head, split));
+                let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
+                let mw = _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(dm));
+                let mut aq = [_mm256_setzero_si256(); R];
+                for (r, v) in aq.iter_mut().enumerate() {
+                    *v = _mm256_loadu_si256(ap.add((i0 + r) * k + b * QK) as *const __m256i);
+                }
+                // Eight lanes of products per weight row, reduced by horizontal
+                // adds: `x` holds rows 0..3's partial sums, `y` rows 4..7's.
+                let mut t = [_mm256_setzero_si256(); R];
+                let mut x = [_mm256_setzero_si256(); R];
+                for q in 0..4 {
+                    let mut p = [[_mm256_setzero_si256(); 2]; R];
+                    for s in 0..2 {
+                        let blk = rowp[2 * q + s].add(off);
+                        let wq = if Q4 {
+                            let raw = _mm_loadu_si128(blk.add(4) as *const __m128i);
+                            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw), low)
+                        } else {
+                            _mm256_loadu_si256(blk.add(2) as *const __m256i)
+                        };
+                        let wabs = if Q4 { wq } else { _mm256_sign_epi8(wq, wq) };
+                        for r in 0..R {
+                            let av = if Q4 { aq[r] } else { _mm256_sign_epi8(aq[r], wq) };
+                            p[r][s] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, av), ones);
+                        }
+                    }
+                    for r in 0..R {
+                        let h = _mm256_hadd_epi32(p[r][0], p[r][1]);
+                        match q {
+                            0 | 2 => t[r] = h,
+                            1 => x[r] = _mm256_hadd_epi32(t[r], h),
+                            _ => {
+                                let y = _mm256_hadd_epi32(t[r], h);
+                                let i = _mm256_add_epi32(
+                                    _mm256_permute2x128_si256::<0x20>(x[r], y),
+                                    _mm256_permute2x128_si256::<0x31>(x[r], y),
+                                );
+                                let da = _mm256_set1_ps(a.d[(i0 + r) * nb + b]);
+                                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(i), acc[r]);
+                                if Q4 {
+                                    mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.s[(i0 + r) * nb + b]), mins[r]);
+                                }
+                            }
+                        }
                     }
                 }
             }
         }
         for r in 0..R {
-            for c in 0..C {
-                let s = hsum(acc[r][c]);
-                out[(i0 + r) * width + (j0 + c - c0)] = if q4 { s + mins[r][c] } else { s };
-            }
+            let y = if Q4 { _mm256_add_ps(acc[r], mins[r]) } else { acc[r] };
+            let mut lanes = [0.0f32; 8];
+            // SAFETY: lanes holds eight floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };
+            let o = (i0 + r) * width + (j0 - c0);
+            out[o..o + cols].copy_from_slice(&lanes[..cols]);
         }
     }
 }

@@ -1,55 +1,71 @@
-//! The AVX2 q8 kernel for many rows (prefill): a column block's weights are
-//! unpacked once into a panel (quants as bytes, block scales and minimums as
-//! f32), then every group of four rows reads the panel from cache. The Q4_1
-//! minimum terms are summed apart, eight columns at a time, each lane in block
-//! order with unfused multiply and add. Every output is the same operation
-//! sequence as in the module doc of `q8` (same lanes, same order), so results
-//! are bit-identical to the in-place AVX2 tiles and to the scalar path.
+//! The AVX2 q8 kernel for many rows (prefill) as GEMM tiles: a column block's
+//! weights are first interleaved into a panel, eight weight rows per group,
+//! in 4-element chunks (`[group][block][chunk 0..8][row 0..8][4 bytes]`, Q4_1
+//! nibbles widened to bytes), with block scales and minimums as f32. A tile of
+//! `R` activation rows by `G` groups then broadcasts four activation bytes per
+//! row and multiplies them with one 32-byte load per group (`maddubs`), so one
+//! instruction does four multiply-adds for each of eight weight rows and the
+//! integer sums of a block land per weight row in one vector, with no
+//! horizontal reduction. Q4_1 products are summed in i16 over a whole block
+//! (at most 8 · 2 · 15 · 127 = 30480, no overflow), Q8_0 ones in i32.
+//!
+//! Every output is the module doc's formula of `q8` (same integer `I_b`, same
+//! float steps in the same order), so results are bit-identical to the
+//! in-place AVX2 kernel and to the scalar path, for any tile shape.
 
 use super::avx2::f16_at;
 use super::{Q8Rows, QK, QuantKind, QuantMatrix};
-use crate::kernels::cpu::matmul::avx2::hsum;
 use std::arch::x86_64::*;
 
-/// Weights of columns `c0..c1`, unpacked.
+/// Bytes of one group's block in the panel: 8 rows x 32 quants.
+const GROUP_BLOCK: usize = 8 * QK;
+
+/// Weights of columns `c0..c1`, interleaved.
 struct Panel {
-    width: usize,
+    groups: usize,
     nb: usize,
-    /// `[width][k]` quants: Q4_1 nibbles (0..15) or Q8_0 bytes (i8 bits).
+    /// `[group][block][chunk][row][4]` quants: Q4_1 nibbles (0..15) or Q8_0 bytes.
     qs: Vec<u8>,
-    /// `[width][nb]` block scales.
+    /// `[group][block][row]` block scales (0 for padding rows).
     d: Vec<f32>,
-    /// `[nb][width]` Q4_1 block minimums (empty for Q8_0).
+    /// `[group][block][row]` Q4_1 block minimums (empty for Q8_0).
     m: Vec<f32>,
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn unpack(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
+unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
     let (k, width) = (w.cols, c1 - c0);
     let nb = k / QK;
     let bb = w.kind.block_bytes();
     let q4 = w.kind == QuantKind::Q4_1;
+    let groups = width.div_ceil(8);
     let mut p = Panel {
-        width,
+        groups,
         nb,
-        qs: vec![0; width * k],
-        d: vec![0.0; width * nb],
-        m: if q4 { vec![0.0; nb * width] } else { Vec::new() },
+        qs: vec![0; groups * nb * GROUP_BLOCK],
+        d: vec![0.0; groups * nb * 8],
+        m: if q4 { vec![0.0; groups * nb * 8] } else { Vec::new() },
     };
+    let mut elems = [0u8; QK];
     for c in 0..width {
+        let (g, lane) = (c / 8, c % 8);
         let row = &w.data[(c0 + c) * nb * bb..(c0 + c + 1) * nb * bb];
         for (b, blk) in row.chunks_exact(bb).enumerate() {
+            let at = (g * nb + b) * 8 + lane;
             // SAFETY: blk holds a whole block.
-            p.d[c * nb + b] = unsafe { f16_at(blk.as_ptr()) };
-            let q = &mut p.qs[c * k + b * QK..c * k + (b + 1) * QK];
+            p.d[at] = unsafe { f16_at(blk.as_ptr()) };
             if q4 {
                 // SAFETY: as above.
-                p.m[b * width + c] = unsafe { f16_at(blk.as_ptr().add(2)) };
+                p.m[at] = unsafe { f16_at(blk.as_ptr().add(2)) };
                 for (e, &byte) in blk[4..20].iter().enumerate() {
-                    (q[e], q[e + 16]) = (byte & 0x0f, byte >> 4);
+                    (elems[e], elems[e + 16]) = (byte & 0x0f, byte >> 4);
                 }
             } else {
-                q.copy_from_slice(&blk[2..34]);
+                elems.copy_from_slice(&blk[2..34]);
+            }
+            let base = (g * nb + b) * GROUP_BLOCK + lane * 4;
+            for t in 0..8 {
+                p.qs[base + t * 32..base + t * 32 + 4].copy_from_slice(&elems[4 * t..4 * t + 4]);
             }
         }
     }
@@ -59,110 +75,124 @@ unsafe fn unpack(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut [f32]) {
     // SAFETY: same features as this function.
-    let p = unsafe { unpack(w, c0, c1) };
+    let p = unsafe { interleave(w, c0, c1) };
     let q4 = w.kind == QuantKind::Q4_1;
-    let (m, width) = (a.rows, p.width);
+    let width = c1 - c0;
+    let mut sums = vec![_mm256_setzero_si256(); ROWS * GROUPS * p.nb];
     let mut i = 0;
-    while i < m {
-        let rows = (m - i).min(4);
-        let mut j = 0;
-        while j < width {
-            let cols = (width - j).min(2);
-            // SAFETY: rows i..i+rows and panel columns j..j+cols exist.
+    while i < a.rows {
+        let rows = (a.rows - i).min(ROWS);
+        let mut g = 0;
+        while g < p.groups {
+            let gs = (p.groups - g).min(GROUPS);
+            let s = &mut sums;
+            // SAFETY: rows i..i+rows and groups g..g+gs exist.
             unsafe {
-                match (rows, cols) {
-                    (4, 2) => tile::<4, 2>(a, &p, q4, i, j, out),
-                    (4, 1) => tile::<4, 1>(a, &p, q4, i, j, out),
-                    (3, 2) => tile::<3, 2>(a, &p, q4, i, j, out),
-                    (3, 1) => tile::<3, 1>(a, &p, q4, i, j, out),
-                    (2, 2) => tile::<2, 2>(a, &p, q4, i, j, out),
-                    (2, 1) => tile::<2, 1>(a, &p, q4, i, j, out),
-                    (1, 2) => tile::<1, 2>(a, &p, q4, i, j, out),
-                    _ => tile::<1, 1>(a, &p, q4, i, j, out),
+                match (rows, gs, q4) {
+                    (4, 2, true) => tile::<4, 2, true>(a, &p, i, g, out, width, s),
+                    (4, 2, false) => tile::<4, 2, false>(a, &p, i, g, out, width, s),
+                    (4, _, true) => tile::<4, 1, true>(a, &p, i, g, out, width, s),
+                    (4, _, false) => tile::<4, 1, false>(a, &p, i, g, out, width, s),
+                    (3, 2, true) => tile::<3, 2, true>(a, &p, i, g, out, width, s),
+                    (3, 2, false) => tile::<3, 2, false>(a, &p, i, g, out, width, s),
+                    (3, _, true) => tile::<3, 1, true>(a, &p, i, g, out, width, s),
+                    (3, _, false) => tile::<3, 1, false>(a, &p, i, g, out, width, s),
+                    (2, 2, true) => tile::<2, 2, true>(a, &p, i, g, out, width, s),
+                    (2, 2, false) => tile::<2, 2, false>(a, &p, i, g, out, width, s),
+                    (2, _, true) => tile::<2, 1, true>(a, &p, i, g, out, width, s),
+                    (2, _, false) => tile::<2, 1, false>(a, &p, i, g, out, width, s),
+                    (_, 2, true) => tile::<1, 2, true>(a, &p, i, g, out, width, s),
+                    (_, 2, false) => tile::<1, 2, false>(a, &p, i, g, out, width, s),
+                    (_, _, true) => tile::<1, 1, true>(a, &p, i, g, out, width, s),
+                    (_, _, false) => tile::<1, 1, false>(a, &p, i, g, out, width, s),
                 }
             }
-            j += cols;
+            g += gs;
         }
         i += rows;
     }
-    if q4 {
-        // SAFETY: same features as this function.
-        unsafe { add_minimums(a, &p, out) };
-    }
 }
 
-/// `out[r][c] += Σ_b m[c][b] · s[r][b]`, the sum in block order with unfused
-/// multiply and add (the scalar path's `mins`), eight columns per vector.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn add_minimums(a: &Q8Rows, p: &Panel, out: &mut [f32]) {
-    let (nb, width) = (p.nb, p.width);
-    for r in 0..a.rows {
-        let s = &a.s[r * nb..(r + 1) * nb];
-        let o = &mut out[r * width..(r + 1) * width];
-        let mut c = 0;
-        while c + 8 <= width {
-            let mut acc = _mm256_setzero_ps();
-            for (b, &sb) in s.iter().enumerate() {
-                // SAFETY: b * width + c + 8 <= nb * width.
-                let mv = unsafe { _mm256_loadu_ps(p.m.as_ptr().add(b * width + c)) };
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(mv, _mm256_set1_ps(sb)));
-            }
-            let mut lanes = [0.0f32; 8];
-            // SAFETY: lanes holds eight floats.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-            for (ov, l) in o[c..c + 8].iter_mut().zip(lanes) {
-                *ov += l;
-            }
-            c += 8;
-        }
-        for (cc, ov) in o.iter_mut().enumerate().skip(c) {
-            let mut mins = 0.0f32;
-            for (b, &sb) in s.iter().enumerate() {
-                mins += p.m[b * width + cc] * sb;
-            }
-            *ov += mins;
-        }
-    }
-}
+/// Rows and groups of eight weight rows per tile: 4 x 2 keeps the eight
+/// integer sums, two weight vectors and a broadcast in registers.
+const ROWS: usize = 4;
+const GROUPS: usize = 2;
 
+/// Phase 1 sums every block's integers into `sums` (`[block][row][group]`,
+/// i32 lanes) with nothing but integer work in the loop; phase 2 does the
+/// float steps per row, blocks ascending, and stores.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<const R: usize, const C: usize>(a: &Q8Rows, p: &Panel, q4: bool, i0: usize, j0: usize, out: &mut [f32]) {
-    let (k, nb, width) = (a.cols, p.nb, p.width);
+unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
+    a: &Q8Rows,
+    p: &Panel,
+    i0: usize,
+    g0: usize,
+    out: &mut [f32],
+    width: usize,
+    sums: &mut [__m256i],
+) {
+    let (k, nb) = (a.cols, p.nb);
     let (wp, ap) = (p.qs.as_ptr(), a.qs.as_ptr());
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    assert!(sums.len() >= nb * R * G);
     for b in 0..nb {
-        let mut wq = [_mm256_setzero_si256(); C];
-        let mut wabs = [_mm256_setzero_si256(); C];
-        let mut dw = [_mm256_setzero_ps(); C];
-        for c in 0..C {
-            // SAFETY: panel column j0 + c < width, block b < nb.
-            wq[c] = unsafe { _mm256_loadu_si256(wp.add((j0 + c) * k + b * QK) as *const __m256i) };
-            if !q4 {
-                wabs[c] = _mm256_sign_epi8(wq[c], wq[c]);
+        let mut s = [[_mm256_setzero_si256(); G]; R];
+        for t in 0..8 {
+            let mut wq = [_mm256_setzero_si256(); G];
+            for (g, v) in wq.iter_mut().enumerate() {
+                // SAFETY: group g0 + g < groups, block b < nb, chunk t < 8.
+                *v =
+                    unsafe { _mm256_loadu_si256(wp.add(((g0 + g) * nb + b) * GROUP_BLOCK + t * 32) as *const __m256i) };
             }
-            dw[c] = _mm256_set1_ps(p.d[(j0 + c) * nb + b]);
+            for (r, sr) in s.iter_mut().enumerate() {
+                // SAFETY: row i0 + r < a.rows, block b < nb, chunk t < 8.
+                let four = unsafe { (ap.add((i0 + r) * k + b * QK + 4 * t) as *const i32).read_unaligned() };
+                let av = _mm256_set1_epi32(four);
+                for (g, sv) in sr.iter_mut().enumerate() {
+                    *sv = if Q4 {
+                        _mm256_add_epi16(*sv, _mm256_maddubs_epi16(wq[g], av))
+                    } else {
+                        let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[g], wq[g]), _mm256_sign_epi8(av, wq[g]));
+                        _mm256_add_epi32(*sv, _mm256_madd_epi16(pr, ones))
+                    };
+                }
+            }
         }
-        for (r, accr) in acc.iter_mut().enumerate() {
-            let row = i0 + r;
-            // SAFETY: row < a.rows, block b < nb.
-            let aq = unsafe { _mm256_loadu_si256(ap.add(row * k + b * QK) as *const __m256i) };
-            let da = _mm256_set1_ps(a.d[row * nb + b]);
-            for (c, accv) in accr.iter_mut().enumerate() {
-                let p16 = if q4 {
-                    _mm256_maddubs_epi16(wq[c], aq)
-                } else {
-                    _mm256_maddubs_epi16(wabs[c], _mm256_sign_epi8(aq, wq[c]))
-                };
-                let pf = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                *accv = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], da), pf, *accv);
+        for (r, sr) in s.iter().enumerate() {
+            for (g, sv) in sr.iter().enumerate() {
+                sums[(b * R + r) * G + g] = if Q4 { _mm256_madd_epi16(*sv, ones) } else { *sv };
             }
         }
     }
-    for (r, accr) in acc.iter().enumerate() {
-        for (c, accv) in accr.iter().enumerate() {
-            out[(i0 + r) * width + j0 + c] = hsum(*accv);
+    for r in 0..R {
+        let row = i0 + r;
+        let mut acc = [_mm256_setzero_ps(); G];
+        let mut mins = [_mm256_setzero_ps(); G];
+        for b in 0..nb {
+            let da = _mm256_set1_ps(a.d[row * nb + b]);
+            let sa = _mm256_set1_ps(a.s[row * nb + b]);
+            for g in 0..G {
+                let at = ((g0 + g) * nb + b) * 8;
+                // SAFETY: (group, block) lies inside p.d (and p.m for Q4_1).
+                unsafe {
+                    let dw = _mm256_loadu_ps(p.d.as_ptr().add(at));
+                    let i = _mm256_cvtepi32_ps(sums[(b * R + r) * G + g]);
+                    acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), i, acc[g]);
+                    if Q4 {
+                        mins[g] = _mm256_fmadd_ps(_mm256_loadu_ps(p.m.as_ptr().add(at)), sa, mins[g]);
+                    }
+                }
+            }
+        }
+        for g in 0..G {
+            let y = if Q4 { _mm256_add_ps(acc[g], mins[g]) } else { acc[g] };
+            let mut lanes = [0.0f32; 8];
+            // SAFETY: lanes holds eight floats.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };
+            let c = (g0 + g) * 8;
+            let n = (width - c).min(8);
+            out[row * width + c..row * width + c + n].copy_from_slice(&lanes[..n]);
         }
     }
 }

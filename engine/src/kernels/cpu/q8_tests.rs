@@ -92,7 +92,20 @@ fn scalar_and_avx2_give_identical_bits() {
         return;
     }
     for kind in KINDS {
-        for (m, n, k) in [(1, 37, 64), (3, 70, 96), (9, 41, 576), (17, 5, 32)] {
+        // In-place tiles (1..4 rows) and panel tiles (3 x 2 groups and the
+        // remainders), with whole and partial groups of eight weight rows.
+        for (m, n, k) in [
+            (1, 37, 64),
+            (2, 16, 64),
+            (3, 70, 96),
+            (4, 9, 32),
+            (5, 24, 64),
+            (6, 20, 64),
+            (7, 33, 64),
+            (9, 41, 576),
+            (17, 5, 32),
+            (64, 48, 96),
+        ] {
             let w = weights(kind, n, k, 11 + m as u64);
             let x = activations(m, k, 5 + n as u64);
             let s = matmul_q8_on(CpuPath::Scalar, &x, &w, m);
@@ -108,12 +121,12 @@ fn rows_identical_whatever_the_batch_size_and_thread_count() {
     let (n, k) = (75, 192);
     for kind in KINDS {
         let w = weights(kind, n, k, 3);
-        let x = activations(17, k, 4);
+        let x = activations(64, k, 4);
         for path in CpuPath::supported() {
-            let alone: Vec<Vec<f32>> = (0..17).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
+            let alone: Vec<Vec<f32>> = (0..64).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
             for threads in [1, 2, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                for m in [1, 3, 9, 17] {
+                for m in [1, 3, 9, 17, 64] {
                     let y = pool.install(|| matmul_q8_on(path, &x[..m * k], &w, m));
                     for (r, want) in alone.iter().take(m).enumerate() {
                         assert_eq!(
@@ -183,6 +196,44 @@ fn within_tolerance_of_the_f64_formula_and_near_the_exact_path() {
                     // 8-bit activations: within 2% of Σ|terms| of the exact product.
                     let e = f64::from(exact[r * n + j]);
                     assert!((got - e).abs() <= 0.02 * abs + 1e-6, "{kind:?} {path} ({r},{j}): {got} vs exact {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_path_quantizes_to_the_same_bytes() {
+    // Ties at every magnitude (x = k + 0.5 with d = 1), values just below and
+    // above ties, zero blocks, negative zero and random blocks.
+    let mut x: Vec<f32> = (0..QK).map(|i| if i == 0 { 127.0 } else { i as f32 - 16.5 }).collect();
+    x.extend(
+        (0..QK).map(|i| if i == 0 { -127.0 } else { f32::from_bits((i as f32 + 0.5).to_bits() - (i % 2) as u32) }),
+    );
+    x.extend([0.0f32; QK]);
+    x.extend((0..QK).map(|i| if i % 2 == 0 { -0.0 } else { 1e-30 }));
+    x.extend(activations(8, 4 * QK, 9));
+    let rows = x.len() / QK;
+    let want = Q8Rows::quantize_on(CpuPath::Scalar, &x, rows, QK);
+    assert_eq!(want.qs[..4], [127, -16, -15, -14], "ties round away from zero");
+    for path in CpuPath::supported() {
+        assert_eq!(Q8Rows::quantize_on(path, &x, rows, QK), want, "{path}");
+    }
+}
+
+#[test]
+fn many_weights_over_one_input_equal_each_product_alone() {
+    let k = 96;
+    for kind in KINDS {
+        let ws = [weights(kind, 40, k, 31), weights(kind, 8, k, 32), weights(kind, 77, k, 33)];
+        let refs: Vec<&QuantMatrix> = ws.iter().collect();
+        for path in CpuPath::supported() {
+            for m in [1, 3, 9] {
+                let x = activations(m, k, 34 + m as u64);
+                let ys = matmul_q8_many_on(path, &x, &refs, m);
+                assert_eq!(ys.len(), 3);
+                for (w, y) in ws.iter().zip(&ys) {
+                    assert_eq!(y, &matmul_q8_on(path, &x, w, m), "{kind:?} {path} m {m} n {}", w.rows);
                 }
             }
         }
