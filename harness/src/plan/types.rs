@@ -35,6 +35,24 @@ pub struct Plan {
     pub max_error_rate: f64,
     /// Latency targets of goodput (`[slo]`), when present.
     pub slo: Option<Slo>,
+    /// In-study pilots (`[pilots]`), when present: `[derive]` then takes its pilot
+    /// rates from them (see `plan::pilots`).
+    pub pilots: Option<Pilots>,
+}
+
+/// `[pilots]`: `runs` closed-loop pilot runs of each of `arms` (control arms only),
+/// each on a fresh server, before the confirmation blocks; excluded from every test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pilots {
+    /// Control arms, in plan order.
+    pub arms: Vec<String>,
+    pub concurrency: u32,
+    /// Requests per pilot run.
+    pub count: u64,
+    /// Pilot runs per arm (fresh server each).
+    pub runs: u32,
+    /// Prompt length; `None` for a dataset panel.
+    pub input_tokens: Option<u32>,
 }
 
 /// `[slo]`: per-request latency targets in milliseconds, any subset (at least one);
