@@ -255,6 +255,9 @@ fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, Rep
 pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     let ev = Evidence::open(root);
     let frozen = freeze(read(&ev.plan_path())?)?;
+    // A plan with [pilots]: the loads its pilots derived (pilots/derived.json).
+    let frozen = crate::pilot::evidence_plan(root, frozen)
+        .map_err(|message| ReportError::Json { path: root.join(crate::pilot::DERIVED_PATH), message })?;
     let plan = &frozen.plan;
     let resolved = plan.resolved_cells()?;
     let schedule = plan.schedule();
