@@ -238,7 +238,7 @@ fn open(
                 files.retain(|f| !pilot_files.contains(&f));
             }
             state.partial.retain(|(_, f, _)| !f.is_empty());
-            state.partial.extend(pilot_state.partial.drain(..));
+            state.partial.append(&mut pilot_state.partial);
             Ok((ev, state, pilot_state))
         }
     }

@@ -225,7 +225,10 @@ pub async fn run_phase(
             };
             let run = pilot::measure(root, &records, block.index, arm_name, session, &pf.plan)
                 .map_err(|why| pilot_failed(root, &name, why))?;
-            if status != "completed" || run.failed > 0 || !(run.rate_rps > 0.0) {
+            if status != "completed"
+                || run.failed > 0
+                || run.rate_rps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+            {
                 progress.finish();
                 let why = format!("{} of {} requests failed", run.failed, run.requests);
                 return Err(pilot_failed(root, &name, why));
