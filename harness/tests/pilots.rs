@@ -21,13 +21,14 @@ use harness::replay::{ReplayOutcome, Status, replay_dir};
 const PILOTS_CHECK: &str = "pilots: rates from pilots/ raw records, derived loads by the formula";
 
 /// Two arms, pilots of the control only (`runs` runs of 6 requests at closed-loop 2),
-/// a closed and an open cell at derived count and near load.
-fn plan_text(model: &Path, runs: u32, slow: bool) -> String {
+/// a closed and an open cell at derived count and near load, `blocks` blocks.
+fn plan_text(model: &Path, runs: u32, slow: bool, blocks: u32) -> String {
     let scales = model.join("scales.json").display().to_string();
     let extra: &[&str] = if slow { &["--debug-step-delay-us", "20000"] } else { &[] };
     let f16 = serve_argv(model, &["--kv-format", "f16"], extra);
     let k16v8 = serve_argv(model, &["--kv-format", "k16v8", "--kv-scales", &scales], extra);
-    let mut plan = TestPlan::new("pilots", 21).arm("f16", "control", &f16).arm("k16v8", "candidate", &k16v8);
+    let plan = TestPlan { blocks, ..TestPlan::new("pilots", 21) };
+    let mut plan = plan.arm("f16", "control", &f16).arm("k16v8", "candidate", &k16v8);
     plan.cells.push(
         "[[cells]]\nname = \"closed-2\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 2\n\
          count = \"derived:count\"\n"
@@ -59,7 +60,7 @@ fn lines(path: &Path) -> usize {
 fn pilots_run_first_derive_the_loads_and_replay_recomputes_them() {
     let tmp = tempfile::tempdir().unwrap();
     let model = synth_model(tmp.path());
-    let text = plan_text(&model, 2, false);
+    let text = plan_text(&model, 2, false, 5);
     let (out, stdout) = run_study_ok(tmp.path(), &text);
     assert!(stdout.contains("pilots: derived from the pilots: near "), "{stdout}");
     // The frozen plan is the plan as written: the derived values are a result.
@@ -89,12 +90,38 @@ fn pilots_run_first_derive_the_loads_and_replay_recomputes_them() {
     // The confirmation cells ran at them: traces, records and the per-cell table.
     for cell in ["closed-2", "open-near"] {
         assert_eq!(lines(&out.join(format!("inputs/traces/{cell}.trace.jsonl"))) as u64, count);
-        assert_eq!(lines(&out.join(format!("raw/b1/k16v8/{cell}.requests.jsonl"))) as u64, count);
+        assert_eq!(lines(&out.join(format!("raw/b4/k16v8/{cell}.requests.jsonl"))) as u64, count);
     }
     let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
     assert!(
         manifest.contains("\"pilots/derived.json\"") && manifest.contains("pilots/raw/b1/f16/pilot.requests.jsonl")
     );
+
+    // The power summary at the top of the report, its noise from the two pilot runs.
+    let report = std::fs::read_to_string(out.join("results/report.md")).unwrap();
+    let top = report.find("## Power of this study (noise from its own pilots)").expect("a power summary");
+    assert!(top < report.find("## Claims").unwrap_or(usize::MAX), "{report}");
+    assert!(report.contains("this study could detect +"), "{report}");
+    assert!(report.contains("with 80% probability at 5 blocks"), "{report}");
+    // `plan power --noise` on the study's evidence: the SD is that of a difference of
+    // two runs, |ln(rate0 / rate1)| for throughput (two runs, SD of ln x sqrt(2)).
+    let json = tmp.path().join("power.json");
+    let o = Command::new(harness_bin())
+        .args(["plan", "power"])
+        .arg(tmp.path().join("plan.toml"))
+        .arg("--noise")
+        .arg(&out)
+        .args(["--draws", "500", "--json"])
+        .arg(&json)
+        .current_dir(workspace())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let power = read_json(&json);
+    let sd = power["hypotheses"][0]["noise"]["sd"].as_f64().unwrap();
+    let want = (rates[0] / rates[1]).ln().abs();
+    assert!((sd - want).abs() < 1e-9, "noise SD {sd}, expected {want}");
+    assert_eq!(power["hypotheses"][0]["noise"]["blocks"], serde_json::json!([0, 1]));
 
     let o = replay(&out);
     assert!(o.all_passed(), "{}", o.render_table(10));
@@ -141,7 +168,7 @@ fn harness_cmd(args: &[&str], plan: &Path, out: &Path) -> Command {
 fn a_study_killed_in_the_pilot_phase_reuses_the_finished_pilot_and_repeats_the_rest() {
     let tmp = tempfile::tempdir().unwrap();
     let model = synth_model(tmp.path());
-    let text = plan_text(&model, 2, true);
+    let text = plan_text(&model, 2, true, 2);
     let plan: PathBuf = tmp.path().join("plan.toml");
     std::fs::write(&plan, &text).unwrap();
     let out = tmp.path().join("evidence");
@@ -178,11 +205,22 @@ fn a_study_killed_in_the_pilot_phase_reuses_the_finished_pilot_and_repeats_the_r
 fn plan_check_refuses_a_candidate_in_the_pilots() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("model");
-    let text = plan_text(&model, 1, false).replace("arms = [\"f16\"]", "arms = [\"k16v8\"]");
+    let text = plan_text(&model, 1, false, 2).replace("arms = [\"f16\"]", "arms = [\"k16v8\"]");
     let path = tmp.path().join("plan.toml");
     std::fs::write(&path, text).unwrap();
     let o = Command::new(harness_bin()).args(["plan", "check"]).arg(&path).output().unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(2), "{said}");
     assert!(said.contains("pilots.arms[0]: arm \"k16v8\" is a candidate: pilots run control arms only"), "{said}");
+}
+
+#[test]
+fn one_pilot_run_per_arm_gives_no_noise_estimate_and_the_report_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = synth_model(tmp.path());
+    let (out, _) = run_study_ok(tmp.path(), &plan_text(&model, 1, false, 2));
+    let report = std::fs::read_to_string(out.join("results/report.md")).unwrap();
+    assert!(report.contains("## Power of this study"), "{report}");
+    assert!(report.contains("a noise estimate needs at least 2 pilot runs of the same arm"), "{report}");
+    assert!(!report.contains("this study could detect"), "{report}");
 }

@@ -11,6 +11,8 @@
 //! divided by the observation interval (first intended arrival to last completion),
 //! the closed-loop pilot's completed requests per second.
 
+pub mod noise;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -200,4 +202,30 @@ pub fn evidence_plan(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, Stri
         ));
     }
     Ok(FrozenPlan { plan, ..frozen })
+}
+
+/// The power summary of a study with `[pilots]` (`None` without), from the noise of
+/// its own pilots (`noise`): what `harness run` puts at the top of `report.md`.
+/// `Err` says why there is none (e.g. fewer than 2 pilot runs of an arm).
+pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::power::PowerReport, String>> {
+    frozen.plan.pilots.as_ref()?;
+    if frozen.plan.hypotheses.is_empty() {
+        return None;
+    }
+    let opts = crate::power::PowerOptions {
+        plan: root.join("plan.toml"),
+        noise: root.to_path_buf(),
+        target_effect: None,
+        target_power: 0.8,
+        seed: None,
+        draws: crate::power::DEFAULT_DRAWS,
+    };
+    let noise = match noise::read(root, &frozen.plan) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    if let Some(Err(why)) = noise.estimates.iter().find(|e| e.is_err()) {
+        return Some(Err(why.clone()));
+    }
+    Some(crate::power::compute(frozen, &noise, Path::new("pilots/"), &opts).map_err(|e| e.to_string()))
 }

@@ -59,6 +59,9 @@ pub struct Loaded {
     pub qualification: Option<Value>,
     /// `run.json` `sessions` (every interruption and resumption; empty when absent).
     pub sessions: Vec<Value>,
+    /// The power summary from the study's own pilots (`None`: no `[pilots]`, or not
+    /// computed; set by `report::build`).
+    pub power: Option<Result<crate::power::PowerReport, String>>,
 }
 
 impl Loaded {
@@ -297,6 +300,7 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
         summary_mismatches,
         qualification,
         sessions,
+        power: None,
     })
 }
 

@@ -24,6 +24,7 @@ mod figures;
 mod load;
 mod markdown;
 mod matrix;
+mod power;
 mod requests;
 mod text;
 
@@ -137,7 +138,8 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
 /// Builds every report file under `root/results/` from the raw evidence (see the
 /// module doc). Does not touch the manifest.
 pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
-    let l = load::load(root)?;
+    let mut l = load::load(root)?;
+    l.power = crate::pilot::power_summary(root, &l.frozen);
     let unqualified = load::unqualified_arms(l.qualification.as_ref());
     let a = l.analyse(&unqualified)?;
     let results = load::results_dir(root);
