@@ -224,3 +224,22 @@ fn one_pilot_run_per_arm_gives_no_noise_estimate_and_the_report_says_why() {
     assert!(report.contains("a noise estimate needs at least 2 pilot runs of the same arm"), "{report}");
     assert!(!report.contains("this study could detect"), "{report}");
 }
+
+#[test]
+fn a_pilot_that_gives_no_rate_stops_the_study_before_any_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    let engine = engine_bin().display().to_string();
+    // The control (the first arm) cannot start: its pilot has no rate.
+    let text = plan_text(&model, 1, false, 2).replacen(&engine, "/nonexistent/engine", 1);
+    let path = tmp.path().join("plan.toml");
+    std::fs::write(&path, &text).unwrap();
+    let out = tmp.path().join("evidence");
+    let o = run_harness(&path, &out);
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("pilot pilots/b0/f16 gave no rate (start_failed"), "{said}");
+    assert!(said.contains("--resume"), "{said}");
+    assert!(out.join("pilots/raw/b0/f16/unit.json").is_file());
+    assert!(!out.join("inputs").exists() && !out.join("raw").exists() && !out.join("manifest.json").exists());
+}

@@ -243,6 +243,16 @@ count_multiple = 4
     }
 
     #[test]
+    fn plan_derive_refuses_a_plan_whose_pilots_run_in_the_study() {
+        let err = crate::plan::derive_text(&format!("{BASE}{PILOTS}")).unwrap_err().to_string();
+        assert!(err.contains("pilots: the plan's [pilots] run inside the study"), "{err}");
+        // Hand-written rates still derive.
+        let hand = BASE.replace("near_fraction", "pilot_rates = [3.2222222222, 4.0]\nnear_fraction");
+        let (_, loads) = crate::plan::derive_text(&hand).unwrap();
+        assert_eq!(loads.rate("near"), Some(2.8));
+    }
+
+    #[test]
     fn candidate_arms_and_contradicting_tables_are_refused() {
         let cases = [
             (
