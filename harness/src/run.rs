@@ -1,5 +1,7 @@
 //! `harness run PLAN`: one study from a frozen plan. Freezes the plan into the
-//! evidence directory first, writes and re-reads the inputs, runs the quality gates
+//! evidence directory first, runs the in-study pilots when the plan declares
+//! `[pilots]` (`pilots`: the loads they derive go into the frozen plan in memory,
+//! never into `plan.toml`), writes and re-reads the inputs, runs the quality gates
 //! when the plan requires qualification (`qualify`), then for each block and each
 //! arm in the block's counterbalanced order runs one server invocation (`unit`),
 //! closing each with its completion record (`record`: `unit.json`), and finally
