@@ -103,6 +103,8 @@ fn pilots_run_first_derive_the_loads_and_replay_recomputes_them() {
     assert!(top < report.find("## Claims").unwrap_or(usize::MAX), "{report}");
     assert!(report.contains("this study could detect +"), "{report}");
     assert!(report.contains("with 80% probability at 5 blocks"), "{report}");
+    assert!(report.contains("times sqrt(2) because a paired log-ratio is a difference of two runs"), "{report}");
+    assert!(!report.contains("never scaled by sqrt(2)"), "{report}");
     // `plan power --noise` on the study's evidence: the SD is that of a difference of
     // two runs, |ln(rate0 / rate1)| for throughput (two runs, SD of ln x sqrt(2)).
     let json = tmp.path().join("power.json");

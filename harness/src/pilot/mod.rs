@@ -227,5 +227,10 @@ pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::p
     if let Some(Err(why)) = noise.estimates.iter().find(|e| e.is_err()) {
         return Some(Err(why.clone()));
     }
-    Some(crate::power::compute(frozen, &noise, Path::new("pilots/"), &opts).map_err(|e| e.to_string()))
+    let mut report = match crate::power::compute(frozen, &noise, Path::new("pilots/"), &opts) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    noise::pilot_assumptions(&mut report);
+    Some(Ok(report))
 }

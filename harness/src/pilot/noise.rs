@@ -19,6 +19,20 @@ use crate::plan::{Load, Metric, Plan};
 use crate::power::{NoiseEstimate, NoiseStudy, PowerError, noise::spread};
 use crate::record::RequestRecord;
 
+/// The model's noise assumption when the noise comes from pilots (it replaces the
+/// A/A one, which uses the SD as measured).
+pub const PILOT_NOISE_ASSUMPTION: &str = "the noise comes from the control's repeated pilot runs: the SD of \
+     ln(metric) across its fresh-server runs, times sqrt(2) because a paired log-ratio is a difference of two runs \
+     (and its 90% upper bound likewise); with k runs it has k - 1 degrees of freedom, so with 2 runs it is loose, \
+     hence the upper bound beside it; the pilot cell is closed loop, so for a cell of another load shape it is a \
+     proxy";
+
+/// Puts [`PILOT_NOISE_ASSUMPTION`] in place of the A/A noise assumption.
+pub fn pilot_assumptions(report: &mut crate::power::PowerReport) {
+    report.assumptions.retain(|a| !a.starts_with("the SD is that of the paired log-ratio"));
+    report.assumptions.insert(2.min(report.assumptions.len()), PILOT_NOISE_ASSUMPTION.to_string());
+}
+
 /// Fewest pilot runs of one arm that give a noise estimate.
 pub const MIN_RUNS: usize = 2;
 

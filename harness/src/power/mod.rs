@@ -336,11 +336,13 @@ pub fn compute(
 pub fn run(opts: &PowerOptions) -> Result<PowerReport, PowerError> {
     let frozen = freeze_file(&opts.plan)?;
     // A study with in-study pilots: the noise of its control's repeated pilot runs.
-    let noise = if opts.noise.join(crate::pilot::DERIVED_PATH).is_file() {
-        crate::pilot::noise::read(&opts.noise, &frozen.plan)?
-    } else {
-        noise::read(&opts.noise)?
-    };
+    if opts.noise.join(crate::pilot::DERIVED_PATH).is_file() {
+        let noise = crate::pilot::noise::read(&opts.noise, &frozen.plan)?;
+        let mut report = compute(&frozen, &noise, &opts.noise, opts)?;
+        crate::pilot::noise::pilot_assumptions(&mut report);
+        return Ok(report);
+    }
+    let noise = noise::read(&opts.noise)?;
     compute(&frozen, &noise, &opts.noise, opts)
 }
 

@@ -11,7 +11,7 @@ use super::Loaded;
 use crate::power::{PowerReport, percent};
 
 fn effect(x: Option<f64>) -> String {
-    x.map_or_else(|| "no effect (up to the search's limit)".to_string(), percent)
+    x.map_or_else(|| "no effect within the search".to_string(), percent)
 }
 
 /// Appends the section when the study has pilots and hypotheses.
@@ -70,11 +70,5 @@ fn render(o: &mut String, r: &PowerReport) {
     for a in &r.assumptions {
         let _ = writeln!(o, "- {a}");
     }
-    let _ = writeln!(
-        o,
-        "- the noise comes from the control's pilot runs: SD of ln(metric) across its fresh-server runs times \
-         sqrt(2) (a paired log-ratio is a difference of two runs); with k runs it has k - 1 degrees of freedom, so \
-         with 2 runs the estimate is loose, hence the upper bound beside it; the pilot cell is closed loop, so for \
-         another load shape it is a proxy\n"
-    );
+    o.push('\n');
 }
