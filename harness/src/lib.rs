@@ -4,6 +4,7 @@
 pub mod accept;
 pub mod arm;
 pub mod bench_client;
+pub mod bench_cmd;
 pub mod compare;
 pub mod evidence;
 pub mod export;

@@ -112,11 +112,22 @@ enum Command {
     #[command(after_help = "Example:\n  harness compare plans/compare-engine-vs-llamacpp-f32-cpu.toml")]
     Compare(harness::compare::CompareArgs),
     /// A study's results in a peer tool's format (`vllm-bench`: the JSON `vllm bench
-    /// serve --save-result --save-detailed` writes, one object per block, arm, cell).
+    /// serve --save-result --save-detailed` writes, one object per block, arm, cell;
+    /// `guidellm`: one guidellm benchmarks report, one benchmark per block, arm, cell).
     #[command(
-        after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl"
+        after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl\n  \
+                      harness export reports/quickstart --format guidellm --out /tmp/benchmarks.json"
     )]
     Export(harness::export::ExportArgs),
+    /// A quick one-arm measurement with vLLM-bench-like flags: writes a one-arm plan,
+    /// runs it as `harness run` does (evidence, report, manifest) and prints the
+    /// familiar summary block per cell; `harness replay OUT` audits it.
+    #[command(
+        after_help = "Example:\n  harness bench --url http://127.0.0.1:8000 --model m --rate 1,2,4 --num-prompts 100 \\\n    \
+                            --input-len 128 --output-len 64 --out reports/bench-m\n  \
+                            harness replay reports/bench-m"
+    )]
+    Bench(Box<harness::bench_cmd::BenchArgs>),
 }
 
 #[derive(Subcommand)]
@@ -349,7 +360,9 @@ fn print_report(r: &harness::report::ReportOutcome) {
     for w in &r.warnings {
         println!("warning: {w}");
     }
-    println!("\nclaims:\n{}", r.claims);
+    if !r.claims.trim().is_empty() {
+        println!("\nclaims:\n{}", r.claims);
+    }
     println!("report: {}", r.report.display());
 }
 
@@ -359,6 +372,37 @@ fn report(dir: &Path) -> Result<()> {
     println!("wrote {} files under {}", outcome.files.len(), dir.join("results").display());
     print_report(&outcome);
     Ok(())
+}
+
+/// `harness bench`: the one-arm plan, run through `run` exactly as `harness run`
+/// runs a plan file, then one summary block per cell.
+fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
+    use harness::bench_cmd;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let prepared = bench_cmd::prepare(args, bench_cmd::free_port, now)?;
+    if args.print_plan {
+        print!("{}", prepared.text);
+        return Ok(true);
+    }
+    let scratch = std::env::temp_dir().join(format!("harness-bench-{}-{now}", std::process::id()));
+    let plan_path = bench_cmd::write_plan(&prepared, &scratch)?;
+    let out = prepared.out.clone();
+    let ran = run(plan_path, Some(out.clone()), args.force, None, args.quiet);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let ok = ran?;
+    let resolved = prepared.frozen.plan.resolved_cells()?;
+    for s in bench_cmd::summaries(&out)? {
+        let load =
+            resolved.iter().find(|c| c.name == s.cell).map(|c| harness::report::load_label(c.load)).unwrap_or_default();
+        print!("\n{}", bench_cmd::render_block(&s, &load));
+    }
+    println!(
+        "plan: {} (run it again: harness run {} --out DIR)",
+        out.join("plan.toml").display(),
+        out.join("plan.toml").display()
+    );
+    println!("audit: harness replay {}", out.display());
+    Ok(ok)
 }
 
 /// Whether a plan error is bad input (everything but failing to write the plan back).
@@ -400,6 +444,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 return true;
             }
             _ => {}
+        }
+        if let Some(b) = c.downcast_ref::<harness::bench_cmd::BenchError>() {
+            use harness::bench_cmd::BenchError;
+            return matches!(b, BenchError::Args(_)) || matches!(b, BenchError::Plan(p) if bad_plan(p));
         }
         match c.downcast_ref::<AcceptError>() {
             Some(AcceptError::Plan(p)) => bad_plan(p),
@@ -477,6 +525,11 @@ fn main() -> ExitCode {
         Command::Export(args) => harness::export::run(&args)
             .map(|o| println!("wrote {} objects to {}", o.objects, o.out.display()))
             .map_err(Into::into),
+        Command::Bench(args) => match bench(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(2),
+            Err(e) => Err(e),
+        },
         Command::Compare(args) => match harness::compare::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());

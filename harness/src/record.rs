@@ -93,6 +93,11 @@ pub struct RequestRecord {
     pub finish_reason: Option<String>,
     /// The response `id` (joins to the engine's receipts).
     pub server_request_id: Option<String>,
+    /// Recorded by the light recorder (a cell with `recorder = "light"`): `events`
+    /// holds only the first token-bearing event; `[DONE]` and usage as always. TPOT
+    /// and inter-token gaps are not measured from such a record.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub light: bool,
 }
 
 impl RequestRecord {

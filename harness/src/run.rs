@@ -345,6 +345,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 .fold(0.0, f64::max),
             nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
             request_body_sha256: &inputs.body_sha256,
+            entry_body_sha256: inputs.entry_body_sha256.clone(),
             sessions,
             units: units
                 .iter()

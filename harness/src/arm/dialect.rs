@@ -25,6 +25,8 @@ pub const DEFAULT_HEALTH_PATH: &str = "/health";
 pub const METRICS_PATH: &str = "/metrics";
 /// Where warmup and timed requests go, in every dialect.
 pub const COMPLETIONS_PATH: &str = "/v1/completions";
+/// Where timed requests go instead with `request.endpoint = "chat"`.
+pub const CHAT_COMPLETIONS_PATH: &str = "/v1/chat/completions";
 /// The model list (`owned_by`, vLLM's `max_model_len`).
 pub const MODELS_PATH: &str = "/v1/models";
 /// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).

@@ -210,6 +210,11 @@ impl Invocation {
         format!("{}{COMPLETIONS_PATH}", self.base_url)
     }
 
+    /// Where timed requests go with `request.endpoint = "chat"`.
+    pub fn chat_url(&self) -> String {
+        format!("{}{}", self.base_url, super::dialect::CHAT_COMPLETIONS_PATH)
+    }
+
     /// The client the health polls and the warmup used.
     pub fn client(&self) -> &reqwest::Client {
         &self.client

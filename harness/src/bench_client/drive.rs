@@ -176,6 +176,7 @@ impl Driver {
             server_exit: self.server_exit.1.clone(),
             drain_expired: watch::channel(false).1,
             forced_output: true,
+            light: false,
         };
         Ok(drive_cell(&d, &ctx, &Arc::new(Counters::default())).await?)
     }

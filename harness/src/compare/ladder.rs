@@ -59,6 +59,7 @@ impl Ladder<'_> {
             server_exit: server.exit.clone(),
             drain_expired: tokio::sync::watch::channel(false).1,
             forced_output: true,
+            light: false,
         };
         let mut out = Vec::with_capacity(cells.len());
         for cell in cells {

@@ -1,4 +1,4 @@
-//! `harness export DIR --format vllm-bench --out FILE`: a study's results in a
+//! `harness export DIR --format vllm-bench|guidellm --out FILE`: a study's results in a
 //! peer tool's file format, so dashboards and notebooks written for that tool read
 //! our studies. Reads only the evidence directory (the frozen plan, `run.json` for
 //! the start date, the raw `<cell>.requests.jsonl`); computes each exported number
@@ -9,6 +9,8 @@
 //! definition differs from the harness's, the peer's is computed and the
 //! difference is documented (README, `harness export`).
 
+mod guidellm;
+mod guidellm_stats;
 mod stats;
 mod vllm;
 
@@ -21,6 +23,7 @@ use crate::evidence::Evidence;
 use crate::plan::{FrozenPlan, freeze};
 use crate::record::RequestRecord;
 
+pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
 pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, vllm_bench_results};
 
 /// The formats `harness export` writes.
@@ -30,6 +33,10 @@ pub enum ExportFormat {
     /// (block, arm, cell), one per line (as `--append-result` writes them).
     #[value(name = "vllm-bench")]
     VllmBench,
+    /// One guidellm benchmarks report (`benchmarks.json`, guidellm 0.8.1's
+    /// `GenerativeBenchmarksReport`) with one benchmark per (block, arm, cell).
+    #[value(name = "guidellm")]
+    Guidellm,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -133,6 +140,11 @@ pub fn run(args: &ExportArgs) -> Result<ExportOutcome, ExportError> {
                 s.push('\n');
             }
             (s, objects.len())
+        }
+        ExportFormat::Guidellm => {
+            let report = guidellm_report(&plan.plan, &plan.sha256, &cells, started_unix_ms(&args.dir));
+            let n = report["benchmarks"].as_array().map_or(0, Vec::len);
+            (serde_json::to_string(&report).unwrap_or_default() + "\n", n)
         }
     };
     crate::evidence::write_atomic(&args.out, text.0.as_bytes())

@@ -44,6 +44,7 @@ fn rec(i: u64, tokens_at: &[u64], done: u64) -> RequestRecord {
         usage: Some(Usage { prompt_tokens: 8, completion_tokens: 3, total_tokens: 11 }),
         finish_reason: Some("length".into()),
         server_request_id: None,
+        light: false,
     }
 }
 
@@ -121,4 +122,75 @@ fn numbers_follow_vllm_definitions_and_units() {
 fn dates_are_utc() {
     assert_eq!(vllm_date(0), "19700101-000000");
     assert_eq!(vllm_date(951_868_800_000 + 3_723_000), "20000301-010203");
+}
+
+/// Runs guidellm's own report model and metric compiler on a report
+/// (harness/tests/reference/guidellm_check.py; scripts/test installs guidellm).
+pub fn guidellm_check(report: &std::path::Path) -> serde_json::Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/guidellm_check.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(report)
+        .output()
+        .expect("python3 (scripts/test installs the references)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "guidellm check failed (guidellm missing? run scripts/test):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("checker prints one JSON line")
+}
+
+#[test]
+fn guidellm_report_loads_in_guidellm_and_matches_its_own_metrics() {
+    let mut cells = cells();
+    // A second cell with a request that streamed two tokens in one event.
+    let mut multi = rec(0, &[10, 30], 40);
+    multi.events[1].tokens = 2;
+    cells.push(CellRecords { block: 1, arm: "a".into(), cell: "c".into(), records: vec![multi, rec(1, &[5], 9)] });
+    let report = super::guidellm_report(&plan("\n[slo]\nttft_ms = 20\n"), "abc", &cells, Some(1_764_612_225_000));
+    let b = &report["benchmarks"][0];
+    // Unix seconds as f64 near 1.76e9 resolve about 0.24 us (as guidellm's own).
+    let near = |a: &serde_json::Value, b: f64| a.as_f64().is_some_and(|a| (a - b).abs() < 1e-3);
+    assert_eq!(
+        b["metrics"]["request_totals"],
+        serde_json::json!({"successful": 2, "incomplete": 0, "errored": 1, "total": 3})
+    );
+    // guidellm's TTFT (ms from send): 10 and 30; its TPOT includes TTFT: 40 / 3, 50 / 3.
+    let ttft = &b["metrics"]["time_to_first_token_ms"]["successful"];
+    assert!(near(&ttft["mean"], 20.0) && near(&ttft["median"], 10.0), "{ttft}");
+    let tpot = &b["metrics"]["time_per_output_token_ms"]["successful"];
+    assert!(near(&tpot["mean"], 15.0), "{tpot}");
+    // Its ITL is our TPOT: (40 - 10) / 2 = 15 and (50 - 30) / 2 = 10, weighted by 2 each.
+    assert!(near(&b["metrics"]["inter_token_latency_ms"]["successful"]["mean"], 12.5));
+    assert_eq!(b["requests"]["errored"][0]["info"]["status"], "errored");
+    // guidellm's goodput: TTFT <= 20 ms met by request 0 only; the errored request
+    // counts against attainment: 1 of 3.
+    assert_eq!(b["config"]["slo"], serde_json::json!({"ttft_ms": 20.0, "tpot_ms": null, "e2el_ms": null}));
+    assert!(close(&b["metrics"]["slo_attainment"], 1.0 / 3.0), "{}", b["metrics"]["slo_attainment"]);
+    assert_eq!(b["metrics"]["slo_determined_requests"], 3);
+    assert_eq!(b["metrics"]["request_goodput"]["successful"]["count"], 1);
+    assert!(near(&b["requests"]["successful"][0]["info"]["timings"]["request_start"], 1_764_612_225.001));
+    assert_eq!(report["benchmarks"][1]["config"]["id_"], "x/b1/a/c");
+    assert_eq!(b["config"]["strategy"], serde_json::json!({"type_": "constant", "rate": 2.0}));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("benchmarks.json");
+    std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
+    let checked = guidellm_check(&path);
+    assert_eq!(checked["benchmarks"], 2, "{checked}");
+    assert_eq!(checked["requests"], 5, "{checked}");
+    assert!(checked["metrics_compared"].as_u64().unwrap() >= 2 * 20, "{checked}");
+
+    // The check can fail: a changed metric and a misspelt key are each named.
+    let mut bad = report.clone();
+    bad["benchmarks"][0]["metrics"]["request_latency"]["successful"]["median"] = serde_json::json!(1.0);
+    bad["benchmarks"][0]["scheduler_metrics"]["measure_end_tme"] = serde_json::json!(1.0);
+    std::fs::write(&path, serde_json::to_string(&bad).unwrap()).unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/guidellm_check.py");
+    let out = std::process::Command::new("python3").arg(&script).arg(&path).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert!(!out.status.success(), "{v}");
+    let errors = v["errors"].to_string();
+    assert!(errors.contains("request_latency.successful.median") && errors.contains("measure_end_tme"), "{errors}");
 }

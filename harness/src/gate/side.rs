@@ -331,7 +331,7 @@ pub fn read_matrix(path: &Path) -> Result<Vec<MatrixRow>, GateError> {
         let mut values = BTreeMap::new();
         for &(c, name) in &numeric {
             let v = &rec[c];
-            if v.is_empty() {
+            if v.is_empty() || v == "NaN" {
                 continue;
             }
             let x: f64 = v.parse().map_err(|_| err(format!("row {line}: {name} {v:?} is not a number")))?;

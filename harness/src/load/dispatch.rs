@@ -92,6 +92,7 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
         usage: None,
         finish_reason: None,
         server_request_id: None,
+        light: false,
     }
 }
 

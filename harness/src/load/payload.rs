@@ -10,13 +10,17 @@
 //! (fixed in `prompts.jsonl`) for a dataset panel; a dataset entry's `ignore_eos`
 //! likewise comes from its line. Natural output (`ignore_eos = false`) sends no
 //! `min_tokens`: EOS may end the request before M tokens.
+//!
+//! Chat (`request.endpoint = "chat"`): the same fields with `"messages": [{"role",
+//! "content"}, ..]` (the entry's, from `prompts.jsonl`) in place of `"prompt"`, for
+//! `/v1/chat/completions`. The warmup stays one batched `/v1/completions` call.
 
 use axum::body::Bytes;
 use serde::Serialize;
 
 use super::PreparedRequest;
 use crate::plan::Plan;
-use crate::trace::Prompt;
+use crate::trace::{ChatMessage, Prompt};
 
 #[derive(Serialize)]
 struct StreamOptions {
@@ -39,6 +43,21 @@ struct Body<'a, P: Serialize> {
     return_token_ids: Option<bool>,
 }
 
+/// The chat endpoint's timed body: `messages` in place of `prompt`.
+#[derive(Serialize)]
+struct ChatBody<'a> {
+    model: &'a str,
+    messages: &'a [ChatMessage],
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    ignore_eos: bool,
+    temperature: f64,
+    stream: bool,
+    stream_options: StreamOptions,
+    return_token_ids: bool,
+}
+
 fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
     // Strings, integers, finite floats and bools always serialize.
     serde_json::to_vec(body).unwrap_or_default()
@@ -54,6 +73,19 @@ pub fn stream_body(plan: &Plan, prompt: &Prompt) -> Vec<u8> {
 pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
     let r = &plan.request;
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
+    if r.chat {
+        return to_bytes(&ChatBody {
+            model: &r.model,
+            messages: prompt.messages.as_deref().unwrap_or(&[]),
+            max_tokens,
+            min_tokens: ignore_eos.then_some(max_tokens),
+            ignore_eos,
+            temperature: r.temperature,
+            stream: true,
+            stream_options: StreamOptions { include_usage: true },
+            return_token_ids: true,
+        });
+    }
     to_bytes(&Body {
         model: &r.model,
         prompt: &prompt.tokens,
@@ -108,6 +140,7 @@ mod tests {
             max_tokens: None,
             ignore_eos: None,
             tokens: tokens.to_vec(),
+            messages: None,
         }
     }
 
@@ -144,6 +177,30 @@ mod tests {
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
         assert_eq!(prepare(&plan, &prompt(&[1, 2, 3])).max_tokens, 8);
+    }
+
+    #[test]
+    fn the_chat_endpoint_sends_the_entrys_messages_in_place_of_token_ids() {
+        let random = "source = \"random\"\nmin_token_id = 0\nmax_token_id = 255\nlengths = [32]\ndocuments = 4\n";
+        let requests = "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 4\n";
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../plans/e2e-synthetic.toml")).unwrap();
+        assert!(text.contains(random));
+        let text = text.replace("output_tokens = 8\n", "output_tokens = 8\nendpoint = \"chat\"\n");
+        let plan = crate::plan::parse(&text.replace(random, requests)).unwrap();
+        // Chat needs a panel with messages: a random panel is refused.
+        let e = crate::plan::parse(&text).unwrap_err().to_string();
+        assert!(e.contains("request.endpoint") && e.contains("\"sharegpt\" or \"requests\""), "{e}");
+        let m = ChatMessage { role: "user".into(), content: "Who's there?".into() };
+        let p = Prompt { max_tokens: Some(5), ignore_eos: Some(false), messages: Some(vec![m]), ..prompt(&[9, 9]) };
+        let body = String::from_utf8(stream_body(&plan, &p)).unwrap();
+        assert_eq!(
+            body,
+            r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":5,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
+        );
+        // Without endpoint = "chat" the same entry sends its token IDs.
+        let completions = e2e_plan("output_tokens = 8\n");
+        assert!(String::from_utf8(stream_body(&completions, &p)).unwrap().contains(r#""prompt":[9,9]"#));
     }
 
     #[test]

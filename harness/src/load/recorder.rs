@@ -2,7 +2,9 @@
 //! headers, every SSE event and `[DONE]` on the study clock, and classifies how it
 //! failed. Zero retries. Owns the failure classes' boundaries (connect / before
 //! headers / HTTP status / after headers / malformed stream / timeout / server died)
-//! and the run-time checks of usage.prompt_tokens and forced output length. Must not
+//! and the run-time checks of usage.prompt_tokens and forced output length; with
+//! the light recorder (`RequestCtx::light`) only the first token-bearing event is
+//! kept, so that a cell pair can show what full recording costs. Must not
 //! schedule (the dispatcher decides when) and must not drop a partial timeline.
 
 use std::time::Duration;
@@ -29,7 +31,8 @@ const ERROR_BODY: usize = 2048;
 #[derive(Clone)]
 pub struct RequestCtx {
     pub client: reqwest::Client,
-    /// Full URL of `/v1/completions`.
+    /// Full URL of `/v1/completions` (or `/v1/chat/completions`, whose usage
+    /// `prompt_tokens` include the server's chat template and are not checked).
     pub url: String,
     pub clock: StudyClock,
     pub timeout: Duration,
@@ -39,6 +42,9 @@ pub struct RequestCtx {
     pub drain_expired: watch::Receiver<bool>,
     /// Check `usage.completion_tokens` (and streamed token IDs) reach the intended length.
     pub forced_output: bool,
+    /// The light recorder (`recorder = "light"`): keep only the first token-bearing
+    /// event (every event is still parsed, for usage, finish reason and errors).
+    pub light: bool,
 }
 
 /// Waits until the watch holds `Some`; pending forever if the sender is gone first.
@@ -90,6 +96,7 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
     let clock = ctx.clock;
     let send = clock.now_ns();
     rec.send_ns = Some(send);
+    rec.light = ctx.light;
     let deadline = tokio::time::Instant::from_std(clock.instant(send) + ctx.timeout);
     let result = {
         let transfer = transfer(rec, body, ctx);
@@ -102,7 +109,7 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
         }
     };
     rec.failure = match result {
-        Ok(()) => check(rec, ctx.forced_output),
+        Ok(()) => check(rec, ctx.forced_output, ctx.url.ends_with(crate::arm::dialect::CHAT_COMPLETIONS_PATH)),
         Err(f) if transport(&f) => match tokio::time::timeout(DEATH_GRACE, exited(ctx.server_exit.clone())).await {
             Ok(d) => Some(Failure::ServerDied { detail: format!("{d}; the request saw {}", detail_of(&f)) }),
             Err(_) => Some(f),
@@ -112,14 +119,20 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
 }
 
 /// The run-time checks of a complete stream.
-fn check(rec: &RequestRecord, forced_output: bool) -> Option<Failure> {
+fn check(rec: &RequestRecord, forced_output: bool, chat: bool) -> Option<Failure> {
     let Some(usage) = rec.usage else {
         return Some(Failure::MalformedStream { detail: "the stream ended without a usage chunk".into() });
     };
-    if usage.prompt_tokens != rec.prompt_tokens_intended {
+    // On the chat endpoint the server's template adds tokens the panel cannot know.
+    if usage.prompt_tokens != rec.prompt_tokens_intended && !chat {
         return Some(Failure::PromptLengthMismatch { expected: rec.prompt_tokens_intended, got: usage.prompt_tokens });
     }
-    if forced_output {
+    if forced_output && rec.light {
+        // One event kept: usage is the only count of the output.
+        if usage.completion_tokens < rec.output_tokens_intended {
+            return Some(Failure::ShortOutput { expected: rec.output_tokens_intended, got: usage.completion_tokens });
+        }
+    } else if forced_output {
         let bearing = rec.events.iter().filter(|e| e.tokens > 0);
         let all_ids = bearing.clone().all(|e| e.token_ids.is_some());
         let streamed: u32 = bearing.map(|e| e.tokens).sum();
@@ -184,7 +197,10 @@ async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Res
         if chunk.usage.is_some() {
             rec.usage = chunk.usage;
         }
-        rec.events.push(StreamEvent { t_ns, tokens: chunk.tokens, token_ids: chunk.token_ids });
+        let first_token = chunk.tokens > 0 && !rec.events.iter().any(|e| e.tokens > 0);
+        if !rec.light || first_token {
+            rec.events.push(StreamEvent { t_ns, tokens: chunk.tokens, token_ids: chunk.token_ids });
+        }
     }
     Err(Failure::AfterHeaders { detail: "the stream ended before [DONE]".into() })
 }

@@ -115,6 +115,23 @@ mod tests {
     }
 
     #[test]
+    fn chat_deltas_count_as_completion_chunks_do() {
+        // The engine's and vLLM's chat stream: a role-only delta, content deltas
+        // (with token_ids when asked), a finish delta, then the usage chunk.
+        let role = parse_chunk(
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!((role.tokens, role.id.as_deref()), (0, Some("chatcmpl-1")));
+        let ids = parse_chunk(r#"{"choices":[{"index":0,"delta":{"content":"To"},"token_ids":[53,84]}]}"#).unwrap();
+        assert_eq!((ids.tokens, ids.token_ids), (2, Some(vec![53, 84])));
+        let text = parse_chunk(r#"{"choices":[{"index":0,"delta":{"content":" be"}}]}"#).unwrap();
+        assert_eq!(text.tokens, 1);
+        let fin = parse_chunk(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#).unwrap();
+        assert_eq!((fin.tokens, fin.finish_reason.as_deref()), (0, Some("stop")));
+    }
+
+    #[test]
     fn malformed_payloads_are_errors() {
         assert!(parse_chunk("{not json").unwrap_err().contains("not JSON"));
         assert!(parse_chunk("[1]").unwrap_err().contains("not a JSON object"));

@@ -92,6 +92,7 @@ fn fixture(url: String, timeout: Duration) -> Fixture {
         server_exit: exit_rx,
         drain_expired: drain_rx,
         forced_output: true,
+        light: false,
     };
     Fixture { ctx, _exit: exit_tx, _drain: drain_tx }
 }
@@ -336,4 +337,27 @@ fn each_record_intends_its_own_entrys_max_tokens() {
     let got: Vec<(u32, u32)> =
         entries.iter().map(|e| skeleton(&d, e)).map(|r| (r.prompt_tokens_intended, r.output_tokens_intended)).collect();
     assert_eq!(got, [(9, 17), (3, 4)]);
+}
+
+#[tokio::test]
+async fn the_light_recorder_keeps_only_the_first_token_event() {
+    let base = fake().await;
+    for (path, want_failure) in [("/ok", None), ("/short", Some(Failure::ShortOutput { expected: 4, got: 3 }))] {
+        let mut f = fixture(format!("{base}{path}"), Duration::from_secs(10));
+        f.ctx.light = true;
+        let mut rec = record();
+        execute(&mut rec, Bytes::from_static(b"{}"), &f.ctx).await;
+        assert!(rec.light);
+        assert_eq!(rec.failure, want_failure, "{path}");
+        // Role-only, empty, the later token event and usage-only are parsed, not kept.
+        let tokens: Vec<u32> = rec.events.iter().map(|e| e.tokens).collect();
+        assert_eq!(tokens, [3], "{path}");
+        assert!(rec.done_ns.is_some() && rec.usage.is_some(), "{path}");
+    }
+    let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
+    let mut full = record();
+    execute(&mut full, Bytes::from_static(b"{}"), &f.ctx).await;
+    assert!(!full.light && full.events.len() == 5);
+    // The flag is written only when set: full records keep their bytes.
+    assert!(!serde_json::to_string(&full).unwrap().contains("light"));
 }

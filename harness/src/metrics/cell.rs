@@ -134,6 +134,8 @@ impl CellSummary {
             Metric::E2eP95 => self.e2e_p95_ms,
             Metric::E2eP95Intended => self.e2e_from_intended_p95_ms,
             Metric::GoodputRps => self.goodput_rps,
+            Metric::E2eMean => self.e2e_mean_ms,
+            Metric::TtftMean => self.ttft_mean_ms,
         }
     }
 }
@@ -297,7 +299,7 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
         requests_without_token_events: count(&|m| m.ttft_ns.is_none()),
         output_tokens_from_usage_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Usage),
         output_tokens_from_events_requests: count(&|m| m.output_tokens_source == OutputTokenSource::Events),
-        usage_event_token_mismatch_requests: count(&|m| m.output_tokens != m.event_tokens),
+        usage_event_token_mismatch_requests: count(&|m| !m.light && m.output_tokens != m.event_tokens),
         input_tokens_min: input_lengths[0],
         input_tokens_p50: input_lengths[1],
         input_tokens_p90: input_lengths[2],

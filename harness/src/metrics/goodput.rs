@@ -67,6 +67,7 @@ mod tests {
             empty_events: 0,
             multi_token_events: 0,
             dispatch_lag_ns: 0,
+            light: false,
         }
     }
 

@@ -48,6 +48,10 @@ pub struct RequestMeasures {
     pub multi_token_events: u64,
     /// Dispatch - intended arrival (negative if dispatched early).
     pub dispatch_lag_ns: i64,
+    /// A light record (`RequestRecord::light`): no TPOT, no gaps, and its single
+    /// event's tokens are not compared with usage.
+    #[serde(default)]
+    pub light: bool,
 }
 
 /// `later - earlier`, or an `OutOfOrder` error naming both timestamps.
@@ -120,7 +124,7 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
             _ => multi_token_events += 1,
         }
         if e.tokens > 0 {
-            if let Some(last) = last_token {
+            if let (Some(last), false) = (last_token, r.light) {
                 gaps_ns.push(elapsed(id, ("previous token event", last), ("token event", e.t_ns))?);
             }
             first_token.get_or_insert(e.t_ns);
@@ -141,7 +145,7 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
     if let (Some(first), Some(last)) = (first_token, last_token) {
         ttft_ns = Some(elapsed(id, ("HTTP send", send), ("first token", first))?);
         ttft_intended_ns = Some(elapsed(id, ("intended arrival", r.intended_ns), ("first token", first))?);
-        if output_tokens >= 2 {
+        if output_tokens >= 2 && !r.light {
             tpot_ns = Some(last.saturating_sub(first) as f64 / (output_tokens - 1) as f64);
         }
     }
@@ -162,5 +166,6 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
         empty_events,
         multi_token_events,
         dispatch_lag_ns,
+        light: r.light,
     })
 }

@@ -30,6 +30,7 @@ fn bare(index: u64, intended_ns: u64) -> RequestRecord {
         usage: None,
         finish_reason: None,
         server_request_id: None,
+        light: false,
     }
 }
 
@@ -301,6 +302,26 @@ fn plan_metrics_map_to_summary_fields() {
 }
 
 #[test]
+fn mean_latency_metrics_average_valid_requests_only() {
+    // Sends at 0.15 and 1.15 ms (intended 0 and 1 ms, lag 0.1 ms, send + 0.05 ms).
+    // E2E from send: 4 - 0.15 = 3.85 ms and 9 - 1.15 = 7.85 ms; mean 5.85 ms.
+    // TTFT from send: 2 - 0.15 = 1.85 ms and 4 - 1.15 = 2.85 ms; mean 2.35 ms.
+    let a = valid(0, 0, 100 * US, &[(2 * MS, 1), (3 * MS, 1)], 4 * MS, Some(2));
+    let b = valid(1, MS, 100 * US, &[(4 * MS, 1), (6 * MS, 1)], 9 * MS, Some(2));
+    // A timed-out request (first token at 3 ms, no [DONE]) is counted, never averaged.
+    let mut cut = valid(2, 2 * MS, 100 * US, &[(3 * MS, 1)], 0, None);
+    cut.done_ns = None;
+    cut.failure = Some(Failure::Timeout { after_ns: 60 * MS });
+    let s = summarize_cell(&[a, b, cut]).unwrap();
+    assert_eq!((s.completed, s.failed), (2, 1));
+    assert!(close(s.metric(Metric::E2eMean), 5.85), "{:?}", s.e2e_mean_ms);
+    assert!(close(s.metric(Metric::TtftMean), 2.35), "{:?}", s.ttft_mean_ms);
+    // Not the p95 (nearest rank of two values: the larger).
+    assert!(close(s.metric(Metric::E2eP95), 7.85));
+    assert_eq!(Metric::E2eMean.kind(), crate::plan::MetricKind::Latency);
+}
+
+#[test]
 fn table_follows_the_vllm_layout() {
     let ev = [(3 * MS, 0), (5 * MS, 1), (7 * MS, 1), (10 * MS, 1), (10_500 * US, 0)];
     let s = summarize_cell(&[valid(0, 0, 100 * US, &ev, 11 * MS, Some(3))]).unwrap();
@@ -404,4 +425,21 @@ fn goodput_from_hand_built_records() {
     // TPOT <= 9.99 ms drops request 1.
     let slo = Slo { ttft_ms: None, tpot_ms: Some(9.99), e2e_ms: None };
     assert_eq!(summarize_cell_with_slo(&records, Some(&slo)).unwrap().slo_met_requests, Some(1));
+}
+
+#[test]
+fn a_light_record_has_ttft_and_e2e_but_no_tpot_gaps_or_mismatch() {
+    // The light recorder kept the first token event (at 2 ms) of a 3-token output.
+    let mut r = valid(0, 0, 0, &[(2 * MS, 1)], 8 * MS + 50 * US, Some(3));
+    r.light = true;
+    let m = measure_request(&r).unwrap();
+    assert_eq!((m.ttft_ns, m.tpot_ns, m.e2e_ns), (Some(2 * MS - 50 * US), None, 8 * MS));
+    assert!(m.gaps_ns.is_empty() && m.light);
+    let s = summarize_cell(&[r.clone()]).unwrap();
+    assert_eq!((s.tpot_samples, s.itl_samples, s.usage_event_token_mismatch_requests), (0, 0, 0));
+    assert_eq!(s.total_output_tokens, 3);
+    // The same events from the full recorder would be a 1-token stream that usage contradicts.
+    r.light = false;
+    let s = summarize_cell(&[r]).unwrap();
+    assert_eq!((s.tpot_samples, s.usage_event_token_mismatch_requests), (1, 1));
 }

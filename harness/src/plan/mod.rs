@@ -16,8 +16,10 @@ mod schedule;
 mod schema;
 mod summary;
 mod sweep;
+mod tuning;
 mod types;
 mod validate;
+mod validate_analysis;
 mod validate_arms;
 mod validate_cells;
 mod validate_loads;
@@ -48,8 +50,10 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
-pub use types::{LengthDist, ShareGptSpec, SyntheticSpec};
 pub use types::Pilots;
+pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
+pub use types::{Blocking, Recorder};
+pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
@@ -111,6 +115,10 @@ impl Plan {
                 wanted.extend(tokenizer.iter().map(|t| ("prompts.tokenizer".to_string(), t.as_str())));
             }
             PanelSource::Synthetic(s) => {
+                wanted.push(("prompts.texts".into(), &s.texts));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+            }
+            PanelSource::SharedPrefix(s) => {
                 wanted.push(("prompts.texts".into(), &s.texts));
                 wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
             }

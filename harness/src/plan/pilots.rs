@@ -12,7 +12,7 @@
 use super::derive::{DerivedLoads, compute};
 use super::error::{Issue, PlanError};
 use super::schema::PilotsFile;
-use super::types::{Arm, ArmRole, Blocks, Cell, CellKind, Count, Load, Order, PanelSpec, Pilots, Plan};
+use super::types::{Arm, ArmRole, Blocks, Cell, CellKind, Count, Load, Order, PanelSpec, Pilots, Plan, Recorder};
 use super::validate::Checker;
 
 /// The name of the pilot cell (its records: `pilots/raw/b<run>/<arm>/pilot.requests.jsonl`).
@@ -94,7 +94,7 @@ pub(super) fn validate(
 impl Plan {
     /// The pilot plan: the pilot arms (plan order), the closed-loop pilot cell
     /// (descriptive), one block per pilot run with the arms in plan order, no
-    /// hypotheses, derive, qualification or pilots. Everything else (request,
+    /// hypotheses, derive, qualification, tuning or pilots. Everything else (request,
     /// panel, warmup, timing, limits) is this plan's. `None` without `[pilots]`.
     pub fn pilot_plan(&self) -> Option<Plan> {
         let p = self.pilots.as_ref()?;
@@ -107,6 +107,7 @@ impl Plan {
             count: Count::Fixed(p.count),
             input_tokens: p.input_tokens,
             retries: 0,
+            recorder: Recorder::Full,
         }];
         v.blocks = Blocks { count: 0, descriptive: p.runs, arm_order: Order::Fixed, cell_order: Order::Fixed };
         v.alpha = None;
@@ -114,6 +115,7 @@ impl Plan {
         v.derive = None;
         v.derived = None;
         v.qualification = None;
+        v.tuning = None;
         v.pilots = None;
         Some(v)
     }

@@ -95,7 +95,9 @@ fn arm_command_expands_placeholders() {
 fn metric_kinds() {
     assert_eq!(Metric::ThroughputRps.kind(), MetricKind::Throughput);
     assert_eq!(Metric::OutputTokensPerS.kind(), MetricKind::Throughput);
-    for m in [Metric::TtftP95, Metric::TpotP95, Metric::E2eP95, Metric::E2eP95Intended] {
+    for m in
+        [Metric::TtftP95, Metric::TpotP95, Metric::E2eP95, Metric::E2eP95Intended, Metric::E2eMean, Metric::TtftMean]
+    {
         assert_eq!(m.kind(), MetricKind::Latency);
     }
     for m in Metric::ALL {

@@ -40,6 +40,8 @@ pub struct PlanFile {
     pub limits: Option<LimitsFile>,
     /// Latency targets of goodput; see `validate_loads::slo`.
     pub slo: Option<SloFile>,
+    /// A tuning study (baseline vs candidate configurations); see `tuning`.
+    pub tuning: Option<super::tuning::TuningFile>,
     /// In-study pilots (`[pilots]`); see `pilots`.
     pub pilots: Option<PilotsFile>,
 }
@@ -87,6 +89,8 @@ pub struct RequestFile {
     /// "forced" or "natural".
     pub output: Option<String>,
     pub max_output_tokens: Option<i64>,
+    /// "completions" (default) or "chat".
+    pub endpoint: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +116,11 @@ pub struct PromptsFile {
     /// synthetic: the input and output length distributions.
     pub input_tokens: Option<DistFile>,
     pub output_tokens: Option<DistFile>,
+    /// shared_prefix: groups, requests per group, shared prefix and own suffix tokens.
+    pub groups: Option<i64>,
+    pub prompts_per_group: Option<i64>,
+    pub prefix_tokens: Option<i64>,
+    pub suffix_tokens: Option<i64>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.
@@ -205,6 +214,8 @@ pub struct CellFile {
     pub time_scale: Option<f64>,
     /// Whether prompts and output lengths follow the trace file's rows.
     pub trace_lengths: Option<bool>,
+    /// "full" (default) or "light" (descriptive cells only): see `types::Recorder`.
+    pub recorder: Option<String>,
 }
 
 /// A literal number, or a reference such as `"derived:near"`; where the key allows
@@ -229,6 +240,8 @@ pub enum OneOrMany<T> {
 #[serde(deny_unknown_fields)]
 pub struct AnalysisFile {
     pub alpha: f64,
+    /// Which claims a failed request blocks: "study" (default) or "cell".
+    pub blocking: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -46,6 +46,9 @@ impl Plan {
             let mode = if r.forced() { "forced" } else { "natural" };
             let _ = writeln!(o, "  output: {mode}, max_tokens per request capped at {cap}");
         }
+        if r.chat {
+            let _ = writeln!(o, "  endpoint: /v1/chat/completions with each entry's chat messages");
+        }
         if let Some(slo) = &self.slo {
             let t: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
                 .iter()
@@ -76,6 +79,10 @@ impl Plan {
                 Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
                 None => format!("one per line of {path} (token IDs only: no tokenizer)"),
             },
+            PanelSource::SharedPrefix(s) => format!(
+                "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
+                s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer
+            ),
             PanelSource::Synthetic(y) => format!(
                 "input lengths {}, output lengths {}, cut from {}/{} with tokenizer {}",
                 dist(&y.input),
@@ -175,6 +182,23 @@ impl Plan {
                     h.threshold * 100.0
                 );
             }
+        }
+        if let Some(t) = &self.tuning {
+            let metrics: Vec<&str> = t.metrics.iter().map(|m| m.as_str()).collect();
+            let _ = writeln!(
+                o,
+                "tuning: baseline {} vs {} configurations ({}) over {} cells, metrics {} (primary {}); {} of the \
+                 hypotheses above; blocking {}\n  selection: {}",
+                t.baseline,
+                t.candidates.len(),
+                t.candidates.join(", "),
+                t.cells.len(),
+                metrics.join(", "),
+                t.primary().as_str(),
+                t.metrics.len() * t.cells.len() * t.candidates.len(),
+                self.blocking.as_str(),
+                t.selection
+            );
         }
         if let (Some(d), Some(p), None) = (&self.derive, &self.pilots, &self.derived) {
             let _ = writeln!(

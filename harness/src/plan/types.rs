@@ -35,6 +35,10 @@ pub struct Plan {
     pub max_error_rate: f64,
     /// Latency targets of goodput (`[slo]`), when present.
     pub slo: Option<Slo>,
+    /// Which claims a failed request blocks (`analysis.blocking`, default study).
+    pub blocking: Blocking,
+    /// `[tuning]`, when present; its hypotheses are already in `hypotheses`.
+    pub tuning: Option<super::tuning::Tuning>,
     /// In-study pilots (`[pilots]`), when present: `[derive]` then takes its pilot
     /// rates from them (see `plan::pilots`).
     pub pilots: Option<Pilots>,
@@ -53,6 +57,28 @@ pub struct Pilots {
     pub runs: u32,
     /// Prompt length; `None` for a dataset panel.
     pub input_tokens: Option<u32>,
+}
+
+/// `analysis.blocking`: the scope of the validity rule "failed requests block claims".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Blocking {
+    /// Any failed request in any confirmation cell of any confirmation block blocks
+    /// every claim (the reference method's validity requirement; the default).
+    #[default]
+    Study,
+    /// A failed request blocks only the hypotheses of its own cell and arms.
+    Cell,
+}
+
+impl Blocking {
+    /// The plan spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Blocking::Study => "study",
+            Blocking::Cell => "cell",
+        }
+    }
 }
 
 /// `[slo]`: per-request latency targets in milliseconds, any subset (at least one);
@@ -88,6 +114,10 @@ pub struct RequestSpec {
     pub temperature: f64,
     /// Cap on each request's `max_tokens` (`request.max_output_tokens`).
     pub max_output_tokens: Option<u32>,
+    /// `request.endpoint = "chat"`: timed requests go to `/v1/chat/completions` with
+    /// each panel entry's chat messages (a `sharegpt` or `requests` panel) instead of
+    /// token IDs to `/v1/completions` (`"completions"`, the default).
+    pub chat: bool,
 }
 
 impl RequestSpec {
@@ -197,12 +227,21 @@ pub enum PanelSource {
     Requests { path: String, tokenizer: Option<String> },
     /// Input and output lengths from named distributions, prompts cut from text files.
     Synthetic(SyntheticSpec),
+    /// Groups of prompts sharing a system prefix cut from text files (SGLang's
+    /// generated-shared-prefix).
+    SharedPrefix(SharedPrefixSpec),
 }
 
 impl PanelSource {
     /// Whether each panel entry has its own prompt (and output) length.
     pub fn is_dataset(&self) -> bool {
-        matches!(self, PanelSource::ShareGpt(_) | PanelSource::Requests { .. } | PanelSource::Synthetic(_))
+        matches!(
+            self,
+            PanelSource::ShareGpt(_)
+                | PanelSource::Requests { .. }
+                | PanelSource::Synthetic(_)
+                | PanelSource::SharedPrefix(_)
+        )
     }
 
     /// The tokenizer.json this source encodes text with, if any.
@@ -212,6 +251,7 @@ impl PanelSource {
             PanelSource::ShareGpt(s) => Some(&s.tokenizer),
             PanelSource::Requests { tokenizer, .. } => tokenizer.as_deref(),
             PanelSource::Synthetic(s) => Some(&s.tokenizer),
+            PanelSource::SharedPrefix(s) => Some(&s.tokenizer),
             PanelSource::Jsonl { .. } | PanelSource::Random { .. } => None,
         }
     }
@@ -253,6 +293,19 @@ pub struct SyntheticSpec {
     pub tokenizer: String,
     pub input: LengthDist,
     pub output: LengthDist,
+}
+
+/// `prompts.source = "shared_prefix"`: `groups` x `prompts_per_group` requests of
+/// `prefix_tokens` shared + `suffix_tokens` own tokens of natural text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedPrefixSpec {
+    pub texts: String,
+    pub pattern: String,
+    pub tokenizer: String,
+    pub groups: u32,
+    pub prompts_per_group: u32,
+    pub prefix_tokens: u32,
+    pub suffix_tokens: u32,
 }
 
 /// A named distribution of token counts; every draw is rounded and clipped to
@@ -350,6 +403,21 @@ pub struct Cell {
     /// panel: the cell sends its entries in order, each of its own length.
     pub input_tokens: Option<u32>,
     pub retries: u32,
+    /// How much of each stream is recorded (`recorder`, default full).
+    pub recorder: Recorder,
+}
+
+/// `cells[].recorder`: what the client keeps of each response stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Recorder {
+    /// Every SSE event's timestamp, token count and token IDs (the default).
+    #[default]
+    Full,
+    /// Only the first token-bearing event, `[DONE]` and usage (descriptive cells
+    /// only: TPOT and inter-token gaps are not measured). Paired with a full cell of
+    /// the same load it shows what recording costs (the observer-effect check).
+    Light,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -424,6 +492,14 @@ pub enum Metric {
     /// Requests meeting every `[slo]` target / observation interval (needs `[slo]`).
     #[serde(rename = "goodput_rps")]
     GoodputRps,
+    /// Arithmetic mean over valid completed requests of end-to-end latency ([DONE])
+    /// from HTTP send (the tuning table's "mean latency").
+    #[serde(rename = "e2e_mean")]
+    E2eMean,
+    /// Arithmetic mean over valid requests with a token-bearing event of time to
+    /// first token from HTTP send.
+    #[serde(rename = "ttft_mean")]
+    TtftMean,
 }
 
 impl MetricKind {
@@ -436,7 +512,7 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
@@ -444,6 +520,8 @@ impl Metric {
         Metric::E2eP95,
         Metric::E2eP95Intended,
         Metric::GoodputRps,
+        Metric::E2eMean,
+        Metric::TtftMean,
     ];
 
     pub fn kind(self) -> MetricKind {
@@ -463,6 +541,8 @@ impl Metric {
             Metric::E2eP95 => "e2e_p95",
             Metric::E2eP95Intended => "e2e_p95_intended",
             Metric::GoodputRps => "goodput_rps",
+            Metric::E2eMean => "e2e_mean",
+            Metric::TtftMean => "ttft_mean",
         }
     }
 }

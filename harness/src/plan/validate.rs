@@ -70,8 +70,11 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     c.name("study.name", &file.study.name);
     let seed = c.int("study.seed", file.study.seed, 0, i64::MAX).unwrap_or(0);
     let study = Study { name: file.study.name, seed, description: file.study.description };
-    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic");
+    let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix");
     let request = request(&mut c, file.request, dataset);
+    if request.chat && !matches!(file.prompts.source.as_str(), "sharegpt" | "requests") {
+        c.err("request.endpoint", "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"");
+    }
     let arms = validate_arms::arms(&mut c, file.arms);
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
@@ -79,11 +82,15 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let derive = validate_cells::derive(&mut c, file.derive, file.pilots.is_some());
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
-    let (alpha, hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
+    let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
+    let (alpha, mut hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
     let slo = super::validate_loads::slo(&mut c, file.slo, &hypotheses);
     let pilots = super::pilots::validate(&mut c, file.pilots, &arms, &prompts, derive.is_some(), file.derived.is_some());
+    let (tuning, expanded) =
+        super::tuning::tuning(&mut c, file.tuning, &arms, &cells, &hypotheses, alpha, slo.as_ref());
+    hypotheses.extend(expanded);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(_) if pilots.is_some() => None,
@@ -110,6 +117,8 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         max_error_rate,
         slo,
         pilots,
+        blocking,
+        tuning,
     })
 }
 
@@ -154,7 +163,15 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
             1
         }
     };
-    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens }
+    let chat = match r.endpoint.as_deref() {
+        None | Some("completions") => false,
+        Some("chat") => true,
+        Some(other) => {
+            c.err("request.endpoint", format!("unknown value {other:?} (use \"completions\" or \"chat\")"));
+            false
+        }
+    };
+    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, chat }
 }
 
 fn warmup(c: &mut Checker, w: WarmupFile, panel: &PanelSpec, output: u32) -> Warmup {

@@ -162,7 +162,7 @@ pub(super) fn limits(c: &mut Checker, limits: Option<LimitsFile>) -> f64 {
 }
 
 pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
-    if matches!(p.source.as_str(), "sharegpt" | "requests" | "synthetic") {
+    if matches!(p.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix") {
         return super::validate_panel::dataset(c, p, arms);
     }
     super::validate_panel::forbid_dataset_keys(c, &p);
@@ -242,8 +242,8 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             c.err(
                 "prompts.source",
                 format!(
-                    "unknown source {other:?} (use \"text\", \"jsonl\", \"random\", \"sharegpt\", \"requests\" \
-                     or \"synthetic\")"
+                    "unknown source {other:?} (use \"text\", \"jsonl\", \"random\", \"sharegpt\", \"requests\", \
+                     \"synthetic\" or \"shared_prefix\")"
                 ),
             );
             PanelSource::Jsonl { path: String::new() }

@@ -155,6 +155,7 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
         if f.kind == CellKind::Confirmation && retries != 0 {
             c.err(format!("{k}.retries"), format!("confirmation cells must have retries = 0, got {retries}"));
         }
+        let recorder = super::validate_analysis::recorder(c, &k, f.recorder.as_deref(), f.kind);
         // Invalid values are already reported; stand-ins keep the cell's name known
         // to hypotheses and orders, and never leave validation.
         out.push(Cell {
@@ -164,6 +165,7 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
             count: count.unwrap_or(Count::Fixed(1)),
             input_tokens,
             retries,
+            recorder,
         });
     }
     out

@@ -1,12 +1,12 @@
 //! Validation of the dataset panel sources (`prompts.source` = `sharegpt`,
-//! `requests`, `synthetic`) and their length distributions (see `validate_arms` for
+//! `requests`, `synthetic`, `shared_prefix`) and their length distributions (see `validate_arms` for
 //! the fixed-length sources). Owns which keys each dataset source takes, their
 //! defaults (vLLM's ShareGPT filters) and the distribution parameters' ranges. Must
 //! not touch files: whether a dataset file exists and parses is checked when the
 //! panel is built (`trace::sources`).
 
 use super::schema::{DistFile, PromptsFile};
-use super::types::{Arm, LengthDist, PanelSource, PanelSpec, ShareGptSpec, SyntheticSpec};
+use super::types::{Arm, LengthDist, PanelSource, PanelSpec, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 use super::validate::Checker;
 use super::validate_arms::panel_tokenizer;
 
@@ -28,6 +28,67 @@ pub(super) fn forbid_dataset_keys(c: &mut Checker, p: &PromptsFile) {
     c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
     c.forbid("prompts.input_tokens", &p.input_tokens, &why);
     c.forbid("prompts.output_tokens", &p.output_tokens, &why);
+    forbid_group_keys(c, p);
+}
+
+/// Only a shared_prefix panel takes the group keys.
+fn forbid_group_keys(c: &mut Checker, p: &PromptsFile) {
+    let why = format!("only shared_prefix panels take this key (prompts.source = {:?})", p.source);
+    c.forbid("prompts.groups", &p.groups, &why);
+    c.forbid("prompts.prompts_per_group", &p.prompts_per_group, &why);
+    c.forbid("prompts.prefix_tokens", &p.prefix_tokens, &why);
+    c.forbid("prompts.suffix_tokens", &p.suffix_tokens, &why);
+}
+
+/// `shared_prefix`: its four counts and natural text; `num_requests` is
+/// groups x prompts_per_group.
+fn shared_prefix(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
+    c.forbid(
+        "prompts.num_requests",
+        &p.num_requests,
+        "a shared_prefix panel holds groups x prompts_per_group requests",
+    );
+    c.forbid("prompts.path", &p.path, "a shared_prefix panel is cut from prompts.texts");
+    c.forbid("prompts.input_tokens", &p.input_tokens, "a shared_prefix panel's input is prefix_tokens + suffix_tokens");
+    c.forbid(
+        "prompts.output_tokens",
+        &p.output_tokens,
+        "a shared_prefix panel's output length is request.output_tokens",
+    );
+    for (key, v) in [("min_tokens", p.min_tokens), ("max_prompt_tokens", p.max_prompt_tokens)] {
+        c.forbid(&format!("prompts.{key}"), &v, "only sharegpt panels take this key");
+    }
+    c.forbid("prompts.max_total_tokens", &p.max_total_tokens, "only sharegpt panels take this key");
+    let mut count = |key: &str, v: Option<i64>, max: i64| match v {
+        Some(v) => c.int(&format!("prompts.{key}"), v, 1, max).unwrap_or(1) as u32,
+        None => {
+            c.err(format!("prompts.{key}"), "required for a shared_prefix panel");
+            1
+        }
+    };
+    let groups = count("groups", p.groups, MAX_DATASET_REQUESTS);
+    let prompts_per_group = count("prompts_per_group", p.prompts_per_group, MAX_DATASET_REQUESTS);
+    let prefix_tokens = count("prefix_tokens", p.prefix_tokens, MAX_LENGTH);
+    let suffix_tokens = count("suffix_tokens", p.suffix_tokens, MAX_LENGTH);
+    let total = i64::from(groups) * i64::from(prompts_per_group);
+    if total > MAX_DATASET_REQUESTS {
+        c.err("prompts.groups", format!("groups x prompts_per_group = {total} exceeds {MAX_DATASET_REQUESTS}"));
+    }
+    let pattern = p.pattern.unwrap_or_else(|| "*.txt".into());
+    if pattern.matches('*').count() > 1 || pattern.contains('/') {
+        c.err("prompts.pattern", "a file name with at most one `*`");
+    }
+    let texts = p.texts.unwrap_or_else(|| {
+        c.err("prompts.texts", "required for a shared_prefix panel (a directory of text files)");
+        String::new()
+    });
+    let tokenizer = panel_tokenizer(c, p.tokenizer, arms);
+    let spec = SharedPrefixSpec { texts, pattern, tokenizer, groups, prompts_per_group, prefix_tokens, suffix_tokens };
+    PanelSpec {
+        source: PanelSource::SharedPrefix(spec),
+        lengths: Vec::new(),
+        documents: total.clamp(1, MAX_DATASET_REQUESTS) as u32,
+    }
 }
 
 /// A dataset panel: `num_requests` entries, no `lengths`/`documents`.
@@ -40,6 +101,10 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
     c.forbid("prompts.documents", &p.documents, "a dataset panel counts entries in prompts.num_requests");
     c.forbid("prompts.min_token_id", &p.min_token_id, &only("random"));
     c.forbid("prompts.max_token_id", &p.max_token_id, &only("random"));
+    if src == "shared_prefix" {
+        return shared_prefix(c, p, arms);
+    }
+    forbid_group_keys(c, &p);
     let documents = match p.num_requests {
         Some(n) => c.int("prompts.num_requests", n, 1, MAX_DATASET_REQUESTS).unwrap_or(1) as u32,
         None => {
@@ -332,5 +397,26 @@ mod tests {
         let e = error(&with("output_tokens = 8", "source = \"requests\"\nnum_requests = 2\ntexts = \"t\""));
         assert!(e.contains("prompts.path: required for a requests panel"), "{e}");
         assert!(e.contains("prompts.texts: only synthetic panels take this key"), "{e}");
+    }
+
+    #[test]
+    fn a_shared_prefix_panel_counts_groups_times_prompts_and_checks_its_keys() {
+        let panel = "source = \"shared_prefix\"\ntexts = \"t\"\ntokenizer = \"t.json\"\ngroups = 3\n\
+                     prompts_per_group = 4\nprefix_tokens = 64\nsuffix_tokens = 8";
+        let p = parse(&with("output_tokens = 16", panel)).unwrap();
+        assert_eq!(p.prompts.documents, 12);
+        let PanelSource::SharedPrefix(s) = &p.prompts.source else { panic!("{:?}", p.prompts.source) };
+        assert_eq!((s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens), (3, 4, 64, 8));
+        assert_eq!(s.pattern, "*.txt");
+        let e = error(&with("output_tokens = 16", &panel.replace("groups = 3\n", "")));
+        assert!(e.contains("prompts.groups: required for a shared_prefix panel"), "{e}");
+        let e = error(&with("output_tokens = 16", &format!("{panel}\nnum_requests = 12")));
+        assert!(e.contains("prompts.num_requests: a shared_prefix panel holds groups x prompts_per_group"), "{e}");
+        let e = error(&with("output_tokens = 16", &panel.replace("prefix_tokens = 64", "prefix_tokens = 0")));
+        assert!(e.contains("prompts.prefix_tokens"), "{e}");
+        let e = error(&with("output_tokens = 8", &format!("{SHAREGPT}\ngroups = 2")));
+        assert!(e.contains("prompts.groups: only shared_prefix panels take this key"), "{e}");
+        let e = error(&with("output_tokens = 8", &format!("{FIXED_PANEL}\nsuffix_tokens = 2")));
+        assert!(e.contains("prompts.suffix_tokens: only shared_prefix panels take this key"), "{e}");
     }
 }

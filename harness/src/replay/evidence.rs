@@ -2,11 +2,14 @@
 //! server invocation's status, the failed requests, and per hypothesis (the plan's
 //! whole family, in plan order) the paired block values and effects, the sign
 //! test, the Holm-adjusted p, the median screen, the median interval and the claim
-//! (blocked by failed requests, arm faults, missing measurements or an unqualified
+//! (blocked by failed requests, under study-level blocking also by failed
+//! requests anywhere else in the confirmation, arm faults, missing measurements or an unqualified
 //! arm; else supported or not supported naming the failed rules; a hypothesis that
 //! cannot be tested enters Holm with p = 1); and, as a second check, the medians
 //! across blocks of every cell measure. Claim reasons are compared by count, not
-//! wording. Must not call the analysis path.
+//! wording. The unit maps (`median_units`, each hypothesis's `block_units`) are
+//! checked against replay's own reading of the field names (`unit_of`). Must not
+//! call the analysis path.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,7 +21,7 @@ use super::decide::{effect, holm, interval, median, sign_test};
 use super::measures::{CellMeasures, FIELD_NAMES};
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
-use crate::plan::{FrozenPlan, Metric, MetricKind};
+use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
 
 pub const NAME: &str = "evidence.json: effects, sign tests, Holm, medians, intervals, claims";
 pub const CELLS_NAME: &str = "evidence.json: cell medians across blocks";
@@ -58,6 +61,38 @@ fn metric_field(metric: Metric) -> &'static str {
         Metric::E2eP95 => "e2e_p95_ms",
         Metric::E2eP95Intended => "e2e_from_intended_p95_ms",
         Metric::GoodputRps => "goodput_rps",
+        Metric::E2eMean => "e2e_mean_ms",
+        Metric::TtftMean => "ttft_mean_ms",
+    }
+}
+
+/// The unit of a summary field by its name, as the summary names them (replay's own
+/// reading: `_ms`, `_ns`, `_s`, `_rps`, `_tps`; token lengths; an attainment
+/// fraction; everything else a count).
+fn unit_of(name: &str) -> &'static str {
+    let length = ["input_tokens_", "output_tokens_", "total_input_tokens", "total_output_tokens"]
+        .iter()
+        .any(|p| name.starts_with(p))
+        && !name.ends_with("_requests");
+    if let Some(u) = [("_ms", "ms"), ("_ns", "ns"), ("_rps", "req/s"), ("_tps", "tok/s"), ("_s", "s")]
+        .iter()
+        .find_map(|(suffix, u)| name.ends_with(suffix).then_some(*u))
+    {
+        return u;
+    }
+    if name == "slo_attainment" {
+        "fraction"
+    } else if length {
+        "tokens"
+    } else {
+        "count"
+    }
+}
+
+fn metric_unit(metric: Metric) -> &'static str {
+    match metric_field(metric) {
+        f if f.ends_with("_ms") => "ms",
+        f => unit_of(f),
     }
 }
 
@@ -81,6 +116,8 @@ struct Prep {
     structural: Vec<String>,
     by_class: BTreeMap<String, u64>,
     failed: u64,
+    /// Study-level blocking: failed requests elsewhere in the confirmation.
+    elsewhere: u64,
     effects: Vec<f64>,
 }
 
@@ -109,6 +146,15 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
     c.float("interval_target", ev.get("interval_target"), Some(INTERVAL_TARGET));
     c.exact("confirmation_blocks", ev.get("confirmation_blocks"), Value::from(plan.blocks.count));
     c.exact("descriptive_blocks", ev.get("descriptive_blocks"), Value::from(plan.blocks.descriptive));
+    // An evidence.json without `blocking` predates the key: its claims were decided
+    // under the only rule there was then, cell-level blocking.
+    let blocking = match ev.get("blocking") {
+        None => Blocking::Cell,
+        Some(v) => {
+            c.exact("blocking", Some(v), Value::from(plan.blocking.as_str()));
+            plan.blocking
+        }
+    };
     let units: Vec<Value> = s
         .units
         .iter()
@@ -146,6 +192,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             structural: Vec::new(),
             by_class: BTreeMap::new(),
             failed: 0,
+            elsewhere: 0,
             effects: Vec::new(),
         };
         for b in 0..plan.blocks.count {
@@ -177,6 +224,15 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             }
         }
         p.failed = p.by_class.values().sum();
+        if blocking == Blocking::Study {
+            let own = |x: &CellMeasures| x.cell == h.cell && (x.arm == h.candidate || x.arm == h.control);
+            let confirmation = |x: &CellMeasures| plan.cell(&x.cell).is_some_and(|c| c.kind == CellKind::Confirmation);
+            p.elsewhere = cells
+                .iter()
+                .filter(|x| x.block < plan.blocks.count && confirmation(x) && !own(x))
+                .map(|x| x.failures.len() as u64)
+                .sum();
+        }
         preps.push(p);
     }
     let tested = |p: &Prep| p.structural.is_empty() && !p.effects.is_empty();
@@ -208,6 +264,9 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             c.float(&f(&format!("b{b}.candidate")), x.get("candidate"), *cand);
             c.float(&f(&format!("b{b}.effect")), x.get("effect"), *e);
         }
+        let unit = metric_unit(h.metric);
+        let units = serde_json::json!({"control": unit, "candidate": unit, "effect": "fraction"});
+        c.exact(&f("block_units"), a.get("block_units"), units);
         let is_tested = tested(p);
         c.exact(&f("tested"), a.get("tested"), Value::from(is_tested));
         c.exact(&f("failed_requests"), a.get("failed_requests"), Value::from(p.failed));
@@ -249,7 +308,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
             }
         }
         // The claim.
-        let mut reasons = p.structural.len() + usize::from(p.failed > 0);
+        let mut reasons = p.structural.len() + usize::from(p.failed > 0) + usize::from(p.elsewhere > 0);
         reasons += [&h.candidate, &h.control].iter().filter(|arm| unq.contains(arm)).count();
         let claim = if reasons > 0 {
             serde_json::json!({"claim": "blocked", "failed_requests": p.failed, "reasons": reasons})
@@ -273,7 +332,13 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
         }
         c.exact(&f("claim"), Some(&got), claim);
     }
-    let detail = format!("{} hypotheses, {} units, alpha {alpha}", plan.hypotheses.len(), s.units.len());
+    let detail = format!(
+        "{} hypotheses, {} units, alpha {alpha}, {}-level blocking{}",
+        plan.hypotheses.len(),
+        s.units.len(),
+        blocking.as_str(),
+        if ev.get("blocking").is_none() { " (evidence.json predates analysis.blocking)" } else { "" }
+    );
     let hyp = Check::of(NAME, detail, m);
     (hyp, medians_check(&ev, s, cells))
 }
@@ -318,8 +383,30 @@ fn medians_check(ev: &Value, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
             }
         }
     }
+    let units: serde_json::Map<String, Value> = FIELD_NAMES
+        .iter()
+        .filter(|n| !n.starts_with("observation_"))
+        .map(|n| (n.to_string(), Value::from(unit_of(n))))
+        .collect();
+    c.exact("median_units", ev.get("median_units"), Value::Object(units));
     if archived.len() != n {
         c.exact("confirmation_cells + descriptive_cells (count)", Some(&Value::from(archived.len())), Value::from(n));
     }
     Check::of(CELLS_NAME, format!("{n} (cell, arm) pairs"), m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_reads_the_same_unit_from_every_field_name_as_the_report() {
+        for name in FIELD_NAMES {
+            assert_eq!(unit_of(name), crate::report::field_unit(name), "{name}");
+        }
+        for metric in Metric::ALL {
+            assert_eq!(metric_unit(metric), crate::report::metric_unit(metric), "{metric:?}");
+        }
+        assert_eq!([unit_of("e2e_p95_ms"), unit_of("duration_s"), unit_of("stream_events")], ["ms", "s", "count"]);
+    }
 }

@@ -6,7 +6,9 @@
 //! between token events, pooled; dispatch lag = dispatch - intended (signed);
 //! observation interval from the earliest intended arrival to the latest thing seen
 //! of any record; nearest-rank percentiles (rank ceil(p/100 n), an integer within
-//! max(1e-9, 1e-15 p/100 n) taken as exact) over valid completed requests. Owns the
+//! max(1e-9, 1e-15 p/100 n) taken as exact) over valid completed requests; a light
+//! record (`"light": true`, one token event kept) has no TPOT and no gaps, and is
+//! not counted as a usage/event mismatch. Owns the
 //! field list (the matrix columns, in order). Must not read files.
 
 use std::collections::BTreeMap;
@@ -181,6 +183,8 @@ pub(super) struct One {
     empty: u64,
     multi: u64,
     lag: i64,
+    /// A light record: its one event's tokens are not compared with usage.
+    light: bool,
 }
 
 fn after(id: &str, what: &str, earlier: u64, later: u64) -> Result<u64, String> {
@@ -212,7 +216,7 @@ pub(super) fn one(r: &Rec) -> Result<One, String> {
         if e.tokens > 1 {
             multi += 1;
         }
-        if let Some(l) = last {
+        if let (Some(l), false) = (last, r.light) {
             gaps.push(e.t_ns - l);
         }
         first.get_or_insert(e.t_ns);
@@ -229,11 +233,25 @@ pub(super) fn one(r: &Rec) -> Result<One, String> {
     let (mut ttft, mut tpot) = (None, None);
     if let (Some(f), Some(l)) = (first, last) {
         ttft = Some((after(id, "first token", send, f)?, after(id, "first token", r.intended_ns, f)?));
-        if output >= 2 {
+        if output >= 2 && !r.light {
             tpot = Some((l - f) as f64 / (output - 1) as f64);
         }
     }
-    Ok(One { prompt, output, from_usage, event_tokens: tokens, ttft, tpot, e2e, gaps, events, empty, multi, lag })
+    Ok(One {
+        prompt,
+        output,
+        from_usage,
+        event_tokens: tokens,
+        ttft,
+        tpot,
+        e2e,
+        gaps,
+        events,
+        empty,
+        multi,
+        lag,
+        light: r.light,
+    })
 }
 
 pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String> {
@@ -310,7 +328,7 @@ pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String>
         count(&|o| o.ttft.is_none()),
         count(&|o| o.from_usage),
         count(&|o| !o.from_usage),
-        count(&|o| o.output != o.event_tokens),
+        count(&|o| !o.light && o.output != o.event_tokens),
     ]);
     v.extend(lengths(valid.iter().map(|o| o.prompt)));
     v.extend(lengths(valid.iter().map(|o| o.output)));

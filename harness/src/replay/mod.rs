@@ -58,8 +58,10 @@ mod records;
 mod render;
 mod requests;
 mod sessions;
+mod spread;
 pub mod synth;
 mod tables;
+mod tuning;
 mod units;
 
 use std::path::{Path, PathBuf};
@@ -288,11 +290,12 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             let cells = measures::recompute(&study);
             checks.push(tables::summaries_check(root, &study, &cells));
             let listed = |rel: &str| manifest.files.iter().any(|f| f.path == rel);
-            checks.push(tables::matrix_check(root, &study, &cells, listed("results/matrix.csv")));
+            checks.push(tables::matrix_check(root, &study, &cells, &frozen.sha256, listed("results/matrix.csv")));
             checks.push(requests::check(root, &study, &frozen.sha256, listed("results/requests.csv")));
             let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed("results/evidence.json"));
             checks.push(hyp);
             checks.push(med);
+            checks.extend(tuning::check(root, &frozen.plan));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);
             cell_receipts = per_cell;

@@ -51,6 +51,9 @@ pub struct Rec {
     pub failure: Option<Failure>,
     pub usage: Option<Usage>,
     pub server_request_id: Option<String>,
+    /// The light recorder kept only the first token-bearing event.
+    #[serde(default)]
+    pub light: bool,
 }
 
 impl Rec {

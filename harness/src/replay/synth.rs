@@ -71,6 +71,10 @@ pub struct SynthSpec {
     /// Step time of each arm (cand, cand2, base) in percent of the control's; all 100
     /// makes an A/A study (the arms differ only in their random draws).
     pub speeds_percent: [u64; 3],
+    /// `analysis.blocking` written into the plan (`None`: the key is left out).
+    pub blocking: Option<&'static str>,
+    /// One timeout (request index 1) in this (block, arm index, confirmation cell).
+    pub confirmation_failure: Option<(u32, usize, &'static str)>,
 }
 
 impl SynthSpec {
@@ -85,6 +89,8 @@ impl SynthSpec {
             failures: true,
             fault: None,
             speeds_percent: [95, 99, 100],
+            blocking: None,
+            confirmation_failure: None,
         }
     }
 
@@ -100,6 +106,8 @@ impl SynthSpec {
             failures: true,
             fault: None,
             speeds_percent: [95, 99, 100],
+            blocking: None,
+            confirmation_failure: None,
         }
     }
 }
@@ -141,6 +149,9 @@ fn plan_text(s: &SynthSpec) -> String {
         s.descriptive_requests
     ));
     t.push_str("\n[analysis]\nalpha = 0.05\n");
+    if let Some(b) = s.blocking {
+        t.push_str(&format!("blocking = \"{b}\"\n"));
+    }
     for (name, metric, cell, cand) in [
         ("closed-throughput", "throughput_rps", "closed-32", "cand"),
         ("near-e2e", "e2e_p95_intended", "open-near", "cand"),
@@ -240,7 +251,9 @@ fn simulate(
             t += 20_000;
             events.push(StreamEvent { t_ns: t, tokens: 0, token_ids: None });
             let done = t + 10_000;
-            let timeout = spec.failures && arm_i == 0 && rc.kind == CellKind::Descriptive && e.index == 1;
+            let injected = spec.confirmation_failure == Some((block.index, arm_i, cell.as_str()));
+            let timeout =
+                e.index == 1 && (injected || (spec.failures && arm_i == 0 && rc.kind == CellKind::Descriptive));
             let adm = [id.clone()];
             if e.index % 50 == 7 {
                 push(send + 100_000, &adm, &[], &[]);
@@ -274,6 +287,7 @@ fn simulate(
                 }),
                 finish_reason: Some("length".into()),
                 server_request_id: Some(id),
+                light: false,
             };
             if timeout {
                 r.events.truncate(2);

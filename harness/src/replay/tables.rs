@@ -1,7 +1,8 @@
 //! Field-by-field comparison of the recomputed per-cell measures with what the
 //! study archived: `results/summaries.json` and `results/cells/*.summary.json`
-//! (written by `harness run`) and `results/matrix.csv` (written by the report),
-//! integers exactly, floats within `close`. Owns a small RFC 4180 CSV reader (quoted
+//! (written by `harness run`) and `results/matrix.csv` (written by the report:
+//! also its study, plan hash, arm settings and spread columns, `spread`), integers
+//! exactly, floats within `close`; an empty or `NaN` CSV cell is no value. Owns a small RFC 4180 CSV reader (quoted
 //! fields, doubled quotes). Must not recompute anything itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -12,8 +13,9 @@ use serde_json::Value;
 use super::complete::Study;
 use super::measures::{CellMeasures, FIELD_NAMES, Val};
 use super::read::{read_doc, read_json};
+use super::spread::{SPREAD_NAMES, spread};
 use super::{Check, Mismatch, close, num};
-use crate::plan::{Arrival, ResolvedLoad};
+use crate::plan::{Arrival, ResolvedLoad, Server};
 
 pub const SUMMARIES_NAME: &str = "cell measures: summaries.json and results/cells/*.summary.json";
 pub const MATRIX_NAME: &str = "cell measures: matrix.csv";
@@ -22,7 +24,7 @@ const KEY_FIELDS: [&str; 5] = ["cell", "block", "arm", "percentile_method", "fai
 
 /// Compares an archived value (text of a number, or empty/null) with a recomputed one.
 fn compare(m: &mut Vec<Mismatch>, file: &str, field: String, archived: Option<&str>, mine: Val) {
-    let archived = archived.map(str::trim).filter(|s| !s.is_empty() && *s != "null");
+    let archived = archived.map(str::trim).filter(|s| !s.is_empty() && *s != "null" && *s != "NaN");
     let ok = match (mine, archived) {
         (Val::Int(n), Some(a)) => a.parse::<u64>().ok() == Some(n),
         (Val::Float(Some(x)), Some(a)) => a.parse::<f64>().is_ok_and(|a| close(a, x)),
@@ -203,7 +205,7 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
 
 /// `results/matrix.csv`: one row per scheduled (block, arm, cell), every column.
 /// `listed`: whether the manifest lists the matrix (then it must be there).
-pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: bool) -> Check {
+pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha256: &str, listed: bool) -> Check {
     let file = "results/matrix.csv";
     let mut m = Vec::new();
     if root.join(file).symlink_metadata().is_err() {
@@ -233,18 +235,32 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: 
     let col = |name: &str| header.iter().position(|h| h == name);
     let classes: BTreeSet<&String> =
         cells.iter().filter(|c| c.values.is_ok()).flat_map(|c| c.failed_by_class.keys()).collect();
-    let fixed =
-        ["block", "arm", "role", "cell", "kind", "load", "offered_rate_rps", "concurrency", "unit_status", "status"];
+    let fixed = [
+        "study",
+        "plan_sha256",
+        "block",
+        "arm",
+        "role",
+        "arm_settings",
+        "cell",
+        "kind",
+        "load",
+        "offered_rate_rps",
+        "concurrency",
+        "unit_status",
+        "status",
+    ];
     let known = |h: &str| {
         fixed.contains(&h)
             || FIELD_NAMES.contains(&h)
+            || SPREAD_NAMES.contains(&h)
             || ["summary_error", "percentile_method"].contains(&h)
             || h.strip_prefix("failed_").is_some_and(|c| classes.iter().any(|k| k.as_str() == c))
     };
     for h in header.iter().filter(|h| !known(h)) {
         m.push(Mismatch::new(file, format!("column {h}"), "present", "not a recomputed column"));
     }
-    for want in fixed.iter().chain(FIELD_NAMES.iter()) {
+    for want in fixed.iter().chain(FIELD_NAMES.iter()).chain(SPREAD_NAMES.iter()) {
         if col(want).is_none() {
             m.push(Mismatch::new(file, format!("column {want}"), "absent", "present"));
         }
@@ -290,6 +306,13 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: 
         };
         let role = s.plan.arm(&c.arm).map_or("", |a| a.role.as_str());
         let unit = s.unit(c.block, &c.arm).map_or("missing", |u| u.status.as_str());
+        let settings = s.plan.arm(&c.arm).map_or(String::new(), |a| match &a.server {
+            Server::Spawn { argv, .. } => format!("argv: {}", argv.join(" ")),
+            Server::External { url } => format!("url: {url}"),
+        });
+        text(&mut m, "study", &s.plan.study.name);
+        text(&mut m, "plan_sha256", plan_sha256);
+        text(&mut m, "arm_settings", &settings);
         text(&mut m, "role", role);
         text(&mut m, "kind", c.kind.as_str());
         text(&mut m, "unit_status", unit);
@@ -302,7 +325,7 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: 
                 Some(n) => {
                     compare(&mut m, file, format!("{label} concurrency"), cell_of("concurrency"), Val::Int(n.into()))
                 }
-                None => text(&mut m, "concurrency", ""),
+                None => compare(&mut m, file, format!("{label} concurrency"), cell_of("concurrency"), Val::Float(None)),
             }
         }
         let ok = measured.and_then(|x| x.values.as_ref().ok().map(|v| (x, v)));
@@ -310,6 +333,18 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], listed: 
         for (i, name) in FIELD_NAMES.iter().enumerate() {
             let mine = ok.map_or(Val::Float(None), |(_, v)| v[i]);
             compare(&mut m, file, format!("{label} {name}"), cell_of(name), mine);
+        }
+        let spread = match (ok, c.records) {
+            (Some(_), Some(records)) => spread(records),
+            _ => Ok(vec![None; SPREAD_NAMES.len()]),
+        };
+        match spread {
+            Ok(values) => {
+                for (name, v) in SPREAD_NAMES.iter().zip(values) {
+                    compare(&mut m, file, format!("{label} {name}"), cell_of(name), Val::Float(v));
+                }
+            }
+            Err(e) => m.push(Mismatch::new(file, format!("{label} spread"), "archived", e)),
         }
         for class in &classes {
             let mine =

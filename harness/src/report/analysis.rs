@@ -5,7 +5,9 @@
 //! E2E p95 from HTTP send; E2E p95 from intended arrival), the per-block effects over
 //! the confirmation blocks, and the claim of each hypothesis:
 //! - blocked, with every reason: a failed request in the hypothesis's cell (either
-//!   arm, any confirmation block), an arm fault in a confirmation block (the arm's
+//!   arm, any confirmation block), and with study-level blocking (`analysis.blocking
+//!   = "study"`, the default) a failed request anywhere else in the confirmation
+//!   (any confirmation cell, any arm, confirmation blocks), an arm fault in a confirmation block (the arm's
 //!   `arm_outcome.json` is not `completed`), a block without a paired measurement, or
 //!   an arm that `results/qualification.json` marks as not qualified;
 //! - otherwise what `stats::decide_family` decides: supported, or not supported with
@@ -24,7 +26,7 @@ use serde::Serialize;
 
 use super::fields::FIELDS;
 use crate::metrics::CellSummary;
-use crate::plan::{CellKind, Metric, MetricKind, Plan};
+use crate::plan::{Blocking, CellKind, Metric, MetricKind, Plan};
 use crate::stats::{
     BlockPair, DEFAULT_INTERVAL_COVERAGE, Decision, EffectKind, HolmResult, HypothesisInput, MedianInterval,
     MedianScreen, Rule, SignTest, StatsError, decide_family, effect, median,
@@ -141,6 +143,8 @@ pub struct Analysis {
     /// Requested coverage of the median intervals (each states its exact coverage).
     pub interval_target: f64,
     pub confirmation_blocks: u32,
+    /// Which claims a failed request blocks (`analysis.blocking`).
+    pub blocking: Blocking,
     pub hypotheses: Vec<HypothesisReport>,
     /// Every (cell, arm) in plan order.
     pub cells: Vec<CellMedians>,
@@ -221,6 +225,30 @@ fn failures_of(input: &AnalysisInput<'_>, h: &crate::plan::Hypothesis) -> BTreeM
     by_class
 }
 
+/// Under study-level blocking: the failed requests of the confirmation (any
+/// confirmation cell, any arm, confirmation blocks) outside this hypothesis's own
+/// cell and arms, as one reason; `None` when there are none.
+fn elsewhere_reason(input: &AnalysisInput<'_>, h: &crate::plan::Hypothesis) -> Option<String> {
+    let plan = input.plan;
+    let mut where_: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for f in input.failures {
+        let confirmation = plan.cell(&f.cell).is_some_and(|c| c.kind == CellKind::Confirmation);
+        let own = f.cell == h.cell && (f.arm == h.candidate || f.arm == h.control);
+        if f.block < plan.blocks.count && confirmation && !own {
+            *where_.entry((f.cell.clone(), f.arm.clone())).or_insert(0) += 1;
+        }
+    }
+    let total: u64 = where_.values().sum();
+    (total > 0).then(|| {
+        let list: Vec<String> = where_.iter().map(|((c, a), n)| format!("{n} in cell {c} arm {a}")).collect();
+        format!(
+            "study-level blocking (analysis.blocking = \"study\"): {total} failed request(s) elsewhere in the \
+             confirmation ({})",
+            list.join(", ")
+        )
+    })
+}
+
 /// Analyses the plan's hypothesis family and the medians of every (cell, arm).
 pub fn analyse(input: &AnalysisInput<'_>) -> Result<Analysis, StatsError> {
     let plan = input.plan;
@@ -255,6 +283,9 @@ pub fn analyse(input: &AnalysisInput<'_>) -> Result<Analysis, StatsError> {
         }
         let tested = structural.is_empty();
         reasons.extend(structural);
+        if plan.blocking == Blocking::Study {
+            reasons.extend(elsewhere_reason(input, h));
+        }
         for arm in [&h.candidate, &h.control] {
             if input.unqualified.contains(arm) {
                 reasons.push(format!("arm {arm} is not qualified (results/qualification.json)"));
@@ -291,6 +322,7 @@ pub fn analyse(input: &AnalysisInput<'_>) -> Result<Analysis, StatsError> {
         alpha: plan.alpha,
         interval_target: DEFAULT_INTERVAL_COVERAGE,
         confirmation_blocks: plan.blocks.count,
+        blocking: plan.blocking,
         hypotheses,
         cells: cell_medians(input)?,
     })

@@ -40,6 +40,8 @@ pub struct CellData {
     /// Per valid request, in trace order: TTFT from HTTP send and TPOT, in ms.
     pub ttft_ms: Vec<f64>,
     pub tpot_ms: Vec<f64>,
+    /// The matrix's spread columns (`spread`), from the same valid requests.
+    pub spread: super::spread::Spread,
 }
 
 /// Everything the report is built from.
@@ -175,11 +177,13 @@ fn cell_data(
 ) -> (CellData, Vec<FailedRequest>) {
     let mut failures = Vec::new();
     let (mut ttft_ms, mut tpot_ms) = (Vec::new(), Vec::new());
+    let mut valid = Vec::new();
     for r in records {
         if r.is_valid() {
             if let Ok(m) = measure_request(r) {
                 ttft_ms.extend(m.ttft_ns.map(|v| v as f64 / 1e6));
                 tpot_ms.extend(m.tpot_ns.map(|v| v / 1e6));
+                valid.push(m);
             }
             continue;
         }
@@ -198,7 +202,8 @@ fn cell_data(
         });
     }
     let summary = summarize_cell_with_slo(records, slo).map_err(|e| e.to_string());
-    (CellData { block, arm: arm.into(), cell: cell.into(), summary, ttft_ms, tpot_ms }, failures)
+    let spread = super::spread::spread(&valid);
+    (CellData { block, arm: arm.into(), cell: cell.into(), summary, ttft_ms, tpot_ms, spread }, failures)
 }
 
 /// The stored summary exactly as `harness run` writes it for this recomputation.

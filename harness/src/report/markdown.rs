@@ -229,6 +229,20 @@ fn qualification(o: &mut String, q: &Value) {
     o.push('\n');
 }
 
+/// Which validity rule blocked claims (`analysis.blocking`).
+fn blocking_text(b: crate::plan::Blocking) -> &'static str {
+    match b {
+        crate::plan::Blocking::Study => {
+            "Blocking: study level (`analysis.blocking = \"study\"`, the reference method): a failed request in \
+             any confirmation cell of any confirmation block blocks every claim."
+        }
+        crate::plan::Blocking::Cell => {
+            "Blocking: cell level (`analysis.blocking = \"cell\"`): a failed request blocks only the claims of its \
+             own cell and arms; other claims stand."
+        }
+    }
+}
+
 fn claims(o: &mut String, a: &Analysis) {
     let _ = writeln!(o, "## Claims\n");
     if a.hypotheses.is_empty() {
@@ -244,6 +258,7 @@ fn claims(o: &mut String, a: &Analysis) {
         a.alpha.map_or("n/a".into(), |x| x.to_string()),
         a.confirmation_blocks.saturating_sub(1)
     );
+    let _ = writeln!(o, "{}\n", blocking_text(a.blocking));
     o.push_str(&claims_markdown(a));
     let _ = writeln!(o, "\nPaired values per block (control -> candidate):\n");
     for h in &a.hypotheses {
@@ -327,12 +342,16 @@ const DEFINITIONS: &str = "## Definitions\n\n\
 - Throughput: valid completed requests (or their output tokens) divided by the whole observation interval, from the first intended arrival to the last completion, drain included.\n\
 - Percentiles: nearest rank, over valid completed requests only; failures are counted beside them, never dropped.\n\
 - Unit of replication: the block (a fresh server per arm per block). Requests and tokens are never replicates.\n\
-- Effect per block, paired: throughput e = candidate / control - 1; latency e = 1 - candidate p95 / control p95. Positive means better.\n\
+- Effect per block, paired: throughput e = candidate / control - 1; latency e = 1 - candidate / control (the p95, or the mean for `e2e_mean` / `ttft_mean`). Positive means better.\n\
 - Sign test: exact and one-sided; wins are blocks with e > 0, ties are non-wins; p = P(Binomial(n, 1/2) >= wins).\n\
 - Holm: step-down over the plan's whole hypothesis family at its alpha; adjusted p = max over i <= j of min(1, (m - i + 1) p_(i)). A hypothesis that cannot be tested as planned enters with p = 1.\n\
 - Median screen: the sample median of the block effects must reach the hypothesis's threshold, in addition to the Holm test.\n\
 - Median interval: distribution-free, [x_(k), x_(n-k+1)] of the ordered effects with the largest k whose exact coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) reaches the target; the coverage printed is exact (with 10 blocks, the 2nd and 9th effects give 97.8516%).\n\
-- Decision: supported (no failure, Holm p <= alpha and median >= threshold); not supported, naming each failed rule; or blocked by failed requests, arm faults or a failed qualification, with the numbers kept beside it.\n";
+- Decision: supported (no failure, Holm p <= alpha and median >= threshold); not supported, naming each failed rule; or blocked by failed requests, arm faults or a failed qualification, with the numbers kept beside it.\n\n\
+### Names in other tools\n\n\
+- vLLM `bench serve`: TTFT, TPOT, ITL and E2EL are defined as here (its median interpolates; ours is the nearest-rank p50).\n\
+- guidellm: its \"time per output token\" divides the whole request latency, TTFT included, by the output tokens; our TPOT excludes the first token (guidellm's \"inter-token latency\", (latency - TTFT) / (output tokens - 1), is the closest match).\n\
+- AIPerf: its \"inter token latency\" is our TPOT (per request, first token excluded); our ITL (gaps between token-bearing events, pooled) is its \"inter chunk latency\".\n";
 
 /// What `harness plan check` warns about this plan (`Plan::warnings`), when anything.
 fn plan_warnings(o: &mut String, l: &Loaded) {
@@ -358,6 +377,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
          Every number below is recomputed from `raw/`; the full derivation is in [evidence.json](evidence.json).\n"
     );
     super::power::section(&mut o, l);
+    super::tuning::markdown(&mut o, &l.frozen.plan, a, &l.resolved);
     what_was_run(&mut o, l);
     if !l.sessions.is_empty() {
         sessions(&mut o, &l.sessions);
@@ -369,6 +389,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     }
     claims(&mut o, a);
     cells(&mut o, l, a);
+    super::observer::markdown(&mut o, l, a);
     failures(&mut o, l);
     let _ = writeln!(o, "## Figures\n");
     if figures.is_empty() {

@@ -2,12 +2,13 @@
 //! directory to `results/`:
 //! - `matrix.csv`, `matrix.parquet`: one unpooled row per (block, arm, cell);
 //! - `requests.csv`, `requests.parquet`: one row per request (`requests`);
-//! - `evidence.json`: every derived number (per-hypothesis block effects, wins, p,
+//! - `evidence.json` (units in parallel maps beside the values, `units`): every derived number (per-hypothesis block effects, wins, p,
 //!   Holm p, median, interval, screen, claim; descriptive cells' medians; failures;
 //!   the summary check; `qualification.json` verbatim when it exists);
 //! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
 //! - `report.md`: what was run, the claims table, per-cell tables, failures and the
-//!   exact definitions.
+//!   exact definitions; `report.html`: the same page, self-contained, figures inline
+//!   as SVG (`html`).
 //!
 //! [`build`] reads only the evidence (`plan.toml`, `raw/`, the git revision from
 //! `manifest.json` or `run.json`), recomputes every per-cell summary from the raw
@@ -21,12 +22,17 @@
 mod analysis;
 mod fields;
 mod figures;
+mod html;
 mod load;
 mod markdown;
 mod matrix;
 mod power;
+mod observer;
 mod requests;
+mod spread;
 mod text;
+mod tuning;
+mod units;
 
 #[cfg(test)]
 mod tests;
@@ -41,8 +47,12 @@ pub use analysis::{
 };
 pub use fields::{FIELDS, Getter, OTHER_FIELDS};
 pub use load::{Loaded, load};
+pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
+pub use spread::SPREAD_COLUMNS;
 pub use text::{claims_markdown, claims_terminal};
+pub use tuning::{ConfigurationScore, TuningSummary};
+pub use units::{field_unit, metric_unit};
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
 use crate::metrics::PERCENTILE_METHOD;
@@ -101,19 +111,26 @@ struct EvidenceJson<'a> {
     interval_target: f64,
     confirmation_blocks: u32,
     descriptive_blocks: u32,
+    /// `analysis.blocking`: "study" or "cell".
+    blocking: &'static str,
     units: Vec<&'a UnitStatus>,
-    hypotheses: &'a [HypothesisReport],
-    confirmation_cells: Vec<&'a CellMedians>,
-    descriptive_cells: Vec<&'a CellMedians>,
+    hypotheses: Vec<units::HypothesisOut<'a>>,
+    confirmation_cells: Vec<units::CellOut<'a>>,
+    descriptive_cells: Vec<units::CellOut<'a>>,
     failures: &'a [FailedRequest],
     summary_check: SummaryCheck<'a>,
     figures: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     qualification: Option<&'a Value>,
+    /// The unit of every key of the cells' `medians` (`units`).
+    median_units: std::collections::BTreeMap<&'static str, &'static str>,
+    /// `[tuning]`: the recommendation and its rule (absent without `[tuning]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tuning: Option<TuningSummary>,
 }
 
 fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
-    let kind = |k: crate::plan::CellKind| a.cells.iter().filter(move |c| c.kind == k).collect::<Vec<_>>();
+    let kind = |k: crate::plan::CellKind| a.cells.iter().filter(move |c| c.kind == k).map(units::cell).collect();
     EvidenceJson {
         format: EVIDENCE_FORMAT,
         study: &l.frozen.plan.study.name,
@@ -124,14 +141,17 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         interval_target: a.interval_target,
         confirmation_blocks: l.frozen.plan.blocks.count,
         descriptive_blocks: l.frozen.plan.blocks.descriptive,
+        blocking: a.blocking.as_str(),
         units: l.units.iter().map(|u| &u.status).collect(),
-        hypotheses: &a.hypotheses,
+        hypotheses: a.hypotheses.iter().map(units::hypothesis).collect(),
         confirmation_cells: kind(crate::plan::CellKind::Confirmation),
         descriptive_cells: kind(crate::plan::CellKind::Descriptive),
         failures: &l.failures,
         summary_check: SummaryCheck { checked: l.summaries_checked, mismatches: &l.summary_mismatches },
         figures,
         qualification: l.qualification.as_ref(),
+        median_units: units::median_units(),
+        tuning: tuning::summarize(&l.frozen.plan, a),
     }
 }
 
@@ -158,19 +178,25 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     files.extend(figures.iter().map(|f| format!("results/figures/{f}")));
     write_json(&results.join("evidence.json"), &evidence_json(&l, &a, &figures))?;
     let report = results.join("report.md");
-    write_bytes(&report, markdown::render(&l, &a, &figures).as_bytes())?;
+    let md = markdown::render(&l, &a, &figures);
+    write_bytes(&report, md.as_bytes())?;
+    write_bytes(&results.join("report.html"), html::render(&md, &results).as_bytes())?;
     files.extend(["results/evidence.json".to_string(), "results/report.md".to_string()]);
-    Ok(ReportOutcome { report, claims: claims_terminal(&a), files, warnings: l.summary_mismatches.clone() })
+    files.push("results/report.html".to_string());
+    let mut claims = claims_terminal(&a);
+    claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
+    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone() })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.
-pub const REPORT_FILES: [&str; 6] = [
+pub const REPORT_FILES: [&str; 7] = [
     "results/matrix.csv",
     "results/matrix.parquet",
     "results/evidence.json",
     "results/report.md",
     "results/requests.csv",
     "results/requests.parquet",
+    "results/report.html",
 ];
 
 fn report_owned(path: &str) -> bool {

@@ -221,6 +221,7 @@ mod tests {
             usage: Some(Usage { prompt_tokens: 16, completion_tokens: 4, total_tokens: 20 }),
             finish_reason: Some("length".into()),
             server_request_id: None,
+            light: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Unit tests of the analysis wiring on hand-made summaries: the right arm as the
 //! candidate, the sign of latency effects, decisions (all wins, 9 of 10, a failure,
-//! a tie, an arm fault) and the Holm family across hypotheses. The statistics
+//! a tie, an arm fault), study- and cell-level blocking, and the Holm family across
+//! hypotheses. The statistics
 //! themselves are tested in `stats`.
 
 use std::collections::BTreeMap;
@@ -8,10 +9,15 @@ use std::collections::BTreeMap;
 use super::analysis::{AnalysisInput, Claim, FailedRequest, UnitStatus, analyse};
 use super::fields::{FIELDS, OTHER_FIELDS};
 use crate::metrics::CellSummary;
-use crate::plan::{Metric, Plan, parse};
+use crate::plan::{Blocking, Metric, Plan, parse};
 use crate::stats::Rule;
 
 fn plan(blocks: u32, latency_threshold: f64) -> Plan {
+    plan_with(blocks, latency_threshold, "")
+}
+
+/// `plan`, with `analysis_extra` (e.g. `blocking = "cell"`) added to `[analysis]`.
+fn plan_with(blocks: u32, latency_threshold: f64, analysis_extra: &str) -> Plan {
     let text = format!(
         r#"[study]
 name = "unit"
@@ -56,6 +62,7 @@ rate = 2.0
 count = 4
 [analysis]
 alpha = 0.05
+{analysis_extra}
 [[hypotheses]]
 name = "tput"
 metric = "throughput_rps"
@@ -265,9 +272,57 @@ fn a_tie_is_a_non_win_and_a_small_median_fails_the_screen() {
     assert_eq!(a.hypotheses[0].claim, Claim::NotSupported { failed_rules: vec![Rule::MedianThreshold] });
 }
 
+fn one_failure_in_open(case: &mut Case) {
+    case.failures.push(FailedRequest {
+        block: 4,
+        arm: "ctrl".into(),
+        cell: "open".into(),
+        index: 2,
+        id: "open/b4/ctrl/2".into(),
+        class: "timeout".into(),
+        detail: "after 10 s".into(),
+    });
+}
+
 #[test]
-fn one_failed_request_blocks_only_its_hypothesis() {
+fn study_level_blocking_is_the_default_and_blocks_every_claim() {
     let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
+    assert_eq!(case.plan.blocking, Blocking::Study);
+    one_failure_in_open(&mut case);
+    let a = case.run();
+    assert_eq!(a.blocking, Blocking::Study);
+    // The throughput hypothesis in the clean cell is blocked too, by a reason that
+    // names the failure elsewhere; its own cell had none.
+    let Claim::Blocked { failed_requests, reasons } = &a.hypotheses[0].claim else {
+        panic!("{:?}", a.hypotheses[0].claim)
+    };
+    assert_eq!(*failed_requests, 0);
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(reasons[0].contains("study-level") && reasons[0].contains("1 in cell open arm ctrl"), "{reasons:?}");
+    // The failing cell's own hypothesis: its own failure, nothing "elsewhere".
+    let Claim::Blocked { failed_requests, reasons } = &a.hypotheses[1].claim else {
+        panic!("{:?}", a.hypotheses[1].claim)
+    };
+    assert_eq!((*failed_requests, reasons.len()), (1, 1), "{reasons:?}");
+    // The numbers stay beside the claims.
+    assert!(a.hypotheses.iter().all(|h| h.tested && h.sign_test.as_ref().unwrap().wins == 10));
+}
+
+#[test]
+fn a_failure_in_a_descriptive_block_does_not_block_under_study_level() {
+    let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
+    // Block 10 is past the 10 confirmation blocks.
+    one_failure_in_open(&mut case);
+    case.failures[0].block = 10;
+    let a = case.run();
+    assert!(a.hypotheses.iter().all(|h| h.claim == Claim::Supported), "{:?}", a.hypotheses);
+}
+
+#[test]
+fn one_failed_request_blocks_only_its_hypothesis_under_cell_blocking() {
+    let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
+    case.plan = plan_with(10, 0.05, "blocking = \"cell\"");
+    assert_eq!(case.plan.blocking, Blocking::Cell);
     case.failures.push(FailedRequest {
         block: 4,
         arm: "ctrl".into(),
@@ -372,4 +427,84 @@ fn the_cell_table_shows_goodput_only_with_slo_targets() {
     let table = super::text::cell_table(&[&with]);
     assert!(table.contains("Request goodput (req/s):                 3.25"), "{table}");
     assert!(table.contains("SLO attainment:                          0.500"), "{table}");
+}
+
+/// A tuning study: baseline `ctrl` against `fast`, `better` and `same` over two rates.
+fn tuning_plan(blocks: u32) -> Plan {
+    let arm = |name: &str, role: &str, port: u16| {
+        format!("[[arms]]\nname = \"{name}\"\nrole = \"{role}\"\nurl = \"http://127.0.0.1:{port}\"\n")
+    };
+    let text = format!(
+        "[study]\nname = \"tune\"\nseed = 1\n[request]\nmodel = \"m\"\noutput_tokens = 4\n[prompts]\n\
+         source = \"random\"\nmax_token_id = 255\nlengths = [8]\ndocuments = 2\n[warmup]\nprompts = 0\n[timing]\n\
+         settle_s = 0.0\nrequest_timeout_s = 10.0\ndrain_timeout_s = 10.0\n[blocks]\ncount = {blocks}\n\
+         arm_order = \"latin\"\ncell_order = \"alternate\"\n{}{}{}{}\
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = [1, 4]\ncount = 4\n\
+         [analysis]\nalpha = 0.05\n[tuning]\nbaseline = \"ctrl\"\nthreshold = 0.05\n\
+         selection = \"one knob at a time from the defaults\"\nrationale = {{ fast = \"fewer steps per token\" }}\n",
+        arm("ctrl", "control", 1),
+        arm("fast", "candidate", 2),
+        arm("better", "candidate", 3),
+        arm("same", "candidate", 4)
+    );
+    parse(&text).unwrap()
+}
+
+/// Per-block mean E2E (ms) per arm and cell; the control is 100 ms everywhere.
+fn tuning_case(blocks: u32, value: impl Fn(&str, &str, u32) -> f64) -> Case {
+    let arms = ["ctrl", "fast", "better", "same"];
+    let mut summaries = Vec::new();
+    for b in 0..blocks {
+        for cell in ["c-r1", "c-r4"] {
+            for arm in arms {
+                summaries.push(summary(b, arm, cell, 10.0, value(arm, cell, b), 0));
+            }
+        }
+    }
+    let units = (0..blocks)
+        .flat_map(|b| arms.map(|a| UnitStatus { block: b, arm: a.into(), status: "completed".into(), detail: None }))
+        .collect();
+    Case { plan: tuning_plan(blocks), summaries, units, failures: Vec::new(), unqualified: Vec::new() }
+}
+
+#[test]
+fn tuning_recommends_the_best_worst_rate_among_configurations_supported_at_every_rate() {
+    // fast: 80 ms at both rates (1.25x); better: 50 ms at rate 1 but no better than the
+    // baseline at rate 4 (so not supported everywhere); same: the baseline +- 1 ms.
+    let case = tuning_case(8, |arm, cell, b| match (arm, cell) {
+        ("ctrl", _) => 100.0,
+        ("fast", _) => 80.0 - f64::from(b) * 0.1,
+        ("better", "c-r1") => 50.0,
+        ("better", _) => 100.0 + if b % 2 == 0 { 1.0 } else { -1.0 },
+        _ => 100.0 + if b % 2 == 0 { 1.0 } else { -1.0 },
+    });
+    let a = case.run();
+    // 3 configurations x 2 rates, one Holm family.
+    assert_eq!(a.hypotheses.len(), 6);
+    let s = super::tuning::summarize(&case.plan, &a).unwrap();
+    assert_eq!(s.recommended.as_deref(), Some("fast"));
+    let supported: Vec<_> = s.configurations.iter().map(|c| (c.candidate.as_str(), c.supported)).collect();
+    assert_eq!(supported, [("fast", true), ("better", false), ("same", false)]);
+    let mut md = String::new();
+    super::tuning::markdown(&mut md, &case.plan, &a, &case.plan.resolved_cells().unwrap());
+    assert!(md.contains("**Recommended configuration: fast**"), "{md}");
+    assert!(md.contains("one knob at a time from the defaults"), "{md}");
+    assert!(md.contains("local optimum"), "{md}");
+    assert!(md.contains("- fast: supported at every rate"), "{md}");
+    assert!(md.contains("(`tuning.rationale`): fewer steps per token"), "{md}");
+    // The seed's line: Rate r: baseline -> candidate (x faster) [interval], decision.
+    assert!(md.contains("- Rate 1 req/s (c-r1): ctrl 100.0 ms -> better 50.0 ms (2.00x faster) ["), "{md}");
+    assert!(md.contains("- Rate 4 req/s (c-r4): ctrl 100.0 ms -> fast 79.7 ms (1.26x faster) ["), "{md}");
+}
+
+#[test]
+fn tuning_says_none_supported_when_no_configuration_wins_everywhere() {
+    let case = tuning_case(8, |arm, _, b| if arm == "ctrl" { 100.0 } else { 100.0 + f64::from(b % 2) });
+    let a = case.run();
+    let s = super::tuning::summarize(&case.plan, &a).unwrap();
+    assert_eq!(s.recommended, None);
+    let mut md = String::new();
+    super::tuning::markdown(&mut md, &case.plan, &a, &case.plan.resolved_cells().unwrap());
+    assert!(md.contains("**Recommended configuration: none supported**"), "{md}");
+    assert!(md.contains("not supported (sign test and median screen failed)"), "{md}");
 }

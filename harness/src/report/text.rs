@@ -74,7 +74,8 @@ pub fn decision(h: &HypothesisReport) -> String {
     }
 }
 
-fn short_decision(h: &HypothesisReport) -> String {
+/// The decision in a few words (the rules or blocking kinds, no numbers).
+pub fn short_decision(h: &HypothesisReport) -> String {
     match &h.claim {
         Claim::Supported => "supported".into(),
         Claim::NotSupported { failed_rules } => {
@@ -144,8 +145,12 @@ pub fn claims_markdown(a: &Analysis) -> String {
     o
 }
 
-/// The claims table as aligned terminal text (no per-block effects; short decisions).
+/// The claims table as aligned terminal text (no per-block effects; short decisions);
+/// empty for a descriptive study (no hypotheses).
 pub fn claims_terminal(a: &Analysis) -> String {
+    if a.hypotheses.is_empty() {
+        return String::new();
+    }
     let keep = [0usize, 1, 2, 3, 5, 6, 7, 8, 9];
     let mut rows: Vec<Vec<String>> =
         vec![keep.iter().map(|&i| HEADERS[i].to_string()).chain(["decision".into()]).collect()];

@@ -106,7 +106,9 @@ impl CellRun<'_> {
             entry_bodies: entry_bodies.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
-        let records = drive_cell(&drive, self.ctx, &counters).await?;
+        let light = plan.cell(name).is_some_and(|c| c.recorder == crate::plan::Recorder::Light);
+        let ctx = crate::load::RequestCtx { light, ..self.ctx.clone() };
+        let records = drive_cell(&drive, &ctx, &counters).await?;
         drop(ticker);
         let _ = self.phase.send("idle".to_string());
         let end_ns = s.clock.now_ns();

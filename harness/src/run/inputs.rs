@@ -35,13 +35,14 @@ impl TokenizerEncoder {
     }
 }
 
+/// `encode_fast` is `encode` without character offsets (the harness needs the IDs only).
 impl Encoder for TokenizerEncoder {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.inner.encode(text, false).map(|e| e.get_ids().to_vec()).map_err(|e| e.to_string())
+        self.inner.encode_fast(text, false).map(|e| e.get_ids().to_vec()).map_err(|e| e.to_string())
     }
 
     fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, String> {
-        let encodings = self.inner.encode_batch(texts.to_vec(), false).map_err(|e| e.to_string())?;
+        let encodings = self.inner.encode_batch_fast(texts.to_vec(), false).map_err(|e| e.to_string())?;
         Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
     }
 }
@@ -55,6 +56,9 @@ pub struct Inputs {
     pub bodies: Vec<PreparedRequest>,
     /// SHA-256 of each body (`run.json`), per panel index.
     pub body_sha256: Vec<String>,
+    /// Per cell whose trace sets each request's output length (`trace_lengths`):
+    /// SHA-256 of each entry's body, in trace order (`run.json`).
+    pub entry_body_sha256: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Inputs {
@@ -115,7 +119,13 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
         body_sha256.push(sha256_hex(&prepared.body));
         bodies.push(prepared);
     }
-    Ok(Inputs { panel, traces, bodies, body_sha256 })
+    let mut inputs = Inputs { panel, traces, bodies, body_sha256, entry_body_sha256: Default::default() };
+    for c in &plan.cells {
+        if let Some(bodies) = inputs.entry_bodies(plan, &c.name) {
+            inputs.entry_body_sha256.insert(c.name.clone(), bodies.iter().map(|b| sha256_hex(b)).collect());
+        }
+    }
+    Ok(inputs)
 }
 
 #[cfg(test)]
@@ -133,6 +143,30 @@ mod tests {
         std::fs::write(&path, WORD_LEVEL).unwrap();
         let enc = TokenizerEncoder::from_file(&path).unwrap();
         assert_eq!(enc.encode("the cat sat the dog").unwrap(), [0, 1, 2, 0, 3]);
+        assert_eq!(enc.encode_batch(&["cat the", "sat"]).unwrap(), [vec![1, 0], vec![2]]);
+    }
+
+    /// The offset-free encoding gives the IDs the full one does, on a real
+    /// byte-level BPE tokenizer when the assets are there (scripts/fetch-assets).
+    #[test]
+    fn the_fast_encoding_gives_the_same_ids() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/qwen3-tokenizer/tokenizer.json");
+        let path = if path.is_file() {
+            path
+        } else {
+            let tmp = std::env::temp_dir().join(format!("harness-word-level-{}.json", std::process::id()));
+            std::fs::write(&tmp, WORD_LEVEL).unwrap();
+            tmp
+        };
+        let enc = TokenizerEncoder::from_file(&path).unwrap();
+        let texts = ["HAMLET. Who's there?", "  Nay, answer me: stand,\n and unfold yourself. 1234 ", "the cat"];
+        for t in texts {
+            let full = enc.inner.encode(t, false).unwrap().get_ids().to_vec();
+            assert_eq!(enc.encode(t).unwrap(), full, "{t:?}");
+        }
+        let full: Vec<Vec<u32>> =
+            texts.iter().map(|t| enc.inner.encode(*t, false).unwrap().get_ids().to_vec()).collect();
+        assert_eq!(enc.encode_batch(&texts).unwrap(), full);
     }
 
     #[test]
@@ -162,6 +196,10 @@ mod tests {
             |b: &Bytes| serde_json::from_slice::<serde_json::Value>(b).unwrap()["prompt"].as_array().unwrap().len();
         assert_eq!((prompt_len(&bodies[0]), prompt_len(&bodies[1])), (8, 16));
         assert!(inputs.entry_bodies(&plan, "c").is_none());
+        // run.json lists those per-entry bodies' hashes, for that cell only.
+        let hashes: Vec<String> = bodies.iter().map(|b| sha256_hex(b)).collect();
+        assert_eq!(inputs.entry_body_sha256.get("tr"), Some(&hashes));
+        assert_eq!(inputs.entry_body_sha256.len(), 1);
     }
 
     #[test]

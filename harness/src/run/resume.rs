@@ -343,6 +343,7 @@ count = 4
             stop_grace_s: 0.0,
             nvidia_smi: None,
             request_body_sha256: &[],
+            entry_body_sha256: Default::default(),
             sessions: &[first],
             units: vec![],
         };

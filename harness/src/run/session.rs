@@ -102,6 +102,10 @@ pub struct RunRecord<'a> {
     pub nvidia_smi: Option<String>,
     /// SHA-256 of the request body sent for each panel prompt (same for every arm).
     pub request_body_sha256: &'a [String],
+    /// Per `trace_lengths` cell (each request its own `max_tokens`): SHA-256 of each
+    /// entry's body, in trace order. Absent when no cell has one.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub entry_body_sha256: std::collections::BTreeMap<String, Vec<String>>,
     pub sessions: &'a [Session],
     /// Every unit so far, in schedule order: block, arm, status, detail, session.
     pub units: Vec<serde_json::Value>,

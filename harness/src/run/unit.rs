@@ -189,12 +189,13 @@ pub(super) async fn run_unit(
     let exit_rx = server.exit_watch();
     let ctx = RequestCtx {
         client: server.client().clone(),
-        url: server.completions_url(),
+        url: if plan.request.chat { server.chat_url() } else { server.completions_url() },
         clock: s.clock,
         timeout: request_timeout,
         server_exit: exit_rx.clone(),
         drain_expired: watch::channel(false).1,
         forced_output: plan.request.forced(),
+        light: false,
     };
     let mut summaries = Vec::new();
     for (ci, cell_name) in block.cells.iter().enumerate() {

@@ -19,7 +19,9 @@
 //! `num_requests` entries of their own lengths, in the order the source fixes; each
 //! line then also carries the entry's own output length (when the source has one),
 //! the `max_tokens` its request sends and whether EOS is ignored, so that every
-//! per-request setting is in `prompts.jsonl` before the first request.
+//! per-request setting is in `prompts.jsonl` before the first request. With
+//! `request.endpoint = "chat"` each line also carries the chat messages its request
+//! sends (hashed with the rest of the file, so replay checks them).
 
 use std::path::Path;
 
@@ -68,6 +70,18 @@ pub struct Prompt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignore_eos: Option<bool>,
     pub tokens: Vec<u32>,
+    /// `request.endpoint = "chat"`: the chat messages this entry's request sends
+    /// (`tokens` is then their contents encoded, for lengths only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<ChatMessage>>,
+}
+
+/// One chat message of a panel entry (`{"role", "content"}`, as sent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +164,10 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
         }
         PanelSource::Jsonl { path } => Some(jsonl_docs(&base.join(path), path)?),
         PanelSource::Random { .. } => None,
-        PanelSource::ShareGpt(_) | PanelSource::Requests { .. } | PanelSource::Synthetic(_) => None,
+        PanelSource::ShareGpt(_)
+        | PanelSource::Requests { .. }
+        | PanelSource::Synthetic(_)
+        | PanelSource::SharedPrefix(_) => None,
     };
     let mut prompts = Vec::new();
     for &length in &spec.lengths {
@@ -198,6 +215,7 @@ impl Prompt {
             max_tokens: None,
             ignore_eos: None,
             tokens: Vec::new(),
+            messages: None,
         }
     }
 }
@@ -210,9 +228,14 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
     let seed = plan.study.seed;
     let need = |tokenizer: &str| encoder.ok_or_else(|| TraceError::NoEncoder { tokenizer: tokenizer.to_string() });
     let entries = match &spec.source {
-        PanelSource::ShareGpt(g) => sources::sharegpt(g, &base.join(&g.path), need(&g.tokenizer)?, seed, n)?,
-        PanelSource::Requests { path, .. } => sources::requests(&base.join(path), path, encoder, n)?,
+        PanelSource::ShareGpt(g) => {
+            sources::sharegpt(g, &base.join(&g.path), need(&g.tokenizer)?, seed, n, plan.request.chat)?
+        }
+        PanelSource::Requests { path, .. } => {
+            sources::requests(&base.join(path), path, encoder, n, plan.request.chat)?
+        }
         PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
+        PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
     };
     let r = &plan.request;
@@ -232,6 +255,7 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
             max_tokens: Some(r.max_tokens_for(e.output_tokens)),
             ignore_eos: Some(r.ignore_eos),
             tokens: e.tokens,
+            messages: if r.chat { e.messages } else { None },
         });
     }
     Ok(Panel { prompts })

@@ -1,18 +1,21 @@
-//! Dataset panel sources: turn a ShareGPT-format file, a JSONL of requests, or
-//! named length distributions over natural text into an ordered list of entries
+//! Dataset panel sources: turn a ShareGPT-format file, a JSONL of requests, named
+//! length distributions over natural text, or groups sharing a prefix of natural
+//! text into an ordered list of entries
 //! (prompt token IDs, the entry's own output length when the source has one, and
 //! where it came from). Owns each format's reading, its filters and its seeded
-//! sampling. Must not link a tokenizer (text goes through the caller's `Encoder`),
+//! sampling, and each entry's chat messages when the plan sends them to the chat
+//! endpoint. Must not link a tokenizer (text goes through the caller's `Encoder`),
 //! must not decide `max_tokens` or the EOS flag (the panel applies the plan), and
 //! must never pad a short dataset: fewer entries than asked is an error that says
 //! how many there are.
 //!
-//! Seeds: the ShareGPT shuffle uses SHA-256 of `b"harness/sharegpt/v1\0"` and the
+//! Seeds (shared_prefix: see its module): the ShareGPT shuffle uses SHA-256 of `b"harness/sharegpt/v1\0"` and the
 //! study seed (8 bytes LE); synthetic entry i uses SHA-256 of
 //! `b"harness/synthetic/v1\0"`, the study seed and i (8 bytes LE each); both seed
 //! xoshiro256++ as in `seed`.
 
 mod requests;
+mod shared_prefix;
 mod sharegpt;
 mod synthetic;
 
@@ -21,7 +24,10 @@ mod tests;
 
 use sha2::{Digest, Sha256};
 
+pub use crate::trace::panel::ChatMessage;
+
 pub use requests::requests;
+pub use shared_prefix::shared_prefix;
 pub use sharegpt::sharegpt;
 pub use synthetic::{draw_length, synthetic};
 
@@ -35,6 +41,10 @@ pub struct Entry {
     pub source: String,
     /// Token offset of a cut from natural text (0 otherwise).
     pub offset: u64,
+    /// Chat messages, for `request.endpoint = "chat"` (`sharegpt`: the first human
+    /// turn as one user message; `requests`: a line's `messages`, or its `prompt` as
+    /// one user message). `None` otherwise.
+    pub messages: Option<Vec<ChatMessage>>,
 }
 
 /// A 32-byte seed from a tag, the study seed and an index.

@@ -3,7 +3,9 @@
 //! "gpt", "value": ".."}, ..]}, ..]` (`role`/`content` are accepted as the key names,
 //! `user`/`assistant` as the roles; other keys are ignored). Sampling as vLLM's
 //! `ShareGPTDataset`: the first human turn is the prompt (raw text, no chat
-//! template: the panel is token IDs for /v1/completions), the first assistant turn
+//! template, as token IDs for /v1/completions; with `chat`, also as one user
+//! message for /v1/chat/completions, the server applying its template), the first
+//! assistant turn
 //! after it gives the output length (its token count); conversations are shuffled
 //! with a seeded Fisher-Yates and taken in that order, dropping those whose prompt
 //! or output has fewer than `min_tokens` tokens, whose prompt exceeds
@@ -11,11 +13,12 @@
 //! `num_requests` are kept. Must not oversample: too few is an error.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{Entry, seed_of, too_few};
+use super::{ChatMessage, Entry, seed_of, too_few};
 use crate::plan::ShareGptSpec;
 use crate::trace::panel::io_err;
 use crate::trace::seed::{below, rng};
@@ -60,6 +63,7 @@ pub fn sharegpt(
     enc: &dyn Encoder,
     study_seed: u64,
     n: usize,
+    chat: bool,
 ) -> Result<Vec<Entry>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     let what = path.display().to_string();
@@ -77,15 +81,29 @@ pub fn sharegpt(
     }
     let (mut short, mut long) = (0usize, 0usize);
     let mut out = Vec::with_capacity(n);
+    // Each distinct text is encoded once (a speech is often one conversation's
+    // answer and the next one's prompt; datasets repeat prompts).
+    let mut known: HashMap<&str, Vec<u32>> = HashMap::new();
     for chunk in candidates.chunks(BATCH) {
         if out.len() >= n {
             break;
         }
-        let texts: Vec<&str> = chunk.iter().flat_map(|&(_, p, a)| [p, a]).collect();
-        let encoded = enc.encode_batch(&texts).map_err(|message| TraceError::Encode { file: what.clone(), message })?;
-        let mut encoded = encoded.into_iter();
-        for &(i, _, _) in chunk {
-            let (Some(prompt), Some(answer)) = (encoded.next(), encoded.next()) else {
+        let mut fresh: Vec<&str> = Vec::new();
+        let mut queued: HashSet<&str> = HashSet::new();
+        for &(_, p, a) in chunk {
+            for t in [p, a] {
+                if !known.contains_key(t) && queued.insert(t) {
+                    fresh.push(t);
+                }
+            }
+        }
+        let encoded = enc.encode_batch(&fresh).map_err(|message| TraceError::Encode { file: what.clone(), message })?;
+        if encoded.len() != fresh.len() {
+            return Err(TraceError::Encode { file: what.clone(), message: "the encoder lost a text".into() });
+        }
+        known.extend(fresh.into_iter().zip(encoded));
+        for &(i, human, answer) in chunk {
+            let (Some(prompt), Some(answer)) = (known.get(human), known.get(answer)) else {
                 return Err(TraceError::Encode { file: what.clone(), message: "the encoder lost a text".into() });
             };
             if out.len() >= n {
@@ -103,10 +121,11 @@ pub fn sharegpt(
                 continue;
             }
             out.push(Entry {
-                tokens: prompt,
+                tokens: prompt.clone(),
                 output_tokens: Some(a as u32),
                 source: format!("{}#{i}", spec.path),
                 offset: 0,
+                messages: chat.then(|| vec![ChatMessage { role: "user".into(), content: human.to_string() }]),
             });
         }
     }

@@ -78,6 +78,7 @@ pub fn synthetic(
             output_tokens: Some(output),
             source: d.name.clone(),
             offset,
+            messages: None,
         });
     }
     Ok(out)

@@ -63,7 +63,7 @@ fn sharegpt_takes_the_first_human_turn_and_the_first_answer_after_it() {
              {"from": "human", "value": "later later later later"}]},
             {"conversations": [{"role": "user", "content": "x yy zzz wwww v"}, {"role": "assistant", "content": "1 2 3 4 5 6"}]}]"#,
     );
-    let mut got = sharegpt(&spec("sg.json"), &path, &Words, 1, 2).unwrap();
+    let mut got = sharegpt(&spec("sg.json"), &path, &Words, 1, 2, false).unwrap();
     got.sort_by(|a, b| a.source.cmp(&b.source));
     assert_eq!(got[0].tokens, [1, 2, 3, 4]);
     assert_eq!((got[0].output_tokens, got[0].source.as_str()), (Some(5), "sg.json#0"));
@@ -86,10 +86,10 @@ fn sharegpt_applies_vllms_filters() {
     let path = write(tmp.path(), "sg.json", &text);
     let s = ShareGptSpec { max_prompt_tokens: Some(20), max_total_tokens: Some(30), ..spec("sg.json") };
     let mut got: Vec<(usize, Option<u32>)> =
-        sharegpt(&s, &path, &Words, 3, 2).unwrap().iter().map(|e| (e.tokens.len(), e.output_tokens)).collect();
+        sharegpt(&s, &path, &Words, 3, 2, false).unwrap().iter().map(|e| (e.tokens.len(), e.output_tokens)).collect();
     got.sort();
     assert_eq!(got, [(4, Some(4)), (10, Some(10))]);
-    let err = sharegpt(&s, &path, &Words, 3, 3).unwrap_err().to_string();
+    let err = sharegpt(&s, &path, &Words, 3, 3, false).unwrap_err().to_string();
     assert!(err.contains("3 requests asked (prompts.num_requests), only 2 available"), "{err}");
     assert!(err.contains("of 6 conversations: 0 without a human turn"), "{err}");
     assert!(err.contains("2 with a prompt or output under prompts.min_tokens = 4, 2 over"), "{err}");
@@ -100,7 +100,7 @@ fn sharegpt_sampling_is_seeded_and_deterministic() {
     let tmp = tempfile::tempdir().unwrap();
     let path = sharegpt_file(tmp.path(), 40);
     let order = |seed| -> Vec<String> {
-        sharegpt(&spec("sg.json"), &path, &Words, seed, 10).unwrap().into_iter().map(|e| e.source).collect()
+        sharegpt(&spec("sg.json"), &path, &Words, seed, 10, false).unwrap().into_iter().map(|e| e.source).collect()
     };
     assert_eq!(order(7), order(7));
     assert_ne!(order(7), order(8));
@@ -109,7 +109,11 @@ fn sharegpt_sampling_is_seeded_and_deterministic() {
     // A prefix does not depend on how many are asked.
     assert_eq!(
         order(7)[..5],
-        sharegpt(&spec("sg.json"), &path, &Words, 7, 5).unwrap().into_iter().map(|e| e.source).collect::<Vec<_>>()[..]
+        sharegpt(&spec("sg.json"), &path, &Words, 7, 5, false)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.source)
+            .collect::<Vec<_>>()[..]
     );
 }
 
@@ -118,7 +122,7 @@ fn bad_sharegpt_files_say_what_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = |text: &str, n: usize| {
         let path = write(tmp.path(), "bad.json", text);
-        sharegpt(&spec("bad.json"), &path, &Words, 1, n).unwrap_err().to_string()
+        sharegpt(&spec("bad.json"), &path, &Words, 1, n, false).unwrap_err().to_string()
     };
     let e = bad("[{\"conversations\": [", 1);
     assert!(e.contains("not a ShareGPT-format JSON array") && e.contains("line 1"), "{e}");
@@ -142,10 +146,17 @@ fn requests_reads_prompts_tokens_and_output_lengths() {
         "r.jsonl",
         "{\"prompt\": \"a bb ccc\", \"output_tokens\": 7}\n\n{\"tokens\": [5, 6], \"id\": 3}\n{\"tokens\": [1]}\n",
     );
-    let got = requests(&path, "r.jsonl", Some(&Words), 2).unwrap();
-    assert_eq!(got[0], Entry { tokens: vec![1, 2, 3], output_tokens: Some(7), source: "r.jsonl:1".into(), offset: 0 });
-    assert_eq!(got[1], Entry { tokens: vec![5, 6], output_tokens: None, source: "r.jsonl:3".into(), offset: 0 });
-    let err = requests(&path, "r.jsonl", Some(&Words), 4).unwrap_err().to_string();
+    let got = requests(&path, "r.jsonl", Some(&Words), 2, false).unwrap();
+    let entry = |tokens: Vec<u32>, output_tokens, source: &str| Entry {
+        tokens,
+        output_tokens,
+        source: source.into(),
+        offset: 0,
+        messages: None,
+    };
+    assert_eq!(got[0], entry(vec![1, 2, 3], Some(7), "r.jsonl:1"));
+    assert_eq!(got[1], entry(vec![5, 6], None, "r.jsonl:3"));
+    let err = requests(&path, "r.jsonl", Some(&Words), 4, false).unwrap_err().to_string();
     assert!(err.contains("4 requests asked (prompts.num_requests), only 3 available"), "{err}");
 }
 
@@ -154,12 +165,12 @@ fn bad_request_lines_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = |text: &str, enc: Option<&dyn Encoder>| {
         let path = write(tmp.path(), "r.jsonl", text);
-        requests(&path, "r.jsonl", enc, 2).unwrap_err().to_string()
+        requests(&path, "r.jsonl", enc, 2, false).unwrap_err().to_string()
     };
     let e = bad("{\"tokens\": [1]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n", Some(&Words));
-    assert!(e.contains("line 2") && e.contains("chat template"), "{e}");
+    assert!(e.contains("line 2") && e.contains("request.endpoint = \"chat\""), "{e}");
     let e = bad("{\"tokens\": [1]}\n{\"tokens\": [1], \"prompt\": \"x\"}\n", Some(&Words));
-    assert!(e.contains("line 2") && e.contains("not both"), "{e}");
+    assert!(e.contains("line 2") && e.contains("not several"), "{e}");
     let e = bad("{\"prompt\": \"x\"}\n", None);
     assert!(e.contains("line 1") && e.contains("prompts.tokenizer"), "{e}");
     let e = bad("{\"tokens\": []}\n", Some(&Words));
@@ -167,7 +178,46 @@ fn bad_request_lines_are_named() {
     let e = bad("{\"tokens\": [1]\n", Some(&Words));
     assert!(e.contains("line 1"), "{e}");
     let e = bad("{\"id\": 1}\n", Some(&Words));
-    assert!(e.contains("no \"prompt\" or \"tokens\""), "{e}");
+    assert!(e.contains("no \"prompt\", \"tokens\" or \"messages\""), "{e}");
+}
+
+#[test]
+fn chat_requests_carry_messages_and_refuse_token_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(
+        tmp.path(),
+        "r.jsonl",
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": \"a bb\"}], \
+         \"output_tokens\": 5}\n{\"prompt\": \"ccc dd\"}\n",
+    );
+    let got = requests(&path, "r.jsonl", Some(&Words), 2, true).unwrap();
+    let m = |role: &str, content: &str| ChatMessage { role: role.into(), content: content.into() };
+    assert_eq!(got[0].messages, Some(vec![m("system", "be brief"), m("user", "a bb")]));
+    // The contents encoded one after the other: "be brief" then "a bb" (Words: word lengths).
+    assert_eq!((got[0].tokens.clone(), got[0].output_tokens), (vec![2, 5, 1, 2], Some(5)));
+    assert_eq!(got[1].messages, Some(vec![m("user", "ccc dd")]));
+    let tokens = write(tmp.path(), "t.jsonl", "{\"tokens\": [1, 2]}\n");
+    let e = requests(&tokens, "t.jsonl", Some(&Words), 1, true).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("cannot be sent to the chat endpoint"), "{e}");
+    let empty = write(tmp.path(), "e.jsonl", "{\"messages\": []}\n");
+    let e = requests(&empty, "e.jsonl", Some(&Words), 1, true).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("empty"), "{e}");
+    let e = requests(&path, "r.jsonl", None, 1, true).unwrap_err().to_string();
+    assert!(e.contains("prompts.tokenizer"), "{e}");
+}
+
+#[test]
+fn sharegpt_for_chat_sends_the_first_human_turn_as_one_user_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write(
+        tmp.path(),
+        "sg.json",
+        r#"[{"conversations": [{"from": "human", "value": "aa bb cc dd"}, {"from": "gpt", "value": "w x y z"}]}]"#,
+    );
+    let got = sharegpt(&spec("sg.json"), &path, &Words, 1, 1, true).unwrap();
+    let want = ChatMessage { role: "user".into(), content: "aa bb cc dd".into() };
+    assert_eq!(got[0].messages, Some(vec![want]));
+    assert_eq!(sharegpt(&spec("sg.json"), &path, &Words, 1, 1, false).unwrap()[0].messages, None);
 }
 
 fn synth_spec(input: LengthDist, output: LengthDist) -> SyntheticSpec {
@@ -284,4 +334,130 @@ fn a_requests_panel_falls_back_to_the_plans_output_tokens() {
     let got: Vec<(Option<u32>, Option<u32>)> = panel.prompts.iter().map(|p| (p.output_tokens, p.max_tokens)).collect();
     assert_eq!(got, [(Some(50), Some(20)), (None, Some(6))]);
     assert_eq!(panel.prompts[1].ignore_eos, Some(true), "forced unless the plan says natural");
+}
+
+fn shared_spec(groups: u32, per: u32, prefix: u32, suffix: u32) -> crate::plan::SharedPrefixSpec {
+    crate::plan::SharedPrefixSpec {
+        texts: "t".into(),
+        pattern: "*.txt".into(),
+        tokenizer: "tok.json".into(),
+        groups,
+        prompts_per_group: per,
+        prefix_tokens: prefix,
+        suffix_tokens: suffix,
+    }
+}
+
+/// Text files of distinct words (w<file>_<i>), so every cut is recognisable.
+fn shared_texts(dir: &Path) {
+    for (f, n) in [(0, 300), (1, 40), (2, 500)] {
+        let text: Vec<String> = (0..n).map(|i| format!("w{f}_{i}")).collect();
+        write(dir, &format!("f{f}.txt"), &text.join(" "));
+    }
+}
+
+/// One token per word: a number that names the word (file * 1000 + index).
+struct WordIds;
+
+impl Encoder for WordIds {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        text.split_whitespace()
+            .map(|w| {
+                let (f, i) = w.trim_start_matches('w').split_once('_').ok_or("not a test word")?;
+                Ok(f.parse::<u32>().map_err(|e| e.to_string())? * 1000 + i.parse::<u32>().map_err(|e| e.to_string())?)
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn shared_prefix_groups_share_exactly_their_prefix_and_are_seeded() {
+    let tmp = tempfile::tempdir().unwrap();
+    shared_texts(tmp.path());
+    let spec = shared_spec(3, 4, 50, 7);
+    let got = shared_prefix(&spec, tmp.path(), &WordIds, 11).unwrap();
+    assert_eq!(got.len(), 12);
+    let contiguous = |t: &[u32]| t.windows(2).all(|w| w[1] == w[0] + 1);
+    for (k, e) in got.iter().enumerate() {
+        let (g, first) = (k / 4, &got[k / 4 * 4]);
+        assert_eq!(e.tokens.len(), 57, "{}", e.source);
+        // The prefix is the group's, a contiguous cut of one file (50 > 40: never f1).
+        assert_eq!(e.tokens[..50], first.tokens[..50], "entry {k} of group {g}");
+        assert!(contiguous(&e.tokens[..50]) && e.tokens[0] / 1000 != 1, "{}", e.source);
+        assert!(contiguous(&e.tokens[50..]), "{}", e.source);
+        assert!(e.source.starts_with(&format!("group {g}: ")), "{}", e.source);
+        assert_eq!((e.output_tokens, e.messages.clone()), (None, None));
+    }
+    // Groups differ in their prefix; requests of a group differ in their suffix.
+    let prefixes: std::collections::BTreeSet<&[u32]> = got.iter().map(|e| &e.tokens[..50]).collect();
+    assert_eq!(prefixes.len(), 3);
+    let suffixes: std::collections::BTreeSet<&[u32]> = got.iter().map(|e| &e.tokens[50..]).collect();
+    assert_eq!(suffixes.len(), 12);
+    // Seeded: the same seed gives the same panel, another seed another one.
+    assert_eq!(shared_prefix(&spec, tmp.path(), &WordIds, 11).unwrap(), got);
+    assert_ne!(shared_prefix(&spec, tmp.path(), &WordIds, 12).unwrap(), got);
+    // Group g's prefix does not depend on how many requests a group has.
+    let fewer = shared_prefix(&shared_spec(3, 2, 50, 7), tmp.path(), &WordIds, 11).unwrap();
+    assert_eq!(fewer[2].tokens[..50], got[4].tokens[..50]);
+    // No file long enough: an error naming the key.
+    let e = shared_prefix(&shared_spec(1, 1, 501, 7), tmp.path(), &WordIds, 11).unwrap_err().to_string();
+    assert!(e.contains("prompts.prefix_tokens") && e.contains("longest text file has 500"), "{e}");
+}
+
+#[test]
+fn a_shared_prefix_panel_sends_the_plans_output_length_round_robin() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("t")).unwrap();
+    shared_texts(&tmp.path().join("t"));
+    let prompts = "source = \"shared_prefix\"\ntexts = \"t\"\ntokenizer = \"tok.json\"\ngroups = 2\n\
+                   prompts_per_group = 3\nprefix_tokens = 30\nsuffix_tokens = 5";
+    let plan = plan::parse(&plan_text("output_tokens = 6", prompts)).unwrap();
+    let panel = build_panel(&plan, tmp.path(), Some(&WordIds)).unwrap();
+    assert_eq!(panel.prompts.len(), 6);
+    for p in &panel.prompts {
+        assert_eq!((p.length, p.output_tokens, p.max_tokens, p.ignore_eos), (35, None, Some(6), Some(true)));
+        assert_eq!(p.tokens[..30], panel.prompts[p.index as usize / 3 * 3].tokens[..30]);
+    }
+    panel.check(&plan).unwrap();
+    assert_eq!(Panel::from_jsonl(&panel.to_jsonl()).unwrap(), panel);
+    let cell = plan.resolved_cells().unwrap().remove(0);
+    let sent: Vec<u64> = cell_trace(&plan, &cell).unwrap().entries.iter().map(|e| e.prompt).collect();
+    assert_eq!(sent, [0, 1, 2, 3, 4, 5, 0]);
+}
+
+/// `Words`, counting the texts it is asked to encode.
+struct CountingWords(std::sync::atomic::AtomicUsize);
+
+impl Encoder for CountingWords {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Words.encode(text)
+    }
+}
+
+#[test]
+fn sharegpt_encodes_each_distinct_text_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Speech k is conversation k's answer and conversation k+1's prompt (as in the
+    // play dialogue), and the file holds every conversation twice: 7 distinct texts.
+    let speech = |k: usize| format!("s{k} {}", words(4 + k));
+    let convs: Vec<String> = (0..6)
+        .chain(0..6)
+        .map(|k| {
+            format!(
+                r#"{{"conversations": [{{"from": "human", "value": "{}"}}, {{"from": "gpt", "value": "{}"}}]}}"#,
+                speech(k),
+                speech(k + 1)
+            )
+        })
+        .collect();
+    let path = write(tmp.path(), "sg.json", &format!("[{}]", convs.join(",")));
+    let enc = CountingWords(Default::default());
+    let got = sharegpt(&spec("sg.json"), &path, &enc, 3, 12, false).unwrap();
+    assert_eq!(enc.0.load(std::sync::atomic::Ordering::Relaxed), 7);
+    // The same entries as encoding every text anew.
+    assert_eq!(got, sharegpt(&spec("sg.json"), &path, &Words, 3, 12, false).unwrap());
+    for e in &got {
+        assert_eq!((e.tokens.len(), e.output_tokens), (e.tokens.len(), Some(e.tokens.len() as u32 + 1)));
+    }
 }

@@ -1,0 +1,189 @@
+//! `harness bench`: an ad-hoc, one-arm study from vLLM-bench-like flags, without a
+//! plan file. Owns the flags ([`BenchArgs`]), turning them into one-arm plan text
+//! (`plan_text`, validated by the plan parser like any plan: the plan types are the
+//! only judge of it) and the vLLM-bench-like summary block printed per cell
+//! (`summary`: `metrics::render_table` of each summary read back from the study's
+//! `results/summaries.json`).
+//! Must not run anything itself: the caller runs the written plan through the very
+//! path `harness run` takes (`run::run`), so the evidence is an ordinary study that
+//! `harness replay` audits. Must not read a setting that is not in the plan text.
+
+mod argv;
+mod plan_text;
+mod summary;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use crate::metrics::CellSummary;
+use crate::plan::{FrozenPlan, PlanError};
+
+pub use argv::split_words;
+pub use plan_text::plan_text;
+pub use summary::render_block;
+
+/// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Dataset {
+    /// Seeded uniform token IDs in 0..=--max-token-id, exactly --input-len each
+    /// (vLLM's `random`; not natural text).
+    Random,
+    /// ShareGPT-format conversations (--dataset-path, --tokenizer): first human turn
+    /// is the prompt, its answer's length the output length (vLLM's `sharegpt`).
+    Sharegpt,
+    /// Real text cut from the files in --dataset-path (a directory, `*.txt`),
+    /// exactly --input-len tokens (--tokenizer), --output-len output tokens.
+    Synthetic,
+    /// A JSONL of `{"prompt"}` or `{"tokens"}` lines, optional `output_tokens`.
+    Requests,
+}
+
+/// The flags of `harness bench` (see `--help` and README "Quick measurement").
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("server").required(true).args(["url", "argv"])))]
+#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency"])))]
+pub struct BenchArgs {
+    /// Base URL of a running OpenAI-compatible server (not started or stopped).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Command line of a server to start (split on whitespace; quotes group words);
+    /// placeholders {host}, {port}, {model} as in a plan's argv.
+    #[arg(long, allow_hyphen_values = true)]
+    pub argv: Option<String>,
+    /// Port the started server listens on (default: a free loopback port, chosen
+    /// when the plan is written).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The `model` name every request sends.
+    #[arg(long)]
+    pub model: String,
+    /// Open-loop Poisson request rates in req/s, e.g. 1,2,4: one cell each.
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
+    /// Closed-loop concurrencies, e.g. 1,8: one cell each (every request intended at
+    /// the cell start, at most C in flight). With --rate too, both sweeps run.
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Vec<u32>,
+    /// Requests per cell.
+    #[arg(long, default_value_t = 100)]
+    pub num_prompts: u64,
+    #[arg(long, value_enum, default_value_t = Dataset::Random)]
+    pub dataset: Dataset,
+    /// The dataset file (sharegpt, requests) or text directory (synthetic).
+    #[arg(long)]
+    pub dataset_path: Option<String>,
+    /// tokenizer.json that encodes the dataset's text (sharegpt, synthetic; requests
+    /// with text prompts).
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// Prompt tokens per request (random, synthetic).
+    #[arg(long, default_value_t = 128)]
+    pub input_len: u32,
+    /// Output tokens per request (random, synthetic: exactly, EOS ignored); for
+    /// sharegpt and requests, a cap on each entry's own output length (default 2048).
+    #[arg(long)]
+    pub output_len: Option<u32>,
+    /// Sharegpt, requests: force each entry's whole output length (EOS ignored).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Random: largest token ID drawn (below the model's vocabulary size).
+    #[arg(long, default_value_t = 255)]
+    pub max_token_id: u32,
+    /// Name of the environment variable holding the API key (sent as
+    /// `Authorization: Bearer`); the key itself is never written anywhere.
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Evidence directory (default: reports/bench-<unix seconds>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace an earlier evidence directory at --out.
+    #[arg(long)]
+    pub force: bool,
+    /// Study name (the plan's study.name).
+    #[arg(long, default_value = "bench")]
+    pub name: String,
+    /// Study seed (arrival gaps, prompt draws).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Path polled until the server answers 200.
+    #[arg(long, default_value = "/health")]
+    pub health: String,
+    /// Longest wait for the server's health path.
+    #[arg(long, default_value_t = 600.0)]
+    pub startup_timeout_s: f64,
+    /// Longest a single request may take.
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout_s: f64,
+    /// Idle seconds before each cell.
+    #[arg(long, default_value_t = 1.0)]
+    pub settle_s: f64,
+    /// Largest fraction of a cell's requests that may fail before the run exits 2.
+    #[arg(long, default_value_t = 0.0)]
+    pub max_error_rate: f64,
+    /// Print the plan and stop (nothing is run or written).
+    #[arg(long)]
+    pub print_plan: bool,
+    /// No progress bars, one line per cell during the run (the summary blocks
+    /// print at the end either way).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Bad flags: always exit 2 (the message names the flag).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{0}")]
+    Args(String),
+    #[error("the plan made from these flags is invalid: {0}")]
+    Plan(#[from] PlanError),
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+    #[error("{path}: cannot read the cell summaries: {why}")]
+    Summaries { path: PathBuf, why: String },
+}
+
+/// The plan of a bench: its text, frozen (validated) from those bytes, and where the
+/// evidence goes.
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    pub text: String,
+    pub frozen: FrozenPlan,
+    pub out: PathBuf,
+}
+
+/// The plan the flags describe, validated by the plan parser; `port` is the
+/// spawned server's port when `--port` is not given.
+pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) -> Result<BenchPlan, BenchError> {
+    let text = plan_text(args, port)?;
+    let frozen = crate::plan::freeze(text.clone().into_bytes())?;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("reports/bench-{now_unix_s}")));
+    Ok(BenchPlan { text, frozen, out })
+}
+
+/// A free loopback port (bound and released; the plan freezes it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_or(18400, |a| a.port())
+}
+
+/// Writes the plan where `harness run` will read it from: `dir/plan.toml`.
+pub fn write_plan(plan: &BenchPlan, dir: &Path) -> Result<PathBuf, BenchError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |error| BenchError::Io { path, error }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, &plan.text).map_err(io(&path))?;
+    Ok(path)
+}
+
+/// The cell summaries of a finished study (`results/summaries.json`), in run order.
+pub fn summaries(evidence: &Path) -> Result<Vec<CellSummary>, BenchError> {
+    let path = evidence.join("results").join("summaries.json");
+    let bytes = std::fs::read(&path).map_err(|error| BenchError::Io { path: path.clone(), error })?;
+    serde_json::from_slice(&bytes).map_err(|e| BenchError::Summaries { path, why: e.to_string() })
+}

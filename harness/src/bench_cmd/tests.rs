@@ -1,0 +1,203 @@
+//! Tests of `harness bench`'s flags -> plan mapping (through the plan parser) and of
+//! its summary block.
+
+use clap::Parser;
+
+use super::*;
+use crate::plan::{LengthDist, Load, PanelSource, Server};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+fn args(flags: &[&str]) -> BenchArgs {
+    let mut argv = vec!["bench"];
+    argv.extend_from_slice(flags);
+    Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).args
+}
+
+fn prepared(flags: &[&str]) -> BenchPlan {
+    prepare(&args(flags), || 18555, 1_700_000_000).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn error(flags: &[&str]) -> String {
+    match prepare(&args(flags), || 18555, 0) {
+        Ok(p) => panic!("expected an error, got the plan\n{}", p.text),
+        Err(e) => e.to_string(),
+    }
+}
+
+const ARGV: &str = "--argv=engine serve --model m --served-model-name {model} --port {port} --receipts {receipts}";
+
+#[test]
+fn a_spawned_arm_with_a_rate_and_a_concurrency_sweep_is_one_arm_descriptive_plan() {
+    let p = prepared(&[ARGV, "--model", "synth", "--rate", "1,2.5", "--concurrency", "4", "--num-prompts", "7"]);
+    let plan = &p.frozen.plan;
+    assert_eq!(p.out, PathBuf::from("reports/bench-1700000000"));
+    assert_eq!(plan.arms.len(), 1);
+    let arm = &plan.arms[0];
+    assert_eq!(arm.name, "server");
+    match &arm.server {
+        Server::Spawn { argv, port } => {
+            assert_eq!(*port, 18555);
+            assert_eq!(argv[..3], ["engine", "serve", "--model"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(arm.receipts.as_deref(), Some("{arm_dir}/receipts.jsonl"));
+    let names: Vec<&str> = plan.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["poisson-r1", "poisson-r2.5", "closed-c4"]);
+    assert!(plan.cells.iter().all(|c| c.kind == crate::plan::CellKind::Descriptive));
+    assert!(matches!(plan.cells[2].load, Load::Closed { concurrency: 4 }));
+    assert_eq!((plan.blocks.count, plan.blocks.descriptive), (0, 1));
+    assert_eq!(plan.request.model, "synth");
+    assert!(plan.request.forced() && plan.request.output_tokens == 128);
+    assert!(matches!(plan.prompts.source, PanelSource::Random { max_token_id: 255, .. }));
+    assert_eq!((plan.prompts.lengths.as_slice(), plan.prompts.documents), (&[128][..], 7));
+    assert_eq!(plan.max_error_rate, 0.0);
+    assert!(p.text.starts_with("# Written by `harness bench`"), "{}", p.text);
+}
+
+#[test]
+fn a_url_arm_carries_the_key_variable_name_and_never_a_port() {
+    let p = prepared(&[
+        "--url",
+        "http://127.0.0.1:8000",
+        "--model",
+        "m",
+        "--concurrency",
+        "1",
+        "--api-key-env",
+        "MY_KEY",
+        "--input-len",
+        "32",
+        "--output-len",
+        "5",
+    ]);
+    let arm = &p.frozen.plan.arms[0];
+    assert_eq!(arm.server, Server::External { url: "http://127.0.0.1:8000".into() });
+    assert_eq!(arm.api_key_env.as_deref(), Some("MY_KEY"));
+    assert_eq!(p.frozen.plan.request.output_tokens, 5);
+    assert_eq!(p.frozen.plan.prompts.lengths, [32]);
+}
+
+#[test]
+fn dataset_flags_become_the_matching_panel_sources() {
+    let common = ["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "2", "--num-prompts", "50"];
+    let with = |extra: &[&str]| {
+        let mut f: Vec<&str> = common.to_vec();
+        f.extend_from_slice(extra);
+        prepared(&f).frozen.plan
+    };
+    let sg =
+        with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--output-len", "64"]);
+    assert!(matches!(&sg.prompts.source, PanelSource::ShareGpt(s) if s.path == "d.json" && s.tokenizer == "t.json"));
+    assert_eq!(sg.prompts.documents, 50);
+    assert!(!sg.request.forced(), "sharegpt outputs are natural unless --ignore-eos");
+    assert_eq!(sg.request.max_output_tokens, Some(64));
+    let forced = with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--ignore-eos"]);
+    assert!(forced.request.forced());
+    assert_eq!(forced.request.max_output_tokens, Some(2048));
+    let syn = with(&[
+        "--dataset",
+        "synthetic",
+        "--dataset-path",
+        "assets/texts",
+        "--tokenizer",
+        "t.json",
+        "--input-len",
+        "9",
+    ]);
+    match &syn.prompts.source {
+        PanelSource::Synthetic(s) => {
+            assert_eq!(
+                (s.texts.as_str(), s.input, s.output),
+                ("assets/texts", LengthDist::Fixed(9), LengthDist::Fixed(128))
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let req = with(&["--dataset", "requests", "--dataset-path", "r.jsonl"]);
+    assert!(matches!(&req.prompts.source, PanelSource::Requests { path, tokenizer: None } if path == "r.jsonl"));
+}
+
+#[test]
+fn bad_flags_are_named() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m"];
+    let e = |extra: &[&str]| {
+        let mut f: Vec<&str> = base.to_vec();
+        f.extend_from_slice(extra);
+        error(&f)
+    };
+    assert!(e(&["--rate", "0"]).contains("--rate: every rate must be a positive"), "{}", e(&["--rate", "0"]));
+    assert!(e(&["--rate", "inf"]).contains("--rate"));
+    assert!(e(&["--concurrency", "0"]).contains("--concurrency"));
+    assert!(e(&["--rate", "1", "--num-prompts", "0"]).contains("--num-prompts"));
+    assert!(e(&["--rate", "1", "--dataset", "sharegpt"]).contains("needs --dataset-path"));
+    assert!(e(&["--rate", "1", "--dataset", "sharegpt", "--dataset-path", "d"]).contains("needs --tokenizer"));
+    assert!(e(&["--rate", "1", "--dataset-path", "d"]).contains("--dataset-path: only with"));
+    assert!(e(&["--rate", "1", "--ignore-eos"]).contains("--ignore-eos"));
+    // What the plan parser judges comes back as an invalid plan, naming the key.
+    let bad_name = e(&["--rate", "1", "--name", "no spaces"]);
+    assert!(bad_name.contains("study.name"), "{bad_name}");
+    let bad_url = error(&["--url", "ftp://x", "--model", "m", "--rate", "1"]);
+    assert!(bad_url.contains("arms[0].url"), "{bad_url}");
+    assert!(e(&["--rate", "1", "--port", "9"]).contains("--port: only with --argv"));
+    let empty = error(&["--argv", "  ", "--model", "m", "--rate", "1"]);
+    assert!(empty.contains("--argv: empty"), "{empty}");
+    // Clap's own: no server, both servers, no load, --port without --argv.
+    let parse = |f: &[&str]| {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(f);
+        Cli::try_parse_from(v).err().map(|e| (e.kind(), e.exit_code()))
+    };
+    assert!(parse(&["--model", "m", "--rate", "1"]).is_some_and(|(_, c)| c == 2));
+    assert!(parse(&["--url", "u", "--argv", "a", "--model", "m", "--rate", "1"]).is_some());
+    assert!(parse(&["--url", "u", "--model", "m"]).is_some());
+    assert!(parse(&["--url", "u", "--model", "m", "--rate", "1,x"]).is_some());
+}
+
+fn summary() -> CellSummary {
+    let mut v = serde_json::json!({
+        "cell": "poisson-r2", "block": 0, "arm": "server", "percentile_method": "nearest_rank",
+        "requests": 10, "completed": 9, "failed": 1, "failed_by_class": {"timeout": 1},
+        "observation_start_ns": 0, "observation_end_ns": 5_000_000_000u64, "duration_s": 5.0,
+        "total_input_tokens": 900, "total_output_tokens": 90, "request_throughput_rps": 1.8,
+        "output_token_throughput_tps": 18.0, "total_token_throughput_tps": 198.0, "peak_concurrent_requests": 3,
+        "ttft_samples": 9, "ttft_mean_ms": 12.345, "ttft_p50_ms": 11.0, "ttft_p99_ms": 30.5,
+        "tpot_samples": 9, "tpot_mean_ms": 4.0, "tpot_p50_ms": 3.9, "tpot_p99_ms": 6.0,
+        "itl_samples": 81, "e2e_samples": 9, "e2e_mean_ms": 50.0, "e2e_p50_ms": 48.0, "e2e_p99_ms": 90.0,
+        "dispatch_lag_samples": 9, "stream_events": 90, "empty_events": 0, "multi_token_events": 0,
+        "requests_without_token_events": 0, "output_tokens_from_usage_requests": 9,
+        "output_tokens_from_events_requests": 0, "usage_event_token_mismatch_requests": 0,
+    });
+    for k in ["ttft_p95_ms", "tpot_p95_ms", "itl_mean_ms", "itl_p50_ms", "itl_p95_ms", "itl_p99_ms", "e2e_p95_ms"] {
+        v[k] = serde_json::Value::Null;
+    }
+    serde_json::from_value(v).expect("a CellSummary")
+}
+
+#[test]
+fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
+    let text = render_block(&summary(), "open-loop 2 req/s poisson");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "cell poisson-r2 (block 0, arm server): open-loop 2 req/s poisson");
+    assert_eq!(lines[1], "============ Serving Benchmark Result ============");
+    for want in [
+        "Successful requests:                     9",
+        "Failed requests:                         1",
+        "Benchmark duration (s):                  5.00",
+        "Request throughput (req/s):              1.80",
+        "Output token throughput (tok/s):         18.00",
+        "Mean TTFT (ms):                          12.35",
+        "Median TTFT (ms):                        11.00",
+        "P99 TTFT (ms):                           30.50",
+        "Median TPOT (ms):                        3.90",
+        "Mean ITL (ms):                           n/a",
+        "P99 E2EL (ms):                           90.00",
+    ] {
+        assert!(lines.iter().any(|l| l.trim_end() == want), "no line {want:?} in\n{text}");
+    }
+}

@@ -1,0 +1,92 @@
+//! The chat endpoint end to end: `harness run` on the real engine (synthetic model,
+//! whose tokenizer carries a ChatML template) over real HTTP with
+//! `request.endpoint = "chat"` and a `requests` panel of `{"messages": [..]}` and
+//! `{"prompt": ..}` lines. Checks that the messages are frozen in
+//! inputs/prompts.jsonl, that every body sent is the chat body of its entry, that the
+//! server applied its template (usage counts more prompt tokens than the contents),
+//! that the streamed chat deltas were counted as tokens, that replay passes, and
+//! that one changed byte of a message is named. No timed assertions.
+
+mod common;
+
+use common::tamper::*;
+use common::*;
+use harness::replay::{Status, replay_dir};
+use harness::trace::Panel;
+
+const CATALOG: &str = "inputs: traces and prompt panel against catalog.json";
+
+#[test]
+fn chat_messages_go_to_the_chat_endpoint_and_replay_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let data = tmp.path().join("chat.jsonl");
+    std::fs::write(
+        &data,
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"Answer in verse.\"}, \
+         {\"role\": \"user\", \"content\": \"Who is there?\"}], \"output_tokens\": 6}\n\
+         {\"prompt\": \"Nay, answer me: stand, and unfold yourself.\", \"output_tokens\": 5}\n\
+         {\"messages\": [{\"role\": \"user\", \"content\": \"Long live the king!\"}], \"output_tokens\": 7}\n",
+    )
+    .expect("write dataset");
+    let tokenizer = model.join("tokenizer.json");
+    let argv = serve_argv(&model, &["--kv-format", "f16"], &[]);
+    let plan = TestPlan { blocks: 1, warmup_prompts: 2, ..TestPlan::new("chat-test", 3) };
+    let fixed = plan.arm("f16", "control", &argv).closed("closed-2", "confirmation", 2, 6).render();
+    let old = "output_tokens = 6\n\n[prompts]\nsource = \"random\"\nmin_token_id = 0\nmax_token_id = 255\n\
+               lengths = [16]\ndocuments = 2\n";
+    assert!(fixed.contains(old), "{fixed}");
+    let new = format!(
+        "output = \"natural\"\nmax_output_tokens = 8\nendpoint = \"chat\"\n\n[prompts]\nsource = \"requests\"\n\
+         path = {:?}\ntokenizer = {:?}\nnum_requests = 3\n",
+        data.display().to_string(),
+        tokenizer.display().to_string()
+    );
+    let (out, _) = run_study_ok(tmp.path(), &fixed.replace(old, &new));
+
+    // The panel carries each entry's messages (a prompt line as one user message).
+    let panel = Panel::from_jsonl(&std::fs::read_to_string(out.join("inputs/prompts.jsonl")).unwrap()).unwrap();
+    let roles: Vec<Vec<&str>> = panel
+        .prompts
+        .iter()
+        .map(|p| p.messages.as_ref().expect("messages").iter().map(|m| m.role.as_str()).collect())
+        .collect();
+    assert_eq!(roles, [vec!["system", "user"], vec!["user"], vec!["user"]]);
+    assert_eq!(panel.prompts[1].messages.as_ref().unwrap()[0].content, "Nay, answer me: stand, and unfold yourself.");
+
+    // Every body sent is its entry's chat body (run.json lists their hashes).
+    let plan = harness::plan::parse(&std::fs::read_to_string(out.join("plan.toml")).unwrap()).unwrap();
+    let run = read_json(&out.join("run.json"));
+    for (i, p) in panel.prompts.iter().enumerate() {
+        let body = harness::load::stream_body(&plan, p);
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert!(text.contains("\"messages\":[") && !text.contains("\"prompt\""), "{text}");
+        assert_eq!(run["request_body_sha256"][i], harness::evidence::sha256_hex(&body), "{run}");
+    }
+
+    // The server applied its chat template, and the chat deltas carried the tokens.
+    let records = read_records(&out.join("raw/b0/f16/closed-2.requests.jsonl"));
+    assert_eq!(records.len(), 6);
+    for r in &records {
+        assert!(r.is_valid(), "{r:?}");
+        let p = &panel.prompts[r.prompt as usize];
+        let usage = r.usage.expect("usage");
+        assert!(usage.prompt_tokens > p.length, "template tokens: {usage:?} vs {} content tokens", p.length);
+        let streamed: u32 = r.events.iter().map(|e| e.tokens).sum();
+        assert!(streamed >= 1 && streamed == usage.completion_tokens, "{r:?}");
+        assert!(r.events.iter().any(|e| e.tokens == 0), "the role-only first delta carries no token: {r:?}");
+    }
+
+    // Replay passes; one changed byte of a message is named.
+    let o = replay_dir(&out).expect("replay");
+    assert!(o.passed && o.all_passed(), "{}", o.render_table(10));
+    let bad = tmp.path().join("tampered");
+    copy_dir(&out, &bad);
+    let text = std::fs::read_to_string(bad.join("inputs/prompts.jsonl")).unwrap();
+    let at = text.find("Who is there").expect("message in the panel");
+    flip(&bad, "inputs/prompts.jsonl", at, |b| b == b'W', |_| b'H');
+    let o = replay_dir(&bad).expect("replay");
+    let catalog = o.check(CATALOG).expect("catalog check");
+    assert_eq!(catalog.status, Status::Fail, "{}", o.render_table(10));
+    assert!(catalog.mismatches.iter().any(|m| m.file == "inputs/prompts.jsonl"), "{}", o.render_table(10));
+}

@@ -1,0 +1,43 @@
+//! The observer-effect cell pair on the real engine binary (synthetic model): the
+//! same arm and load recorded with the full recorder and with the light one (first
+//! token, `[DONE]` and usage only). The light records carry one token event and the
+//! flag, the report compares the two cells, and replay recomputes both cleanly.
+
+mod common;
+
+use common::TestPlan;
+use harness::replay::replay_dir;
+
+#[test]
+fn a_full_and_a_light_cell_of_the_same_load_are_compared_in_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::synth_model(tmp.path());
+    let cell = |name: &str, extra: &str| {
+        format!(
+            "[[cells]]\nname = \"{name}\"\nkind = \"descriptive\"\nload = \"closed\"\nconcurrency = 2\ncount = 8\n{extra}\n"
+        )
+    };
+    let text = TestPlan { output_tokens: 8, blocks: 0, descriptive_blocks: 2, ..TestPlan::new("observer-e2e", 15) }
+        .arm("engine", "control", &common::serve_argv(&model, &["--kv-format", "f16"], &[]))
+        .tail(&cell("full-c2", ""))
+        .tail(&cell("light-c2", "recorder = \"light\""))
+        .render();
+    let (out, _) = common::run_study_ok(tmp.path(), &text);
+    for block in [0, 1] {
+        let light = common::read_records(&out.join(format!("raw/b{block}/engine/light-c2.requests.jsonl")));
+        assert_eq!(light.len(), 8);
+        for r in &light {
+            assert!(r.light && r.is_valid(), "{r:?}");
+            assert_eq!(r.events.iter().filter(|e| e.tokens > 0).count(), 1, "{r:?}");
+            assert_eq!(r.usage.map(|u| u.completion_tokens), Some(8));
+        }
+        let full = common::read_records(&out.join(format!("raw/b{block}/engine/full-c2.requests.jsonl")));
+        assert!(full.iter().all(|r| !r.light && r.events.iter().filter(|e| e.tokens > 0).count() == 8));
+    }
+    let md = std::fs::read_to_string(out.join("results/report.md")).unwrap();
+    assert!(md.contains("## Observer effect: full vs light recorder"), "{md}");
+    assert!(md.contains("### full-c2 (full) vs light-c2 (light)"), "{md}");
+    assert!(md.contains("| engine | E2E mean ms |"), "{md}");
+    let o = replay_dir(&out).unwrap();
+    assert!(o.passed && o.all_passed(), "{}", o.render_table(10));
+}
