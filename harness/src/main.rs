@@ -207,6 +207,10 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
     }
     match p.require_derived() {
         Ok(()) => println!("plan {} is valid", path.display()),
+        Err(_) if p.pilots.is_some() => println!(
+            "plan {} is valid; its loads are derived by its in-study pilots when `harness run` runs them",
+            path.display()
+        ),
         Err(e) => println!("plan {} is valid but not ready to run:\n{e}", path.display()),
     }
     if probe { probe_arms(p) } else { Ok(true) }

@@ -1,5 +1,7 @@
 //! `harness run PLAN`: one study from a frozen plan. Freezes the plan into the
-//! evidence directory first, writes and re-reads the inputs, runs the quality gates
+//! evidence directory first, runs the in-study pilots when the plan declares
+//! `[pilots]` (`pilots`: the loads they derive go into the frozen plan in memory,
+//! never into `plan.toml`), writes and re-reads the inputs, runs the quality gates
 //! when the plan requires qualification (`qualify`), then for each block and each
 //! arm in the block's counterbalanced order runs one server invocation (`unit`),
 //! closing each with its completion record (`record`: `unit.json`), and finally
@@ -19,6 +21,7 @@
 
 mod cell;
 mod inputs;
+mod pilots;
 mod probe;
 mod progress;
 mod qualify;
@@ -98,6 +101,12 @@ pub enum RunError {
          then continue it with `harness run PLAN --resume {dir}` (or `harness plan check --probe PLAN` first)"
     )]
     StartFailures { arm: String, failures: u32, max: u32, last: String, dir: PathBuf },
+    #[error(
+        "pilot {unit} gave no rate ({why}), so its loads cannot be derived and the study stopped before any \
+         confirmation block; the evidence directory {dir} is incomplete and has no manifest: fix the cause, then \
+         `harness run PLAN --resume {dir}` repeats that pilot"
+    )]
+    Pilot { unit: String, why: String, dir: PathBuf },
 }
 
 /// The result of a study that ran to its end.
@@ -198,7 +207,11 @@ pub fn run(opts: &RunOptions) -> Result<StudyOutcome, RunError> {
 
 /// The evidence directory and where the session starts from: a new directory with
 /// the plan frozen into it, or (`--resume`) a verified one.
-fn open(opts: &RunOptions, frozen: &FrozenPlan) -> Result<(Evidence, resume::ResumeState), RunError> {
+/// With `[pilots]`, also what stands of the pilot phase (`pilots::resume_check`).
+fn open(
+    opts: &RunOptions,
+    frozen: &FrozenPlan,
+) -> Result<(Evidence, resume::ResumeState, pilots::PilotResume), RunError> {
     let plan = &frozen.plan;
     match &opts.resume {
         None => {
@@ -206,13 +219,29 @@ fn open(opts: &RunOptions, frozen: &FrozenPlan) -> Result<(Evidence, resume::Res
             let ev = Evidence::create(&dir, opts.force)?;
             // The plan's exact bytes go in first.
             write_bytes(&ev.plan_path(), &frozen.bytes)?;
-            Ok((ev, resume::ResumeState::default()))
+            Ok((ev, resume::ResumeState::default(), pilots::PilotResume::default()))
         }
         Some(dir) => {
             let root = std::fs::canonicalize(dir).map_err(|error| RunError::Io { path: dir.clone(), error })?;
             let ev = Evidence::open(&root);
-            let state = resume::check(&ev, frozen, &plan.schedule(), &opts.base_dir)?;
-            Ok((ev, state))
+            let mut pilot_state = pilots::PilotResume::default();
+            let mut effective = None;
+            if plan.pilots.is_some() && ev.plan_path().is_file() && !root.join("manifest.json").is_file() {
+                pilot_state = pilots::resume_check(&ev, frozen)?;
+                if let Some(rec) = &pilot_state.done {
+                    let (with, _) = plan.with_pilot_rates(&rec.pilot_rates)?;
+                    effective = Some(FrozenPlan { plan: with, ..frozen.clone() });
+                }
+            }
+            let mut state = resume::check(&ev, effective.as_ref().unwrap_or(frozen), &plan.schedule(), &opts.base_dir)?;
+            // Pilot units move aside with their own reasons, not as strays.
+            let pilot_files: Vec<&PathBuf> = pilot_state.partial.iter().flat_map(|(_, f, _)| f).collect();
+            for (_, files, _) in state.partial.iter_mut() {
+                files.retain(|f| !pilot_files.contains(&f));
+            }
+            state.partial.retain(|(_, f, _)| !f.is_empty());
+            state.partial.append(&mut pilot_state.partial);
+            Ok((ev, state, pilot_state))
         }
     }
 }
@@ -249,14 +278,16 @@ fn verified_unit(
 /// The study itself. `dir_out` receives the evidence directory as soon as it is known.
 pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
     let frozen = freeze_file(&opts.plan)?;
-    let plan = &frozen.plan;
-    plan.require_derived()?;
-    let resolved = plan.resolved_cells()?;
+    // A plan with [pilots] is derived by its pilot phase, below.
+    if frozen.plan.pilots.is_none() {
+        frozen.plan.require_derived()?;
+        frozen.plan.resolved_cells()?;
+    }
     // A missing key is bad input: refused before anything is written.
-    crate::arm::check_api_keys(plan, |v| std::env::var(v).ok())?;
-    crate::trace::check_trace_files(plan, &opts.base_dir, false)?;
+    crate::arm::check_api_keys(&frozen.plan, |v| std::env::var(v).ok())?;
+    crate::trace::check_trace_files(&frozen.plan, &opts.base_dir, false)?;
     let git = git_info(&opts.base_dir);
-    let (ev, state) = open(opts, &frozen)?;
+    let (ev, state, pilot_state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();
     let mut sessions = state.sessions.clone();
     let index = u32::try_from(sessions.len()).unwrap_or(u32::MAX);
@@ -269,13 +300,28 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     }
     sessions.push(session::Session::start(index, opts.resume.is_some(), git.clone(), discarded));
     let clock = StudyClock::start();
+    let nvidia_smi = find_nvidia_smi();
+    let frozen = if frozen.plan.pilots.is_some() {
+        let cx = pilots::PhaseCtx {
+            ev: &ev,
+            clock,
+            session: index,
+            base_dir: &opts.base_dir,
+            quiet: opts.quiet,
+            nvidia_smi: nvidia_smi.clone(),
+        };
+        pilots::run_phase(&frozen, &pilot_state, &cx).await?.0
+    } else {
+        frozen
+    };
+    let plan = &frozen.plan;
+    let resolved = plan.resolved_cells()?;
     let inputs = if state.inputs_ok {
         inputs::load(plan, &ev.inputs_dir())?
     } else {
         inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?
     };
     let schedule = plan.schedule();
-    let nvidia_smi = find_nvidia_smi();
     let started_unix_ms = state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms));
     let mut units: Vec<UnitOutcome> = Vec::new();
     let dispatch_realtime = crate::load::realtime_dispatch_available();

@@ -9,6 +9,7 @@
 mod derive;
 mod error;
 mod freeze;
+mod pilots;
 mod placeholders;
 mod resolve;
 mod schedule;
@@ -39,6 +40,7 @@ pub use derive::{
 };
 pub use error::{Issue, PlanError};
 pub use freeze::{FrozenPlan, freeze, freeze_file};
+pub use pilots::PILOT_CELL;
 pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};
 pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
@@ -48,6 +50,7 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
+pub use types::Pilots;
 pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 pub use types::{Blocking, Recorder};
 pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
@@ -79,6 +82,13 @@ pub fn derive_text(text: &str) -> Result<(Plan, DerivedLoads), PlanError> {
     let Some(spec) = &plan.derive else {
         return Err(PlanError::invalid("derive", "the plan has no [derive] table: nothing to derive"));
     };
+    if plan.pilots.is_some() {
+        return Err(PlanError::invalid(
+            "pilots",
+            "the plan's [pilots] run inside the study: `harness run` derives its loads (pilots/derived.json), \
+             nothing is written into the plan",
+        ));
+    }
     let loads = derive::compute(spec).map_err(PlanError::Invalid)?;
     Ok((plan, loads))
 }
@@ -159,6 +169,12 @@ mod plans_dir_tests {
         for path in all {
             let frozen = freeze_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let plan = &frozen.plan;
+            if plan.pilots.is_some() {
+                // Derived by its in-study pilots when it runs: check it with stand-in rates.
+                let (with, _) = plan.with_pilot_rates(&[2.0]).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert!(with.resolved_cells().is_ok() && plan.pilot_plan().is_some(), "{}", path.display());
+                continue;
+            }
             plan.require_derived().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let cells = plan.resolved_cells().unwrap();
             assert_eq!(cells.len(), plan.cells.len());

@@ -47,7 +47,11 @@ impl Plan {
     /// Refuses a plan with a `derived:*` reference that `[derived]` does not fill,
     /// naming each such cell key. `harness run` calls this before anything else.
     pub fn require_derived(&self) -> Result<(), PlanError> {
-        let fix = "run `harness plan derive PLAN --write` first";
+        let fix = if self.pilots.is_some() {
+            "the plan's [pilots] derive it when `harness run` runs them"
+        } else {
+            "run `harness plan derive PLAN --write` first"
+        };
         let mut issues = Vec::new();
         for (i, cell) in self.cells.iter().enumerate() {
             if let Load::Open { rate: rate @ Rate::Derived(name), .. } = &cell.load

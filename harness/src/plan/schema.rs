@@ -42,6 +42,19 @@ pub struct PlanFile {
     pub slo: Option<SloFile>,
     /// A tuning study (baseline vs candidate configurations); see `tuning`.
     pub tuning: Option<super::tuning::TuningFile>,
+    /// In-study pilots (`[pilots]`); see `pilots`.
+    pub pilots: Option<PilotsFile>,
+}
+
+/// `[pilots]`: closed-loop pilot runs of control arms that `harness run` runs first.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PilotsFile {
+    pub arms: Option<Vec<String>>,
+    pub concurrency: i64,
+    pub count: i64,
+    pub runs: Option<i64>,
+    pub input_tokens: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -245,7 +258,8 @@ pub struct HypothesisFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeriveFile {
-    pub pilot_rates: Vec<f64>,
+    /// Absent when `[pilots]` measures the rates inside the study.
+    pub pilot_rates: Option<Vec<f64>>,
     pub near_fraction: f64,
     #[serde(default)]
     pub fractions: BTreeMap<String, f64>,

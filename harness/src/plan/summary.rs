@@ -22,7 +22,7 @@ impl Plan {
             Some(s) => s,
             None => {
                 let slower = self.derive.as_ref()?.pilot_rates.iter().copied().fold(f64::INFINITY, f64::min);
-                cell.count as f64 / slower
+                cell.count as f64 / Some(slower).filter(|s| s.is_finite())?
             }
         };
         Some(self.timing.settle_s + load)
@@ -200,7 +200,15 @@ impl Plan {
                 t.selection
             );
         }
-        if let Some(d) = &self.derive {
+        if let (Some(d), Some(p), None) = (&self.derive, &self.pilots, &self.derived) {
+            let _ = writeln!(
+                o,
+                "derive: in-study pilots ([pilots]: arms {:?}, closed-loop {} clients, {} requests, {} run(s) \
+                 each, fresh servers, excluded from every test), near = floor(10 * {} * slower) / 10; derived \
+                 when `harness run` runs them (pilots/derived.json)",
+                p.arms, p.concurrency, p.count, p.runs, d.near_fraction
+            );
+        } else if let Some(d) = &self.derive {
             let _ =
                 write!(o, "derive: pilots {:?}, near = floor(10 * {} * slower) / 10", d.pilot_rates, d.near_fraction);
             match &self.derived {

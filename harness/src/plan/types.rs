@@ -39,6 +39,24 @@ pub struct Plan {
     pub blocking: Blocking,
     /// `[tuning]`, when present; its hypotheses are already in `hypotheses`.
     pub tuning: Option<super::tuning::Tuning>,
+    /// In-study pilots (`[pilots]`), when present: `[derive]` then takes its pilot
+    /// rates from them (see `plan::pilots`).
+    pub pilots: Option<Pilots>,
+}
+
+/// `[pilots]`: `runs` closed-loop pilot runs of each of `arms` (control arms only),
+/// each on a fresh server, before the confirmation blocks; excluded from every test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pilots {
+    /// Control arms, in plan order.
+    pub arms: Vec<String>,
+    pub concurrency: u32,
+    /// Requests per pilot run.
+    pub count: u64,
+    /// Pilot runs per arm (fresh server each).
+    pub runs: u32,
+    /// Prompt length; `None` for a dataset panel.
+    pub input_tokens: Option<u32>,
 }
 
 /// `analysis.blocking`: the scope of the validity rule "failed requests block claims".

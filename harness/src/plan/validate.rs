@@ -79,7 +79,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
     let timing = timing(&mut c, file.timing);
-    let derive = validate_cells::derive(&mut c, file.derive);
+    let derive = validate_cells::derive(&mut c, file.derive, file.pilots.is_some());
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
     let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
@@ -87,11 +87,13 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
     let slo = super::validate_loads::slo(&mut c, file.slo, &hypotheses);
+    let pilots = super::pilots::validate(&mut c, file.pilots, &arms, &prompts, derive.is_some(), file.derived.is_some());
     let (tuning, expanded) =
         super::tuning::tuning(&mut c, file.tuning, &arms, &cells, &hypotheses, alpha, slo.as_ref());
     hypotheses.extend(expanded);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
+        Some(_) if pilots.is_some() => None,
         Some(table) if check_derived => super::derive::check_table(&table, expected, &mut c.issues),
         _ => None,
     };
@@ -114,6 +116,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         qualification,
         max_error_rate,
         slo,
+        pilots,
         blocking,
         tuning,
     })

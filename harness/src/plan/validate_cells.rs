@@ -10,13 +10,31 @@ use super::validate::Checker;
 /// The validated `[derive]` table and, when its formula applies, its output.
 pub(super) type Derive = (DeriveSpec, Option<DerivedLoads>);
 
-pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>) -> Option<Derive> {
+/// With `in_study_pilots` (`[pilots]`), `pilot_rates` must be absent and the formula
+/// waits for the pilots (no output yet).
+pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>, in_study_pilots: bool) -> Option<Derive> {
     let d = d?;
     let before = c.issues.len();
-    if d.pilot_rates.is_empty() {
+    let pilot_rates = match (d.pilot_rates, in_study_pilots) {
+        (Some(_), true) => {
+            c.err(
+                "derive.pilot_rates",
+                "the plan has [pilots]: its pilot rates are measured inside the study; remove pilot_rates \
+                 (or remove [pilots] to use hand-written rates)",
+            );
+            Vec::new()
+        }
+        (None, true) => Vec::new(),
+        (Some(rates), false) => rates,
+        (None, false) => {
+            c.err("derive.pilot_rates", "required (the pilot rates), unless the plan declares [pilots]");
+            Vec::new()
+        }
+    };
+    if pilot_rates.is_empty() && !in_study_pilots && c.issues.len() == before {
         c.err("derive.pilot_rates", "must list at least one pilot rate");
     }
-    for (i, &r) in d.pilot_rates.iter().enumerate() {
+    for (i, &r) in pilot_rates.iter().enumerate() {
         c.positive(&format!("derive.pilot_rates[{i}]"), r, false);
     }
     if !(d.near_fraction.is_finite() && d.near_fraction > 0.0 && d.near_fraction <= 1.0) {
@@ -52,14 +70,17 @@ pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>) -> Option<Derive> {
         }
     };
     let spec = DeriveSpec {
-        pilot_rates: d.pilot_rates,
+        pilot_rates,
         near_fraction: d.near_fraction,
         fractions: d.fractions,
         count,
         note: d.note,
     };
-    let loads =
-        if c.issues.len() == before { compute(&spec).map_err(|issues| c.issues.extend(issues)).ok() } else { None };
+    let loads = if c.issues.len() == before && !in_study_pilots {
+        compute(&spec).map_err(|issues| c.issues.extend(issues)).ok()
+    } else {
+        None
+    };
     Some((spec, loads))
 }
 

@@ -1,6 +1,7 @@
 //! `harness plan power PLAN --noise DIR`: how small an effect the plan's study can
 //! see. From the block-to-block noise of an A/A or pilot evidence directory
-//! (`noise`), for every hypothesis of the plan: the power curve of its rule at the
+//! (`noise`; a study with `pilots/derived.json` gives the noise of its repeated
+//! in-study pilot runs, `pilot::noise`), for every hypothesis of the plan: the power curve of its rule at the
 //! plan's block count, the smallest effect supported with 80% and 95% probability, and
 //! (with a target effect) the block count needed. Exact binomial arithmetic for the
 //! sign test alone at the conservative level alpha / m (Bonferroni: the level Holm
@@ -334,6 +335,13 @@ pub fn compute(
 /// `harness plan power`: reads the plan and the noise evidence and computes the report.
 pub fn run(opts: &PowerOptions) -> Result<PowerReport, PowerError> {
     let frozen = freeze_file(&opts.plan)?;
+    // A study with in-study pilots: the noise of its control's repeated pilot runs.
+    if opts.noise.join(crate::pilot::DERIVED_PATH).is_file() {
+        let noise = crate::pilot::noise::read(&opts.noise, &frozen.plan)?;
+        let mut report = compute(&frozen, &noise, &opts.noise, opts)?;
+        crate::pilot::noise::pilot_assumptions(&mut report);
+        return Ok(report);
+    }
     let noise = noise::read(&opts.noise)?;
     compute(&frozen, &noise, &opts.noise, opts)
 }

@@ -23,7 +23,10 @@ pub const CATALOG_NAME: &str = "inputs: traces and prompt panel against catalog.
 /// Parses `plan.toml`; `Err` says why it is not a valid plan.
 pub fn read_plan(root: &Path, _scan: &Scan) -> Result<FrozenPlan, String> {
     let bytes = read_doc(root, "plan.toml").map_err(|e| format!("plan.toml: {e}"))?;
-    freeze(bytes).map_err(|e| format!("plan.toml: {e}"))
+    let frozen = freeze(bytes).map_err(|e| format!("plan.toml: {e}"))?;
+    // A plan with [pilots]: the loads recorded in pilots/derived.json, which the
+    // pilots check (`pilots`) recomputes from the pilots' raw records.
+    crate::pilot::evidence_plan(root, frozen)
 }
 
 #[derive(Deserialize)]

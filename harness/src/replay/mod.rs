@@ -19,6 +19,8 @@
 //! - joins client records to engine receipts (`receipts`) and recounts the quality
 //!   gates under `qualification/` from the raw answers and compares the outcome
 //!   field by field (`quality`, `qualification`);
+//! - recomputes the in-study pilots' rates from `pilots/` raw records and the
+//!   loads derived from them by the formula, against `pilots/derived.json` (`pilots`);
 //! - in evidence written by `harness compare` (`compare.json` `harness-compare/`,
 //!   no `run.json`), skips the run-specific unit, session and discarded checks and
 //!   recomputes `compare.json`'s cell observations and parity verdict (`compare`);
@@ -47,6 +49,7 @@ mod inputs;
 mod layout;
 mod loads;
 mod measures;
+mod pilots;
 mod qualification;
 mod quality;
 mod read;
@@ -237,6 +240,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
         }
     }
     checks.push(files::parse_check(&scan));
+    checks.push(pilots::check(root));
     let mut cell_receipts = Vec::new();
     match (&plan, &layout) {
         (_, Layout::Qualify(why)) => {

@@ -61,6 +61,9 @@ pub struct Loaded {
     pub qualification: Option<Value>,
     /// `run.json` `sessions` (every interruption and resumption; empty when absent).
     pub sessions: Vec<Value>,
+    /// The power summary from the study's own pilots (`None`: no `[pilots]`, or not
+    /// computed; set by `report::build`).
+    pub power: Option<Result<crate::power::PowerReport, String>>,
 }
 
 impl Loaded {
@@ -260,6 +263,9 @@ fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, Rep
 pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     let ev = Evidence::open(root);
     let frozen = freeze(read(&ev.plan_path())?)?;
+    // A plan with [pilots]: the loads its pilots derived (pilots/derived.json).
+    let frozen = crate::pilot::evidence_plan(root, frozen)
+        .map_err(|message| ReportError::Json { path: root.join(crate::pilot::DERIVED_PATH), message })?;
     let plan = &frozen.plan;
     let resolved = plan.resolved_cells()?;
     let schedule = plan.schedule();
@@ -299,6 +305,7 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
         summary_mismatches,
         qualification,
         sessions,
+        power: None,
     })
 }
 

@@ -26,6 +26,7 @@ mod html;
 mod load;
 mod markdown;
 mod matrix;
+mod power;
 mod observer;
 mod requests;
 mod spread;
@@ -157,7 +158,8 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
 /// Builds every report file under `root/results/` from the raw evidence (see the
 /// module doc). Does not touch the manifest.
 pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
-    let l = load::load(root)?;
+    let mut l = load::load(root)?;
+    l.power = crate::pilot::power_summary(root, &l.frozen);
     let unqualified = load::unqualified_arms(l.qualification.as_ref());
     let a = l.analyse(&unqualified)?;
     let results = load::results_dir(root);

@@ -1,0 +1,236 @@
+//! In-study pilots in the evidence: the layout of `pilots/` (a sub-study in the
+//! evidence layout: `pilots/inputs/`, `pilots/raw/b<run>/<arm>/`,
+//! `pilots/results/cells/`), the record `pilots/derived.json` (every pilot's raw
+//! record file with its SHA-256 and rate, the pilot rates, the formula's constants
+//! and the derived loads), how a pilot's rate is computed from its raw records, and
+//! the plan every reader of the evidence uses: the frozen plan with the loads of
+//! `pilots/derived.json` ([`evidence_plan`]). Owns that format. Must not run
+//! servers (the pilot phase is `run::pilots`) and must not write `plan.toml`.
+//!
+//! A pilot's rate is its cell's `request_throughput_rps`: valid completed requests
+//! divided by the observation interval (first intended arrival to last completion),
+//! the closed-loop pilot's completed requests per second.
+
+pub mod noise;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::{Evidence, sha256_hex};
+use crate::plan::{CountRule, DerivedLoads, FrozenPlan, PILOT_CELL, Plan, tenths_str};
+use crate::record::RequestRecord;
+
+/// The `format` of `pilots/derived.json`.
+pub const PILOTS_FORMAT: &str = "harness-pilots/1";
+/// The pilots' directory, relative to the evidence root.
+pub const PILOTS_DIR: &str = "pilots";
+/// `pilots/derived.json`, relative to the evidence root.
+pub const DERIVED_PATH: &str = "pilots/derived.json";
+/// How a pilot's rate is computed (restated in `derived.json`).
+pub const RATE_RULE: &str = "valid completed requests / observation interval (first intended arrival to last \
+                             completion) of the closed-loop pilot cell: its request_throughput_rps";
+
+/// The pilots' evidence layout (`<root>/pilots`).
+pub fn pilots_evidence(root: &Path) -> Evidence {
+    Evidence::open(&root.join(PILOTS_DIR))
+}
+
+/// One pilot run of one arm, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PilotRun {
+    /// Pilot run index (the block index under `pilots/raw/`).
+    pub run: u32,
+    pub arm: String,
+    /// The session that ran it (`run.json` `sessions`).
+    pub session: u32,
+    /// The raw records, relative to the evidence root.
+    pub records: String,
+    pub bytes: u64,
+    pub sha256: String,
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Completed requests per second (see [`RATE_RULE`]).
+    pub rate_rps: f64,
+}
+
+/// `pilots/derived.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PilotsRecord {
+    pub format: String,
+    pub plan_sha256: String,
+    pub rate_rule: String,
+    /// Every pilot, in run order (run, then arm in plan order).
+    pub pilots: Vec<PilotRun>,
+    /// The formula's input: every pilot's rate, in the order of `pilots`.
+    pub pilot_rates: Vec<f64>,
+    pub formula: String,
+    pub near_fraction: f64,
+    pub fractions: BTreeMap<String, f64>,
+    pub count_rule: Option<CountRuleRecord>,
+    /// The derived loads in integer tenths of a request per second (exact).
+    pub rates_tenths: BTreeMap<String, u64>,
+    /// The same loads as decimal text, e.g. `"2.2"`.
+    pub rates_rps: BTreeMap<String, String>,
+    pub count: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CountRuleRecord {
+    pub floor: u64,
+    pub duration_s: f64,
+    pub multiple: u64,
+}
+
+impl PilotsRecord {
+    /// The record of `pilots` whose rates gave `loads` under `plan`'s formula.
+    pub fn new(plan: &Plan, plan_sha256: &str, pilots: Vec<PilotRun>, loads: &DerivedLoads) -> PilotsRecord {
+        let spec = plan.derive.as_ref();
+        PilotsRecord {
+            format: PILOTS_FORMAT.into(),
+            plan_sha256: plan_sha256.into(),
+            rate_rule: RATE_RULE.into(),
+            pilot_rates: pilots.iter().map(|p| p.rate_rps).collect(),
+            pilots,
+            formula: "near = floor(10 * near_fraction * min(pilot_rates)) / 10; each fraction f: floor(10 * f * \
+                      near) / 10; count = max(floor, ceil(duration_s * max(pilot_rates))) rounded up to a \
+                      multiple (exact decimal arithmetic, plan::derive)"
+                .into(),
+            near_fraction: spec.map_or(0.0, |s| s.near_fraction),
+            fractions: spec.map(|s| s.fractions.clone()).unwrap_or_default(),
+            count_rule: spec.and_then(|s| s.count.as_ref()).map(|c: &CountRule| CountRuleRecord {
+                floor: c.floor,
+                duration_s: c.duration_s,
+                multiple: c.multiple,
+            }),
+            rates_tenths: loads.rates_tenths.clone(),
+            rates_rps: loads.rates_tenths.iter().map(|(k, &t)| (k.clone(), tenths_str(t))).collect(),
+            count: loads.count,
+        }
+    }
+
+    /// The derived loads as recorded.
+    pub fn loads(&self) -> DerivedLoads {
+        DerivedLoads { rates_tenths: self.rates_tenths.clone(), count: self.count }
+    }
+
+    /// One line per pilot and the derived loads, for progress and the report.
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .pilots
+            .iter()
+            .map(|p| {
+                format!(
+                    "pilot run {} arm {}: {} requests, {} completed, {} failed, {:.4} req/s",
+                    p.run, p.arm, p.requests, p.completed, p.failed, p.rate_rps
+                )
+            })
+            .collect();
+        let loads: Vec<String> = self.rates_rps.iter().map(|(k, v)| format!("{k} {v} req/s")).collect();
+        let count = self.count.map(|c| format!(", count {c}")).unwrap_or_default();
+        out.push(format!("derived from the pilots: {}{count}", loads.join(", ")));
+        out
+    }
+}
+
+/// A pilot's raw records and their hash and rate (`path` is read once).
+pub fn measure(root: &Path, path: &Path, run: u32, arm: &str, session: u32, plan: &Plan) -> Result<PilotRun, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let records = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str::<RequestRecord>(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let summary = crate::metrics::summarize_cell_with_slo(&records, plan.slo.as_ref())
+        .map_err(|e| format!("{}: no summary: {e}", path.display()))?;
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+    Ok(PilotRun {
+        run,
+        arm: arm.into(),
+        session,
+        records: rel,
+        bytes: bytes.len() as u64,
+        sha256: sha256_hex(&bytes),
+        requests: summary.requests,
+        completed: summary.completed,
+        failed: summary.failed,
+        rate_rps: summary.request_throughput_rps,
+    })
+}
+
+/// `pilots/raw/b<run>/<arm>/pilot.requests.jsonl` under `root`.
+pub fn records_path(root: &Path, run: u32, arm: &str) -> PathBuf {
+    pilots_evidence(root).requests_path(run, arm, PILOT_CELL)
+}
+
+/// Reads `pilots/derived.json`.
+pub fn read_record(root: &Path) -> Result<PilotsRecord, String> {
+    let path = root.join(DERIVED_PATH);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{DERIVED_PATH}: {e}"))?;
+    let rec: PilotsRecord = serde_json::from_slice(&bytes).map_err(|e| format!("{DERIVED_PATH}: {e}"))?;
+    if rec.format != PILOTS_FORMAT {
+        return Err(format!("{DERIVED_PATH}: format {:?}, expected {PILOTS_FORMAT:?}", rec.format));
+    }
+    Ok(rec)
+}
+
+/// The frozen plan with the loads its pilots derived (by the formula, from the
+/// rates recorded in `pilots/derived.json`); the plan unchanged when it has no
+/// `[pilots]`. Every reader of an evidence directory takes the plan from here.
+/// Fails when the record is missing, unreadable, or its loads are not the formula's
+/// output for its rates.
+pub fn evidence_plan(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
+    if frozen.plan.pilots.is_none() {
+        return Ok(frozen);
+    }
+    let rec = read_record(root)?;
+    let (plan, loads) = frozen.plan.with_pilot_rates(&rec.pilot_rates).map_err(|e| format!("{DERIVED_PATH}: {e}"))?;
+    if loads != rec.loads() {
+        return Err(format!(
+            "{DERIVED_PATH}: the recorded loads {:?} (count {:?}) are not the formula's output {:?} (count {:?}) \
+             for its pilot rates",
+            rec.rates_rps,
+            rec.count,
+            loads.rates_tenths.iter().map(|(k, &t)| (k.clone(), tenths_str(t))).collect::<BTreeMap<_, _>>(),
+            loads.count
+        ));
+    }
+    Ok(FrozenPlan { plan, ..frozen })
+}
+
+/// The power summary of a study with `[pilots]` (`None` without), from the noise of
+/// its own pilots (`noise`): what `harness run` puts at the top of `report.md`.
+/// `Err` says why there is none (e.g. fewer than 2 pilot runs of an arm).
+pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::power::PowerReport, String>> {
+    frozen.plan.pilots.as_ref()?;
+    if frozen.plan.hypotheses.is_empty() {
+        return None;
+    }
+    let opts = crate::power::PowerOptions {
+        plan: root.join("plan.toml"),
+        noise: root.to_path_buf(),
+        target_effect: None,
+        target_power: 0.8,
+        seed: None,
+        draws: crate::power::DEFAULT_DRAWS,
+    };
+    let noise = match noise::read(root, &frozen.plan) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    if let Some(Err(why)) = noise.estimates.iter().find(|e| e.is_err()) {
+        return Some(Err(why.clone()));
+    }
+    let mut report = match crate::power::compute(frozen, &noise, Path::new("pilots/"), &opts) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    noise::pilot_assumptions(&mut report);
+    Some(Ok(report))
+}
