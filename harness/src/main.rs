@@ -56,7 +56,7 @@ enum Command {
     #[command(after_help = "Example:\n  harness run plans/quickstart.toml --out reports/qs --quiet\n  \
                             harness run plans/quickstart.toml --resume reports/qs")]
     Run {
-        /// The plan file (its loads must be derived).
+        /// The plan file (its loads derived, or a `[pilots]` table: the run derives them).
         plan: PathBuf,
         /// Evidence directory (default: reports/<study>).
         #[arg(long)]
@@ -73,7 +73,8 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
-    /// Regenerate results/ (matrix, evidence.json, figures, report.md) of an evidence
+    /// Regenerate results/ (matrix, requests, evidence.json, figures, report.md and
+    /// report.html) of an evidence
     /// directory from its raw evidence, and update their manifest entries.
     #[command(after_help = "Example:\n  harness report reports/quickstart")]
     Report {

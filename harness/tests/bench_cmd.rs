@@ -105,6 +105,10 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     // The report: peer names stated, and the same page as self-contained HTML.
     let md = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
     assert!(md.contains("### Names in other tools") && md.contains("\"inter chunk latency\""), "{md}");
+    // The last definition (the smallest sign-test p) stays under Definitions.
+    let (defs, peers) = (md.find("## Definitions").unwrap(), md.find("### Names in other tools").unwrap());
+    let sign = md.find("smallest one-sided sign-test p").expect("the sign-test line");
+    assert!(defs < sign && sign < peers, "{md}");
     let html = std::fs::read_to_string(out.join("results/report.html")).expect("report.html");
     assert!(html.contains("<h2>Claims</h2>") && html.contains("<table>") && html.contains("<figure><svg"), "{html}");
     assert!(html.contains("<pre>") && html.contains("Serving Benchmark Result"), "the per-cell tables");

@@ -26,7 +26,9 @@
 //! backend without them. Left null: confidence intervals (`confidence` is null),
 //! schedule-relative delays (the harness reports dispatch lag itself), text words
 //! and characters and the text/image/video/audio/tool-call summaries (the harness
-//! records token IDs, not text) and the multi-turn fields. With `[slo]`, the
+//! records token IDs, not text) and the multi-turn fields. Light-recorder cells
+//! (`recorder = "light"`, the observer-effect check) are left out: without per-token
+//! events guidellm's ITL and TPOT cannot be formed. With `[slo]`, the
 //! benchmark's `slo` and guidellm's goodput (`slo_attainment`,
 //! `slo_determined_requests`, `request_goodput`) by guidellm's rules: its TPOT
 //! target is compared with its ITL, which is our TPOT (the harness's own goodput
@@ -337,6 +339,11 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
     let mut loads = Vec::new();
     for c in cells {
         let Some(rc) = resolved.iter().find(|r| r.name == c.cell) else { continue };
+        // A light-recorder cell (the observer-effect check) has no last-token time or
+        // per-token events: guidellm would read its ITL and TPOT as zero, so it is left out.
+        if c.records.iter().any(|r| r.light) {
+            continue;
+        }
         let arm = plan.arm(&c.arm);
         let reqs: Vec<Req> = c.records.iter().map(|r| Req::from_record(r, zero_s)).collect();
         let (ok, failed): (Vec<Req>, Vec<Req>) = reqs.into_iter().partition(|r| r.error.is_none());

@@ -194,3 +194,16 @@ fn guidellm_report_loads_in_guidellm_and_matches_its_own_metrics() {
     let errors = v["errors"].to_string();
     assert!(errors.contains("request_latency.successful.median") && errors.contains("measure_end_tme"), "{errors}");
 }
+
+#[test]
+fn guidellm_report_leaves_out_light_recorder_cells() {
+    let mut cells = cells();
+    // A light record keeps only the first token event: guidellm would read ITL 0.
+    let mut light = rec(0, &[10], 50);
+    light.light = true;
+    cells.push(CellRecords { block: 0, arm: "a".into(), cell: "c".into(), records: vec![light] });
+    let report = super::guidellm_report(&plan(""), "abc", &cells, None);
+    let benchmarks = report["benchmarks"].as_array().unwrap();
+    assert_eq!(benchmarks.len(), 1, "{report}");
+    assert_eq!(benchmarks[0]["metrics"]["request_totals"]["total"], 3);
+}

@@ -96,7 +96,7 @@ pub struct RequestFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptsFile {
-    /// "text", "jsonl", "random", "sharegpt", "requests" or "synthetic".
+    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic" or "shared_prefix".
     pub source: String,
     #[serde(default)]
     pub lengths: Vec<i64>,

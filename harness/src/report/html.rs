@@ -1,6 +1,6 @@
 //! `results/report.html`: report.md as one self-contained HTML page, the same content
-//! in the same order (what ran, claims table, per-cell tables, failures,
-//! definitions), with every figure inlined as its SVG. No script, no stylesheet or
+//! in the same order (power, tuning, what ran, claims table, per-cell tables,
+//! observer effect, failures, definitions), with every figure inlined as its SVG. No script, no stylesheet or
 //! font or image from anywhere: the page opens offline. Owns the conversion of the
 //! Markdown subset `markdown` writes (headings, paragraphs, nested `-` lists, pipe
 //! tables, fenced code, inline code, bold, links, one image per line). Must not add

@@ -347,10 +347,12 @@ const DEFINITIONS: &str = "## Definitions\n\n\
 - Holm: step-down over the plan's whole hypothesis family at its alpha; adjusted p = max over i <= j of min(1, (m - i + 1) p_(i)). A hypothesis that cannot be tested as planned enters with p = 1.\n\
 - Median screen: the sample median of the block effects must reach the hypothesis's threshold, in addition to the Holm test.\n\
 - Median interval: distribution-free, [x_(k), x_(n-k+1)] of the ordered effects with the largest k whose exact coverage 1 - 2 P(Binomial(n, 1/2) <= k - 1) reaches the target; the coverage printed is exact (with 10 blocks, the 2nd and 9th effects give 97.8516%).\n\
-- Decision: supported (no failure, Holm p <= alpha and median >= threshold); not supported, naming each failed rule; or blocked by failed requests, arm faults or a failed qualification, with the numbers kept beside it.\n\n\
-### Names in other tools\n\n\
+- Decision: supported (no failure, Holm p <= alpha and median >= threshold); not supported, naming each failed rule; or blocked by failed requests, arm faults or a failed qualification, with the numbers kept beside it.\n";
+
+/// Where peers' metric names differ from ours (after the definitions).
+const PEER_NAMES: &str = "\n### Names in other tools\n\n\
 - vLLM `bench serve`: TTFT, TPOT, ITL and E2EL are defined as here (its median interpolates; ours is the nearest-rank p50).\n\
-- guidellm: its \"time per output token\" divides the whole request latency, TTFT included, by the output tokens; our TPOT excludes the first token (guidellm's \"inter-token latency\", (latency - TTFT) / (output tokens - 1), is the closest match).\n\
+- guidellm: its \"time per output token\" is the time from send to the last token, TTFT included, divided by the output tokens; our TPOT excludes the first token (guidellm's \"inter-token latency\", (latency - TTFT) / (output tokens - 1), is the closest match).\n\
 - AIPerf: its \"inter token latency\" is our TPOT (per request, first token excluded); our ITL (gaps between token-bearing events, pooled) is its \"inter chunk latency\".\n";
 
 /// What `harness plan check` warns about this plan (`Plan::warnings`), when anything.
@@ -407,5 +409,6 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
         "- With n = {n} confirmation blocks the smallest one-sided sign-test p is 2^-n = {}.",
         pval(smallest)
     );
+    o.push_str(PEER_NAMES);
     o
 }

@@ -6,8 +6,10 @@
 //!   Holm p, median, interval, screen, claim; descriptive cells' medians; failures;
 //!   the summary check; `qualification.json` verbatim when it exists);
 //! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
-//! - `report.md`: what was run, the claims table, per-cell tables, failures and the
-//!   exact definitions; `report.html`: the same page, self-contained, figures inline
+//! - `report.md`: the power summary (studies with `[pilots]`, `power`), the tuning
+//!   table and recommendation (`tuning`), what was run, plan warnings, the claims
+//!   table, per-cell tables, the observer-effect comparison (`observer`), failures and
+//!   the exact definitions with peers' names; `report.html`: the same page, self-contained, figures inline
 //!   as SVG (`html`).
 //!
 //! [`build`] reads only the evidence (`plan.toml`, `raw/`, the git revision from

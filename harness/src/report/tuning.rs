@@ -204,7 +204,8 @@ fn lines(o: &mut String, t: &Tuning, a: &Analysis, metric: Metric, resolved: &[R
     }
 }
 
-/// The section, first in report.md for a tuning study.
+/// The section, at the top of report.md for a tuning study (after the power summary
+/// when the plan has pilots).
 pub fn markdown(o: &mut String, plan: &Plan, a: &Analysis, resolved: &[ResolvedCell]) {
     let (Some(t), Some(s)) = (plan.tuning.as_ref(), summarize(plan, a)) else { return };
     let _ = writeln!(o, "## Tuning: recommended configuration\n");
