@@ -211,7 +211,7 @@ pub fn markdown(o: &mut String, plan: &Plan, a: &Analysis, resolved: &[ResolvedC
     let _ = writeln!(o, "## Tuning: recommended configuration\n");
     match &s.recommended {
         Some(r) => {
-            let _ = writeln!(o, "**Recommended configuration: {r}** (against baseline {}).\n", t.baseline);
+            let _ = writeln!(o, "**Recommended configuration: {r}** (against the baseline arm `{}`).\n", t.baseline);
         }
         None => {
             let _ = writeln!(
