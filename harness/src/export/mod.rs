@@ -77,8 +77,8 @@ fn read(path: &Path) -> Result<Vec<u8>, ExportError> {
 /// The frozen plan of an evidence directory.
 pub fn read_plan(dir: &Path) -> Result<FrozenPlan, ExportError> {
     let ev = Evidence::open(dir);
-    let frozen =
-        freeze(read(&ev.plan_path())?).map_err(|e| ExportError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
+    let frozen = freeze(read(&ev.plan_path())?)
+        .map_err(|e| ExportError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
     // A plan with [pilots]: the loads its pilots derived (pilots/derived.json).
     crate::pilot::evidence_plan(dir, frozen).map_err(|message| ExportError::Plan { dir: dir.to_path_buf(), message })
 }

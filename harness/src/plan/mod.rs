@@ -45,15 +45,15 @@ pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};
 pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
 pub use sweep::{concurrency_cell_name, rate_cell_name};
+pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
+pub use types::Pilots;
 pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
-pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
-pub use types::Pilots;
-pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 pub use types::{Blocking, Recorder};
-pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
+pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
+pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};

@@ -87,7 +87,8 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
     let slo = super::validate_loads::slo(&mut c, file.slo, &hypotheses);
-    let pilots = super::pilots::validate(&mut c, file.pilots, &arms, &prompts, derive.is_some(), file.derived.is_some());
+    let pilots =
+        super::pilots::validate(&mut c, file.pilots, &arms, &prompts, derive.is_some(), file.derived.is_some());
     let (tuning, expanded) =
         super::tuning::tuning(&mut c, file.tuning, &arms, &cells, &hypotheses, alpha, slo.as_ref());
     hypotheses.extend(expanded);

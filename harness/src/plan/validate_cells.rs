@@ -69,13 +69,7 @@ pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>, in_study_pilots: bo
             None
         }
     };
-    let spec = DeriveSpec {
-        pilot_rates,
-        near_fraction: d.near_fraction,
-        fractions: d.fractions,
-        count,
-        note: d.note,
-    };
+    let spec = DeriveSpec { pilot_rates, near_fraction: d.near_fraction, fractions: d.fractions, count, note: d.note };
     let loads = if c.issues.len() == before && !in_study_pilots {
         compute(&spec).map_err(|issues| c.issues.extend(issues)).ok()
     } else {

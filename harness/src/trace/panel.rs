@@ -231,9 +231,7 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
         PanelSource::ShareGpt(g) => {
             sources::sharegpt(g, &base.join(&g.path), need(&g.tokenizer)?, seed, n, plan.request.chat)?
         }
-        PanelSource::Requests { path, .. } => {
-            sources::requests(&base.join(path), path, encoder, n, plan.request.chat)?
-        }
+        PanelSource::Requests { path, .. } => sources::requests(&base.join(path), path, encoder, n, plan.request.chat)?,
         PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
         PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
