@@ -42,20 +42,33 @@ fn all_logits(e: &mut Engine, ids: &[u32]) -> Vec<Vec<f32>> {
     pool.install(|| model.forward(cache, &mut [seq], None)).unwrap().remove(0)
 }
 
+/// Every vector path this CPU has, else scalar (the scalar path gives the same
+/// logits as every other: `q8_logits_are_identical_on_every_cpu_path`).
+fn vector_paths() -> Vec<CpuPath> {
+    let supported = CpuPath::supported();
+    let vector: Vec<CpuPath> = supported.iter().copied().filter(|p| p.has_avx2()).collect();
+    let paths = if vector.is_empty() { supported.clone() } else { vector };
+    eprintln!("running CPU paths {paths:?} (supported here: {supported:?}; all: {:?})", CpuPath::ALL);
+    paths
+}
+
 #[test]
 fn hamlet_mean_nll_of_the_q8_path_is_within_0_01_nats_of_the_exact_path() {
-    let best = CpuPath::best();
-    let mut exact = engine_on(kernels(best, QuantMatmul::Exact));
-    let mut q8 = engine_on(kernels(best, QuantMatmul::Q8));
-    let ids = hamlet_ids(&exact, 2000, 256);
-    let nll = |lp: &[f64]| -lp.iter().sum::<f64>() / lp.len() as f64;
-    let (lp_exact, lp_q8) = (exact.score(&ids).unwrap(), q8.score(&ids).unwrap());
-    let (ne, nq) = (nll(&lp_exact), nll(&lp_q8));
-    let per_token = lp_exact.iter().zip(&lp_q8).map(|(a, b)| (a - b).abs()).fold(0.0f64, f64::max);
-    eprintln!("mean NLL over 255 predictions: exact {ne:.6}, q8 {nq:.6}; max per-token diff {per_token:.3e}");
-    assert!(lp_exact != lp_q8, "q8 and exact paths give identical log-probabilities: q8 is not applied");
-    assert!((nq - ne).abs() < 0.01, "q8 mean NLL {nq} is more than 0.01 nats from the exact path's {ne}");
-    assert!((3.7..4.0).contains(&ne), "exact-path NLL {ne} is far from the expected ~3.85");
+    for path in vector_paths() {
+        let mut exact = engine_on(kernels(path, QuantMatmul::Exact));
+        let mut q8 = engine_on(kernels(path, QuantMatmul::Q8));
+        let ids = hamlet_ids(&exact, 2000, 256);
+        let nll = |lp: &[f64]| -lp.iter().sum::<f64>() / lp.len() as f64;
+        let (lp_exact, lp_q8) = (exact.score(&ids).unwrap(), q8.score(&ids).unwrap());
+        let (ne, nq) = (nll(&lp_exact), nll(&lp_q8));
+        let per_token = lp_exact.iter().zip(&lp_q8).map(|(a, b)| (a - b).abs()).fold(0.0f64, f64::max);
+        eprintln!(
+            "{path}: mean NLL over 255 predictions: exact {ne:.6}, q8 {nq:.6}; max per-token diff {per_token:.3e}"
+        );
+        assert!(lp_exact != lp_q8, "{path}: q8 and exact paths give identical log-probabilities: q8 is not applied");
+        assert!((nq - ne).abs() < 0.01, "{path}: q8 mean NLL {nq} is more than 0.01 nats from the exact path's {ne}");
+        assert!((3.7..4.0).contains(&ne), "{path}: exact-path NLL {ne} is far from the expected ~3.85");
+    }
 }
 
 #[test]
@@ -127,22 +140,24 @@ fn batched_greedy(e: &mut Engine, prompts: &[Vec<u32>], max_tokens: usize, chunk
 
 #[test]
 fn greedy_output_of_the_q8_path_does_not_depend_on_batching_or_chunking() {
-    let best = CpuPath::best();
-    let mut e = engine_on(kernels(best, QuantMatmul::Q8));
-    let prompts: Vec<Vec<u32>> =
-        [(500, 5), (3000, 12), (6000, 31)].iter().map(|&(s, n)| hamlet_ids(&e, s, n)).collect();
-    let max_tokens = 12;
-    // The path is in effect: the last prompt's logits differ from the exact path's.
-    let q8_logits = all_logits(&mut e, &prompts[2]);
-    let mut exact = engine_on(kernels(best, QuantMatmul::Exact));
-    assert!(all_logits(&mut exact, &prompts[2]) != q8_logits, "q8 is not applied");
-    let serial: Vec<Vec<u32>> =
-        prompts.iter().map(|p| e.generate_greedy(p, max_tokens, true).unwrap().output_ids).collect();
-    for chunk in [usize::MAX, 8, 3] {
-        let batched = batched_greedy(&mut e, &prompts, max_tokens, chunk);
-        for (i, (s, b)) in serial.iter().zip(&batched).enumerate() {
-            assert_eq!(s, b, "prompt {i}: serial vs batched (prefill chunk {chunk}) greedy outputs differ");
+    // Every vector path: their kernels differ with the number of rows.
+    for path in vector_paths() {
+        let mut e = engine_on(kernels(path, QuantMatmul::Q8));
+        let prompts: Vec<Vec<u32>> =
+            [(500, 5), (3000, 12), (6000, 31)].iter().map(|&(s, n)| hamlet_ids(&e, s, n)).collect();
+        let max_tokens = 12;
+        // The path is in effect: the last prompt's logits differ from the exact path's.
+        let q8_logits = all_logits(&mut e, &prompts[2]);
+        let mut exact = engine_on(kernels(path, QuantMatmul::Exact));
+        assert!(all_logits(&mut exact, &prompts[2]) != q8_logits, "{path}: q8 is not applied");
+        let serial: Vec<Vec<u32>> =
+            prompts.iter().map(|p| e.generate_greedy(p, max_tokens, true).unwrap().output_ids).collect();
+        for chunk in [usize::MAX, 8, 3] {
+            let batched = batched_greedy(&mut e, &prompts, max_tokens, chunk);
+            for (i, (s, b)) in serial.iter().zip(&batched).enumerate() {
+                assert_eq!(s, b, "{path} prompt {i}: serial vs batched (prefill chunk {chunk}) greedy outputs differ");
+            }
         }
+        eprintln!("{path}: serial = batched greedy outputs on q8: {serial:?}");
     }
-    eprintln!("serial = batched greedy outputs on q8: {serial:?}");
 }

@@ -1,5 +1,5 @@
 //! The one interface the model calls for its linear layers: `Kernels`, a small
-//! copyable value naming the CPU path (`scalar`, `avx2`) and how layers over
+//! copyable value naming the CPU path (`scalar`, `avx2`, `avx512`) and how layers over
 //! block-quantized weights are computed (`QuantMatmul`). The model holds one and
 //! passes it down; nothing here is global or mutable. A CUDA backend would be
 //! another implementation of these two calls, without touching the model.

@@ -91,7 +91,7 @@ pub fn paged_attention(
                     match path {
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
-                        CpuPath::Avx2 => unsafe {
+                        CpuPath::Avx2 | CpuPath::Avx512 => unsafe {
                             avx2::attend_one(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o)
                         },
                         _ => attend_one::<Scalar>(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o),

@@ -4,11 +4,12 @@
 //! kernel; forcing a lower one (`ENGINE_CPU_PATH=scalar`, `--cpu-path scalar`)
 //! lets tests exercise every path the machine supports.
 //!
-//! Paths today: `scalar` (portable Rust, any CPU) and `avx2` (AVX2, FMA, F16C).
-//! AVX-512 (F/BW/VNNI/BF16) and AMX are detected and reported but have no
-//! kernels yet: each would be one more `CpuPath` variant, one more arm in each
-//! kernel's `match`, and tests that run it only where `supports` says so. They
-//! are not written here because no machine at hand can execute them.
+//! Paths: `scalar` (portable Rust, any CPU), `avx2` (AVX2, FMA, F16C) and
+//! `avx512` (those plus AVX-512 F/BW/VL and VNNI: the activation-quantized
+//! matmul over a 16-row interleaved weight layout with `vpdpbusd`; every other
+//! kernel takes its AVX2 form there). All paths give the same bits. AVX-512
+//! BF16 and AMX are detected and reported but have no kernels yet. Tests loop
+//! over `CpuPath::supported()` and print the paths they ran.
 //!
 //! Must not: pick a path on its own in the middle of a computation, or read the
 //! environment anywhere but `CpuPath::from_env`.
@@ -16,12 +17,12 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-/// The environment variable that forces a CPU path (`scalar`, `avx2`, `auto`).
+/// The environment variable that forces a CPU path (`scalar`, `avx2`, `avx512`, `auto`).
 pub const CPU_PATH_ENV: &str = "ENGINE_CPU_PATH";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KernelError {
-    #[error("unknown CPU path {0:?}; expected scalar, avx2 or auto")]
+    #[error("unknown CPU path {0:?}; expected scalar, avx2, avx512 or auto")]
     UnknownPath(String),
     #[error("CPU path {path} needs {needs}, which this CPU lacks (it supports: {supported})")]
     Unsupported { path: CpuPath, needs: &'static str, supported: String },
@@ -39,6 +40,7 @@ pub struct CpuFeatures {
     pub f16c: bool,
     pub avx512f: bool,
     pub avx512bw: bool,
+    pub avx512vl: bool,
     pub avx512vnni: bool,
     pub avx512bf16: bool,
     pub avxvnni: bool,
@@ -61,6 +63,7 @@ impl CpuFeatures {
                 f16c: has!("f16c"),
                 avx512f: has!("avx512f"),
                 avx512bw: has!("avx512bw"),
+                avx512vl: has!("avx512vl"),
                 avx512vnni: has!("avx512vnni"),
                 avx512bf16: has!("avx512bf16"),
                 avxvnni: has!("avxvnni"),
@@ -79,15 +82,19 @@ pub enum CpuPath {
     Scalar,
     /// AVX2 + FMA intrinsics (F16C for block scales).
     Avx2,
+    /// AVX-512 F/BW/VL + VNNI for the activation-quantized matmul (AVX2 for
+    /// the rest).
+    Avx512,
 }
 
 impl CpuPath {
-    pub const ALL: [CpuPath; 2] = [CpuPath::Scalar, CpuPath::Avx2];
+    pub const ALL: [CpuPath; 3] = [CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512];
 
     pub fn name(self) -> &'static str {
         match self {
             CpuPath::Scalar => "scalar",
             CpuPath::Avx2 => "avx2",
+            CpuPath::Avx512 => "avx512",
         }
     }
 
@@ -96,6 +103,7 @@ impl CpuPath {
         match self {
             CpuPath::Scalar => "nothing",
             CpuPath::Avx2 => "AVX2, FMA and F16C",
+            CpuPath::Avx512 => "AVX2, FMA, F16C, AVX-512 F/BW/VL and AVX-512 VNNI",
         }
     }
 
@@ -104,6 +112,7 @@ impl CpuPath {
         match self {
             CpuPath::Scalar => true,
             CpuPath::Avx2 => f.avx2 && f.fma && f.f16c,
+            CpuPath::Avx512 => CpuPath::Avx2.supported_by(f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni,
         }
     }
 
@@ -127,7 +136,13 @@ impl CpuPath {
         }
     }
 
-    /// Parses `scalar`, `avx2` or `auto` (the best this CPU supports), and
+    /// Whether this path may run the AVX2 kernels (every path above scalar:
+    /// kernels without an AVX-512 form take their AVX2 one there).
+    pub fn has_avx2(self) -> bool {
+        self >= CpuPath::Avx2
+    }
+
+    /// Parses `scalar`, `avx2`, `avx512` or `auto` (the best this CPU supports), and
     /// checks that this CPU can run it.
     pub fn parse_supported(s: &str) -> Result<CpuPath, KernelError> {
         match s.trim().to_ascii_lowercase().as_str() {
@@ -155,6 +170,7 @@ impl std::str::FromStr for CpuPath {
         match s.trim().to_ascii_lowercase().as_str() {
             "scalar" => Ok(CpuPath::Scalar),
             "avx2" => Ok(CpuPath::Avx2),
+            "avx512" => Ok(CpuPath::Avx512),
             other => Err(KernelError::UnknownPath(other.to_string())),
         }
     }
@@ -188,11 +204,38 @@ mod tests {
     }
 
     #[test]
+    fn avx512_path_needs_vnni_and_avx2_as_well() {
+        let f = CpuFeatures::get();
+        let want = f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+        assert_eq!(CpuPath::Avx512.checked().is_ok(), want);
+        let all = CpuFeatures {
+            avx2: true,
+            fma: true,
+            f16c: true,
+            avx512f: true,
+            avx512bw: true,
+            avx512vl: true,
+            avx512vnni: true,
+            avx512bf16: false,
+            avxvnni: false,
+        };
+        assert!(CpuPath::Avx512.supported_by(&all));
+        assert!(!CpuPath::Avx512.supported_by(&CpuFeatures { avx512vnni: false, ..all }));
+        assert!(!CpuPath::Avx512.supported_by(&CpuFeatures { avx2: false, ..all }));
+        if !want {
+            let e = CpuPath::Avx512.checked().unwrap_err().to_string();
+            assert!(e.contains("VNNI"), "{e}");
+        }
+        eprintln!("CPU paths supported here: {:?}", CpuPath::supported());
+    }
+
+    #[test]
     fn parsing_names_and_errors() {
         assert_eq!(" Scalar ".parse::<CpuPath>(), Ok(CpuPath::Scalar));
         assert_eq!("avx2".parse::<CpuPath>(), Ok(CpuPath::Avx2));
         assert_eq!(CpuPath::parse_supported("auto"), Ok(CpuPath::best()));
-        let e = "avx512".parse::<CpuPath>().unwrap_err();
-        assert!(e.to_string().contains("avx512") && e.to_string().contains("scalar, avx2"), "{e}");
+        assert_eq!("AVX512".parse::<CpuPath>(), Ok(CpuPath::Avx512));
+        let e = "avx1024".parse::<CpuPath>().unwrap_err();
+        assert!(e.to_string().contains("avx1024") && e.to_string().contains("scalar, avx2, avx512"), "{e}");
     }
 }

@@ -3,7 +3,7 @@
 //! activations quantized to 8 bits per block, integer dot products), row-wise
 //! normalisation and activations (`ops`), rotary embeddings (`rope`) and paged
 //! attention over the KV cache (`attention`). `dispatch` detects the CPU's
-//! features once and names the code paths (`scalar`, `avx2`) the linear layers
+//! features once and names the code paths (`scalar`, `avx2`, `avx512`) the linear layers
 //! take; the caller passes the path down. Threads come from the rayon pool the
 //! caller installs; kernels never create pools themselves.
 
@@ -12,5 +12,6 @@ pub mod dispatch;
 pub mod matmul;
 pub mod ops;
 pub mod q8;
+pub mod q8_pack;
 pub mod quant;
 pub mod rope;

@@ -19,7 +19,9 @@
 //! Kernels (AVX2): up to `PANEL_ABOVE_ROWS` rows (decode) read the weights in
 //! place and reduce each row's integer products to `I_b` with horizontal adds;
 //! more rows (prefill) first interleave a column block's weights into a panel
-//! (`q8_panel.rs`) and run register-blocked GEMM tiles over it.
+//! (`q8_panel.rs`) and run register-blocked GEMM tiles over it. AVX-512 (VNNI):
+//! every row count runs tiles over a 16-row interleaved copy of the weights
+//! made once per matrix (`q8_pack.rs`, `q8_avx512.rs`).
 //!
 //! Must not: quantize activations across rows (a row's scales depend on that
 //! row only), or split k depending on the number of rows.
@@ -44,6 +46,9 @@ pub struct Q8Rows {
     pub d: Vec<f32>,
     /// `[rows, cols / 32]` block sums times scale (f16 values, held as f32).
     pub s: Vec<f32>,
+    /// `[rows, cols / 32]` block sums `Σq`, exact (the AVX-512 Q8_0 kernel
+    /// removes the weights' +128 offset with them).
+    pub sums: Vec<i32>,
 }
 
 impl Q8Rows {
@@ -59,14 +64,22 @@ impl Q8Rows {
         assert_eq!(x.len(), rows * cols, "Q8Rows: x has {} values, expected {rows}x{cols}", x.len());
         assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
         let blocks = rows * cols / QK;
-        let mut q = Q8Rows { rows, cols, qs: vec![0; rows * cols], d: vec![0.0; blocks], s: vec![0.0; blocks] };
+        let mut q = Q8Rows {
+            rows,
+            cols,
+            qs: vec![0; rows * cols],
+            d: vec![0.0; blocks],
+            s: vec![0.0; blocks],
+            sums: vec![0; blocks],
+        };
         for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.qs.chunks_exact_mut(QK)).enumerate() {
             (q.d[b], q.s[b]) = match path {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                CpuPath::Avx2 => unsafe { avx2::quantize_block(xb, qb) },
+                CpuPath::Avx2 | CpuPath::Avx512 => unsafe { avx2::quantize_block(xb, qb) },
                 _ => quantize_block(xb, qb),
             };
+            q.sums[b] = qb.iter().map(|&v| i32::from(v)).sum();
         }
         q
     }
@@ -117,9 +130,15 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
     // (matrix, first column, end column): whole groups of eight weight rows per
     // task where the shape allows.
     let mut tasks = Vec::new();
+    // AVX-512: whole groups of sixteen rows per task, over the interleaved
+    // layout (made here, before the parallel region, on first use).
+    let group = if path == CpuPath::Avx512 { 16 } else { 8 };
     for (i, w) in ws.iter().enumerate() {
         assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
-        let width = columns_per_task(m, w.rows).next_multiple_of(8);
+        if path == CpuPath::Avx512 && m > 0 {
+            w.packed16();
+        }
+        let width = columns_per_task(m, w.rows).next_multiple_of(group);
         tasks.extend((0..w.rows).step_by(width).map(|c0| (i, c0, (c0 + width).min(w.rows))));
     }
     let blocks: Vec<Vec<f32>> = if m == 0 {
@@ -134,8 +153,11 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
                     CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
+                    CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
                     #[cfg(not(target_arch = "x86_64"))]
-                    CpuPath::Avx2 => scalar::block(a, ws[i], c0, c1, &mut out),
+                    CpuPath::Avx2 | CpuPath::Avx512 => scalar::block(a, ws[i], c0, c1, &mut out),
                 }
                 out
             })
@@ -418,6 +440,10 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 #[path = "q8_panel.rs"]
 mod panel;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "q8_avx512.rs"]
+mod avx512;
 
 #[cfg(test)]
 #[path = "q8_tests.rs"]

@@ -1,6 +1,8 @@
 //! Tests of the activation-quantized path: llama.cpp's block quantization on
-//! hand-built blocks, scalar and AVX2 bit for bit, rows independent of batch
-//! size and threads, and the f64 value of the formula.
+//! hand-built blocks, every CPU path this machine supports (scalar, AVX2,
+//! AVX-512) bit for bit against scalar, rows independent of batch size and
+//! threads, the AVX-512 weight layout, and the f64 value of the formula. Each
+//! path loop prints the paths it ran and the ones this CPU cannot run.
 
 use super::*;
 use crate::kernels::cpu::quant::matmul_quant_on;
@@ -78,6 +80,7 @@ fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
     // s = f16(Σq · d): 3-3+1-1+1+127-127+4 = 5; 0; (3-2+127+1) · 2 = 258;
     // 127 · (1/127 in f32) rounds to 1 in f16.
     assert_eq!(q.s, vec![5.0, 0.0, 258.0, 1.0]);
+    assert_eq!(q.sums, vec![5, 0, 129, 127]);
     // Rows are quantized independently.
     let two = Q8Rows::quantize(&[x.clone(), vec![100.0; 4 * QK]].concat(), 2, 4 * QK);
     assert_eq!(two.qs[..4 * QK], q.qs[..]);
@@ -85,15 +88,23 @@ fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
     assert_eq!(two.qs[4 * QK..], vec![127i8; 4 * QK][..]);
 }
 
+/// The paths the tests below run here, printed so that a log shows which ones
+/// a machine without AVX2 or AVX-512 did not exercise.
+fn paths_under_test(test: &str) -> Vec<CpuPath> {
+    let paths = CpuPath::supported();
+    let skipped: Vec<CpuPath> = CpuPath::ALL.into_iter().filter(|p| !paths.contains(p)).collect();
+    eprintln!("{test}: running CPU paths {paths:?}; not supported by this CPU (not run): {skipped:?}");
+    paths
+}
+
 #[test]
-fn scalar_and_avx2_give_identical_bits() {
-    if !CpuPath::Avx2.supported_by(CpuFeatures::get()) {
-        eprintln!("this CPU has no AVX2/FMA/F16C: only the scalar path exists here");
-        return;
-    }
+fn every_path_gives_the_scalar_bits() {
+    let paths = paths_under_test("every_path_gives_the_scalar_bits");
     for kind in KINDS {
-        // In-place tiles (1..4 rows) and panel tiles (3 x 2 groups and the
-        // remainders), with whole and partial groups of eight weight rows.
+        // AVX2: in-place tiles (1..4 rows) and panel tiles (3 x 2 groups and
+        // the remainders), with whole and partial groups of eight weight rows.
+        // AVX-512: one-row tiles of 1..4 groups, 4 x 2 tiles and remainders,
+        // partial groups of sixteen; the model's shapes.
         for (m, n, k) in [
             (1, 37, 64),
             (2, 16, 64),
@@ -105,24 +116,52 @@ fn scalar_and_avx2_give_identical_bits() {
             (9, 41, 576),
             (17, 5, 32),
             (64, 48, 96),
+            (1, 80, 576),
+            (1, 192, 1536),
+            (2, 50, 576),
+            (13, 64, 1536),
         ] {
             let w = weights(kind, n, k, 11 + m as u64);
             let x = activations(m, k, 5 + n as u64);
             let s = matmul_q8_on(CpuPath::Scalar, &x, &w, m);
-            let v = matmul_q8_on(CpuPath::Avx2, &x, &w, m);
             let bits = |y: &[f32]| y.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&s), bits(&v), "{kind:?} m {m} n {n} k {k}");
+            for &path in &paths {
+                let v = matmul_q8_on(path, &x, &w, m);
+                assert_eq!(bits(&s), bits(&v), "{kind:?} {path} m {m} n {n} k {k}");
+            }
         }
     }
 }
 
 #[test]
+fn the_interleaved_layout_holds_exactly_the_gguf_bytes() {
+    // Portable: checked on every machine, AVX-512 or not.
+    for kind in KINDS {
+        for rows in [1, 15, 16, 17, 40] {
+            let w = weights(kind, rows, 96, 40 + rows as u64);
+            let p = w.packed16();
+            assert_eq!((p.rows, p.cols, p.nb, p.groups), (rows, 96, 3, rows.div_ceil(16)));
+            assert_eq!(p.data.len(), p.groups * 3 * 16 * kind.block_bytes());
+            assert_eq!(p.unpack(), w.data, "{kind:?} rows {rows}");
+        }
+    }
+    // Element (row 17, block 1, element 21) of a Q4_1 matrix: the high nibble
+    // of packed byte 5 = chunk 1, lane 1 of group 1.
+    let w = weights(QuantKind::Q4_1, 40, 96, 7);
+    let p = w.packed16();
+    let byte = weight_block(&w, 17, 1)[4 + 5];
+    assert_eq!(p.data[(3 + 1) * 320 + 64 + 64 + 4 + 1], byte);
+    assert_eq!(p.data[(3 + 1) * 320 + 2..(3 + 1) * 320 + 4], weight_block(&w, 17, 1)[..2]);
+}
+
+#[test]
 fn rows_identical_whatever_the_batch_size_and_thread_count() {
     let (n, k) = (75, 192);
+    let paths = paths_under_test("rows_identical_whatever_the_batch_size_and_thread_count");
     for kind in KINDS {
         let w = weights(kind, n, k, 3);
         let x = activations(64, k, 4);
-        for path in CpuPath::supported() {
+        for &path in &paths {
             let alone: Vec<Vec<f32>> = (0..64).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
             for threads in [1, 2, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
@@ -182,7 +221,7 @@ fn within_tolerance_of_the_f64_formula_and_near_the_exact_path() {
         let w = weights(kind, n, k, 21);
         let x = activations(m, k, 22);
         let a = Q8Rows::quantize(&x, m, k);
-        for path in CpuPath::supported() {
+        for path in paths_under_test("within_tolerance_of_the_f64_formula_and_near_the_exact_path") {
             let y = matmul_q8_rows_on(path, &a, &w);
             let exact = matmul_quant_on(path, &x, &w, m);
             for r in 0..m {
@@ -216,7 +255,7 @@ fn every_path_quantizes_to_the_same_bytes() {
     let rows = x.len() / QK;
     let want = Q8Rows::quantize_on(CpuPath::Scalar, &x, rows, QK);
     assert_eq!(want.qs[..4], [127, -16, -15, -14], "ties round away from zero");
-    for path in CpuPath::supported() {
+    for path in paths_under_test("every_path_quantizes_to_the_same_bytes") {
         assert_eq!(Q8Rows::quantize_on(path, &x, rows, QK), want, "{path}");
     }
 }
@@ -227,7 +266,7 @@ fn many_weights_over_one_input_equal_each_product_alone() {
     for kind in KINDS {
         let ws = [weights(kind, 40, k, 31), weights(kind, 8, k, 32), weights(kind, 77, k, 33)];
         let refs: Vec<&QuantMatrix> = ws.iter().collect();
-        for path in CpuPath::supported() {
+        for path in paths_under_test("many_weights_over_one_input_equal_each_product_alone") {
             for m in [1, 3, 9] {
                 let x = activations(m, k, 34 + m as u64);
                 let ys = matmul_q8_many_on(path, &x, &refs, m);

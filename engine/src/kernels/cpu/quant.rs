@@ -12,6 +12,8 @@
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::{COLS_PER_TASK, block_serial, columns_per_task, par_columns};
+use super::q8_pack::Packed;
+use std::sync::OnceLock;
 
 /// From this many rows on, a column block is dequantized once into f32 and the
 /// f32 kernel runs over it; below, weights are dequantized inside the tiles.
@@ -45,6 +47,9 @@ pub struct QuantMatrix {
     pub rows: usize,
     pub cols: usize,
     pub data: Vec<u8>,
+    /// The 16-row interleaved copy the AVX-512 q8 kernels read, made on their
+    /// first use of this matrix (never for other paths).
+    packed: OnceLock<Packed>,
 }
 
 impl QuantMatrix {
@@ -55,7 +60,13 @@ impl QuantMatrix {
             rows,
             cols,
             data,
+            packed: OnceLock::new(),
         })
+    }
+
+    /// The 16-row interleaved layout (`q8_pack`), built on first call.
+    pub fn packed16(&self) -> &Packed {
+        self.packed.get_or_init(|| Packed::new(self))
     }
 
     fn row_bytes(&self) -> usize {
@@ -113,7 +124,7 @@ pub fn matmul_quant_on(path: CpuPath, x: &[f32], w: &QuantMatrix, m: usize) -> V
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if m < DEQUANT_FIRST_ROWS && path == CpuPath::Avx2 {
+        if m < DEQUANT_FIRST_ROWS && path.has_avx2() {
             // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
             par_columns(m, n, &mut y, columns_per_task(m, n), |c0, c1, out| unsafe {
                 avx2::block(x, w, m, c0, c1, out)

@@ -1,0 +1,145 @@
+//! The AVX-512 VNNI q8 kernel, for every number of rows (decode and prefill),
+//! over the 16-row interleaved layout of `q8_pack`. A tile of `R` activation
+//! rows by `G` groups of sixteen weight rows walks the blocks in ascending
+//! order; per block and 4-element chunk it loads 64 weight bytes per group,
+//! broadcasts four activation bytes per row and accumulates with `vpdpbusd`
+//! (u8 x i8, four products per i32 lane), so the block's integer sums land one
+//! per weight row in a vector. Q4_1 nibbles (0..15) are the unsigned side
+//! directly; Q8_0 weights are stored offset by 128, and `128 · Σa` (the
+//! activation block's exact integer sum) is subtracted. Then the float steps
+//! of `q8`'s module doc, sixteen weight rows per vector: one product of the
+//! scales, one FMA (and one for the Q4_1 minimums). Same integers, same float
+//! operations in the same order: bit-identical to the scalar and AVX2 paths.
+//!
+//! Decode (one row) uses four groups per tile and two accumulators per group,
+//! so eight independent `vpdpbusd` chains hide its latency; prefill uses four
+//! rows by two groups, each weight load shared by four rows.
+
+use super::{Q8Rows, QK, QuantKind};
+use crate::kernels::cpu::q8_pack::{GROUP_ROWS, Packed};
+use std::arch::x86_64::*;
+
+/// Columns `c0..c1` (`c0` a multiple of 16) of `a · Wᵀ` into `out`
+/// (`[a.rows, c1 - c0]`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut [f32]) {
+    assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols);
+    let (g_end, width) = (c1.div_ceil(GROUP_ROWS), c1 - c0);
+    let q4 = p.kind == QuantKind::Q4_1;
+    let (max_r, max_g) = if a.rows == 1 { (1, 4) } else { (4, 2) };
+    let mut i = 0;
+    while i < a.rows {
+        let rows = (a.rows - i).min(max_r);
+        let mut g = c0 / GROUP_ROWS;
+        while g < g_end {
+            let gs = (g_end - g).min(max_g);
+            macro_rules! go {
+                ($($r:literal, $g:literal);*) => {
+                    match (rows, gs, q4) {
+                        $(
+                            ($r, $g, true) => tile::<$r, $g, true>(a, p, i, g, c0, width, out),
+                            ($r, $g, false) => tile::<$r, $g, false>(a, p, i, g, c0, width, out),
+                        )*
+                        _ => unreachable!("tile {rows}x{gs}"),
+                    }
+                };
+            }
+            // SAFETY: rows i..i+rows and groups g..g+gs exist; same features.
+            unsafe { go!(1, 1; 1, 2; 1, 3; 1, 4; 2, 1; 2, 2; 3, 1; 3, 2; 4, 1; 4, 2) };
+            g += gs;
+        }
+        i += rows;
+    }
+}
+
+/// Activation rows `i0..i0+R` times groups `g0..g0+G`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
+    a: &Q8Rows,
+    p: &Packed,
+    i0: usize,
+    g0: usize,
+    c0: usize,
+    width: usize,
+    out: &mut [f32],
+) {
+    let (k, nb) = (a.cols, p.nb);
+    let gb = Packed::group_block_bytes(p.kind);
+    let qo = Packed::quants_offset(p.kind);
+    // Two accumulators per (row, group) where registers allow: independent
+    // dependency chains for the one-row tiles.
+    let split = usize::from(R * G <= 4);
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = [[_mm512_setzero_ps(); G]; R];
+    let mut mins = [[_mm512_setzero_ps(); G]; R];
+    for b in 0..nb {
+        // SAFETY (this block): group g0 + g < p.groups and block b < nb, so
+        // every weight read lies in p.data; rows i0 + r < a.rows, so every
+        // activation read lies in a.qs / a.d / a.s / a.sums.
+        unsafe {
+            let blk: [*const u8; G] = std::array::from_fn(|g| p.data.as_ptr().add(((g0 + g) * nb + b) * gb));
+            let arow: [*const u8; R] = std::array::from_fn(|r| a.qs.as_ptr().add((i0 + r) * k + b * QK) as *const u8);
+            // Four activation bytes of row r from element e, in every lane.
+            macro_rules! bcast {
+                ($r:expr, $e:expr) => {
+                    _mm512_set1_epi32((arow[$r].add($e) as *const i32).read_unaligned())
+                };
+            }
+            let mut s = [[[_mm512_setzero_si512(); 2]; G]; R];
+            if Q4 {
+                for t in 0..4 {
+                    let h = t & split;
+                    for g in 0..G {
+                        let raw = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
+                        let lo = _mm512_and_si512(raw, low);
+                        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
+                        for r in 0..R {
+                            s[r][g][h] = _mm512_dpbusd_epi32(s[r][g][h], lo, bcast!(r, 4 * t));
+                            s[r][g][h] = _mm512_dpbusd_epi32(s[r][g][h], hi, bcast!(r, 16 + 4 * t));
+                        }
+                    }
+                }
+            } else {
+                for t in 0..8 {
+                    let h = t & split;
+                    for g in 0..G {
+                        let wq = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
+                        for r in 0..R {
+                            s[r][g][h] = _mm512_dpbusd_epi32(s[r][g][h], wq, bcast!(r, 4 * t));
+                        }
+                    }
+                }
+            }
+            for r in 0..R {
+                let at = (i0 + r) * nb + b;
+                let da = _mm512_set1_ps(a.d[at]);
+                let off = _mm512_set1_epi32(128 * a.sums[at]);
+                for g in 0..G {
+                    let mut i = _mm512_add_epi32(s[r][g][0], s[r][g][1]);
+                    if !Q4 {
+                        i = _mm512_sub_epi32(i, off);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g] as *const __m256i));
+                    acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(i), acc[r][g]);
+                    if Q4 {
+                        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g].add(32) as *const __m256i));
+                        mins[r][g] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[at]), mins[r][g]);
+                    }
+                }
+            }
+        }
+    }
+    for r in 0..R {
+        for g in 0..G {
+            let y = if Q4 { _mm512_add_ps(acc[r][g], mins[r][g]) } else { acc[r][g] };
+            let mut lanes = [0.0f32; GROUP_ROWS];
+            // SAFETY: lanes holds sixteen floats.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), y) };
+            let c = (g0 + g) * GROUP_ROWS - c0;
+            let n = (width - c).min(GROUP_ROWS);
+            let o = (i0 + r) * width + c;
+            out[o..o + n].copy_from_slice(&lanes[..n]);
+        }
+    }
+}

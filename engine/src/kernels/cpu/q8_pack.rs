@@ -1,0 +1,122 @@
+//! The 16-row interleaved weight layout of the AVX-512 q8 kernels, built once
+//! per matrix on first use (portable Rust; the kernels live in
+//! `q8_avx512.rs`). Sixteen weight rows form a group; a group's blocks follow
+//! one another (`[group][block]`), and one block of a group is:
+//!
+//! - Q4_1 (320 bytes = 16 x 20): `d[16]` f16, `m[16]` f16, then 4 chunks of
+//!   `[row 0..16][4 bytes]`: chunk `t` holds each row's packed bytes `4t..4t+4`,
+//!   whose low nibbles are elements `4t..4t+4` and high nibbles elements
+//!   `16+4t..16+4t+4`.
+//! - Q8_0 (544 bytes = 16 x 34): `d[16]` f16, then 8 chunks of
+//!   `[row 0..16][4 bytes]`: chunk `t` holds elements `4t..4t+4` of each row,
+//!   offset by 128 (`w ^ 0x80` = `w + 128` as an unsigned byte).
+//!
+//! So one 64-byte load is four elements of sixteen rows, which `vpdpbusd`
+//! multiplies with four broadcast activation bytes into sixteen i32 lanes, one
+//! per weight row: a block's integer sums need no horizontal reduction and a
+//! block's scales are one 32-byte load, not sixteen gathers. The layout holds
+//! the same bytes as the GGUF blocks (rows padded to a multiple of 16 with
+//! zero blocks), so it costs one more copy of the quantized weights.
+
+use super::quant::{QK, QuantKind, QuantMatrix};
+use rayon::prelude::*;
+
+/// Weight rows per group (lanes of a 512-bit i32 vector).
+pub const GROUP_ROWS: usize = 16;
+
+/// A quantized matrix in the 16-row interleaved layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    pub kind: QuantKind,
+    pub rows: usize,
+    pub cols: usize,
+    /// Blocks per row.
+    pub nb: usize,
+    /// `rows.div_ceil(16)`.
+    pub groups: usize,
+    /// `[group][block]` of [`Packed::group_block_bytes`] each.
+    pub data: Vec<u8>,
+}
+
+impl Packed {
+    /// Bytes of one block of one group.
+    pub fn group_block_bytes(kind: QuantKind) -> usize {
+        GROUP_ROWS * kind.block_bytes()
+    }
+
+    /// Where a group's quants start inside its block (after the scales).
+    pub fn quants_offset(kind: QuantKind) -> usize {
+        match kind {
+            QuantKind::Q4_1 => 64,
+            QuantKind::Q8_0 => 32,
+        }
+    }
+
+    /// `w` interleaved (groups in parallel on the installed rayon pool).
+    pub fn new(w: &QuantMatrix) -> Packed {
+        let (nb, bb) = (w.cols / QK, w.kind.block_bytes());
+        let groups = w.rows.div_ceil(GROUP_ROWS);
+        let gb = Packed::group_block_bytes(w.kind);
+        let mut data = vec![0u8; groups * nb * gb];
+        data.par_chunks_mut(nb * gb).enumerate().for_each(|(g, dst)| {
+            for lane in 0..GROUP_ROWS.min(w.rows - g * GROUP_ROWS) {
+                let j = g * GROUP_ROWS + lane;
+                let row = &w.data[j * nb * bb..(j + 1) * nb * bb];
+                for (b, blk) in row.chunks_exact(bb).enumerate() {
+                    let out = &mut dst[b * gb..(b + 1) * gb];
+                    out[2 * lane..2 * lane + 2].copy_from_slice(&blk[..2]);
+                    match w.kind {
+                        QuantKind::Q4_1 => {
+                            out[32 + 2 * lane..34 + 2 * lane].copy_from_slice(&blk[2..4]);
+                            for t in 0..4 {
+                                let at = 64 + 64 * t + 4 * lane;
+                                out[at..at + 4].copy_from_slice(&blk[4 + 4 * t..8 + 4 * t]);
+                            }
+                        }
+                        QuantKind::Q8_0 => {
+                            for t in 0..8 {
+                                let at = 32 + 64 * t + 4 * lane;
+                                for e in 0..4 {
+                                    out[at + e] = blk[2 + 4 * t + e] ^ 0x80;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        Packed { kind: w.kind, rows: w.rows, cols: w.cols, nb, groups, data }
+    }
+
+    /// The GGUF bytes back (the layout is a permutation of them): for tests.
+    pub fn unpack(&self) -> Vec<u8> {
+        let (bb, gb) = (self.kind.block_bytes(), Packed::group_block_bytes(self.kind));
+        let mut data = vec![0u8; self.rows * self.nb * bb];
+        for j in 0..self.rows {
+            let (g, lane) = (j / GROUP_ROWS, j % GROUP_ROWS);
+            for b in 0..self.nb {
+                let src = &self.data[(g * self.nb + b) * gb..(g * self.nb + b + 1) * gb];
+                let blk = &mut data[(j * self.nb + b) * bb..(j * self.nb + b + 1) * bb];
+                blk[..2].copy_from_slice(&src[2 * lane..2 * lane + 2]);
+                match self.kind {
+                    QuantKind::Q4_1 => {
+                        blk[2..4].copy_from_slice(&src[32 + 2 * lane..34 + 2 * lane]);
+                        for t in 0..4 {
+                            let at = 64 + 64 * t + 4 * lane;
+                            blk[4 + 4 * t..8 + 4 * t].copy_from_slice(&src[at..at + 4]);
+                        }
+                    }
+                    QuantKind::Q8_0 => {
+                        for t in 0..8 {
+                            let at = 32 + 64 * t + 4 * lane;
+                            for e in 0..4 {
+                                blk[2 + 4 * t + e] = src[at + e] ^ 0x80;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        data
+    }
+}
