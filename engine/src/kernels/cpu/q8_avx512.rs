@@ -19,6 +19,10 @@ use super::{Q8Rows, QK, QuantKind};
 use crate::kernels::cpu::q8_pack::{GROUP_ROWS, Packed};
 use std::arch::x86_64::*;
 
+/// How many group blocks ahead of the one being read the weights are
+/// prefetched (decode streams them from memory).
+const PREFETCH_BLOCKS: usize = 4;
+
 /// Columns `c0..c1` (`c0` a multiple of 16) of `a · Wᵀ` into `out`
 /// (`[a.rows, c1 - c0]`).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -68,46 +72,73 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     let gb = Packed::group_block_bytes(p.kind);
     let qo = Packed::quants_offset(p.kind);
     // Two accumulators per (row, group) where registers allow: independent
-    // dependency chains for the one-row tiles.
-    let split = usize::from(R * G <= 4);
+    // dependency chains for the one-row tiles (even chunks into `s0`, odd
+    // into `s1`; a constant after monomorphization).
+    let split = R * G <= 4;
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [[_mm512_setzero_ps(); G]; R];
     let mut mins = [[_mm512_setzero_ps(); G]; R];
+    // Weight bytes prefetched ahead of the block being read, per group.
+    let ahead = PREFETCH_BLOCKS * gb;
     for b in 0..nb {
         // SAFETY (this block): group g0 + g < p.groups and block b < nb, so
         // every weight read lies in p.data; rows i0 + r < a.rows, so every
-        // activation read lies in a.qs / a.d / a.s / a.sums.
+        // activation read lies in a.qs / a.d / a.s / a.sums. Prefetches never
+        // fault (`wrapping_add` keeps their addresses defined).
         unsafe {
             let blk: [*const u8; G] = std::array::from_fn(|g| p.data.as_ptr().add(((g0 + g) * nb + b) * gb));
             let arow: [*const u8; R] = std::array::from_fn(|r| a.qs.as_ptr().add((i0 + r) * k + b * QK) as *const u8);
+            for bp in blk {
+                let mut line = 0;
+                while line < gb {
+                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(ahead + line) as *const i8);
+                    line += 64;
+                }
+            }
             // Four activation bytes of row r from element e, in every lane.
             macro_rules! bcast {
                 ($r:expr, $e:expr) => {
                     _mm512_set1_epi32((arow[$r].add($e) as *const i32).read_unaligned())
                 };
             }
-            let mut s = [[[_mm512_setzero_si512(); 2]; G]; R];
-            if Q4 {
-                for t in 0..4 {
-                    let h = t & split;
+            let mut s0 = [[_mm512_setzero_si512(); G]; R];
+            let mut s1 = [[_mm512_setzero_si512(); G]; R];
+            // Chunk t of every group into `s` (`s0` or `s1`).
+            macro_rules! chunk {
+                ($s:ident, $t:expr) => {
                     for g in 0..G {
-                        let raw = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
-                        let lo = _mm512_and_si512(raw, low);
-                        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
-                        for r in 0..R {
-                            s[r][g][h] = _mm512_dpbusd_epi32(s[r][g][h], lo, bcast!(r, 4 * t));
-                            s[r][g][h] = _mm512_dpbusd_epi32(s[r][g][h], hi, bcast!(r, 16 + 4 * t));
+                        let w = _mm512_loadu_si512(blk[g].add(qo + 64 * $t) as *const _);
+                        if Q4 {
+                            let lo = _mm512_and_si512(w, low);
+                            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(w), low);
+                            for r in 0..R {
+                                $s[r][g] = _mm512_dpbusd_epi32($s[r][g], lo, bcast!(r, 4 * $t));
+                                $s[r][g] = _mm512_dpbusd_epi32($s[r][g], hi, bcast!(r, 16 + 4 * $t));
+                            }
+                        } else {
+                            for r in 0..R {
+                                $s[r][g] = _mm512_dpbusd_epi32($s[r][g], w, bcast!(r, 4 * $t));
+                            }
                         }
                     }
+                };
+            }
+            let chunks = if Q4 { 4 } else { 8 };
+            let mut t = 0;
+            while t < chunks {
+                chunk!(s0, t);
+                if split {
+                    chunk!(s1, t + 1);
+                } else {
+                    chunk!(s0, t + 1);
                 }
-            } else {
-                for t in 0..8 {
-                    let h = t & split;
+                t += 2;
+            }
+            let mut s = s0;
+            if split {
+                for r in 0..R {
                     for g in 0..G {
-                        let wq = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
-                        for r in 0..R {
-                            s[r][g][h] = _mm512_dpbusd_epi32(s[r][g][h], wq, bcast!(r, 4 * t));
-                        }
+                        s[r][g] = _mm512_add_epi32(s0[r][g], s1[r][g]);
                     }
                 }
             }
@@ -116,7 +147,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
                 let da = _mm512_set1_ps(a.d[at]);
                 let off = _mm512_set1_epi32(128 * a.sums[at]);
                 for g in 0..G {
-                    let mut i = _mm512_add_epi32(s[r][g][0], s[r][g][1]);
+                    let mut i = s[r][g];
                     if !Q4 {
                         i = _mm512_sub_epi32(i, off);
                     }
