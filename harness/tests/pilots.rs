@@ -19,6 +19,7 @@ use common::*;
 use harness::replay::{ReplayOutcome, Status, replay_dir};
 
 const PILOTS_CHECK: &str = "pilots: rates from pilots/ raw records, derived loads by the formula";
+const POWER_CHECK: &str = "evidence.json: power from the pilots' noise";
 
 /// Two arms, pilots of the control only (`runs` runs of 6 requests at closed-loop 2),
 /// a closed and an open cell at derived count and near load, `blocks` blocks.
@@ -225,6 +226,91 @@ fn one_pilot_run_per_arm_gives_no_noise_estimate_and_the_report_says_why() {
     assert!(report.contains("## Power of this study"), "{report}");
     assert!(report.contains("a noise estimate needs at least 2 pilot runs of the same arm"), "{report}");
     assert!(!report.contains("this study could detect"), "{report}");
+    // The claims table says so beside the claim, evidence.json records why, and replay
+    // agrees that there is no estimate.
+    assert!(report.contains("| n/a: no noise estimate (see Power of this study) |"), "{report}");
+    let ev = read_json(&out.join("results/evidence.json"));
+    let why = ev["power"]["unavailable"].as_str().unwrap_or_else(|| panic!("{}", ev["power"]));
+    assert!(why.contains("at least 2 pilot runs"), "{why}");
+    assert_eq!(ev["power"]["hypotheses"], serde_json::json!([]));
+    let o = replay(&out);
+    assert_eq!(o.check(POWER_CHECK).map(|c| c.status), Some(Status::Pass), "{}", o.render_table(10));
+}
+
+/// The power figure beside every claim (report.md's claims table), the same numbers
+/// in evidence.json (noise SD, degrees of freedom, pilot values, detectable effects,
+/// seed and draws), recomputed by replay, which names a changed one.
+#[test]
+fn power_beside_every_claim_is_in_evidence_json_and_replay_names_a_changed_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = synth_model(tmp.path());
+    let (out, _) = run_study_ok(tmp.path(), &plan_text(&model, 2, false, 5));
+    let ev = read_json(&out.join("results/evidence.json"));
+    let power = &ev["power"];
+    assert_eq!(power["noise_source"], "pilots", "{power}");
+    assert_eq!((power["blocks"].as_u64(), power["seed"].as_u64()), (Some(5), Some(21)), "{power}");
+    assert_eq!((power["family"].as_u64(), power["draws"].as_u64()), (Some(1), Some(10_000)), "{power}");
+    let h = &power["hypotheses"][0];
+    let rec = read_json(&out.join("pilots/derived.json"));
+    assert_eq!(h["pilot_values"], rec["pilot_rates"], "{h}");
+    assert_eq!((h["pilot_runs"].clone(), h["noise_df"].as_u64()), (serde_json::json!([0, 1]), Some(1)), "{h}");
+    let rates = rec["pilot_rates"].as_array().unwrap();
+    let want = (rates[0].as_f64().unwrap() / rates[1].as_f64().unwrap()).ln().abs();
+    assert!((h["noise_sd"].as_f64().unwrap() - want).abs() < 1e-9, "{h}");
+    assert!(h["noise_sd_upper"].as_f64().unwrap() > want, "{h}");
+    assert_eq!(h["proxy"], false, "closed-2 is the pilots' load shape: {h}");
+    let det = h["detectable"].as_array().unwrap();
+    let bases: Vec<(&str, f64)> =
+        det.iter().map(|d| (d["sd_basis"].as_str().unwrap(), d["probability"].as_f64().unwrap())).collect();
+    assert_eq!(bases, [("estimate", 0.8), ("estimate", 0.95), ("upper_bound", 0.8), ("upper_bound", 0.95)]);
+
+    // The claims table carries the 80% figure of the power summary in its last column.
+    let report = std::fs::read_to_string(out.join("results/report.md")).unwrap();
+    let header = "| detectable with 80% probability at 5 blocks (at the SD's upper bound) |";
+    let claims = &report[report.find("## Claims").unwrap()..];
+    let table_header = claims.lines().find(|l| l.starts_with("| hypothesis |")).unwrap();
+    assert!(table_header.ends_with(header), "{table_header}");
+    let row = claims.lines().find(|l| l.starts_with(&format!("| {} |", h["name"].as_str().unwrap()))).unwrap();
+    let figure = |x: &serde_json::Value| {
+        x.as_f64().map_or("no effect within the search".to_string(), |x| format!("{:+.1}%", x * 100.0))
+    };
+    let cell = format!("| {} ({})", figure(&det[0]["rule_simulated"]), figure(&det[2]["rule_simulated"]));
+    assert!(row.contains(&cell), "{row} lacks {cell}");
+    assert!(
+        report.contains(&format!("this study could detect {} with 80% probability", figure(&det[0]["rule_simulated"])))
+    );
+
+    let o = replay(&out);
+    assert!(o.all_passed(), "{}", o.render_table(10));
+    assert_eq!(o.check(POWER_CHECK).map(|c| c.status), Some(Status::Pass), "{}", o.render_table(10));
+
+    // A changed power value, behind a rewritten manifest: named by field.
+    for (pointer, field) in [
+        ("/power/hypotheses/0/detectable/0/rule_simulated", "detectable[estimate 0.8].rule_simulated"),
+        ("/power/hypotheses/0/noise_sd", "noise_sd"),
+        ("/power/hypotheses/0/noise_df", "noise_df"),
+    ] {
+        let dir = tmp.path().join(field.replace(['[', ']', ' ', '.'], "_"));
+        copy_dir(&out, &dir);
+        let path = dir.join("results/evidence.json");
+        let mut v = read_json(&path);
+        let x = v.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}"));
+        *x = match x.as_u64() {
+            Some(n) => (n + 1).into(),
+            None => (x.as_f64().unwrap() * 1.01 + 0.001).into(),
+        };
+        std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+        rewrite_manifest(&dir);
+        let o = replay(&dir);
+        let c = o.check(POWER_CHECK).unwrap();
+        assert_eq!(c.status, Status::Fail, "{}", o.render_table(10));
+        let want = format!("power.hypotheses[{}].{field}", h["name"].as_str().unwrap());
+        assert!(
+            c.mismatches.iter().any(|m| m.file == "results/evidence.json" && m.field == want),
+            "{want}: {}",
+            o.render_table(10)
+        );
+    }
 }
 
 #[test]

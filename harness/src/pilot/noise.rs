@@ -59,14 +59,19 @@ pub fn read(root: &Path, plan: &Plan) -> Result<NoiseStudy, PowerError> {
             )));
             continue;
         }
-        let same_shape =
-            matches!(plan.cell(&h.cell).map(|c| &c.load), Some(Load::Closed { concurrency: c }) if *c == concurrency);
-        estimates.push(estimate(root, plan, &h.name, h.metric, &h.control, &runs, same_shape, concurrency));
+        let shape_matches = same_shape(plan, &h.cell, concurrency);
+        estimates.push(estimate(root, plan, &h.name, h.metric, &h.control, &runs, shape_matches, concurrency));
     }
     if estimates.is_empty() {
         return Err(PowerError::NoHypotheses);
     }
     Ok(NoiseStudy { study: format!("{} (its pilots)", own.plan.study.name), plan_sha256: own.sha256, estimates })
+}
+
+/// Whether cell `cell` of `plan` has the pilots' load shape (closed loop at the pilot
+/// `concurrency`); otherwise the pilots' noise is a proxy for it.
+pub fn same_shape(plan: &Plan, cell: &str, concurrency: u32) -> bool {
+    matches!(plan.cell(cell).map(|c| &c.load), Some(Load::Closed { concurrency: c }) if *c == concurrency)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -81,6 +86,7 @@ fn estimate(
     concurrency: u32,
 ) -> Result<NoiseEstimate, String> {
     let mut logs = Vec::new();
+    let mut values = Vec::new();
     let mut failed = 0;
     for p in runs {
         let text = std::fs::read_to_string(root.join(&p.records)).map_err(|e| format!("{}: {e}", p.records))?;
@@ -92,7 +98,10 @@ fn estimate(
             .map_err(|e| format!("{}: {e}", p.records))?;
         failed += s.failed;
         match s.metric(metric).filter(|v| *v > 0.0) {
-            Some(v) => logs.push(v.ln()),
+            Some(v) => {
+                values.push(v);
+                logs.push(v.ln());
+            }
             None => return Err(format!("{}: no {} value", p.records, metric.as_str())),
         }
     }
@@ -111,5 +120,6 @@ fn estimate(
         sd: sd * std::f64::consts::SQRT_2,
         sd_upper: sd_upper * std::f64::consts::SQRT_2,
         failed_requests: failed,
+        values,
     })
 }

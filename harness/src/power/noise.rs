@@ -40,6 +40,10 @@ pub struct NoiseEstimate {
     pub sd_upper: f64,
     /// Failed requests in that cell in the noise study (either arm).
     pub failed_requests: u64,
+    /// In-study pilot noise only (`pilot::noise`): the metric's value in each pilot
+    /// run of the control, in the order of `blocks`; empty for A/A pairs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<f64>,
 }
 
 /// Mean, sample SD and the upper bound of the SD of `x` (at least 2 values).
@@ -81,6 +85,7 @@ fn estimate(h: &HypothesisReport) -> Result<NoiseEstimate, PowerError> {
         sd,
         sd_upper,
         failed_requests: h.failed_requests,
+        values: Vec::new(),
     })
 }
 

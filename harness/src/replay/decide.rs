@@ -31,7 +31,7 @@ fn choose_row(n: u64) -> Vec<u128> {
 }
 
 /// `sum_{k in ks} C(n, k) / 2^n`, exact for n <= 120 (rounded once).
-fn binom_half_sum(n: u64, ks: std::ops::RangeInclusive<u64>) -> f64 {
+pub fn binom_half_sum(n: u64, ks: std::ops::RangeInclusive<u64>) -> f64 {
     if ks.is_empty() {
         return 0.0;
     }

@@ -52,7 +52,7 @@ impl Cmp<'_> {
     }
 }
 
-fn metric_field(metric: Metric) -> &'static str {
+pub(super) fn metric_field(metric: Metric) -> &'static str {
     match metric {
         Metric::ThroughputRps => "request_throughput_rps",
         Metric::OutputTokensPerS => "output_token_throughput_tps",

@@ -21,6 +21,9 @@
 //!   field by field (`quality`, `qualification`);
 //! - recomputes the in-study pilots' rates from `pilots/` raw records and the
 //!   loads derived from them by the formula, against `pilots/derived.json` (`pilots`);
+//! - recomputes the power figures of `evidence.json` (noise SD, degrees of freedom,
+//!   detectable effects) from the pilots' raw records with its own model (`power`,
+//!   `power_model`);
 //! - in evidence written by `harness compare` (`compare.json` `harness-compare/`,
 //!   no `run.json`), skips the run-specific unit, session and discarded checks and
 //!   recomputes `compare.json`'s cell observations and parity verdict (`compare`);
@@ -50,6 +53,8 @@ mod layout;
 mod loads;
 mod measures;
 mod pilots;
+mod power;
+mod power_model;
 mod qualification;
 mod quality;
 mod read;
@@ -296,6 +301,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.push(hyp);
             checks.push(med);
             checks.extend(tuning::check(root, &frozen.plan));
+            checks.extend(power::check(root, frozen));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);
             cell_receipts = per_cell;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::analysis::Analysis;
 use super::load::Loaded;
-use super::text::{cell_table, claims_markdown, decision, pval};
+use super::text::{cell_table, claims_markdown_with, decision, pval};
 use crate::plan::{Arrival, ResolvedLoad, Server};
 
 fn code(s: &str) -> String {
@@ -243,7 +243,7 @@ fn blocking_text(b: crate::plan::Blocking) -> &'static str {
     }
 }
 
-fn claims(o: &mut String, a: &Analysis) {
+fn claims(o: &mut String, l: &Loaded, a: &Analysis) {
     let _ = writeln!(o, "## Claims\n");
     if a.hypotheses.is_empty() {
         let _ = writeln!(o, "The plan has no hypotheses: nothing is tested.\n");
@@ -259,7 +259,16 @@ fn claims(o: &mut String, a: &Analysis) {
         a.confirmation_blocks.saturating_sub(1)
     );
     let _ = writeln!(o, "{}\n", blocking_text(a.blocking));
-    o.push_str(&claims_markdown(a));
+    let power = super::power::claims_column(l, a);
+    if power.is_some() {
+        let _ = writeln!(
+            o,
+            "The last column is this study's power for that claim (see Power of this study): the smallest true \
+             effect its rule supports with 80% probability at these blocks, given the pilots' noise; a claim not \
+             supported reads against it.\n"
+        );
+    }
+    o.push_str(&claims_markdown_with(a, power.as_ref()));
     let _ = writeln!(o, "\nPaired values per block (control -> candidate):\n");
     for h in &a.hypotheses {
         let pairs: Vec<String> = h
@@ -389,7 +398,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     if let Some(q) = &l.qualification {
         qualification(&mut o, q);
     }
-    claims(&mut o, a);
+    claims(&mut o, l, a);
     cells(&mut o, l, a);
     super::observer::markdown(&mut o, l, a);
     failures(&mut o, l);

@@ -129,6 +129,9 @@ struct EvidenceJson<'a> {
     /// `[tuning]`: the recommendation and its rule (absent without `[tuning]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     tuning: Option<TuningSummary>,
+    /// The study's power from its pilots' noise (`power`; absent without `[pilots]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    power: Option<power::PowerEvidence>,
 }
 
 fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
@@ -154,6 +157,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         qualification: l.qualification.as_ref(),
         median_units: units::median_units(),
         tuning: tuning::summarize(&l.frozen.plan, a),
+        power: power::evidence(l),
     }
 }
 

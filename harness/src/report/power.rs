@@ -1,17 +1,37 @@
-//! The power summary at the top of `report.md` for a study with in-study pilots:
-//! per hypothesis, the smallest true effect its rule supports with 80% (and 95%)
+//! The power of a study with in-study pilots, as the report shows it: per
+//! hypothesis, the smallest true effect its rule supports with 80% (and 95%)
 //! probability at the study's block count, from the noise of the control's repeated
 //! pilot runs (`pilot::power_summary`, computed by `crate::power`), with the model's
 //! assumptions, so that "not supported" reads against what the study could see.
-//! Must not compute anything (it renders `Loaded::power`).
+//! Three views of one `Loaded::power`: the summary section at the top of
+//! `report.md` ([`section`]), the claims table's column beside every claim
+//! ([`claims_column`]) and `evidence.json`'s `power` ([`evidence`], audited by
+//! `replay::power`). Must not compute anything (it renders `Loaded::power`).
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use super::Loaded;
-use crate::power::{PowerReport, percent};
+use super::analysis::{Analysis, Claim};
+use crate::power::noise::SD_UPPER_CONFIDENCE;
+use crate::power::{Detectable, HypothesisPower, PowerReport, percent};
+
+/// `evidence.json` `power.noise_source`.
+pub const NOISE_SOURCE: &str = "pilots";
 
 fn effect(x: Option<f64>) -> String {
     x.map_or_else(|| "no effect within the search".to_string(), percent)
+}
+
+/// The detectable effect of `h` for probability `p`, at the estimated SD or at its
+/// upper bound (`None`: not within the search).
+fn detectable(h: &HypothesisPower, upper: bool, p: f64) -> Option<&Detectable> {
+    h.detectable.iter().find(|d| (d.sd == h.noise.sd_upper) == upper && d.probability == p)
+}
+
+fn rule(h: &HypothesisPower, upper: bool, p: f64) -> Option<f64> {
+    detectable(h, upper, p).and_then(|d| d.rule_simulated)
 }
 
 /// Appends the section when the study has pilots and hypotheses.
@@ -41,12 +61,6 @@ fn render(o: &mut String, r: &PowerReport) {
     );
     let _ = writeln!(o, "| --- | --- | --- | --- | --- |");
     for h in &r.hypotheses {
-        let d = |sd_upper: bool, p: f64| {
-            h.detectable
-                .iter()
-                .find(|d| (d.sd == h.noise.sd_upper) == sd_upper && d.probability == p)
-                .and_then(|d| d.rule_simulated)
-        };
         let _ = writeln!(
             o,
             "| {} ({} in {}) | {:.4} ({:.4}) from {} | {} of {} | this study could detect {} with 80% probability at {} \
@@ -59,11 +73,11 @@ fn render(o: &mut String, r: &PowerReport) {
             h.noise.cell,
             h.noise.blocks.len(),
             h.noise.control,
-            effect(d(false, 0.8)),
+            effect(rule(h, false, 0.8)),
             r.blocks,
-            effect(d(true, 0.8)),
-            effect(d(false, 0.95)),
-            effect(d(true, 0.95)),
+            effect(rule(h, true, 0.8)),
+            effect(rule(h, false, 0.95)),
+            effect(rule(h, true, 0.95)),
         );
     }
     let _ = writeln!(o, "\nModel and assumptions:\n");
@@ -71,4 +85,147 @@ fn render(o: &mut String, r: &PowerReport) {
         let _ = writeln!(o, "- {a}");
     }
     o.push('\n');
+}
+
+/// The claims table's power column: its header and one cell per hypothesis of `a`
+/// (plan order); `None` when the study has no noise source (no `[pilots]`).
+pub fn claims_column(l: &Loaded, a: &Analysis) -> Option<(String, Vec<String>)> {
+    let power = l.power.as_ref()?;
+    let header =
+        format!("detectable with 80% probability at {} blocks (at the SD's upper bound)", a.confirmation_blocks);
+    let cells = a
+        .hypotheses
+        .iter()
+        .map(|h| {
+            let Ok(r) = power else { return "n/a: no noise estimate (see Power of this study)".to_string() };
+            let Some(p) = r.hypotheses.iter().find(|p| p.name == h.name) else {
+                return "n/a".to_string();
+            };
+            let at = rule(p, false, 0.8);
+            let mut cell = format!("{} ({})", effect(at), effect(rule(p, true, 0.8)));
+            if let (Claim::NotSupported { .. }, Some(at)) = (&h.claim, at) {
+                let _ = write!(cell, "; a true effect below {} is missed more than 20% of the time", percent(at));
+            }
+            cell
+        })
+        .collect();
+    Some((header, cells))
+}
+
+/// One detectable effect in `evidence.json`.
+#[derive(Debug, Serialize)]
+pub struct DetectableOut {
+    pub probability: f64,
+    /// "estimate" or "upper_bound": which SD it is computed at.
+    pub sd_basis: &'static str,
+    pub sd: f64,
+    /// Exact: the sign test alone at `level` (fraction; null: none up to the search's limit).
+    pub sign_test_exact: Option<f64>,
+    /// Simulated: the whole rule (sign test, Holm, median screen), seed and draws above.
+    pub rule_simulated: Option<f64>,
+}
+
+/// One hypothesis's power in `evidence.json`.
+#[derive(Debug, Serialize)]
+pub struct HypothesisPowerOut {
+    pub name: String,
+    pub metric: crate::plan::Metric,
+    pub cell: String,
+    /// The arm whose pilot runs give the noise (the hypothesis's control).
+    pub noise_arm: String,
+    /// Its pilot runs (indices under `pilots/raw/`) and the metric's value in each.
+    pub pilot_runs: Vec<u32>,
+    pub pilot_values: Vec<f64>,
+    /// SD of the paired log-ratio: sqrt(2) x the sample SD of ln(value) over the runs.
+    pub noise_sd: f64,
+    /// Degrees of freedom of that SD: runs - 1.
+    pub noise_df: usize,
+    /// Its one-sided upper bound at `sd_upper_confidence`.
+    pub noise_sd_upper: f64,
+    /// True when the cell is not the pilots' load shape (closed loop at the pilot concurrency).
+    pub proxy: bool,
+    /// alpha / m, the level of the exact part.
+    pub level: f64,
+    pub critical_wins: Option<u64>,
+    pub detectable: Vec<DetectableOut>,
+}
+
+/// `evidence.json` `power`: absent without `[pilots]` and hypotheses; `unavailable`
+/// says why there is no estimate.
+#[derive(Debug, Serialize)]
+pub struct PowerEvidence {
+    pub noise_source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draws: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sd_upper_confidence: Option<f64>,
+    pub hypotheses: Vec<HypothesisPowerOut>,
+}
+
+fn hypothesis_out(l: &Loaded, h: &HypothesisPower) -> HypothesisPowerOut {
+    let concurrency = l.frozen.plan.pilots.as_ref().map_or(0, |p| p.concurrency);
+    HypothesisPowerOut {
+        name: h.name.clone(),
+        metric: h.metric,
+        cell: h.cell.clone(),
+        noise_arm: h.noise.control.clone(),
+        pilot_runs: h.noise.blocks.clone(),
+        pilot_values: h.noise.values.clone(),
+        noise_sd: h.noise.sd,
+        noise_df: h.noise.blocks.len().saturating_sub(1),
+        noise_sd_upper: h.noise.sd_upper,
+        proxy: !crate::pilot::noise::same_shape(&l.frozen.plan, &h.cell, concurrency),
+        level: h.level,
+        critical_wins: h.critical_wins,
+        detectable: h
+            .detectable
+            .iter()
+            .map(|d| DetectableOut {
+                probability: d.probability,
+                sd_basis: if d.sd == h.noise.sd_upper { "upper_bound" } else { "estimate" },
+                sd: d.sd,
+                sign_test_exact: d.sign_test_exact,
+                rule_simulated: d.rule_simulated,
+            })
+            .collect(),
+    }
+}
+
+/// The `power` object of `evidence.json` (`None`: no noise source).
+pub fn evidence(l: &Loaded) -> Option<PowerEvidence> {
+    let power = l.power.as_ref()?;
+    let empty = PowerEvidence {
+        noise_source: NOISE_SOURCE,
+        unavailable: None,
+        blocks: None,
+        alpha: None,
+        family: None,
+        seed: None,
+        draws: None,
+        sd_upper_confidence: None,
+        hypotheses: Vec::new(),
+    };
+    Some(match power {
+        Err(why) => PowerEvidence { unavailable: Some(why.clone()), ..empty },
+        Ok(r) => PowerEvidence {
+            blocks: Some(r.blocks),
+            alpha: Some(r.alpha),
+            family: Some(r.family),
+            seed: Some(r.seed),
+            draws: Some(r.draws),
+            sd_upper_confidence: Some(SD_UPPER_CONFIDENCE),
+            hypotheses: r.hypotheses.iter().map(|h| hypothesis_out(l, h)).collect(),
+            ..empty
+        },
+    })
 }

@@ -137,9 +137,19 @@ const HEADERS: [&str; 11] = [
 
 /// The claims table in Markdown (one row per hypothesis, plan order).
 pub fn claims_markdown(a: &Analysis) -> String {
-    let mut o = format!("| {} |\n|{}\n", HEADERS.join(" | "), " --- |".repeat(HEADERS.len()));
-    for h in &a.hypotheses {
-        let cells: Vec<String> = row(h).iter().map(|c| c.replace('|', "\\|")).collect();
+    claims_markdown_with(a, None)
+}
+
+/// The claims table in Markdown with an extra last column (its header, then one cell
+/// per hypothesis in plan order), e.g. the power figure beside every claim.
+pub fn claims_markdown_with(a: &Analysis, extra: Option<&(String, Vec<String>)>) -> String {
+    let mut headers: Vec<&str> = HEADERS.to_vec();
+    headers.extend(extra.map(|(h, _)| h.as_str()));
+    let mut o = format!("| {} |\n|{}\n", headers.join(" | "), " --- |".repeat(headers.len()));
+    for (i, h) in a.hypotheses.iter().enumerate() {
+        let mut cells: Vec<String> = row(h).to_vec();
+        cells.extend(extra.map(|(_, c)| c.get(i).cloned().unwrap_or_else(|| "n/a".into())));
+        let cells: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
         let _ = writeln!(o, "| {} |", cells.join(" | "));
     }
     o
