@@ -424,12 +424,15 @@ mod tests {
         };
         let data = tmp.path().join("sg.json");
         std::fs::write(&data, format!("[{}, {}, {}]", conv(4, 5), conv(9, 7), conv(6, 40))).unwrap();
-        let argv = format!(
-            "--rates 300 --count 12 --warmup-s 0 --chunk-interval-ms 0.2 --arrival constant --sharegpt {}              --tokenizer {} --panel-requests 3 --max-output-tokens 10",
-            data.display(),
-            tokenizer.display()
-        );
-        let report = bench(&parse(&argv)).unwrap();
+        let argv = |n: usize| {
+            format!(
+                "--rates 300 --count 12 --warmup-s 0 --chunk-interval-ms 0.2 --arrival constant --sharegpt {} \
+                 --tokenizer {} --panel-requests {n} --max-output-tokens 10",
+                data.display(),
+                tokenizer.display()
+            )
+        };
+        let report = bench(&parse(&argv(3))).unwrap();
         let workloads: Vec<&str> = report.rates.iter().map(|r| r.workload.as_str()).collect();
         assert_eq!(workloads, ["fixed", "sharegpt"]);
         let panel = report.panel.as_ref().expect("panel info");
@@ -442,7 +445,7 @@ mod tests {
         // (in the sampled order): 4 of each.
         assert_eq!((s.summary.total_output_tokens, s.summary.total_input_tokens), (4 * 22, 4 * 19));
         assert!(s.dispatch_lag_p99_us.is_finite());
-        let bad = bench(&parse(&format!("{argv} --panel-requests 4"))).err().unwrap().to_string();
+        let bad = bench(&parse(&argv(4))).err().unwrap().to_string();
         assert!(bad.contains("4 requests asked"), "{bad}");
     }
 }
