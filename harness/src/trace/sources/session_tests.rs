@@ -39,7 +39,8 @@ fn sharegpt_sessions_take_alternating_pairs_up_to_max_turns() {
     let s = ShareGptSpec { max_total_tokens: Some(50), ..spec("sg.json") };
     let mut got = sharegpt_sessions(&s, &path, &Words, 1, 4, true, Some(3)).unwrap();
     got.sort_by(|a, b| a.source.cmp(&b.source));
-    let shape: Vec<(usize, Option<u32>, Vec<(u32, Option<u32>)>)> = got
+    type Shape = (usize, Option<u32>, Vec<(u32, Option<u32>)>);
+    let shape: Vec<Shape> = got
         .iter()
         .map(|e| (e.tokens.len(), e.output_tokens, e.next_turns.iter().map(|t| (t.length, t.output_tokens)).collect()))
         .collect();
