@@ -28,6 +28,9 @@ pub enum Failure {
     PromptLengthMismatch { expected: u32, got: u32 },
     /// The arm's server process died while the request was outstanding.
     ServerDied { detail: String },
+    /// A later turn of a multi-turn session that was never sent, because turn
+    /// `failed_turn` of its session failed (zero retries: the session ends there).
+    SessionEnded { failed_turn: u32 },
 }
 
 impl Failure {
@@ -43,6 +46,7 @@ impl Failure {
             Failure::ShortOutput { .. } => "short_output",
             Failure::PromptLengthMismatch { .. } => "prompt_length_mismatch",
             Failure::ServerDied { .. } => "server_died",
+            Failure::SessionEnded { .. } => "session_ended",
         }
     }
 }
@@ -98,6 +102,28 @@ pub struct RequestRecord {
     /// and inter-token gaps are not measured from such a record.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub light: bool,
+    /// A turn of a multi-turn session (`prompts.max_turns`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnRecord>,
+}
+
+/// Where a request sits in its multi-turn session, what it sent and what came back.
+/// `index` of such a record counts turns across the cell (sessions in trace order,
+/// each session's turns in order); `prompt` is the session's panel entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// The session's position in the cell's trace.
+    pub session: u64,
+    /// 0 for the session's first request.
+    pub turn: u32,
+    /// SHA-256 of the body sent (none when the turn was never sent): the frozen user
+    /// turns plus the replies recorded for the earlier turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_sha256: Option<String>,
+    /// The assistant's reply as streamed (its text deltas joined), which the next
+    /// turn carries in its history; absent when nothing was streamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
 }
 
 impl RequestRecord {

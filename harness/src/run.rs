@@ -374,7 +374,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let mut expected = Some(0.0);
     for b in &schedule.blocks {
         for c in b.cells.iter().filter_map(|c| count_of(c)) {
-            total += c.count * b.arms.len() as u64;
+            total += inputs.planned_records(&c.name).unwrap_or(c.count) * b.arms.len() as u64;
             expected = expected.zip(plan.cell_estimate_s(c)).map(|(e, s)| e + s * b.arms.len() as f64);
         }
     }

@@ -27,6 +27,7 @@ pub const CLIENT_THREADS: &str = "bench-client";
 pub const SERVER_THREADS: &str = "bench-server";
 
 /// What the drive of one rate needs.
+#[derive(Clone)]
 pub struct RateSpec {
     pub rate_rps: f64,
     pub arrival: BenchArrival,
@@ -34,11 +35,24 @@ pub struct RateSpec {
     pub seed: u64,
     pub chunks: u32,
     pub prompt_tokens: u32,
+    /// The variable-length workload (`--sharegpt`): request i sends entry i mod n;
+    /// `None`: every request sends the fixed body.
+    pub panel: Option<Arc<[PreparedRequest]>>,
+}
+
+impl RateSpec {
+    /// `"fixed"` or `"sharegpt"`.
+    pub fn workload(&self) -> &'static str {
+        if self.panel.is_some() { "sharegpt" } else { "fixed" }
+    }
 }
 
 /// The figures of one offered rate.
 #[derive(Debug, Clone, Serialize)]
 pub struct RateResult {
+    /// `"fixed"` (every request the same prompt and `--chunks` tokens) or
+    /// `"sharegpt"` (the `--sharegpt` panel's own lengths).
+    pub workload: String,
     pub offered_rate_rps: f64,
     pub arrival: BenchArrival,
     pub requests: u64,
@@ -101,7 +115,7 @@ pub fn schedule(spec: &RateSpec, name: &str) -> Vec<TraceEntry> {
         .map(|(i, offset_ns)| TraceEntry {
             index: i as u64,
             offset_ns,
-            prompt: 0,
+            prompt: spec.panel.as_ref().map_or(0, |p| i as u64 % p.len().max(1) as u64),
             input_length: None,
             output_length: None,
         })
@@ -154,8 +168,9 @@ pub struct Driver {
 
 impl Driver {
     async fn drive(&self, spec: &RateSpec, name: &str, count: u64) -> Result<Vec<RequestRecord>, BenchError> {
-        let entries: Vec<TraceEntry> = schedule(&RateSpec { count, ..*spec }, name);
-        let bodies = [PreparedRequest { body: body(spec), prompt_tokens: spec.prompt_tokens, max_tokens: spec.chunks }];
+        let entries: Vec<TraceEntry> = schedule(&RateSpec { count, ..spec.clone() }, name);
+        let fixed = [PreparedRequest { body: body(spec), prompt_tokens: spec.prompt_tokens, max_tokens: spec.chunks }];
+        let bodies: &[PreparedRequest] = spec.panel.as_deref().unwrap_or(&fixed);
         let d = CellDrive {
             block: 0,
             arm: "bench",
@@ -164,8 +179,9 @@ impl Driver {
             // A short lead so the first request is not late by the setup itself.
             start_ns: self.clock.now_ns() + 50_000_000,
             concurrency: None,
-            bodies: &bodies,
+            bodies,
             entry_bodies: None,
+            sessions: None,
             drain_timeout: Duration::from_secs(30),
         };
         let ctx = RequestCtx {
@@ -188,6 +204,7 @@ impl Driver {
         spec: &RateSpec,
         warmup_s: f64,
     ) -> Result<(RateResult, Vec<RequestRecord>), BenchError> {
+        // The same name (so the same seeded schedule) for both workloads of a rate.
         let name = format!("rate-{}", spec.rate_rps);
         let warm = (spec.rate_rps * warmup_s).round() as u64;
         if warm > 0 {
@@ -211,6 +228,7 @@ impl Driver {
         let n = records.len().max(1) as f64;
         let (process, client) = (after.process_s - before.process_s, after.client_s - before.client_s);
         let result = RateResult {
+            workload: spec.workload().to_string(),
             offered_rate_rps: spec.rate_rps,
             arrival: spec.arrival,
             requests: records.len() as u64,
@@ -258,12 +276,13 @@ mod tests {
             seed: 0,
             chunks: 16,
             prompt_tokens: 8,
+            panel: None,
         };
         let offsets: Vec<u64> = schedule(&spec, "x").iter().map(|e| e.offset_ns).collect();
         assert_eq!(offsets, [0, 2_000_000, 4_000_000, 6_000_000, 8_000_000]);
         assert_eq!(rate_of(offsets.into_iter()), 500.0);
         assert_eq!(rate_of([7u64].into_iter()), 0.0);
-        let poisson = schedule(&RateSpec { arrival: BenchArrival::Poisson, count: 2000, ..spec }, "x");
+        let poisson = schedule(&RateSpec { arrival: BenchArrival::Poisson, count: 2000, ..spec.clone() }, "x");
         let realized = rate_of(poisson.iter().map(|e| e.offset_ns));
         assert!((realized / 500.0 - 1.0).abs() < 0.1, "{realized}");
         let b: serde_json::Value = serde_json::from_slice(&body(&spec)).unwrap();

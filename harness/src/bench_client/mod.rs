@@ -4,7 +4,10 @@
 //! and recorder (`load::drive_cell`) drive it at each offered rate from a seeded
 //! schedule; the result is JSON: achieved vs offered rate, dispatch and send lag,
 //! CPU seconds per request, and the metrics cell summary. `--serve-only` runs the
-//! endpoint alone (for driving it with another tool, e.g. guidellm).
+//! endpoint alone (for driving it with another tool, e.g. guidellm). With
+//! `--sharegpt FILE` every rate is measured twice in one run, the fixed-length
+//! workload and then a ShareGPT-format panel's own prompt and output lengths
+//! (`panel`), each a `rates` entry with its `workload`.
 //!
 //! Owns the benchmark's command-line arguments, runtimes and report. Must not assert
 //! on timings, bind anything but 127.0.0.1, or hold load-generation logic of its own:
@@ -16,6 +19,7 @@
 
 mod cpu;
 mod drive;
+mod panel;
 mod server;
 
 use std::path::PathBuf;
@@ -24,6 +28,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use drive::{RateResult, RateSpec};
+pub use panel::PanelInfo;
 pub use server::{FakeConfig, FakeServer};
 
 /// The arrival law of the benchmark's schedules.
@@ -86,6 +91,19 @@ pub struct Args {
     /// Port of the fake endpoint (0 = ephemeral).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// Also measure each rate with this ShareGPT-format file's own lengths (e.g.
+    /// assets/sharegpt-plays/plays_sharegpt.json), sampled as a `sharegpt` panel.
+    #[arg(long)]
+    pub sharegpt: Option<PathBuf>,
+    /// tokenizer.json that encodes the --sharegpt texts.
+    #[arg(long, default_value = "assets/smollm2/tokenizer.json")]
+    pub tokenizer: PathBuf,
+    /// Requests in the --sharegpt panel (sent round robin).
+    #[arg(long, default_value_t = 1000)]
+    pub panel_requests: usize,
+    /// Cap on a --sharegpt request's max_tokens (its own output length otherwise).
+    #[arg(long, default_value_t = 128)]
+    pub max_output_tokens: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +141,10 @@ pub struct BenchReport {
     pub dispatcher_spin_ns: u64,
     /// Whether the dispatcher thread got real-time scheduling (SCHED_FIFO).
     pub dispatcher_realtime: bool,
+    /// The `--sharegpt` panel, when measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub panel: Option<PanelInfo>,
+    /// Each rate: the fixed workload, then (with `--sharegpt`) the panel's.
     pub rates: Vec<RateResult>,
 }
 
@@ -131,11 +153,12 @@ impl BenchReport {
     pub fn render_text(&self) -> String {
         let mut s = format!(
             "bench-client: {} ({} CPUs, client {} threads, server {} threads)\n\
-             {:>8} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>6}\n",
+             {:>8} {:>8} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>6}\n",
             self.target,
             self.available_parallelism,
             self.client_threads,
             self.server_threads,
+            "workload",
             "offered",
             "requests",
             "scheduled",
@@ -151,7 +174,8 @@ impl BenchReport {
         );
         for r in &self.rates {
             s.push_str(&format!(
-                "{:>8.1} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>7} {:>6.2}\n",
+                "{:>8} {:>8.1} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>7} {:>6.2}\n",
+                r.workload,
                 r.offered_rate_rps,
                 r.requests,
                 r.scheduled_rate_rps,
@@ -178,6 +202,7 @@ fn fake_config(args: &Args) -> Result<FakeConfig, BenchError> {
         chunks: args.chunks,
         interval: Duration::from_secs_f64(args.chunk_interval_ms / 1e3),
         prompt_tokens: args.prompt_tokens,
+        from_body: args.sharegpt.is_some(),
     })
 }
 
@@ -232,6 +257,17 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
     if args.count.is_none() && !(args.duration_s.is_finite() && args.duration_s > 0.0) {
         return Err(BenchError::Invalid("--duration-s must be finite and > 0".into()));
     }
+    if args.max_output_tokens == 0 || args.panel_requests == 0 {
+        return Err(BenchError::Invalid("--max-output-tokens and --panel-requests must be >= 1".into()));
+    }
+    let panel = match &args.sharegpt {
+        Some(path) => {
+            let (prepared, info) =
+                panel::build(path, &args.tokenizer, args.panel_requests, args.seed, args.max_output_tokens)?;
+            Some((std::sync::Arc::<[crate::load::PreparedRequest]>::from(prepared), info))
+        }
+        None => None,
+    };
     let args = args.clone();
     on_thread(move || {
         let server_rt = runtime(drive::SERVER_THREADS, args.server_threads)?;
@@ -244,6 +280,10 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
         };
         let client_rt = runtime(drive::CLIENT_THREADS, args.client_threads)?;
         let target = base.clone();
+        let (panel_bodies, panel_info) = match panel {
+            Some((bodies, info)) => (Some(bodies), Some(info)),
+            None => (None, None),
+        };
         let rates = client_rt.block_on(async move {
             // Spawned, so the driving future runs on the client runtime's workers.
             let task = tokio::spawn(async move {
@@ -256,19 +296,27 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
                 let mut out = Vec::new();
                 for &rate_rps in &args.rates {
                     let count = args.count.unwrap_or((rate_rps * args.duration_s).round() as u64).max(2);
-                    let spec = RateSpec {
+                    let fixed = RateSpec {
                         rate_rps,
                         arrival: args.arrival,
                         count,
                         seed: args.seed,
                         chunks: args.chunks,
                         prompt_tokens: args.prompt_tokens,
+                        panel: None,
                     };
-                    let (result, records) = driver.measure(&spec, args.warmup_s).await?;
-                    if let Some(dir) = &args.records_dir {
-                        write_records(&dir.join(format!("rate-{rate_rps}.requests.jsonl")), &records)?;
+                    let with_panel = panel_bodies.clone().map(|p| RateSpec { panel: Some(p), ..fixed.clone() });
+                    for spec in std::iter::once(fixed).chain(with_panel) {
+                        let (result, records) = driver.measure(&spec, args.warmup_s).await?;
+                        if let Some(dir) = &args.records_dir {
+                            let name = match spec.panel {
+                                None => format!("rate-{rate_rps}.requests.jsonl"),
+                                Some(_) => format!("rate-{rate_rps}-{}.requests.jsonl", spec.workload()),
+                            };
+                            write_records(&dir.join(name), &records)?;
+                        }
+                        out.push(result);
                     }
-                    out.push(result);
                 }
                 Ok::<_, BenchError>(out)
             });
@@ -286,6 +334,7 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
             seed: args.seed,
             dispatcher_spin_ns: crate::load::SPIN_NS,
             dispatcher_realtime: crate::load::realtime_dispatch_available(),
+            panel: panel_info,
             rates,
         })
     })
@@ -349,5 +398,54 @@ mod tests {
         assert!(r.achieved_dispatch_rate_rps > 0.0 && r.client_cpu_s >= 0.0);
         let json = serde_json::to_value(&report).unwrap();
         assert!(json["rates"][0]["dispatch_lag_p99_us"].is_number());
+        assert_eq!(json["rates"][0]["workload"], "fixed");
+        assert!(json.get("panel").is_none());
+    }
+
+    #[test]
+    fn a_sharegpt_panel_is_measured_beside_the_fixed_lengths() {
+        // Structure only: each rate twice (fixed, then the panel's own lengths), every
+        // panel request streams its own max_tokens; no timing is asserted.
+        let tmp = tempfile::tempdir().unwrap();
+        let tokenizer = tmp.path().join("tokenizer.json");
+        std::fs::write(
+            &tokenizer,
+            r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"a":0,"b":1,"[UNK]":2},"unk_token":"[UNK]"}}"#,
+        )
+        .unwrap();
+        let conv = |p: usize, a: usize| {
+            format!(
+                r#"{{"conversations": [{{"from": "human", "value": "{}"}}, {{"from": "gpt", "value": "{}"}}]}}"#,
+                "a ".repeat(p),
+                "b ".repeat(a)
+            )
+        };
+        let data = tmp.path().join("sg.json");
+        std::fs::write(&data, format!("[{}, {}, {}]", conv(4, 5), conv(9, 7), conv(6, 40))).unwrap();
+        let argv = |n: usize| {
+            format!(
+                "--rates 300 --count 12 --warmup-s 0 --chunk-interval-ms 0.2 --arrival constant --sharegpt {} \
+                 --tokenizer {} --panel-requests {n} --max-output-tokens 10",
+                data.display(),
+                tokenizer.display()
+            )
+        };
+        let report = bench(&parse(&argv(3))).unwrap();
+        let workloads: Vec<&str> = report.rates.iter().map(|r| r.workload.as_str()).collect();
+        assert_eq!(workloads, ["fixed", "sharegpt"]);
+        let panel = report.panel.as_ref().expect("panel info");
+        assert_eq!((panel.requests, panel.max_output_tokens), (3, 10));
+        assert_eq!(panel.prompt_tokens_min_p50_p90_max, [4.0, 6.0, 9.0, 9.0]);
+        assert_eq!(panel.max_tokens_min_p50_p90_max, [5.0, 7.0, 10.0, 10.0]);
+        let s = &report.rates[1];
+        assert_eq!((s.requests, s.completed, s.failed), (12, 12, 0), "{:?}", s.failed_by_class);
+        // 12 requests round robin over outputs 5, 7 and 10 (capped), prompts 4, 9, 6
+        // (in the sampled order): 4 of each.
+        assert_eq!((s.summary.total_output_tokens, s.summary.total_input_tokens), (4 * 22, 4 * 19));
+        assert!(s.dispatch_lag_p99_us.is_finite());
+        let bad = bench(&parse(&argv(4))).err().unwrap().to_string();
+        assert!(bad.contains("4 requests asked"), "{bad}");
     }
 }

@@ -1,7 +1,9 @@
 //! The fake streaming endpoint of `harness bench-client`: an axum server on loopback
 //! that answers every `POST /v1/completions` (and `/v1/chat/completions`) with N SSE
 //! chunks at a fixed interval, each carrying one token (`token_ids` of length 1),
-//! then a usage-only chunk and `[DONE]`, without reading the prompt. Purpose-built to
+//! then a usage-only chunk and `[DONE]`, without reading the prompt (with
+//! `from_body`: as many chunks as the request's `max_tokens`, and its prompt's
+//! length as `usage.prompt_tokens`, for variable-length workloads). Purpose-built to
 //! be cheaper than any real server, so that what a benchmark measures is the client.
 //! Owns the fake's wire format. Must not bind anything but 127.0.0.1.
 
@@ -32,6 +34,16 @@ pub struct FakeConfig {
     pub interval: Duration,
     /// `usage.prompt_tokens` reported (the fake never reads the prompt).
     pub prompt_tokens: u32,
+    /// Read each request's `max_tokens` (chunks streamed) and prompt length (usage)
+    /// from its body instead (`--sharegpt`: the panel's own lengths).
+    pub from_body: bool,
+}
+
+/// What `from_body` reads of a request.
+#[derive(serde::Deserialize)]
+struct Lengths {
+    max_tokens: Option<u32>,
+    prompt: Option<Vec<u32>>,
 }
 
 struct Shared {
@@ -129,8 +141,14 @@ fn tail(flavor: Flavor, id: u64, cfg: &FakeConfig) -> Bytes {
     Bytes::from(both)
 }
 
-async fn answer(State(shared): State<Arc<Shared>>, _body: Bytes, flavor: Flavor) -> Response {
-    let cfg = shared.cfg;
+async fn answer(State(shared): State<Arc<Shared>>, body: Bytes, flavor: Flavor) -> Response {
+    let mut cfg = shared.cfg;
+    if cfg.from_body
+        && let Ok(l) = serde_json::from_slice::<Lengths>(&body)
+    {
+        cfg.chunks = l.max_tokens.unwrap_or(cfg.chunks).max(1);
+        cfg.prompt_tokens = l.prompt.map_or(cfg.prompt_tokens, |p| p.len() as u32);
+    }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     // Item k < chunks: sleep, then token chunk k (the last one finishes); item
     // `chunks`: usage-only chunk and [DONE], without a pause.

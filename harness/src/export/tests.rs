@@ -45,6 +45,7 @@ fn rec(i: u64, tokens_at: &[u64], done: u64) -> RequestRecord {
         finish_reason: Some("length".into()),
         server_request_id: None,
         light: false,
+        turn: None,
     }
 }
 

@@ -12,6 +12,11 @@
 //! `Timeout`. If the server dies, dispatch stops: outstanding requests end as
 //! `ServerDied`, and entries never dispatched or admitted are recorded as
 //! `ServerDied` with the stamps they reached.
+//!
+//! Session cells (`CellDrive::sessions`): each trace entry is a session; the
+//! dispatch, admission and permit above belong to its first turn, and its task runs
+//! every turn (`session::run_session`; records numbered as that module says). A
+//! session never dispatched or admitted records its later turns as never sent.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,8 +27,9 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use super::recorder::{RequestCtx, execute, exited};
+use super::session::{SessionScript, not_sent, run_session};
 use super::{LoadError, StudyClock};
-use crate::record::{Failure, RequestRecord};
+use crate::record::{Failure, RequestRecord, TurnRecord};
 use crate::trace::TraceEntry;
 
 /// Live counts of one cell for progress displays.
@@ -55,6 +61,9 @@ pub struct CellDrive<'a> {
     /// When set, entry i sends `entry_bodies[i]` instead of its prompt's body (a
     /// trace-file cell whose rows set each request's output length).
     pub entry_bodies: Option<&'a [Bytes]>,
+    /// A session cell: the session script of each panel index (every entry is then
+    /// a session, `session`); `None` for one request per entry.
+    pub sessions: Option<&'a [Arc<SessionScript>]>,
     pub drain_timeout: Duration,
 }
 
@@ -93,12 +102,49 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
         finish_reason: None,
         server_request_id: None,
         light: false,
+        turn: None,
     }
 }
 
 struct Dispatched {
     rec: RequestRecord,
     body: Bytes,
+    session: Option<Arc<SessionScript>>,
+}
+
+impl CellDrive<'_> {
+    fn session_of(&self, e: &TraceEntry) -> Option<Arc<SessionScript>> {
+        self.sessions.and_then(|s| usize::try_from(e.prompt).ok().and_then(|p| s.get(p))).cloned()
+    }
+
+    /// Records the cell holds: one per entry, or every turn of every session.
+    pub fn planned_records(&self) -> usize {
+        match self.sessions {
+            None => self.entries.len(),
+            Some(_) => self.entries.iter().map(|e| self.session_of(e).map_or(1, |s| s.turns() as usize)).sum(),
+        }
+    }
+}
+
+/// Turn 0's record of a session whose turns start at record `base`.
+fn session_skeleton(d: &CellDrive<'_>, e: &TraceEntry, base: u64) -> RequestRecord {
+    let mut rec = skeleton(d, e);
+    rec.index = base;
+    rec.id = format!("{}/b{}/{}/{base}", d.cell, d.block, d.arm);
+    rec.turn = Some(TurnRecord { session: e.index, turn: 0, body_sha256: None, reply: None });
+    rec
+}
+
+/// A session whose first turn failed before it was sent: that record, then its
+/// later turns as never sent.
+fn with_unsent_turns(rec: RequestRecord, session: Option<&SessionScript>) -> Vec<RequestRecord> {
+    match session {
+        Some(s) => {
+            let rest = not_sent(&rec, &rec, s, 0);
+            std::iter::once(rec).chain(rest).collect()
+        }
+        None => vec![rec],
+    }
 }
 
 /// Drives the cell; returns every planned request's record in trace order.
@@ -111,18 +157,18 @@ pub async fn drive_cell(
     let (drain_tx, drain_rx) = watch::channel(false);
     let ctx = &RequestCtx { drain_expired: drain_rx, ..ctx.clone() };
     let clock = ctx.clock;
-    let n = d.entries.len();
-    let mut out: Vec<Option<RequestRecord>> = vec![None; n];
+    let mut out: Vec<Option<RequestRecord>> = vec![None; d.planned_records()];
     let died = |detail: String, stage: &str| Failure::ServerDied { detail: format!("{detail} before {stage}") };
     let (tx, mut rx) = mpsc::unbounded_channel::<Dispatched>();
-    let mut set: JoinSet<RequestRecord> = JoinSet::new();
+    let mut set: JoinSet<Vec<RequestRecord>> = JoinSet::new();
     let sem = d.concurrency.map(|c| Arc::new(Semaphore::new(c.max(1) as usize)));
     let mut last_admitted = 0u64;
 
     // Stage 1: dispatch at the intended times, on a dedicated OS thread: neither the
     // async timer's granularity nor busy runtime workers stand between a request's
     // intended time and its dispatch stamp.
-    let mut planned = Vec::with_capacity(n);
+    let mut planned = Vec::with_capacity(d.entries.len());
+    let mut next_record = 0u64;
     for e in d.entries {
         let body = match d.entry_bodies {
             Some(bodies) => usize::try_from(e.index).ok().and_then(|i| bodies.get(i)).cloned(),
@@ -131,8 +177,16 @@ pub async fn drive_cell(
         let Some(body) = body else {
             return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
         };
-        planned.push(Dispatched { rec: skeleton(d, e), body });
+        let session = d.session_of(e);
+        let rec = match &session {
+            Some(_) => session_skeleton(d, e, next_record),
+            None => skeleton(d, e),
+        };
+        next_record += session.as_ref().map_or(1, |s| u64::from(s.turns()));
+        planned.push(Dispatched { rec, body, session });
     }
+    let sessions: std::collections::HashMap<u64, Arc<SessionScript>> =
+        planned.iter().filter_map(|p| Some((p.rec.index, p.session.clone()?))).collect();
     let (done_tx, done_rx) = oneshot::channel();
     let exit = ctx.server_exit.clone();
     std::thread::Builder::new()
@@ -146,7 +200,7 @@ pub async fn drive_cell(
     // Stage 2: admit (closed loop: by semaphore, in index order) and spawn.
     let admitter = async {
         let mut unadmitted = Vec::new();
-        while let Some(Dispatched { mut rec, body }) = rx.recv().await {
+        while let Some(Dispatched { mut rec, body, session }) = rx.recv().await {
             let permit = match &sem {
                 None => None,
                 Some(sem) => tokio::select! {
@@ -173,10 +227,13 @@ pub async fn drive_cell(
             let (ctx, counters) = (ctx.clone(), counters.clone());
             set.spawn(async move {
                 let _permit = permit;
+                if let Some(script) = session {
+                    return run_session(rec, body, script, &ctx, &counters).await;
+                }
                 execute(&mut rec, body, &ctx).await;
                 let counter = if rec.is_valid() { &counters.completed } else { &counters.failed };
                 counter.fetch_add(1, Ordering::Relaxed);
-                rec
+                vec![rec]
             });
         }
         unadmitted
@@ -184,8 +241,11 @@ pub async fn drive_cell(
     let unadmitted = admitter.await;
     let undispatched = done_rx.await.map_err(|_| LoadError::Task("the dispatcher thread panicked".into()))?;
     for rec in undispatched.into_iter().chain(unadmitted) {
-        counters.failed.fetch_add(1, Ordering::Relaxed);
-        place(&mut out, rec)?;
+        let session = sessions.get(&rec.index).map(|s| &**s);
+        for rec in with_unsent_turns(rec, session) {
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            place(&mut out, rec)?;
+        }
     }
 
     // Drain.
@@ -207,7 +267,11 @@ pub async fn drive_cell(
         };
         match next {
             None => break,
-            Some(Ok(rec)) => place(&mut out, rec)?,
+            Some(Ok(recs)) => {
+                for rec in recs {
+                    place(&mut out, rec)?;
+                }
+            }
             Some(Err(e)) => return Err(LoadError::Task(e.to_string())),
         }
     }

@@ -1,6 +1,6 @@
 //! Load generation: the study's one monotonic clock, request bodies, the open-loop
 //! dispatcher and closed-loop semaphore, and the SSE recorder that turns each request
-//! into a `record::RequestRecord`. Owns everything between "this cell's trace" and
+//! into a `record::RequestRecord`; multi-turn sessions (`session`). Owns everything between "this cell's trace" and
 //! "these records". Must not start or stop servers, write files or compute measures
 //! (`arm`, `evidence` and `metrics` do).
 
@@ -8,6 +8,7 @@ mod clock;
 mod dispatch;
 mod payload;
 mod recorder;
+mod session;
 mod sse;
 
 #[cfg(test)]
@@ -17,8 +18,9 @@ pub use clock::{SPIN_NS, StudyClock};
 pub use dispatch::{
     CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
 };
-pub use payload::{prepare, stream_body, stream_body_with, warmup_body};
+pub use payload::{chat_body, prepare, stream_body, stream_body_with, warmup_body};
 pub use recorder::{DEATH_GRACE, RequestCtx, execute, exited};
+pub use session::SessionScript;
 pub use sse::{Chunk, parse_chunk};
 
 /// Failures of the load layer itself (request failures are records, not errors).

@@ -63,6 +63,28 @@ fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
     serde_json::to_vec(body).unwrap_or_default()
 }
 
+/// The chat endpoint's timed body for `messages` (a panel entry's, or a session
+/// turn's with its history).
+pub fn chat_body(
+    model: &str,
+    messages: &[ChatMessage],
+    max_tokens: u32,
+    ignore_eos: bool,
+    temperature: f64,
+) -> Vec<u8> {
+    to_bytes(&ChatBody {
+        model,
+        messages,
+        max_tokens,
+        min_tokens: ignore_eos.then_some(max_tokens),
+        ignore_eos,
+        temperature,
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+        return_token_ids: true,
+    })
+}
+
 /// The body of one timed request for a panel prompt.
 pub fn stream_body(plan: &Plan, prompt: &Prompt) -> Vec<u8> {
     stream_body_with(plan, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
@@ -74,17 +96,8 @@ pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8
     let r = &plan.request;
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
     if r.chat {
-        return to_bytes(&ChatBody {
-            model: &r.model,
-            messages: prompt.messages.as_deref().unwrap_or(&[]),
-            max_tokens,
-            min_tokens: ignore_eos.then_some(max_tokens),
-            ignore_eos,
-            temperature: r.temperature,
-            stream: true,
-            stream_options: StreamOptions { include_usage: true },
-            return_token_ids: true,
-        });
+        let messages = prompt.messages.as_deref().unwrap_or(&[]);
+        return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature);
     }
     to_bytes(&Body {
         model: &r.model,
@@ -141,6 +154,7 @@ mod tests {
             ignore_eos: None,
             tokens: tokens.to_vec(),
             messages: None,
+            next_turns: None,
         }
     }
 

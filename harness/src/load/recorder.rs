@@ -4,7 +4,8 @@
 //! headers / HTTP status / after headers / malformed stream / timeout / server died)
 //! and the run-time checks of usage.prompt_tokens and forced output length; with
 //! the light recorder (`RequestCtx::light`) only the first token-bearing event is
-//! kept, so that a cell pair can show what full recording costs. Must not
+//! kept, so that a cell pair can show what full recording costs. A session turn's
+//! record (`turn` set) also keeps the reply's streamed text. Must not
 //! schedule (the dispatcher decides when) and must not drop a partial timeline.
 
 use std::time::Duration;
@@ -196,6 +197,12 @@ async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Res
         }
         if chunk.usage.is_some() {
             rec.usage = chunk.usage;
+        }
+        // A session turn keeps its reply's text: the next turn sends it back.
+        if let Some(turn) = rec.turn.as_mut()
+            && !chunk.text.is_empty()
+        {
+            turn.reply.get_or_insert_with(String::new).push_str(&chunk.text);
         }
         let first_token = chunk.tokens > 0 && !rec.events.iter().any(|e| e.tokens > 0);
         if !rec.light || first_token {

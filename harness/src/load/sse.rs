@@ -18,6 +18,8 @@ pub struct Chunk {
     pub usage: Option<Usage>,
     /// An in-stream error object (`{"error": ...}`), as text.
     pub error: Option<String>,
+    /// The text the chunk carries (`text`, or a chat `delta.content`), all choices joined.
+    pub text: String,
 }
 
 fn ids_of(v: &Value) -> Result<Vec<u32>, String> {
@@ -64,6 +66,7 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, String> {
             .and_then(Value::as_str)
             .or_else(|| choice.get("delta").and_then(|d| d.get("content")).and_then(Value::as_str))
             .unwrap_or("");
+        chunk.text.push_str(text);
         match choice.get("token_ids").filter(|t| !t.is_null()) {
             Some(ids) => {
                 let ids = ids_of(ids)?;
@@ -124,7 +127,7 @@ mod tests {
         .unwrap();
         assert_eq!((role.tokens, role.id.as_deref()), (0, Some("chatcmpl-1")));
         let ids = parse_chunk(r#"{"choices":[{"index":0,"delta":{"content":"To"},"token_ids":[53,84]}]}"#).unwrap();
-        assert_eq!((ids.tokens, ids.token_ids), (2, Some(vec![53, 84])));
+        assert_eq!((ids.tokens, ids.token_ids, ids.text.as_str()), (2, Some(vec![53, 84]), "To"));
         let text = parse_chunk(r#"{"choices":[{"index":0,"delta":{"content":" be"}}]}"#).unwrap();
         assert_eq!(text.tokens, 1);
         let fin = parse_chunk(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#).unwrap();

@@ -109,6 +109,7 @@ fn record() -> RequestRecord {
         concurrency: None,
         bodies: &bodies,
         entry_bodies: None,
+        sessions: None,
         drain_timeout: Duration::from_secs(1),
     };
     skeleton(&d, &entry)
@@ -214,6 +215,7 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
         concurrency: Some(2),
         bodies: &bodies,
         entry_bodies: None,
+        sessions: None,
         drain_timeout: Duration::from_secs(10),
     };
     let counters = std::sync::Arc::new(Counters::default());
@@ -276,6 +278,7 @@ async fn nothing_more_is_admitted(path: &str) {
         concurrency: Some(1),
         bodies: &bodies,
         entry_bodies: None,
+        sessions: None,
         drain_timeout: Duration::from_secs(10),
     };
     let exit = f._exit.clone();
@@ -332,6 +335,7 @@ fn each_record_intends_its_own_entrys_max_tokens() {
         concurrency: None,
         bodies: &bodies,
         entry_bodies: None,
+        sessions: None,
         drain_timeout: Duration::from_secs(1),
     };
     let got: Vec<(u32, u32)> =

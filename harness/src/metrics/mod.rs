@@ -32,11 +32,15 @@
 //!   included. Finite throughput is
 //!   valid completed requests (or their tokens) divided by this interval.
 //! - Goodput (with the plan's `[slo]`): see `goodput` (vLLM bench `--goodput`).
+//! - Session cells: every turn is a request like any other in the cell summary;
+//!   `turns` adds the same measures per turn index (a later turn's intended arrival
+//!   is the `[DONE]` of the turn before it).
 
 mod cell;
 mod goodput;
 mod request;
 mod table;
+mod turns;
 
 #[cfg(test)]
 mod tests;
@@ -45,6 +49,7 @@ pub use cell::{CellSummary, PERCENTILE_METHOD, summarize_cell, summarize_cell_wi
 pub use goodput::{goodput, request_meets_slo};
 pub use request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 pub use table::render_table;
+pub use turns::{TurnSummary, render_turns, summarize_turns};
 
 use crate::stats::StatsError;
 

@@ -31,6 +31,7 @@ fn bare(index: u64, intended_ns: u64) -> RequestRecord {
         finish_reason: None,
         server_request_id: None,
         light: false,
+        turn: None,
     }
 }
 

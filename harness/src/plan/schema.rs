@@ -121,6 +121,9 @@ pub struct PromptsFile {
     pub prompts_per_group: Option<i64>,
     pub prefix_tokens: Option<i64>,
     pub suffix_tokens: Option<i64>,
+    /// sharegpt and requests on the chat endpoint: entries are multi-turn sessions
+    /// of up to this many user turns.
+    pub max_turns: Option<i64>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.

@@ -92,7 +92,14 @@ impl Plan {
                 y.tokenizer
             ),
         };
-        if p.source.is_dataset() {
+        if let Some(turns) = p.max_turns {
+            let _ = writeln!(
+                o,
+                "prompts: {} multi-turn chat sessions of up to {turns} user turns (each turn sent when the one \
+                 before it completes, with the reply in its history), {src}",
+                p.documents
+            );
+        } else if p.source.is_dataset() {
             let _ = writeln!(o, "prompts: {} requests, {src}", p.documents);
         } else {
             let _ = writeln!(o, "prompts: {} per length {:?}, {src}", p.documents, p.lengths);

@@ -209,6 +209,10 @@ pub struct PanelSpec {
     pub source: PanelSource,
     pub lengths: Vec<u32>,
     pub documents: u32,
+    /// `prompts.max_turns`: each entry is a multi-turn chat session of up to this
+    /// many user turns (turn i+1 sent when turn i completes, with the reply in its
+    /// history); `None`: every entry is one request.
+    pub max_turns: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -75,6 +75,13 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     if request.chat && !matches!(file.prompts.source.as_str(), "sharegpt" | "requests") {
         c.err("request.endpoint", "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"");
     }
+    if file.prompts.max_turns.is_some() && !request.chat {
+        c.err(
+            "prompts.max_turns",
+            "multi-turn sessions send chat history: set request.endpoint = \"chat\" (token-ID panels cannot carry \
+             replies)",
+        );
+    }
     let arms = validate_arms::arms(&mut c, file.arms);
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);

@@ -166,6 +166,7 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
         return super::validate_panel::dataset(c, p, arms);
     }
     super::validate_panel::forbid_dataset_keys(c, &p);
+    c.forbid("prompts.max_turns", &p.max_turns, "only sharegpt and requests panels hold sessions");
     let mut lengths = Vec::new();
     if p.lengths.is_empty() {
         c.err("prompts.lengths", "must list at least one prompt length");
@@ -249,7 +250,7 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             PanelSource::Jsonl { path: String::new() }
         }
     };
-    PanelSpec { source, lengths, documents }
+    PanelSpec { source, lengths, documents, max_turns: None }
 }
 
 /// The tokenizer that cuts a text panel: `prompts.tokenizer`, else the one every arm

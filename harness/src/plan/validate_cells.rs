@@ -114,6 +114,12 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
             }
         };
         let by_trace = f.load == "trace" && f.trace_lengths == Some(true);
+        if by_trace && panel.max_turns.is_some() {
+            c.err(
+                format!("{k}.trace_lengths"),
+                "a session panel (prompts.max_turns) sets each turn's output length; trace rows cannot",
+            );
+        }
         let input_tokens = match f.input_tokens {
             Some(_) if panel.source.is_dataset() => {
                 c.err(format!("{k}.input_tokens"), "a dataset panel's entries have their own lengths; leave it out");

@@ -16,6 +16,8 @@ pub const MAX_DATASET_REQUESTS: i64 = 10_000_000;
 pub const SHAREGPT_MIN_TOKENS: u32 = 4;
 pub const SHAREGPT_MAX_PROMPT_TOKENS: u32 = 1024;
 pub const SHAREGPT_MAX_TOTAL_TOKENS: u32 = 2048;
+/// Most user turns a session may hold (`prompts.max_turns`).
+pub const MAX_TURNS: i64 = 1000;
 /// Longest prompt or output a distribution may produce.
 const MAX_LENGTH: i64 = 1 << 24;
 
@@ -88,6 +90,7 @@ fn shared_prefix(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
         source: PanelSource::SharedPrefix(spec),
         lengths: Vec::new(),
         documents: total.clamp(1, MAX_DATASET_REQUESTS) as u32,
+        max_turns: None,
     }
 }
 
@@ -101,6 +104,10 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
     c.forbid("prompts.documents", &p.documents, "a dataset panel counts entries in prompts.num_requests");
     c.forbid("prompts.min_token_id", &p.min_token_id, &only("random"));
     c.forbid("prompts.max_token_id", &p.max_token_id, &only("random"));
+    if !matches!(src.as_str(), "sharegpt" | "requests") {
+        c.forbid("prompts.max_turns", &p.max_turns, "only sharegpt and requests panels hold sessions");
+    }
+    let max_turns = p.max_turns.and_then(|v| c.int("prompts.max_turns", v, 1, MAX_TURNS)).map(|v| v as u32);
     if src == "shared_prefix" {
         return shared_prefix(c, p, arms);
     }
@@ -174,7 +181,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             PanelSource::Synthetic(SyntheticSpec { texts, pattern, tokenizer, input, output })
         }
     };
-    PanelSpec { source, lengths: Vec::new(), documents }
+    PanelSpec { source, lengths: Vec::new(), documents, max_turns }
 }
 
 /// One length distribution; `None` is an issue (required).

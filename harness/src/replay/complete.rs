@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::files::Scan;
-use super::inputs::{Entry, read_prompt_lengths, read_prompt_outputs, read_traces};
+use super::inputs::{Entry, read_prompt_lengths, read_prompt_outputs, read_prompt_turns, read_traces};
 use super::read::read_json;
 use super::records::Rec;
 use super::{Check, Mismatch};
@@ -78,6 +78,17 @@ impl<'a> Study<'a> {
             problems.push(Mismatch::new("plan.toml", "cells", "not resolved", e.to_string()));
             Vec::new()
         });
+        let traces = read_traces(root, plan);
+        // A session panel: a cell plans every turn of every session.
+        let turns = plan.prompts.max_turns.map(|_| read_prompt_turns(root));
+        let planned = |cell: &str, count: u64| -> u64 {
+            match (&turns, traces.get(cell)) {
+                (Some(Ok(turns)), Some(Ok(entries))) => {
+                    entries.iter().map(|e| u64::from(turns.get(e.prompt as usize).copied().unwrap_or(1))).sum()
+                }
+                _ => count,
+            }
+        };
         let mut units = Vec::new();
         let mut cells = Vec::new();
         for b in &plan.schedule().blocks {
@@ -108,7 +119,7 @@ impl<'a> Study<'a> {
                         path,
                         records,
                         broken,
-                        planned: rc.count,
+                        planned: planned(cell, rc.count),
                     });
                 }
             }
@@ -118,7 +129,7 @@ impl<'a> Study<'a> {
             resolved,
             units,
             cells,
-            traces: read_traces(root, plan),
+            traces,
             prompt_lengths: read_prompt_lengths(root),
             prompt_outputs: read_prompt_outputs(root, plan),
             scan,
@@ -248,11 +259,18 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
         };
         let mut base: Option<i128> = None;
         for r in records {
-            let Some(e) = entries.get(r.index as usize) else { continue };
+            // A session's later turns are checked by `turns`; its first against the trace
+            // entry of the session.
+            let at = match &r.turn {
+                Some(t) if t.turn > 0 => continue,
+                Some(t) => t.session,
+                None => r.index,
+            };
+            let Some(e) = entries.get(at as usize) else { continue };
             checked += 1;
             let field = |f: &str| format!("request {} {f}", r.index);
-            if e.index != r.index {
-                m.push(Mismatch::new(&c.path, field("trace index"), e.index.to_string(), r.index.to_string()));
+            if e.index != at {
+                m.push(Mismatch::new(&c.path, field("trace index"), e.index.to_string(), at.to_string()));
             }
             if r.prompt != e.prompt {
                 m.push(Mismatch::new(&c.path, field("prompt"), r.prompt.to_string(), e.prompt.to_string()));

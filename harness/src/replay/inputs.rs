@@ -229,3 +229,25 @@ pub fn read_prompt_outputs(root: &Path, plan: &Plan) -> Result<Vec<u32>, String>
         Err(e) => Err(format!("{rel}: {e}")),
     }
 }
+
+#[derive(Deserialize)]
+struct PromptTurns {
+    #[serde(default)]
+    next_turns: Option<Vec<serde_json::Value>>,
+}
+
+/// Requests each panel entry sends: 1, or 1 + its later turns for a session.
+pub fn read_prompt_turns(root: &Path) -> Result<Vec<u32>, String> {
+    let rel = "inputs/prompts.jsonl";
+    let mut out = Vec::new();
+    let read = stream_lines(root, rel, |_, l| {
+        let p: PromptTurns = serde_json::from_slice(l).map_err(|e| e.to_string())?;
+        out.push(1 + p.next_turns.map_or(0, |t| t.len() as u32));
+        Ok(())
+    });
+    match read {
+        Ok((_, None)) => Ok(out),
+        Ok((_, Some(e))) => Err(format!("{rel}: {e}")),
+        Err(e) => Err(format!("{rel}: {e}")),
+    }
+}

@@ -67,6 +67,7 @@ mod spread;
 pub mod synth;
 mod tables;
 mod tuning;
+mod turns;
 mod units;
 
 use std::path::{Path, PathBuf};
@@ -275,6 +276,9 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                 _ => checks.push(complete::completeness_check(&study)),
             }
             checks.push(complete::trace_check(root, &study));
+            if frozen.plan.prompts.max_turns.is_some() {
+                checks.push(turns::check(root, &study));
+            }
             match &layout {
                 Layout::Compare(why) => {
                     checks.push(Check::skip(

@@ -54,6 +54,9 @@ pub struct Rec {
     /// The light recorder kept only the first token-bearing event.
     #[serde(default)]
     pub light: bool,
+    /// A multi-turn session's turn (`record::TurnRecord`).
+    #[serde(default)]
+    pub turn: Option<crate::record::TurnRecord>,
 }
 
 impl Rec {

@@ -288,6 +288,7 @@ fn simulate(
                 finish_reason: Some("length".into()),
                 server_request_id: Some(id),
                 light: false,
+                turn: None,
             };
             if timeout {
                 r.events.truncate(2);

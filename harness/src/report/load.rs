@@ -114,6 +114,7 @@ fn failure_detail(f: &Failure) -> String {
         Failure::Timeout { after_ns } => format!("after {:.3} s", *after_ns as f64 / 1e9),
         Failure::ShortOutput { expected, got } => format!("expected {expected} output tokens, got {got}"),
         Failure::PromptLengthMismatch { expected, got } => format!("expected {expected} prompt tokens, got {got}"),
+        Failure::SessionEnded { failed_turn } => format!("not sent: turn {failed_turn} of its session failed"),
     };
     one_line(&text, 160)
 }

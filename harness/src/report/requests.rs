@@ -222,6 +222,7 @@ mod tests {
             finish_reason: Some("length".into()),
             server_request_id: None,
             light: false,
+            turn: None,
         }
     }
 

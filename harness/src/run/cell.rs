@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::{RunError, Study};
 use crate::evidence::{write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
-use crate::metrics::{render_table, summarize_cell_with_slo};
+use crate::metrics::{render_table, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{ResolvedCell, ResolvedLoad};
 use crate::record::RequestRecord;
 use crate::trace::TraceEntry;
@@ -104,6 +104,7 @@ impl CellRun<'_> {
             },
             bodies: &s.inputs.bodies,
             entry_bodies: entry_bodies.as_deref(),
+            sessions: s.inputs.sessions.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
         let light = plan.cell(name).is_some_and(|c| c.recorder == crate::plan::Recorder::Light);
@@ -155,10 +156,18 @@ fn summarize(
                 lag(sum.dispatch_lag_p99_ms),
                 lag(sum.dispatch_lag_max_ms),
             );
+            // Cannot fail where the cell summary did not (the same measures of the same records).
+            let turns = summarize_turns(records).unwrap_or_default();
             if !s.progress.quiet() {
-                s.progress.println(&format!("{label}\n{}", render_table(&sum)));
+                let per_turn = if turns.is_empty() { String::new() } else { render_turns(&turns) };
+                s.progress.println(&format!("{label}\n{}{per_turn}", render_table(&sum)));
             }
-            (serde_json::to_value(&sum).unwrap_or_default(), line)
+            let mut value = serde_json::to_value(&sum).unwrap_or_default();
+            // A session cell's summary also holds its per-turn-index rows.
+            if let (false, Some(obj)) = (turns.is_empty(), value.as_object_mut()) {
+                obj.insert("turns".into(), serde_json::to_value(&turns).unwrap_or_default());
+            }
+            (value, line)
         }
         Err(e) => {
             let failed = records.iter().filter(|r| !r.is_valid()).count();

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 
 use super::RunError;
 use crate::evidence::sha256_hex;
-use crate::load::{PreparedRequest, prepare as prepare_request, stream_body_with};
+use crate::load::{PreparedRequest, SessionScript, prepare as prepare_request, stream_body_with};
 use crate::plan::Plan;
 use crate::trace::{self, Encoder, Panel, Trace};
 
@@ -59,11 +59,24 @@ pub struct Inputs {
     /// Per cell whose trace sets each request's output length (`trace_lengths`):
     /// SHA-256 of each entry's body, in trace order (`run.json`).
     pub entry_body_sha256: std::collections::BTreeMap<String, Vec<String>>,
+    /// A session panel (`prompts.max_turns`): each entry's session script (turn 0's
+    /// body is `bodies[i]`; later turns' depend on the replies); `None` otherwise.
+    pub sessions: Option<Vec<std::sync::Arc<SessionScript>>>,
 }
 
 impl Inputs {
     pub fn trace(&self, cell: &str) -> Option<&Trace> {
         self.traces.iter().find(|t| t.cell == cell)
+    }
+
+    /// Records cell `cell` holds when every request is sent: one per trace entry, or
+    /// for a session panel every turn of every session.
+    pub fn planned_records(&self, cell: &str) -> Option<u64> {
+        let trace = self.trace(cell)?;
+        Some(match &self.sessions {
+            None => trace.entries.len() as u64,
+            Some(_) => trace.entries.iter().map(|e| u64::from(self.panel.turns_of(e.prompt))).sum(),
+        })
     }
 
     /// One body per entry when the cell's trace sets per-request output lengths
@@ -119,7 +132,22 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
         body_sha256.push(sha256_hex(&prepared.body));
         bodies.push(prepared);
     }
-    let mut inputs = Inputs { panel, traces, bodies, body_sha256, entry_body_sha256: Default::default() };
+    let sessions = match plan.prompts.max_turns {
+        None => None,
+        Some(_) => Some(
+            panel
+                .prompts
+                .iter()
+                .map(|p| {
+                    SessionScript::new(plan, p).map(std::sync::Arc::new).ok_or_else(|| trace::TraceError::Malformed {
+                        what: "prompts.jsonl".into(),
+                        message: format!("prompt {} is not a chat session", p.index),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    let mut inputs = Inputs { panel, traces, bodies, body_sha256, entry_body_sha256: Default::default(), sessions };
     for c in &plan.cells {
         if let Some(bodies) = inputs.entry_bodies(plan, &c.name) {
             inputs.entry_body_sha256.insert(c.name.clone(), bodies.iter().map(|b| sha256_hex(b)).collect());

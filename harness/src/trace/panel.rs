@@ -22,6 +22,13 @@
 //! per-request setting is in `prompts.jsonl` before the first request. With
 //! `request.endpoint = "chat"` each line also carries the chat messages its request
 //! sends (hashed with the rest of the file, so replay checks them).
+//!
+//! A session panel (`prompts.max_turns`, chat only) is a dataset panel whose line
+//! is the session's first request (as above) plus `next_turns`: each later user
+//! turn's text, its token count, its own output length and the `max_tokens` its
+//! request sends (`RequestSpec::max_tokens_for`, like the first turn's). The replies
+//! that go into later turns' history are not known before the run: they are
+//! recorded with each turn's record (`record::TurnRecord`).
 
 use std::path::Path;
 
@@ -74,6 +81,25 @@ pub struct Prompt {
     /// (`tokens` is then their contents encoded, for lengths only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<ChatMessage>>,
+    /// A session panel: the user turns after the first, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_turns: Option<Vec<SessionTurn>>,
+}
+
+/// One user turn after a session's first (`Prompt::next_turns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionTurn {
+    /// Token count of `content` (the panel's tokenizer, no template).
+    pub length: u32,
+    /// The turn's own output length (the answer's token count), when the source has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    /// The `max_tokens` this turn's request sends (set by the panel from the plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// The user message's text.
+    pub content: String,
 }
 
 /// One chat message of a panel entry (`{"role", "content"}`, as sent).
@@ -216,6 +242,7 @@ impl Prompt {
             ignore_eos: None,
             tokens: Vec::new(),
             messages: None,
+            next_turns: None,
         }
     }
 }
@@ -228,10 +255,18 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
     let seed = plan.study.seed;
     let need = |tokenizer: &str| encoder.ok_or_else(|| TraceError::NoEncoder { tokenizer: tokenizer.to_string() });
     let entries = match &spec.source {
-        PanelSource::ShareGpt(g) => {
-            sources::sharegpt(g, &base.join(&g.path), need(&g.tokenizer)?, seed, n, plan.request.chat)?
+        PanelSource::ShareGpt(g) => sources::sharegpt_sessions(
+            g,
+            &base.join(&g.path),
+            need(&g.tokenizer)?,
+            seed,
+            n,
+            plan.request.chat,
+            spec.max_turns,
+        )?,
+        PanelSource::Requests { path, .. } => {
+            sources::requests_sessions(&base.join(path), path, encoder, n, plan.request.chat, spec.max_turns)?
         }
-        PanelSource::Requests { path, .. } => sources::requests(&base.join(path), path, encoder, n, plan.request.chat)?,
         PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
         PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
@@ -254,6 +289,13 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
             ignore_eos: Some(r.ignore_eos),
             tokens: e.tokens,
             messages: if r.chat { e.messages } else { None },
+            next_turns: spec.max_turns.map(|_| {
+                let turn = |t: sources::SessionTurn| sources::SessionTurn {
+                    max_tokens: Some(r.max_tokens_for(t.output_tokens)),
+                    ..t
+                };
+                e.next_turns.into_iter().map(turn).collect()
+            }),
         });
     }
     Ok(Panel { prompts })
@@ -309,6 +351,7 @@ impl Panel {
                         p.max_tokens, p.ignore_eos, plan.request.ignore_eos
                     )));
                 }
+                check_session(p, plan).map_err(|m| bad(format!("prompt {i}: {m}")))?;
                 continue;
             }
             let length = spec.lengths[i / spec.documents as usize];
@@ -323,7 +366,50 @@ impl Panel {
         Ok(())
     }
 
+    /// Requests entry `index` sends: 1 + its later session turns.
+    pub fn turns_of(&self, index: u64) -> u32 {
+        self.get(index).map_or(1, Prompt::turns)
+    }
+
     pub fn get(&self, index: u64) -> Option<&Prompt> {
         self.prompts.get(usize::try_from(index).ok()?)
     }
+}
+
+impl Prompt {
+    /// Requests this entry sends: 1, or 1 + its later turns for a session.
+    pub fn turns(&self) -> u32 {
+        1 + self.next_turns.as_ref().map_or(0, |t| t.len() as u32)
+    }
+}
+
+/// A line's session fields against the plan: present exactly on a session panel,
+/// each later turn of exactly its length with the `max_tokens` the plan gives it,
+/// and chat messages to start from.
+pub fn check_session(p: &Prompt, plan: &Plan) -> Result<(), String> {
+    let Some(turns) = &p.next_turns else {
+        return match plan.prompts.max_turns {
+            Some(_) => Err("no next_turns, but the panel holds sessions (prompts.max_turns)".into()),
+            None => Ok(()),
+        };
+    };
+    let Some(max_turns) = plan.prompts.max_turns else {
+        return Err("carries next_turns, but the plan sets no prompts.max_turns".into());
+    };
+    if p.messages.is_none() {
+        return Err("a session needs the first turn's chat messages".into());
+    }
+    if turns.len() as u32 >= max_turns {
+        return Err(format!("{} turns, more than prompts.max_turns = {max_turns}", turns.len() + 1));
+    }
+    for (k, t) in turns.iter().enumerate() {
+        let want = plan.request.max_tokens_for(t.output_tokens);
+        if t.max_tokens != Some(want) {
+            return Err(format!("turn {} sends max_tokens {:?}; the plan gives {want}", k + 1, t.max_tokens));
+        }
+        if t.length == 0 || t.content.is_empty() {
+            return Err(format!("turn {} is empty", k + 1));
+        }
+    }
+    Ok(())
 }

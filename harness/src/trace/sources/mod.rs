@@ -20,15 +20,17 @@ mod sharegpt;
 mod synthetic;
 
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;
 
 use sha2::{Digest, Sha256};
 
-pub use crate::trace::panel::ChatMessage;
+pub use crate::trace::panel::{ChatMessage, SessionTurn};
 
-pub use requests::requests;
+pub use requests::{requests, requests_sessions};
 pub use shared_prefix::shared_prefix;
-pub use sharegpt::sharegpt;
+pub use sharegpt::{sharegpt, sharegpt_sessions};
 pub use synthetic::{draw_length, synthetic};
 
 /// One request of a dataset panel, before the plan's output settings apply.
@@ -45,6 +47,9 @@ pub struct Entry {
     /// turn as one user message; `requests`: a line's `messages`, or its `prompt` as
     /// one user message). `None` otherwise.
     pub messages: Option<Vec<ChatMessage>>,
+    /// A session's user turns after the first (`prompts.max_turns`), each with its
+    /// own output length; empty for a single request.
+    pub next_turns: Vec<SessionTurn>,
 }
 
 /// A 32-byte seed from a tag, the study seed and an index.

@@ -13,12 +13,20 @@
 //! in `usage.prompt_tokens`). Must not guess: a line with none or more than one of
 //! prompt, tokens and messages, an empty prompt or an empty message list is an
 //! error naming the line.
+//!
+//! Sessions (`prompts.max_turns = N`, chat endpoint only): every line is instead
+//! `{"turns": [{"prompt": "text", "output_tokens": n}, ..]}` with an optional
+//! `"system": "text"` (a system message before the first user turn): one session of
+//! its first N turns, each turn's `prompt` sent as one user message after the
+//! history so far (earlier turns and the replies actually streamed), each turn's
+//! optional `output_tokens` its own output length. Without `max_turns` a `turns`
+//! line is refused, and with it every line must be one.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{ChatMessage, Entry, too_few};
+use super::{ChatMessage, Entry, SessionTurn, too_few};
 use crate::trace::panel::io_err;
 use crate::trace::{Encoder, TraceError};
 
@@ -27,6 +35,16 @@ struct Line {
     prompt: Option<String>,
     tokens: Option<Vec<u32>>,
     messages: Option<Vec<ChatMessage>>,
+    output_tokens: Option<u32>,
+    turns: Option<Vec<TurnLine>>,
+    system: Option<String>,
+}
+
+/// One user turn of a session line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnLine {
+    prompt: String,
     output_tokens: Option<u32>,
 }
 
@@ -38,6 +56,18 @@ pub fn requests(
     enc: Option<&dyn Encoder>,
     n: usize,
     chat: bool,
+) -> Result<Vec<Entry>, TraceError> {
+    requests_sessions(path, label, enc, n, chat, None)
+}
+
+/// [`requests`], with `max_turns`: every line a session (`{"turns": [..]}`).
+pub fn requests_sessions(
+    path: &Path,
+    label: &str,
+    enc: Option<&dyn Encoder>,
+    n: usize,
+    chat: bool,
+    max_turns: Option<u32>,
 ) -> Result<Vec<Entry>, TraceError> {
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     let mut out = Vec::with_capacity(n);
@@ -58,6 +88,30 @@ pub fn requests(
             })?;
             enc.encode(text).map_err(|message| TraceError::Encode { file: what.clone(), message })
         };
+        match (max_turns, line.turns) {
+            (Some(max), Some(turns)) => {
+                let plain = line.prompt.is_some() || line.tokens.is_some() || line.messages.is_some();
+                if plain || line.output_tokens.is_some() {
+                    return Err(bad("a session line holds \"turns\" (and optionally \"system\") only".into()));
+                }
+                out.push(session(turns, line.system, max, &encode, &bad, format!("{label}:{}", k + 1))?);
+                continue;
+            }
+            (Some(_), None) => {
+                return Err(bad("prompts.max_turns makes every line a session: give {\"turns\": [{\"prompt\": \
+                     ..}, ..]}"
+                    .into()));
+            }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "\"turns\" (a multi-turn session) needs prompts.max_turns and the chat endpoint".into()
+                ));
+            }
+            (None, None) if line.system.is_some() => {
+                return Err(bad("\"system\" belongs to a session line (\"turns\")".into()));
+            }
+            (None, None) => {}
+        }
         let (tokens, messages) = match (line.prompt, line.tokens, line.messages) {
             (Some(prompt), None, None) => {
                 let messages = chat.then(|| vec![ChatMessage { role: "user".into(), content: prompt.clone() }]);
@@ -101,10 +155,57 @@ pub fn requests(
             source: format!("{label}:{}", k + 1),
             offset: 0,
             messages,
+            next_turns: Vec::new(),
         });
     }
     if out.len() < n {
         return Err(too_few(&path.display().to_string(), n, out.len(), ""));
     }
     Ok(out)
+}
+
+/// One session line: its first `max` turns (the first as the entry's own prompt and
+/// messages, the rest as `next_turns`).
+fn session(
+    turns: Vec<TurnLine>,
+    system: Option<String>,
+    max: u32,
+    encode: &dyn Fn(&str) -> Result<Vec<u32>, TraceError>,
+    bad: &dyn Fn(String) -> TraceError,
+    source: String,
+) -> Result<Entry, TraceError> {
+    if turns.is_empty() {
+        return Err(bad("\"turns\" is empty".into()));
+    }
+    let mut kept = Vec::new();
+    for (t, turn) in turns.into_iter().take(max as usize).enumerate() {
+        let tokens = encode(&turn.prompt)?;
+        if tokens.is_empty() {
+            return Err(bad(format!("turn {t}: the prompt has no tokens")));
+        }
+        if turn.output_tokens == Some(0) {
+            return Err(bad(format!("turn {t}: \"output_tokens\" must be at least 1")));
+        }
+        kept.push((turn, tokens));
+    }
+    let mut kept = kept.into_iter();
+    let Some((first, first_tokens)) = kept.next() else { return Err(bad("\"turns\" is empty".into())) };
+    // As for a `messages` line: every message content of the first request, encoded.
+    let mut tokens = match &system {
+        Some(text) => encode(text)?,
+        None => Vec::new(),
+    };
+    tokens.extend(first_tokens);
+    let mut messages: Vec<ChatMessage> =
+        system.into_iter().map(|content| ChatMessage { role: "system".into(), content }).collect();
+    messages.push(ChatMessage { role: "user".into(), content: first.prompt });
+    let next_turns = kept
+        .map(|(turn, tokens)| SessionTurn {
+            length: tokens.len() as u32,
+            output_tokens: turn.output_tokens,
+            max_tokens: None,
+            content: turn.prompt,
+        })
+        .collect();
+    Ok(Entry { tokens, output_tokens: first.output_tokens, source, offset: 0, messages: Some(messages), next_turns })
 }

@@ -68,6 +68,7 @@ pub fn shared_prefix(
                 source: format!("group {g}: {}@{po} + {}@{so}", docs[pd].name, docs[sd].name),
                 offset: po as u64,
                 messages: None,
+                next_turns: Vec::new(),
             });
         }
     }

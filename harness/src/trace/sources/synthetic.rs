@@ -79,6 +79,7 @@ pub fn synthetic(
             source: d.name.clone(),
             offset,
             messages: None,
+            next_turns: Vec::new(),
         });
     }
     Ok(out)

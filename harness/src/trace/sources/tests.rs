@@ -9,7 +9,7 @@ use crate::trace::seed::rng;
 use crate::trace::{Encoder, Panel, build_panel, cell_trace};
 
 /// One token per whitespace-separated word: its byte length (enough to count and cut).
-struct Words;
+pub(super) struct Words;
 
 impl Encoder for Words {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
@@ -17,17 +17,17 @@ impl Encoder for Words {
     }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+pub(super) fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
 }
 
-fn words(n: usize) -> String {
+pub(super) fn words(n: usize) -> String {
     (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
 }
 
-fn spec(path: &str) -> ShareGptSpec {
+pub(super) fn spec(path: &str) -> ShareGptSpec {
     ShareGptSpec {
         path: path.into(),
         tokenizer: "tok.json".into(),
@@ -153,6 +153,7 @@ fn requests_reads_prompts_tokens_and_output_lengths() {
         source: source.into(),
         offset: 0,
         messages: None,
+        next_turns: Vec::new(),
     };
     assert_eq!(got[0], entry(vec![1, 2, 3], Some(7), "r.jsonl:1"));
     assert_eq!(got[1], entry(vec![5, 6], None, "r.jsonl:3"));
@@ -270,7 +271,7 @@ fn length_draws_follow_their_distribution_and_stay_clipped() {
 }
 
 /// A dataset plan: sharegpt at `path`, with the `[request]` lines given.
-fn plan_text(request: &str, prompts: &str) -> String {
+pub(super) fn plan_text(request: &str, prompts: &str) -> String {
     format!(
         "[study]\nname = \"d\"\nseed = 5\n\n[request]\nmodel = \"m\"\n{request}\n\n[prompts]\n{prompts}\n\n\
          [warmup]\nprompts = 2\n\n[timing]\nsettle_s = 0\nrequest_timeout_s = 5\ndrain_timeout_s = 5\n\n\
