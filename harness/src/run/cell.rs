@@ -155,7 +155,7 @@ fn summarize(
                 lag(sum.dispatch_lag_p99_ms),
                 lag(sum.dispatch_lag_max_ms),
             );
-            if !s.progress.quiet() {
+            if s.progress.cell_tables() {
                 s.progress.println(&format!("{label}\n{}", render_table(&sum)));
             }
             (serde_json::to_value(&sum).unwrap_or_default(), line)
