@@ -142,22 +142,29 @@ fn chromium_shows_the_claims_table_first_with_every_row() {
         .filter(|&(x, y)| img.at(x, y).iter().all(|&c| c < 100))
         .count();
     assert!(dark > 50, "the header row has its column names drawn ({dark} dark pixels)");
-    // Down the first column: a horizontal border line (30 px of border colour, which
-    // no text draws) above the header and below each row.
-    let x = left + 3;
-    let line = |y: usize| (x..x + 30).all(|x| near(img.at(x, y), BORDER));
-    let mut borders = 0;
-    let mut last_border = top;
-    let mut y = top.saturating_sub(3);
-    while y < img.height && y < last_border + 200 {
-        if line(y) {
-            borders += 1;
-            last_border = y;
-            while y < img.height && line(y) {
-                y += 1;
+    // The table's left border beside its header, then down that border: a horizontal
+    // border line (30 px of border colour, which no text draws) above the header and
+    // below each row, until the left border ends with the table.
+    let mid = (top + bottom) / 2;
+    let edge = (left.saturating_sub(3)..=left)
+        .rev()
+        .find(|&x| near(img.at(x, mid), BORDER))
+        .expect("the claims table's left border beside its header");
+    let line = |y: usize| (edge + 3..edge + 33).all(|x| near(img.at(x, y), BORDER));
+    let (mut borders, mut inside, mut previous) = (0, false, false);
+    for y in top.saturating_sub(4)..img.height {
+        if !near(img.at(edge, y), BORDER) {
+            if inside {
+                break;
             }
+            continue;
         }
-        y += 1;
+        inside = true;
+        let now = line(y);
+        if now && !previous {
+            borders += 1;
+        }
+        previous = now;
     }
     assert_eq!(borders, rows.len() + 2, "borders of the header and {} rows in the screenshot", rows.len());
 }

@@ -12,11 +12,8 @@ fn texts(svg: &str) -> Vec<String> {
         .skip(1)
         .filter_map(|t| t.split_once('>').and_then(|(_, rest)| rest.split_once("</text>")).map(|(c, _)| c.to_string()))
         .map(|t| {
+            let t = t.trim().replace("&lt;", "<").replace("&gt;", ">").replace("&apos;", "'").replace("&quot;", "\"");
             t.replace("&amp;", "&")
-                .replace("&lt;", "<")
-                .replace("&gt;", ">")
-                .replace("&#39;", "'")
-                .replace("&quot;", "\"")
         })
         .collect()
 }
