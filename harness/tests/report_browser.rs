@@ -6,8 +6,9 @@
 //! on it, and the row borders below it count the table's rows. Fails, never skips,
 //! when Chromium is missing.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The claims table's header background (`table.claims th`, report::html).
@@ -27,9 +28,12 @@ fn chromium() -> PathBuf {
     })
 }
 
-/// Runs headless Chromium on `page` with `extra` flags and a fresh profile.
-fn headless(page: &Path, extra: &[String]) -> Output {
+/// Runs headless Chromium on `page` with `extra` flags and a fresh profile; returns
+/// its stdout. Output goes to files (a DOM larger than a pipe's buffer would block a
+/// browser whose pipe is read only at the end).
+fn headless(page: &Path, extra: &[String]) -> Vec<u8> {
     let profile = tempfile::tempdir().expect("profile dir");
+    let (out_path, err_path) = (profile.path().join("stdout"), profile.path().join("stderr"));
     let mut child = Command::new(chromium())
         .args([
             "--headless",
@@ -43,26 +47,29 @@ fn headless(page: &Path, extra: &[String]) -> Output {
             "--force-device-scale-factor=1",
             "--hide-scrollbars",
         ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--user-data-dir={}", profile.path().join("profile").display()))
         .args(extra)
         .arg(format!("file://{}", page.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(File::create(&out_path).expect("stdout file"))
+        .stderr(File::create(&err_path).expect("stderr file"))
         .spawn()
         .expect("start chromium");
     // A browser that never returns fails the test instead of hanging it.
     let deadline = Instant::now() + Duration::from_secs(180);
-    while child.try_wait().expect("try_wait").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
             panic!("chromium did not finish rendering {} within 180 s", page.display());
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("chromium output");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
+    };
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(status.success(), "chromium failed: {stderr}");
+    std::fs::read(&out_path).expect("chromium's stdout")
 }
 
 /// The hypothesis rows of report.md's claims table (header excluded).
@@ -117,7 +124,7 @@ fn chromium_shows_the_claims_table_first_with_every_row() {
     assert!(rows.len() >= 2, "the synthetic study has hypotheses:\n{md}");
 
     // What the browser built from the page.
-    let dom = String::from_utf8(headless(&page, &["--dump-dom".into()]).stdout).expect("utf-8 DOM");
+    let dom = String::from_utf8(headless(&page, &["--dump-dom".into()])).expect("utf-8 DOM");
     let start = dom.find("<table class=\"claims\">").unwrap_or_else(|| panic!("no claims table in the DOM:\n{dom}"));
     assert!(!dom[..start].contains("<table"), "the claims table is the page's first table");
     let table = &dom[start..start + dom[start..].find("</table>").expect("the table ends")];
