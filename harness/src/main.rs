@@ -83,7 +83,9 @@ enum Command {
     },
     /// HTTP acceptance suite for one OpenAI-compatible server (--url, or an arm of a plan).
     #[command(after_help = "Example:\n  harness accept --url http://127.0.0.1:8000\n  \
-                            harness accept --plan plans/quickstart.toml --arm f16")]
+                            harness accept --plan plans/quickstart.toml --arm f16\n  \
+                            OPENAI_API_KEY=... harness accept --url http://127.0.0.1:8000 --api-key-env OPENAI_API_KEY \\\n    \
+                            --header 'X-Tenant: blue'")]
     Accept(harness::accept::AcceptArgs),
     /// Quality gates only (the plan's [qualification]): GSM strict match, NLL,
     /// passkey retrieval and serial parity, each arm on a fresh server.
@@ -292,7 +294,10 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
 
 /// `harness run`: returns whether every server invocation completed.
 fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, resume: Option<PathBuf>, quiet: bool) -> Result<bool> {
-    let opts = RunOptions { out, force, resume, quiet, ..RunOptions::new(plan) };
+    run_with(RunOptions { out, force, resume, quiet, ..RunOptions::new(plan) })
+}
+
+fn run_with(opts: RunOptions) -> Result<bool> {
     let outcome = harness::run::run(&opts)?;
     let faults = outcome.faults();
     if outcome.sessions.len() > 1 {
@@ -388,7 +393,15 @@ fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
     let scratch = std::env::temp_dir().join(format!("harness-bench-{}-{now}", std::process::id()));
     let plan_path = bench_cmd::write_plan(&prepared, &scratch)?;
     let out = prepared.out.clone();
-    let ran = run(plan_path, Some(out.clone()), args.force, None, args.quiet);
+    // The cells' tables print once, below, with their loads: not also as each ends.
+    let opts = RunOptions {
+        out: Some(out.clone()),
+        force: args.force,
+        quiet: args.quiet,
+        cell_tables: false,
+        ..RunOptions::new(plan_path)
+    };
+    let ran = run_with(opts);
     let _ = std::fs::remove_dir_all(&scratch);
     let ok = ran?;
     let resolved = prepared.frozen.plan.resolved_cells()?;

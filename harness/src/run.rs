@@ -57,13 +57,24 @@ pub struct RunOptions {
     pub resume: Option<PathBuf>,
     /// No bars: one line per cell.
     pub quiet: bool,
+    /// Without `quiet`, print each cell's table as the cell ends (`harness bench`
+    /// prints them once, at the end, instead).
+    pub cell_tables: bool,
     /// Where the plan's relative paths resolve (the working directory).
     pub base_dir: PathBuf,
 }
 
 impl RunOptions {
     pub fn new(plan: PathBuf) -> RunOptions {
-        RunOptions { plan, out: None, force: false, resume: None, quiet: false, base_dir: PathBuf::from(".") }
+        RunOptions {
+            plan,
+            out: None,
+            force: false,
+            resume: None,
+            quiet: false,
+            cell_tables: true,
+            base_dir: PathBuf::from("."),
+        }
     }
 }
 
@@ -378,7 +389,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             expected = expected.zip(plan.cell_estimate_s(c)).map(|(e, s)| e + s * b.arms.len() as f64);
         }
     }
-    let progress = Progress::new(opts.quiet, total, expected);
+    let progress = Progress::new(opts.quiet, total, expected).with_cell_tables(opts.cell_tables);
     let study = Study {
         frozen: &frozen,
         resolved: &resolved,

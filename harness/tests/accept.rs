@@ -2,7 +2,9 @@
 //! every case passes; against small axum fakes that misbehave in one way each, the
 //! case that checks that behaviour fails with the specific reason while the others
 //! keep passing; an honest fake passes (the control for the fakes); `--plan --arm`
-//! starts, accepts and stops the engine. No timed assertions.
+//! starts, accepts and stops the engine; a server behind an API key passes with the
+//! key from `--api-key-env` or a `--header`, fails without it, and the key is never
+//! written. No timed assertions.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,8 +77,14 @@ struct Engine {
 
 impl Engine {
     async fn start(model: &Path) -> Engine {
+        Engine::start_with(model, &[]).await
+    }
+
+    /// With `extra` flags after the usual ones (e.g. `--api-key KEY`).
+    async fn start_with(model: &Path, extra: &[&str]) -> Engine {
         let port = free_port();
-        let argv = serve_argv(model, &port.to_string());
+        let mut argv = serve_argv(model, &port.to_string());
+        argv.extend(extra.iter().map(|s| s.to_string()));
         let log = std::fs::File::create(model.with_extension("log")).expect("log file");
         let child = Command::new(&argv[0])
             .args(&argv[1..])
@@ -227,6 +235,54 @@ async fn plan_arm_is_started_accepted_and_stopped() {
     let err = harness::accept::run(AcceptArgs::try_parse_from(["--plan", p, "--arm", "nope"]).expect("flags")).await;
     let msg = err.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(msg.contains("no arm \"nope\"") && msg.contains("engine"), "{msg}");
+}
+
+/// `harness accept --url URL --only single` with `flags`, the key variable set to
+/// `key` (or unset).
+fn accept_cli(url: &str, flags: &[&str], key: Option<&str>) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
+    cmd.args(["accept", "--url", url, "--model", "synth", "--only", "single", "--timeout-s", "120"]).args(flags);
+    match key {
+        Some(k) => cmd.env("HARNESS_ACCEPT_TEST_KEY", k),
+        None => cmd.env_remove("HARNESS_ACCEPT_TEST_KEY"),
+    };
+    cmd.output().expect("run harness accept")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_behind_a_key_passes_with_the_key_from_a_variable_or_a_header() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let engine = Engine::start_with(&model, &["--api-key", "s3cret-accept-key"]).await;
+    let out = |o: &std::process::Output| {
+        format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    };
+
+    // Without the key the server refuses: the case fails with its 401.
+    let refused = accept_cli(&engine.url, &[], None);
+    assert_eq!(refused.status.code(), Some(2), "{}", out(&refused));
+    assert!(out(&refused).contains("401"), "{}", out(&refused));
+
+    // The key from the named variable, and an extra header, on every request.
+    let json = tmp.path().join("accept.json");
+    let flags = ["--api-key-env", "HARNESS_ACCEPT_TEST_KEY", "--header", "X-Tenant: blue", "--json"];
+    let mut flags: Vec<&str> = flags.to_vec();
+    flags.push(json.to_str().expect("utf8"));
+    let ok = accept_cli(&engine.url, &flags, Some("s3cret-accept-key"));
+    assert!(ok.status.success(), "{}", out(&ok));
+    assert!(out(&ok).contains("| single | pass |"), "{}", out(&ok));
+    let record = std::fs::read_to_string(&json).expect("the JSON record");
+    assert!(record.contains("HARNESS_ACCEPT_TEST_KEY") && record.contains("X-Tenant: (value not recorded)"));
+    assert!(!record.contains("s3cret") && !out(&ok).contains("s3cret"), "the key is never written");
+
+    // The variable named but unset: bad input, nothing sent.
+    let unset = accept_cli(&engine.url, &["--api-key-env", "HARNESS_ACCEPT_TEST_KEY"], None);
+    assert_eq!(unset.status.code(), Some(2), "{}", out(&unset));
+    assert!(out(&unset).contains("HARNESS_ACCEPT_TEST_KEY") && out(&unset).contains("not set"), "{}", out(&unset));
+
+    // A literal header reaches the server on every request too.
+    let header = accept_cli(&engine.url, &["--header", "Authorization: Bearer s3cret-accept-key"], None);
+    assert!(header.status.success(), "{}", out(&header));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

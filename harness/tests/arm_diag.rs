@@ -1,7 +1,8 @@
 //! Arms that fail to start explain themselves, and arms behind a key, on the real
 //! engine binary over HTTP: a mistyped engine flag (`--thread 1`) shows clap's own
-//! message on stderr, the study stops after the arm's `max_start_failures` and
-//! resumes; `plan check --probe` names the good and the bad arm; an arm whose server
+//! message on stderr, the study stops after the arm's `max_start_failures`, and a
+//! resume runs the failed units again (stopping again on the same typo; completing,
+//! and replaying clean, once the cause is fixed); `plan check --probe` names the good and the bad arm; an arm whose server
 //! requires an API key fails wholesale (exit 2) without `api_key_env` and passes
 //! with it, and the key never reaches the evidence.
 
@@ -45,20 +46,76 @@ fn a_mistyped_engine_flag_is_explained_and_stops_the_study_after_max_start_failu
     assert!(!out.join("manifest.json").exists());
     assert_eq!(read_json(&out.join("run.json"))["sessions"][0]["state"], "stopped");
 
-    // Resumable: block 2 runs (one more failure, below the limit), the study ends
-    // complete with its arm faults named, and replays clean.
-    let resumed = Command::new(harness_bin())
-        .args(["run", "--quiet", "--resume"])
-        .arg(&out)
-        .arg(&plan)
-        .current_dir(workspace())
-        .output()
-        .expect("resume");
+    // Resumable: the units whose server failed to start measured nothing, so they are
+    // moved aside and run again (the cause may be fixed by now). Here the typo is in
+    // the plan itself: both fail again and the study stops again.
+    let resumed = resume(&plan, &out);
     let (stdout, stderr) = text(&resumed);
     assert_eq!(resumed.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("study finished with arm faults: 3 of 6 server invocations"), "{stdout}");
-    assert!(stdout.contains("3 failed to start") && stdout.contains("6 planned requests never ran"), "{stdout}");
-    assert!(out.join("manifest.json").is_file());
+    assert!(stdout.contains("resume: discarded b0/bad") && stdout.contains("resume: discarded b1/bad"), "{stdout}");
+    assert!(stdout.contains("resume: b0/good verified"), "{stdout}");
+    assert!(stderr.contains("max_start_failures is 2"), "{stderr}");
+    assert!(out.join("discarded/1-b0-bad/raw/b0/bad/unit.json").is_file(), "moved aside with its record");
+    assert!(!out.join("manifest.json").exists() && !out.join("raw/b2").exists());
+    let sessions = read_json(&out.join("run.json"))["sessions"].clone();
+    assert_eq!((sessions[0]["state"].as_str(), sessions[1]["state"].as_str()), (Some("stopped"), Some("stopped")));
+    assert_eq!(sessions[0]["units_run"], serde_json::json!(["b0/good", "b1/good"]), "{sessions}");
+    assert_eq!(sessions[1]["units_run"], serde_json::json!(["b0/bad", "b1/bad"]), "{sessions}");
+}
+
+fn resume(plan: &Path, out: &Path) -> Output {
+    Command::new(harness_bin())
+        .args(["run", "--quiet", "--resume"])
+        .arg(out)
+        .arg(plan)
+        .current_dir(workspace())
+        .output()
+        .expect("resume")
+}
+
+#[test]
+fn a_start_failure_fixed_before_resume_is_run_again_and_the_study_replays_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    // The second arm's model is not there yet: its server cannot start.
+    let later = tmp.path().join("later-model");
+    let good = serve_argv(&model, &["--kv-format", "f16"], &[]);
+    let late = serve_argv(&later, &["--kv-format", "f16"], &[]);
+    let text_plan = TestPlan { warmup_prompts: 0, blocks: 3, ..TestPlan::new("late", 5) }
+        .arm("good", "control", &good)
+        .arm("late", "candidate", &late)
+        .closed("c", "confirmation", 1, 2)
+        .render();
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, &text_plan).expect("write plan");
+    let out = tmp.path().join("evidence");
+    let run = run_harness(&plan, &out);
+    let (stdout, stderr) = text(&run);
+    assert_eq!(run.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(read_json(&out.join("raw/b1/late/unit.json"))["status"], "start_failed");
+    assert!(!out.join("raw/b2").exists(), "stopped after max_start_failures");
+
+    // The cause is fixed outside the plan; the resumed study runs the failed units.
+    std::os::unix::fs::symlink(&model, &later).expect("the model in place");
+    let resumed = resume(&plan, &out);
+    let (stdout, stderr) = text(&resumed);
+    assert!(resumed.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("resume: discarded b0/late") && stdout.contains("resume: discarded b1/late"), "{stdout}");
+    assert!(stdout.contains("study complete: 6 server invocations, 0 failed requests"), "{stdout}");
+    check_manifest(&out, text_plan.as_bytes());
+    for unit in ["b0/late", "b1/late", "b2/late"] {
+        let rec = read_json(&out.join(format!("raw/{unit}/unit.json")));
+        assert_eq!((rec["status"].as_str(), rec["session"].as_u64()), (Some("completed"), Some(1)), "{unit}");
+        assert_eq!(read_records(&out.join(format!("raw/{unit}/c.requests.jsonl"))).len(), 2, "{unit}");
+    }
+    let sessions = read_json(&out.join("run.json"))["sessions"].clone();
+    assert_eq!(sessions[0]["units_run"], serde_json::json!(["b0/good", "b1/good"]), "{sessions}");
+    assert_eq!(sessions[1]["units_run"], serde_json::json!(["b0/late", "b1/late", "b2/good", "b2/late"]));
+    let discard = read_json(&out.join("discarded/1-b0-late/discard.json"));
+    let reason = discard["discard"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("failed to start (start_failed) in session 0"), "{discard}");
+    let report = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
+    assert!(report.contains("discarded b0/late"), "{report}");
     let replay = Command::new(harness_bin()).arg("replay").arg(&out).output().expect("replay");
     assert!(replay.status.success(), "replay:\n{}", text(&replay).0);
 }

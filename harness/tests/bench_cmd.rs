@@ -79,11 +79,13 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     let out = tmp.path().join("bench");
     let mut args = vec!["--argv".to_string(), engine_words(&model).join(" ")];
     args.extend(strings(&["--model", "synth", "--rate", "20", "--concurrency", "2", "--num-prompts", "6"]));
-    args.extend(strings(&["--input-len", "16", "--output-len", "5", "--settle-s", "0", "--quiet", "--out"]));
+    // Without --quiet: each cell's table is printed once (at the end, with its load).
+    args.extend(strings(&["--input-len", "16", "--output-len", "5", "--settle-s", "0", "--out"]));
     args.push(out.display().to_string());
     let run = bench(&args);
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(stdout.matches("Serving Benchmark Result").count(), 2, "one table per cell:\n{stdout}");
     assert!(stdout.contains("study complete: 1 server invocations, 0 failed requests"), "{stdout}");
     for cell in ["poisson-r20", "closed-c2"] {
         let head = format!("cell {cell} (block 0, arm server): ");
@@ -102,6 +104,14 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     assert_eq!(frozen.plan.arms.len(), 1);
     assert!(out.join("raw/b0/server/poisson-r20.requests.jsonl").is_file());
     assert!(out.join("results/report.md").is_file() && out.join("results/matrix.csv").is_file());
+    // Figures: the two cells on one throughput-latency chart; one open-loop load
+    // level gets its per-block chart, not a latency-vs-load column.
+    let figures = out.join("results/figures");
+    for f in ["throughput_vs_latency.svg", "latency_poisson-r20.svg", "throughput_closed-c2.svg", "dist_closed-c2.png"]
+    {
+        assert!(figures.join(f).is_file(), "{f}");
+    }
+    assert!(!figures.join("latency_vs_load.svg").exists(), "a single load level draws no column of points");
     // The report: peer names stated, and the same page as self-contained HTML.
     let md = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
     assert!(md.contains("### Names in other tools") && md.contains("\"inter chunk latency\""), "{md}");

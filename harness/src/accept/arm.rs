@@ -2,6 +2,7 @@
 //! the study's own lifecycle (`crate::arm::Invocation`): spawn the expanded argv with
 //! its log, wait for the health path, and stop it (SIGTERM to its group, then SIGKILL
 //! after the arm's `stop_grace_s`). An external arm (`url`) is only health-checked.
+//! The arm's client headers (`api_key_env`, `headers`) are handed to the suite.
 //! Owns nothing of the lifecycle itself. Must not run cases.
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,8 @@ pub struct ArmServer {
     pub model: String,
     pub log: Option<PathBuf>,
     pub startup_s: f64,
+    /// The arm's `api_key_env` and `headers`, for every request of the suite.
+    pub headers: reqwest::header::HeaderMap,
     invocation: Option<Invocation>,
 }
 
@@ -33,6 +36,7 @@ impl ArmServer {
         })?;
         let base_url = arm.base_url();
         super::require_loopback(&base_url)?;
+        let headers = crate::arm::arm_headers(arm, |v| std::env::var(v).ok())?;
         let unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
@@ -50,6 +54,7 @@ impl ArmServer {
             model: plan.request.model.clone(),
             log,
             startup_s: 0.0,
+            headers,
             invocation: None,
         };
         match inv.wait_healthy().await {

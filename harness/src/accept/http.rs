@@ -87,8 +87,10 @@ impl Http {
     /// A fresh connection for every request, as the load client does: servers that
     /// close idle keep-alive connections (llama.cpp's) would otherwise fail a request
     /// sent on a socket the server is closing, an artefact of the client.
-    pub fn new(base: &str, timeout: Duration) -> Result<Http, String> {
+    /// `headers` go on every request (the client headers, `accept::headers`).
+    pub fn new(base: &str, timeout: Duration, headers: reqwest::header::HeaderMap) -> Result<Http, String> {
         let client = reqwest::Client::builder()
+            .default_headers(headers)
             .no_proxy()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(0)

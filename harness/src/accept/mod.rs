@@ -4,6 +4,8 @@
 //! single request after warmup, 2/4/8 concurrent requests with a fixed budget,
 //! isolation, long-then-short, two simultaneous streams (completions and chat),
 //! disconnect then recovery, input validation, and `/metrics` when exposed. Every
+//! request carries the client headers (`--api-key-env`, `--header`, a plan arm's
+//! `api_key_env` and `headers`: `headers`). Every
 //! payload is built once from `--seed` and its SHA-256 recorded, so two servers get
 //! byte-identical requests. Owns the command's arguments, errors and output files.
 //! Must not print (the CLI prints `AcceptOutcome::markdown`) and must not reach a
@@ -14,6 +16,7 @@ mod cases_load;
 mod cases_server;
 mod cases_stream;
 mod check;
+mod headers;
 mod http;
 mod outcome;
 mod payload;
@@ -111,6 +114,15 @@ pub struct AcceptArgs {
     /// Where a --plan arm's server log goes (default: the system temp directory).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
+    /// Name of the environment variable that holds an API key, sent as
+    /// `Authorization: Bearer <key>` on every request (the key is never written).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// An extra header on every request, 'Name: value' (repeatable; only the names
+    /// are recorded in --json).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    #[serde(rename = "headers", serialize_with = "headers::header_names")]
+    pub headers: Vec<String>,
 }
 
 #[derive(clap::Parser)]
@@ -150,7 +162,7 @@ impl AcceptArgs {
         if self.warmup_rounds > 10 || !(0.0..=60.0).contains(&self.metrics_settle_s) {
             return bad("--warmup-rounds must be at most 10 and --metrics-settle-s in 0..=60".into());
         }
-        Ok(())
+        headers::check(self)
     }
 }
 
@@ -191,6 +203,9 @@ pub fn require_loopback(url: &str) -> Result<(), AcceptError> {
 /// `AcceptOutcome::failed` says so (the CLI exits non-zero).
 pub async fn run(args: AcceptArgs) -> Result<AcceptOutcome, AcceptError> {
     args.validate()?;
+    let env = |v: &str| std::env::var(v).ok();
+    // A missing key variable stops the run before any server starts.
+    headers::build(&args, Default::default(), env)?;
     let t0 = Instant::now();
     let mut server = match (&args.url, &args.plan, &args.arm) {
         (Some(url), None, None) => {
@@ -210,7 +225,10 @@ pub async fn run(args: AcceptArgs) -> Result<AcceptOutcome, AcceptError> {
     };
     let settings = serde_json::to_value(&args).unwrap_or_default();
     let result = async {
-        let http = http::Http::new(&base, Duration::from_secs_f64(args.timeout_s)).map_err(AcceptError::Client)?;
+        let arm_headers = server.as_ref().map(|s| s.headers.clone()).unwrap_or_default();
+        let headers = headers::build(&args, arm_headers, env)?;
+        let timeout = Duration::from_secs_f64(args.timeout_s);
+        let http = http::Http::new(&base, timeout, headers).map_err(AcceptError::Client)?;
         let hint = server.as_ref().map(|s| s.model.clone());
         let (suite, mut info) = suite::Suite::discover(http, &args, hint.as_deref()).await?;
         if let Some(s) = &server {

@@ -1,7 +1,7 @@
 //! How the harness reaches an arm that needs credentials: `api_key_env` names an
 //! environment variable whose value is sent as `Authorization: Bearer <value>`, and
 //! `headers` are extra headers with literal values, both on every request of the
-//! arm's client. Owns building that header map and checking, before anything is
+//! arm's client (and of `harness accept`'s, through `client_headers`). Owns building that header map and checking, before anything is
 //! written, that every named variable is set. Must not write, print or record the
 //! key: it lives only in the header map (marked sensitive, so `Debug` hides it).
 
@@ -13,18 +13,30 @@ use crate::plan::{Arm, Plan};
 /// The headers of every request to `arm`; `env` reads a variable (the process
 /// environment in production, a table in tests).
 pub fn arm_headers(arm: &Arm, env: impl Fn(&str) -> Option<String>) -> Result<HeaderMap, ArmError> {
+    let headers = arm.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    client_headers(&arm.name, arm.api_key_env.as_deref(), headers, env)
+}
+
+/// The headers of a client: `headers` (already validated: a bad one is skipped,
+/// never sent half), then `Authorization: Bearer` from the variable `api_key_env`.
+/// `who` names the client in errors (an arm's name; `harness accept` uses it too).
+pub fn client_headers<'a>(
+    who: &str,
+    api_key_env: Option<&str>,
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<HeaderMap, ArmError> {
     let mut map = HeaderMap::new();
-    for (name, value) in &arm.headers {
-        // Validation already checked both; a bad one here is skipped, never sent half.
+    for (name, value) in headers {
         if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
             map.insert(n, v);
         }
     }
-    if let Some(var) = &arm.api_key_env {
-        let missing = || ArmError::MissingApiKey { arm: arm.name.clone(), var: var.clone() };
+    if let Some(var) = api_key_env {
+        let missing = || ArmError::MissingApiKey { arm: who.to_string(), var: var.to_string() };
         let key = env(var).filter(|k| !k.is_empty()).ok_or_else(missing)?;
         let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-            .map_err(|_| ArmError::BadApiKey { arm: arm.name.clone(), var: var.clone() })?;
+            .map_err(|_| ArmError::BadApiKey { arm: who.to_string(), var: var.to_string() })?;
         value.set_sensitive(true);
         map.insert(AUTHORIZATION, value);
     }

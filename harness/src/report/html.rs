@@ -1,6 +1,9 @@
 //! `results/report.html`: report.md as one self-contained HTML page, the same content
-//! in the same order (power, tuning, what ran, claims table, per-cell tables,
-//! observer effect, failures, definitions), with every figure inlined as its SVG. No script, no stylesheet or
+//! with the claims section first (right after the title and its opening paragraph),
+//! then the rest in report.md's order (power, tuning, what ran, per-cell tables,
+//! observer effect, failures, figures, definitions), with every figure inlined as its
+//! SVG. The claims table carries `class="claims"` (its own header colour, so that it
+//! stands out, and so that a screenshot can find it). No script, no stylesheet or
 //! font or image from anywhere: the page opens offline. Owns the conversion of the
 //! Markdown subset `markdown` writes (headings, paragraphs, nested `-` lists, pipe
 //! tables, fenced code, inline code, bold, links, one image per line). Must not add
@@ -12,7 +15,10 @@ use std::path::Path;
 const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.45}\
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #bbb;padding:3px 8px;text-align:left}\
 th{background:#eee}code{background:#f4f4f4;padding:0 2px}pre{background:#f4f4f4;padding:8px;overflow-x:auto}\
-figure{margin:1em 0}figure svg{max-width:100%;height:auto}";
+figure{margin:1em 0}figure svg{max-width:100%;height:auto}table.claims th{background:#dce9f7}";
+
+/// The heading of report.md's claims section.
+const CLAIMS: &str = "## Claims";
 
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -91,8 +97,13 @@ fn cells(row: &str) -> Vec<String> {
     out.iter().map(|s| s.trim().to_string()).collect()
 }
 
-fn table(o: &mut String, rows: &[&str]) {
-    o.push_str("<table>\n");
+fn table(o: &mut String, rows: &[&str], class: Option<&str>) {
+    match class {
+        Some(c) => {
+            let _ = writeln!(o, "<table class=\"{c}\">");
+        }
+        None => o.push_str("<table>\n"),
+    }
     for (i, row) in rows.iter().enumerate() {
         if i == 1 && cells(row).iter().all(|c| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':'))) {
             continue;
@@ -132,9 +143,23 @@ fn is_item(line: &str) -> bool {
     line.trim_start().starts_with("- ")
 }
 
+/// report.md's lines with the claims section (its heading up to the next `## `)
+/// moved before the first other `## ` section; unchanged without one.
+fn claims_first(markdown: &str) -> Vec<&str> {
+    let lines: Vec<&str> = markdown.lines().collect();
+    let Some(start) = lines.iter().position(|l| *l == CLAIMS) else { return lines };
+    let end = lines[start + 1..].iter().position(|l| l.starts_with("## ")).map_or(lines.len(), |p| start + 1 + p);
+    let first = lines.iter().position(|l| l.starts_with("## ")).unwrap_or(start);
+    let mut out: Vec<&str> = lines[..first].to_vec();
+    out.extend(&lines[start..end]);
+    out.extend(lines[first..start].iter().chain(&lines[end..]));
+    out
+}
+
 /// The page for `markdown` (report.md's text); figures are read from `results`.
 pub fn render(markdown: &str, results: &Path) -> String {
-    let lines: Vec<&str> = markdown.lines().collect();
+    let lines = claims_first(markdown);
+    let mut in_claims = false;
     let title = lines.iter().find_map(|l| l.strip_prefix("# ")).unwrap_or("study report");
     let mut o = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n\
@@ -159,10 +184,15 @@ pub fn render(markdown: &str, results: &Path) -> String {
             i = end + 1;
         } else if let Some(level) = (1..=6).find(|&n| line.starts_with(&format!("{} ", "#".repeat(n)))) {
             let _ = writeln!(o, "<h{level}>{}</h{level}>", inline(&line[level + 1..]));
+            if level <= 2 {
+                in_claims = line == CLAIMS;
+            }
             i += 1;
         } else if line.trim_start().starts_with('|') {
             let rows = take(&mut i, &|l| l.trim_start().starts_with('|'));
-            table(&mut o, rows);
+            // The claims section's first table is the claims table.
+            table(&mut o, rows, in_claims.then_some("claims"));
+            in_claims = false;
         } else if is_item(line) {
             let items = take(&mut i, &|l| is_item(l));
             list(&mut o, items);
@@ -229,20 +259,37 @@ mod tests {
         let html = std::fs::read_to_string(dir.path().join("results/report.html")).unwrap();
         let md = std::fs::read_to_string(dir.path().join("results/report.md")).unwrap();
         let claims = html.find("<h2>Claims</h2>").expect("a claims section");
-        let table = html[claims..].find("<table>\n<tr><th>hypothesis</th>").map(|t| claims + t);
+        let table = html[claims..].find("<table class=\"claims\">\n<tr><th>hypothesis</th>").map(|t| claims + t);
         let per_cell = html.find("<h2>Per-cell summary</h2>").expect("a per-cell section");
         assert!(table.is_some_and(|t| t < per_cell), "the claims table comes before the cells");
+        let what_ran = html.find("<h2>What was run</h2>").expect("what was run");
+        assert!(claims < what_ran, "the claims come first");
+        assert_eq!(html.matches("<table class=\"claims\">").count(), 1, "only the claims table is marked");
         let section: Vec<&str> = md
             .lines()
             .skip_while(|l| !l.starts_with("## Claims"))
-            .take_while(|l| !l.starts_with("## Per-cell"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("## "))
             .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
             .collect();
         let rows = section.len();
         assert!(rows >= 2, "the synthetic study has hypotheses:\n{md}");
-        let html_rows = html[claims..per_cell].matches("<tr>").count();
+        let start = table.unwrap_or(claims);
+        let end = start + html[start..].find("</table>").expect("the claims table ends");
+        let html_rows = html[start..end].matches("<tr>").count();
         assert_eq!(html_rows, rows, "every row of report.md's claims table (header included)");
         assert_eq!(html.matches("<figure><svg").count(), md.matches("![").count(), "every figure inline");
+    }
+
+    #[test]
+    fn the_claims_section_moves_first_and_nothing_else_moves() {
+        let md = "# t\n\nintro\n\n## Power\n\np\n\n## Claims\n\n| h |\n| --- |\n| x |\n\n- note\n\n## Per-cell summary\n\n| c |\n";
+        let html = render(md, Path::new("/nonexistent"));
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} in {html}"));
+        assert!(at("<h1>t</h1>") < at("<p>intro</p>") && at("<p>intro</p>") < at("<h2>Claims</h2>"), "{html}");
+        assert!(at("<h2>Claims</h2>") < at("<table class=\"claims\">") && at("<li>note</li>") < at("<h2>Power</h2>"));
+        assert!(at("<h2>Power</h2>") < at("<h2>Per-cell summary</h2>") && html.contains("<table>\n<tr><th>c</th>"));
+        assert_eq!(claims_first("# t\n\n## A\n"), ["# t", "", "## A"], "no claims section: unchanged");
     }
 
     #[test]

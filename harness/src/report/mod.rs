@@ -180,7 +180,7 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     write_bytes(&results.join("matrix.parquet"), &matrix::parquet_bytes(&mut df)?)?;
     files.extend(["results/matrix.csv".to_string(), "results/matrix.parquet".to_string()]);
     files.extend(requests::write(root, &l)?);
-    let figures = figures::write_all(&l, &fig_dir)?;
+    let figures = figures::write_all(&l, &a, &fig_dir)?;
     files.extend(figures.iter().map(|f| format!("results/figures/{f}")));
     write_json(&results.join("evidence.json"), &evidence_json(&l, &a, &figures))?;
     let report = results.join("report.md");

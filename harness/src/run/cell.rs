@@ -158,7 +158,7 @@ fn summarize(
             );
             // Cannot fail where the cell summary did not (the same measures of the same records).
             let turns = summarize_turns(records).unwrap_or_default();
-            if !s.progress.quiet() {
+            if s.progress.cell_tables() {
                 let per_turn = if turns.is_empty() { String::new() } else { render_turns(&turns) };
                 s.progress.println(&format!("{label}\n{}{per_turn}", render_table(&sum)));
             }

@@ -13,6 +13,8 @@ use crate::load::Counters;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Whether a finished cell's table is printed (never with `--quiet`).
+    cell_tables: bool,
 }
 
 /// Refreshes the bar from one cell's counters until dropped.
@@ -37,7 +39,7 @@ impl Progress {
     /// `total` planned requests; `expected_s` the plan's estimate when it has one.
     pub fn new(quiet: bool, total: u64, expected_s: Option<f64>) -> Progress {
         if quiet {
-            return Progress { bar: None };
+            return Progress { bar: None, cell_tables: false };
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         let expected = expected_s.map_or("expected n/a".to_string(), |s| format!("expected ~{}", fmt_s(s)));
@@ -47,7 +49,18 @@ impl Progress {
         }
         bar.set_prefix(expected);
         bar.enable_steady_tick(Duration::from_millis(250));
-        Progress { bar: Some(bar) }
+        Progress { bar: Some(bar), cell_tables: true }
+    }
+
+    /// Leaves out the per-cell tables when `show` is false (`harness bench`).
+    pub fn with_cell_tables(mut self, show: bool) -> Progress {
+        self.cell_tables &= show;
+        self
+    }
+
+    /// Whether each finished cell's table is printed.
+    pub fn cell_tables(&self) -> bool {
+        self.cell_tables
     }
 
     /// Prints a line above the bar (or plainly when there is no visible bar).

@@ -4,10 +4,14 @@
 //! against its catalog and against inputs regenerated from the plan), a completed
 //! unit whose files differ from its `unit.json`, and a session that still runs.
 //! Units run in schedule order, so the completed units are a prefix; the first unit
-//! without a completion record and everything after it is partial. [`discard`] then
+//! without a completion record and everything after it is partial. A unit whose
+//! server failed to start (`start_failed` in its `unit.json`) measured nothing: it is
+//! moved aside with its record and run again (the cause, outside the plan, may be
+//! fixed now: a busy port, a missing file). [`discard`] then
 //! moves each partial unit (and stray half-written files) aside to
 //! `discarded/<n>-<unit>/<former path>` with a `discard.json` saying why; nothing
-//! is deleted (the emptied directories stay; they hold no files). Must not rerun or repair a completed unit.
+//! is deleted (the emptied directories stay; they hold no files). Must not rerun or
+//! repair a completed unit that measured anything.
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +35,13 @@ pub struct ResumeState {
     pub completed: Vec<(u32, String, UnitRecord)>,
     /// To move aside: unit, files (absolute), reason.
     pub partial: Vec<(String, Vec<PathBuf>, String)>,
+    /// Completed units whose server failed to start: moved aside (in `partial`) and
+    /// run again, whichever session ran them before.
+    pub rerun: Vec<String>,
 }
+
+/// The `unit.json` status of a unit whose server never became healthy.
+const START_FAILED: &str = "start_failed";
 
 impl ResumeState {
     pub fn completed(&self, block: u32, arm: &str) -> Option<&UnitRecord> {
@@ -148,6 +158,19 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     };
     let mut consider = |state: &mut ResumeState, name: &str, dir: &Path, extra: &[PathBuf]| -> Result<(), RunError> {
         match check_record(root, dir, extra) {
+            // Nothing was measured: moved aside whole (its record too) and run again.
+            Check::Complete(record) if record.status == START_FAILED && name != QUALIFICATION_UNIT => {
+                let mut files = files_under(dir)?;
+                files.push(dir.join(RECORD_NAME));
+                files.extend(extra.iter().filter(|p| p.is_file()).cloned());
+                let why = format!(
+                    "its server failed to start ({START_FAILED}) in session {}; nothing was measured, so it runs again",
+                    record.session
+                );
+                state.rerun.push(name.to_string());
+                state.partial.push((name.to_string(), files, why));
+                Ok(())
+            }
             Check::Complete(record) if first_partial.is_none() => {
                 state.completed_push(name, record);
                 Ok(())
@@ -165,9 +188,15 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                 format!("completed {name} differs from its {RECORD_NAME}:\n  {}", problems.join("\n  ")),
             )),
             Check::Partial => {
-                first_partial.get_or_insert_with(|| name.to_string());
                 let mut files = if dir.exists() { files_under(dir)? } else { Vec::new() };
                 files.extend(extra.iter().filter(|p| p.is_file()).cloned());
+                // A unit an earlier session moved aside (e.g. to run again after its
+                // server failed to start) may wait, empty, before completed units.
+                let waiting =
+                    files.is_empty() && state.sessions.iter().any(|s| s.discarded.iter().any(|d| d.unit == name));
+                if !waiting {
+                    first_partial.get_or_insert_with(|| name.to_string());
+                }
                 if !files.is_empty() {
                     state.partial.push((name.to_string(), files, why(name)));
                 }
@@ -191,6 +220,11 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         s.units_run =
             state.completed.iter().filter(|(_, _, r)| r.session == s.session).map(|(_, _, r)| r.unit.clone()).collect();
         s.units_run.retain(|u| u != QUALIFICATION_UNIT);
+    }
+    // A unit run again belongs to the session that runs it now (its discard says
+    // which session's start failed).
+    for s in &mut state.sessions {
+        s.units_run.retain(|u| !state.rerun.contains(u));
     }
     // Half-written files elsewhere (an interrupted atomic write of run.json or results/).
     let moving: Vec<PathBuf> = state.partial.iter().flat_map(|(_, f, _)| f.clone()).collect();
@@ -316,19 +350,21 @@ count = 4
         std::fs::write(path, text).unwrap();
     }
 
-    #[test]
-    fn check_keeps_complete_units_discards_partial_ones_and_refuses_changes() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("study");
+    /// A study directory with the plan frozen, its inputs and a run.json whose only
+    /// session is `first`.
+    fn study(tmp: &Path, first: Session) -> (Evidence, FrozenPlan, Schedule) {
+        let root = tmp.join("study");
         let ev = Evidence::create(&root, false).unwrap();
         let frozen = freeze(PLAN.as_bytes().to_vec()).unwrap();
         write(&ev.plan_path(), PLAN);
-        inputs::prepare(&frozen.plan, &frozen.sha256, tmp.path(), &ev.inputs_dir()).unwrap();
+        inputs::prepare(&frozen.plan, &frozen.sha256, tmp, &ev.inputs_dir()).unwrap();
         let schedule = frozen.plan.schedule();
-        let block = &schedule.blocks[0];
+        write_run(&ev, &frozen, &[first]);
+        (ev, frozen, schedule)
+    }
+
+    fn write_run(ev: &Evidence, frozen: &FrozenPlan, sessions: &[Session]) {
         let git = crate::evidence::GitInfo { revision: "unknown".into(), dirty: None };
-        let mut first = Session::start(0, false, git.clone(), vec![]);
-        first.pid = None;
         let record = RunRecord {
             format: super::super::session::RUN_FORMAT,
             study: "t",
@@ -344,10 +380,67 @@ count = 4
             nvidia_smi: None,
             request_body_sha256: &[],
             entry_body_sha256: Default::default(),
-            sessions: &[first],
+            sessions,
             units: vec![],
         };
         record.write(ev.root()).unwrap();
+    }
+
+    fn first_session() -> Session {
+        let git = crate::evidence::GitInfo { revision: "unknown".into(), dirty: None };
+        let mut first = Session::start(0, false, git, vec![]);
+        first.pid = None;
+        first
+    }
+
+    #[test]
+    fn a_unit_whose_server_failed_to_start_is_moved_aside_and_run_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut stopped = first_session();
+        stopped.state = "stopped".into();
+        stopped.units_run = vec!["b0/a".into(), "b0/b".into()];
+        let (ev, frozen, schedule) = study(tmp.path(), stopped);
+        let block = &schedule.blocks[0];
+        let a = ev.unit_dir(0, "a");
+        write(&a.join("server.log"), "error: unexpected argument\n");
+        write(&a.join("arm_outcome.json"), "{\"status\":\"start_failed\"}");
+        write_record(ev.root(), &a, &summary_paths(&ev, block, "a"), "b0/a", Some(0), 0, "start_failed").unwrap();
+        let b = ev.unit_dir(0, "b");
+        write(&b.join("c.requests.jsonl"), "{}\n");
+        write_record(ev.root(), &b, &summary_paths(&ev, block, "b"), "b0/b", Some(0), 0, "completed").unwrap();
+
+        let state = check(&ev, &frozen, &schedule, tmp.path()).unwrap();
+        assert!(state.completed(0, "a").is_none(), "run again");
+        assert!(state.completed(0, "b").is_some(), "a measured unit after it stands");
+        assert_eq!(state.rerun, ["b0/a"]);
+        assert_eq!(state.sessions[0].state, "stopped");
+        assert_eq!(state.sessions[0].units_run, ["b0/b"], "b0/a now belongs to the session that runs it");
+        let (unit, files, why) = &state.partial[0];
+        assert_eq!((unit.as_str(), files.len()), ("b0/a", 3), "its files and its unit.json: {files:?}");
+        assert!(why.contains("failed to start (start_failed) in session 0"), "{why}");
+        let discards = discard(&ev, &state, 1).unwrap();
+        assert_eq!(discards[0].files, ["raw/b0/a/arm_outcome.json", "raw/b0/a/server.log", "raw/b0/a/unit.json"]);
+        assert!(!a.join(RECORD_NAME).exists() && b.join(RECORD_NAME).is_file());
+        // Interrupted before b0/a ran again: it waits, emptied, before the completed
+        // b0/b (its discard is in run.json), and runs at the next resume.
+        let mut second = first_session();
+        (second.session, second.resumed, second.discarded) = (1, true, discards);
+        write_run(&ev, &frozen, &[state.sessions[0].clone(), second]);
+        let again = check(&ev, &frozen, &schedule, tmp.path()).unwrap();
+        assert!(again.partial.is_empty() && again.completed(0, "a").is_none() && again.rerun.is_empty());
+        assert!(again.completed(0, "b").is_some());
+        // Without that discard an empty unit before a completed one is refused.
+        write_run(&ev, &frozen, &[first_session()]);
+        let err = check(&ev, &frozen, &schedule, tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("b0/b is complete but b0/a before it is not"), "{err}");
+    }
+
+    #[test]
+    fn check_keeps_complete_units_discards_partial_ones_and_refuses_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (ev, frozen, schedule) = study(tmp.path(), first_session());
+        let root = ev.root().to_path_buf();
+        let block = &schedule.blocks[0];
         // b0/a complete, b0/b partial, and a stray half-written file.
         let a = ev.unit_dir(0, "a");
         write(&a.join("c.requests.jsonl"), "{}\n");

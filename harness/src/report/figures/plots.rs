@@ -1,49 +1,18 @@
-//! The three kinds of figure, drawn with plotters on any backend. Each holds exactly
-//! the numbers it shows (built by `figures::write_all`). Must not read files.
+//! Three kinds of figure, drawn with plotters on any backend: latency against load,
+//! per-block values of one cell (paired lines, one per block) and TTFT/TPOT ECDFs.
+//! Each holds exactly the numbers it shows (built by `figures::write_all`), and the
+//! plan's `[slo]` targets it draws as dashed lines. Must not read files.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::Figure;
-
-const ARM_COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(140, 86, 75),
-];
-const FONT: &str = "sans-serif";
-const LIGHT: RGBColor = RGBColor(238, 238, 238);
-const BOLD: RGBColor = RGBColor(200, 200, 200);
+use super::axis::{LatencyAxis, tick};
+use super::style::{
+    BOLD, FONT, LIGHT, YAxis, arm_color, extent, legend, median, mesh, padded, s, slo_line, title_font,
+};
 
 type Point = (f64, f64);
-
-/// Title font size: 22 px, smaller for a long title so that it fits the width
-/// (DejaVu Sans averages about 0.55 em per character).
-fn title_font(title: &str) -> (&'static str, f64) {
-    let chars = title.chars().count().max(1) as f64;
-    (FONT, (f64::from(super::SIZE.0 - 40) / (0.55 * chars)).clamp(12.0, 22.0))
-}
-
-fn arm_color(i: usize) -> RGBColor {
-    ARM_COLORS[i % ARM_COLORS.len()]
-}
-
-fn s<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
-}
-
-/// `[lo, hi]` padded by `pad` of its width (or of `lo` when the width is zero).
-fn padded(lo: f64, hi: f64, pad: f64) -> (f64, f64) {
-    let w = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
-    (lo - w * pad, hi + w * pad)
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    crate::stats::median(values).ok()
-}
 
 /// One arm's values per x position: `(x, one value per block)`.
 pub struct Series {
@@ -51,10 +20,13 @@ pub struct Series {
     pub points: Vec<(f64, Vec<f64>)>,
 }
 
-/// p95 latency (ms) against offered load (req/s), per arm.
+/// p95 latency (ms) against offered load (req/s), per arm; only drawn with at least
+/// two load levels (one level: `PerBlock` of that cell instead).
 pub struct LatencyVsLoad {
     pub title: String,
     pub series: Vec<Series>,
+    /// `[slo] e2e_ms` (per request, from HTTP send), as a dashed line.
+    pub slo_e2e_ms: Option<f64>,
 }
 
 impl Figure for LatencyVsLoad {
@@ -65,33 +37,25 @@ impl Figure for LatencyVsLoad {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         root.fill(&WHITE).map_err(s)?;
         let area = root.titled(&self.title, title_font(&self.title)).map_err(s)?;
-        let xs: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-        let ys: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().flat_map(|p| p.1.iter().copied())).collect();
-        let (x_lo, x_hi) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-        let (x0, x1) = if x_lo.is_finite() { padded(x_lo, x_hi, 0.15) } else { (0.0, 1.0) };
-        let y1 = ys.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.15;
+        let xs = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+        let ys = self.series.iter().flat_map(|s| s.points.iter().flat_map(|p| p.1.iter().copied()));
+        let (x0, x1) = extent(xs).map_or((0.0, 1.0), |(lo, hi)| padded(lo, hi, 0.15));
+        let y1 = extent(ys.chain(self.slo_e2e_ms)).map_or(1.0, |(_, hi)| hi.max(1e-3) * 1.15);
+        let y = LatencyAxis::for_max(y1);
         let mut chart = ChartBuilder::on(&area)
             .margin(20)
             .x_label_area_size(55)
             .y_label_area_size(90)
             .build_cartesian_2d(x0..x1, 0.0..y1)
             .map_err(s)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered load (requests/s)")
-            .y_desc("p95 E2E latency from intended arrival (ms)")
-            .axis_desc_style((FONT, 18))
-            .label_style((FONT, 15))
-            .light_line_style(LIGHT)
-            .bold_line_style(BOLD)
-            .draw()
-            .map_err(s)?;
+        let y_desc = format!("p95 E2E latency from intended arrival ({})", y.unit());
+        mesh(&mut chart, "offered load (requests/s)", &y_desc, &|v| tick(*v), &|v| y.label(*v))?;
         let n = self.series.len() as f64;
         for (i, ser) in self.series.iter().enumerate() {
             let color = arm_color(i);
             let off = (i as f64 - (n - 1.0) / 2.0) * 0.012 * (x1 - x0);
             // Faint points only where there are several blocks; a single run is hollow.
-            let faint: Vec<(f64, f64)> = ser
+            let faint: Vec<Point> = ser
                 .points
                 .iter()
                 .filter(|(_, vs)| vs.len() > 1)
@@ -105,8 +69,8 @@ impl Figure for LatencyVsLoad {
             // (x, blocks, median) where the arm has values.
             let present: Vec<(f64, usize, f64)> =
                 ser.points.iter().filter_map(|(x, vs)| median(vs).map(|m| (x + off, vs.len(), m))).collect();
-            let medians: Vec<(f64, f64)> = present.iter().map(|&(x, _, m)| (x, m)).collect();
-            chart.draw_series(LineSeries::new(medians.clone(), color.stroke_width(2))).map_err(s)?;
+            let medians: Vec<Point> = present.iter().map(|&(x, _, m)| (x, m)).collect();
+            chart.draw_series(LineSeries::new(medians, color.stroke_width(2))).map_err(s)?;
             let (many, single): (Vec<_>, Vec<_>) =
                 present.iter().map(|&(x, n, m)| (n, (x, m))).partition(|(n, _)| *n > 1);
             chart
@@ -122,38 +86,51 @@ impl Figure for LatencyVsLoad {
                     .legend(move |(x, y)| Circle::new((x + 10, y), 7, color.stroke_width(2)));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font((FONT, 15))
-            .draw()
-            .map_err(s)?;
-        Ok(())
+        if let Some(t) = self.slo_e2e_ms {
+            slo_line(
+                &mut chart,
+                (x0, t),
+                (x1, t),
+                format!("[slo] e2e_ms {} (per request, from HTTP send)", y.value(t)),
+            )?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }
 
-/// Request throughput per arm, one line per block joining the block's arms.
-pub struct PairedThroughput {
+/// What the y axis of a `PerBlock` shows.
+pub enum Quantity {
+    /// Milliseconds; the description without its unit (added as ms or s).
+    Latency(String),
+    /// Anything else; the description with its unit.
+    Other(String),
+}
+
+/// One value per (arm, block) of one cell: a line per block joins that block's arms
+/// (paired values), a black dot marks each arm's median across blocks.
+pub struct PerBlock {
     pub name: String,
     pub title: String,
     pub arms: Vec<String>,
-    /// Per arm (plan order): `(block, req/s)`.
+    /// Per arm (plan order): `(block, value)`.
     pub values: Vec<Vec<(u32, f64)>>,
+    pub quantity: Quantity,
+    /// A dashed target line (ms, legend text), for a latency quantity.
+    pub slo: Option<(f64, String)>,
 }
 
-impl Figure for PairedThroughput {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        root.fill(&WHITE).map_err(s)?;
-        let area = root.titled(&self.title, title_font(&self.title)).map_err(s)?;
-        let all: Vec<f64> = self.values.iter().flat_map(|v| v.iter().map(|p| p.1)).collect();
-        let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-        let (y0, y1) = if lo.is_finite() { padded(lo, hi, 0.08) } else { (0.0, 1.0) };
+impl PerBlock {
+    /// The chart on `area` (also the left panel of an effect figure).
+    pub fn draw_on<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let all = self.values.iter().flat_map(|v| v.iter().map(|p| p.1)).chain(self.slo.as_ref().map(|t| t.0));
+        let (y0, y1) = extent(all).map_or((0.0, 1.0), |(lo, hi)| padded(lo, hi, 0.08));
+        let (y_axis, y_desc) = match &self.quantity {
+            Quantity::Latency(what) => {
+                let a = LatencyAxis::for_max(y1);
+                (YAxis::Latency(a), format!("{what} ({}; axis not from zero)", a.unit()))
+            }
+            Quantity::Other(what) => (YAxis::Plain, format!("{what} (axis not from zero)")),
+        };
         let n = self.arms.len();
         let labels = |x: &f64| {
             let i = x.round();
@@ -163,7 +140,7 @@ impl Figure for PairedThroughput {
                 String::new()
             }
         };
-        let mut chart = ChartBuilder::on(&area)
+        let mut chart = ChartBuilder::on(area)
             .margin(20)
             .x_label_area_size(55)
             .y_label_area_size(90)
@@ -173,11 +150,13 @@ impl Figure for PairedThroughput {
             .configure_mesh()
             .x_labels(2 * n + 1)
             .x_label_formatter(&labels)
+            .y_label_formatter(&|v| y_axis.label(*v))
+            .y_labels(8)
             .disable_x_mesh()
             .x_desc("arm")
-            .y_desc("request throughput (requests/s; axis not from zero)")
-            .axis_desc_style((FONT, 18))
-            .label_style((FONT, 15))
+            .y_desc(y_desc)
+            .axis_desc_style((FONT, 17))
+            .label_style((FONT, 14))
             .light_line_style(LIGHT)
             .bold_line_style(BOLD)
             .draw()
@@ -189,7 +168,7 @@ impl Figure for PairedThroughput {
         let mut labels_at: Vec<(u32, Point, Point)> = Vec::new();
         for (k, &b) in blocks.iter().enumerate() {
             let color = Palette99::pick(b as usize).to_rgba();
-            let line: Vec<(f64, f64)> = self
+            let line: Vec<Point> = self
                 .values
                 .iter()
                 .enumerate()
@@ -210,7 +189,7 @@ impl Figure for PairedThroughput {
         // the previous label on the same side.
         let gap = (y1 - y0) * 0.035;
         for left in [true, false] {
-            let mut ends: Vec<(u32, (f64, f64))> =
+            let mut ends: Vec<(u32, Point)> =
                 labels_at.iter().map(|&(b, f, l)| (b, if left { f } else { l })).collect();
             ends.sort_by(|a, b| a.1.1.total_cmp(&b.1.1));
             let mut last_y = f64::NEG_INFINITY;
@@ -224,7 +203,7 @@ impl Figure for PairedThroughput {
                 chart.draw_series(std::iter::once(text)).map_err(s)?;
             }
         }
-        let medians: Vec<(f64, f64)> = self
+        let medians: Vec<Point> = self
             .values
             .iter()
             .enumerate()
@@ -235,19 +214,27 @@ impl Figure for PairedThroughput {
             .map_err(s)?
             .label("median across blocks")
             .legend(|(x, y)| Circle::new((x + 10, y), 7, BLACK.filled()));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font((FONT, 15))
-            .draw()
-            .map_err(s)?;
-        Ok(())
+        if let Some((t, label)) = &self.slo {
+            slo_line(&mut chart, (-0.5, *t), (n as f64 - 0.5, *t), label.clone())?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }
 
-/// ECDFs of TTFT and TPOT (ms) per arm, one line per block.
+impl Figure for PerBlock {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        root.fill(&WHITE).map_err(s)?;
+        let area = root.titled(&self.title, title_font(&self.title)).map_err(s)?;
+        self.draw_on(&area)
+    }
+}
+
+/// ECDFs of TTFT and TPOT (ms) per arm, one line per block, each block's median
+/// marked on its line; the `[slo]` targets of TTFT and TPOT as dashed lines.
 pub struct Distributions {
     pub name: String,
     pub title: String,
@@ -255,61 +242,73 @@ pub struct Distributions {
     /// Per arm, per block: the values of valid requests.
     pub ttft: Vec<Vec<Vec<f64>>>,
     pub tpot: Vec<Vec<Vec<f64>>>,
+    pub slo_ttft_ms: Option<f64>,
+    pub slo_tpot_ms: Option<f64>,
 }
 
-fn ecdf(values: &[f64]) -> Vec<(f64, f64)> {
+fn ecdf(values: &[f64]) -> Vec<Point> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len() as f64;
     v.iter().enumerate().flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)]).collect()
 }
 
+/// Per arm: the median of each block with values, at height 0.5 (where an ECDF
+/// crosses its median).
+pub fn median_markers(data: &[Vec<Vec<f64>>]) -> Vec<Vec<Point>> {
+    data.iter().map(|blocks| blocks.iter().filter_map(|v| median(v)).map(|m| (m, 0.5)).collect()).collect()
+}
+
+/// One ECDF panel; `slo` is the target (ms) and what it means.
 fn ecdf_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     arms: &[String],
     data: &[Vec<Vec<f64>>],
-    x_desc: &str,
+    what: &str,
+    slo: Option<(f64, &str)>,
 ) -> Result<(), String> {
-    let x1 = data.iter().flatten().flatten().copied().fold(0.0, f64::max).max(1e-3) * 1.05;
+    let x1 = extent(data.iter().flatten().flatten().copied().chain(slo.map(|t| t.0)))
+        .map_or(1.0, |(_, hi)| hi.max(1e-3) * 1.05);
+    let x = LatencyAxis::for_max(x1);
     let mut chart = ChartBuilder::on(area)
         .margin(15)
         .x_label_area_size(55)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x1, 0.0..1.0)
         .map_err(s)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc("fraction of valid requests")
-        .axis_desc_style((FONT, 17))
-        .label_style((FONT, 14))
-        .light_line_style(LIGHT)
-        .bold_line_style(BOLD)
-        .x_labels(6)
-        .draw()
-        .map_err(s)?;
-    for (i, (arm, blocks)) in arms.iter().zip(data).enumerate() {
+    let x_desc = format!("{what} ({})", x.unit());
+    mesh(&mut chart, &x_desc, "fraction of valid requests", &|v| x.label(*v), &|v| tick(*v))?;
+    let markers = median_markers(data);
+    for (i, ((arm, blocks), marks)) in arms.iter().zip(data).zip(&markers).enumerate() {
         let color = arm_color(i);
         let mut labelled = false;
         for values in blocks.iter().filter(|v| !v.is_empty()) {
             let series = chart.draw_series(LineSeries::new(ecdf(values), color.mix(0.7).stroke_width(2))).map_err(s)?;
             if !labelled {
                 labelled = true;
+                let of_medians = median(&marks.iter().map(|p| p.0).collect::<Vec<_>>());
+                let label = match of_medians {
+                    Some(m) => format!("{arm}: median {} (median of block medians)", x.value(m)),
+                    None => arm.clone(),
+                };
                 series
-                    .label(arm.clone())
+                    .label(label)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
             }
         }
+        let dots = marks.iter().map(|&p| Circle::new(p, 5, BLACK.stroke_width(1)));
+        chart.draw_series(dots).map_err(s)?;
+        chart.draw_series(marks.iter().map(|&p| Circle::new(p, 4, color.filled()))).map_err(s)?;
     }
     chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 15))
-        .draw()
-        .map_err(s)?;
-    Ok(())
+        .draw_series(std::iter::empty::<Circle<Point, i32>>())
+        .map_err(s)?
+        .label("median of each block (marker at 0.5)")
+        .legend(|(x, y)| Circle::new((x + 10, y), 4, BLACK.filled()));
+    if let Some((t, meaning)) = slo {
+        slo_line(&mut chart, (t, 0.0), (t, 1.0), format!("[slo] {} ({meaning})", x.value(t)))?;
+    }
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
 }
 
 impl Figure for Distributions {
@@ -321,8 +320,10 @@ impl Figure for Distributions {
         root.fill(&WHITE).map_err(s)?;
         let area = root.titled(&self.title, title_font(&self.title)).map_err(s)?;
         let panels = area.split_evenly((1, 2));
-        ecdf_panel(&panels[0], &self.arms, &self.ttft, "TTFT from HTTP send (ms)")?;
-        ecdf_panel(&panels[1], &self.arms, &self.tpot, "TPOT (ms per output token after the first)")?;
+        let ttft = self.slo_ttft_ms.map(|t| (t, "ttft_ms"));
+        ecdf_panel(&panels[0], &self.arms, &self.ttft, "TTFT from HTTP send", ttft)?;
+        let tpot = self.slo_tpot_ms.map(|t| (t, "tpot_ms, vLLM's goodput TPOT: to [DONE]"));
+        ecdf_panel(&panels[1], &self.arms, &self.tpot, "TPOT (per output token after the first)", tpot)?;
         Ok(())
     }
 }
