@@ -23,27 +23,8 @@ use axum::routing::{get, post};
 use harness::accept::{AcceptArgs, AcceptOutcome, Verdict};
 use serde_json::{Value, json};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
-
-/// `engine` next to the harness binary (target/debug/engine, wherever the
-/// target directory is), built when missing.
-fn engine_bin() -> PathBuf {
-    let engine =
-        PathBuf::from(env!("CARGO_BIN_EXE_harness")).with_file_name(format!("engine{}", std::env::consts::EXE_SUFFIX));
-    if !engine.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "engine", "--bin", "engine"])
-            .current_dir(workspace())
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run `cargo build -p engine --bin engine`: {e}"));
-        assert!(status.success(), "`cargo build -p engine --bin engine` failed; these tests need the engine");
-    }
-    assert!(engine.is_file(), "no engine binary at {}", engine.display());
-    engine
-}
+mod common;
+use common::engine_bin;
 
 fn synth_model(dir: &Path) -> PathBuf {
     let model = dir.join("synth");

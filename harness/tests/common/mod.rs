@@ -23,10 +23,13 @@ pub fn harness_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }
 
-/// The `engine` binary of the current sources: `cargo build -p engine --bin engine`
+/// The `engine` binary of the current sources: `cargo build --workspace --bin engine`
 /// runs once per test process (cargo from `$CARGO`, into the inherited
 /// `CARGO_TARGET_DIR`), and the path is the `executable` of its compiler-artifact
-/// message, so a stale or missing binary is never tested.
+/// message, so a stale or missing binary is never tested. `--workspace`, not
+/// `-p engine`: the dependencies' features resolve as in the workspace's own test
+/// build, so their artifacts are reused (`-p engine` resolved them apart and
+/// recompiled tokio, tokenizers and reqwest once per target directory: minutes).
 pub fn engine_bin() -> PathBuf {
     static ENGINE: OnceLock<PathBuf> = OnceLock::new();
     ENGINE.get_or_init(build_engine).clone()
@@ -35,18 +38,18 @@ pub fn engine_bin() -> PathBuf {
 fn build_engine() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(&cargo)
-        .args(["build", "-p", "engine", "--bin", "engine", "--message-format=json-render-diagnostics"])
+        .args(["build", "--workspace", "--bin", "engine", "--message-format=json-render-diagnostics"])
         .current_dir(workspace())
         .stderr(std::process::Stdio::inherit())
         .output()
-        .unwrap_or_else(|e| panic!("cannot run `{cargo} build -p engine --bin engine`: {e}"));
-    assert!(out.status.success(), "`cargo build -p engine --bin engine` failed; the harness tests need the engine");
+        .unwrap_or_else(|e| panic!("cannot run `{cargo} build --workspace --bin engine`: {e}"));
+    assert!(out.status.success(), "`cargo build --workspace --bin engine` failed; the harness tests need the engine");
     let engine = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["reason"] == "compiler-artifact" && v["target"]["name"] == "engine")
         .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("`cargo build -p engine --bin engine` reported no engine executable"));
+        .unwrap_or_else(|| panic!("`cargo build --workspace --bin engine` reported no engine executable"));
     assert!(engine.is_file(), "no engine binary at {} after building it", engine.display());
     engine
 }
