@@ -1,8 +1,9 @@
 //! KV storage: per layer, keys and values for every page, laid out
-//! `[page][slot][kv_head][head_dim]`. Writes convert f32 rows into the format;
-//! reads gather one KV head's history back to f32 for attention. Only positions
-//! below a table's `len` are ever read, so unwritten bytes (which in E4M3 may
-//! decode as NaN) never reach a computation.
+//! `[page][slot][kv_head][head_dim]`. Writes convert f32 rows into the format.
+//! Attention reads one KV head's history in place through a `HeadView` (the
+//! stored bits, converted to f32 where they are used); `gather` copies it out as
+//! f32 for tests and tools. Only positions below a table's `len` are ever read,
+//! so unwritten bytes (which in E4M3 may decode as NaN) never reach a computation.
 
 use super::PAGE_SIZE;
 use super::format::{KvFormat, ValueScales, e4m3_table, encode_e4m3};
@@ -219,6 +220,31 @@ impl KvCache {
         }
     }
 
+    /// Positions `0..len` of one KV head in `layer`, read in place.
+    pub fn head_view<'a>(&'a self, layer: usize, table: &'a BlockTable, kv_head: usize, len: usize) -> HeadView<'a> {
+        assert!(len <= table.len(), "KV read of unwritten positions ({len} > {})", table.len());
+        assert!(kv_head < self.kv_heads, "KV head {kv_head} of {}", self.kv_heads);
+        let lkv = &self.layers[layer];
+        let values = match &lkv.v {
+            ValueStore::Half(store) => HeadValues::Half(store),
+            ValueStore::E4m3(codes) => HeadValues::E4m3 { codes, table: &self.e4m3, scale: self.scales[layer] },
+        };
+        let pages = len.div_ceil(PAGE_SIZE);
+        let blocks = &table.blocks()[..pages];
+        // Every page read lies inside the stores: kernels index them unchecked.
+        assert!(blocks.iter().all(|&b| (b as usize) < self.blocks), "block table names a page outside the cache");
+        HeadView {
+            format: self.format,
+            keys: &lkv.k,
+            values,
+            blocks,
+            stride: self.kv_heads * self.head_dim,
+            head_off: kv_head * self.head_dim,
+            head_dim: self.head_dim,
+            len,
+        }
+    }
+
     /// Reads positions `0..len` of one KV head back to f32, `[len, head_dim]` each.
     pub fn gather(
         &self,
@@ -229,32 +255,75 @@ impl KvCache {
         k_out: &mut Vec<f32>,
         v_out: &mut Vec<f32>,
     ) {
-        assert!(len <= table.len(), "KV read of unwritten positions ({len} > {})", table.len());
+        let view = self.head_view(layer, table, kv_head, len);
         let hd = self.head_dim;
         k_out.clear();
         v_out.clear();
-        let lkv = &self.layers[layer];
-        let scale = self.scales[layer];
         k_out.resize(len * hd, 0.0);
         v_out.resize(len * hd, 0.0);
         for pos in 0..len {
-            let off = self.offset(table, pos) + kv_head * hd;
-            let (ko, vo) = (&mut k_out[pos * hd..(pos + 1) * hd], &mut v_out[pos * hd..(pos + 1) * hd]);
-            decode16_into(self.format, &lkv.k[off..off + hd], ko);
-            match &lkv.v {
-                ValueStore::Half(store) => decode16_into(self.format, &store[off..off + hd], vo),
-                ValueStore::E4m3(store) => {
-                    for (o, &b) in vo.iter_mut().zip(&store[off..off + hd]) {
-                        *o = self.e4m3[b as usize] * scale;
-                    }
-                }
-            }
+            view.key_f32(pos, &mut k_out[pos * hd..(pos + 1) * hd]);
+            view.value_f32(pos, &mut v_out[pos * hd..(pos + 1) * hd]);
         }
     }
 
     /// Records that positions `0..len` of `table` now hold data.
     pub fn commit(&self, table: &mut BlockTable, len: usize) {
         table.set_len(len);
+    }
+}
+
+/// A layer's values as stored.
+#[derive(Clone, Copy)]
+pub enum HeadValues<'a> {
+    /// 16-bit values in the cache's format (f16 or bf16), the whole layer.
+    Half(&'a [u16]),
+    /// E4M3 codes of the whole layer, read back as `table[code] * scale`.
+    E4m3 { codes: &'a [u8], table: &'a [f32; 256], scale: f32 },
+}
+
+/// One KV head's stored history (positions `0..len`) in one layer, in place:
+/// position `pos` is `head_dim` elements from `offset(pos)` of `keys` and of
+/// the value store. Every offset lies inside the stores (checked when the view
+/// is made), so kernels may read `head_dim` elements there unchecked.
+#[derive(Clone, Copy)]
+pub struct HeadView<'a> {
+    pub format: KvFormat,
+    /// The layer's whole key store (16-bit, in `format`).
+    pub keys: &'a [u16],
+    pub values: HeadValues<'a>,
+    blocks: &'a [u32],
+    stride: usize,
+    head_off: usize,
+    pub head_dim: usize,
+    pub len: usize,
+}
+
+impl HeadView<'_> {
+    /// Element offset of position `pos` (`< len`) in the key and value stores.
+    #[inline]
+    pub fn offset(&self, pos: usize) -> usize {
+        debug_assert!(pos < self.len);
+        (self.blocks[pos / PAGE_SIZE] as usize * PAGE_SIZE + pos % PAGE_SIZE) * self.stride + self.head_off
+    }
+
+    /// Position `pos`'s key as f32 (exact).
+    pub fn key_f32(&self, pos: usize, out: &mut [f32]) {
+        let off = self.offset(pos);
+        decode16_into(self.format, &self.keys[off..off + self.head_dim], out);
+    }
+
+    /// Position `pos`'s value as f32 (exact for 16-bit; `table[code] * scale` for E4M3).
+    pub fn value_f32(&self, pos: usize, out: &mut [f32]) {
+        let off = self.offset(pos);
+        match self.values {
+            HeadValues::Half(store) => decode16_into(self.format, &store[off..off + self.head_dim], out),
+            HeadValues::E4m3 { codes, table, scale } => {
+                for (o, &b) in out.iter_mut().zip(&codes[off..off + self.head_dim]) {
+                    *o = table[b as usize] * scale;
+                }
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@ pub mod cache;
 pub mod format;
 pub mod pool;
 
-pub use cache::{KvCache, KvInventory};
+pub use cache::{HeadValues, HeadView, KvCache, KvInventory};
 pub use format::{KvFormat, ValueScales};
 pub use pool::{BlockAllocator, BlockTable};
 

@@ -7,13 +7,18 @@
 //! always sees the stored (possibly 8-bit) representation, in prefill and decode
 //! alike.
 //!
+//! Keys and values are read in place from the pages (`kv::HeadView`) and
+//! converted to f32 where they are used (F16C for f16 keys and values, a shift
+//! for bf16, a table gather times the layer scale for E4M3 values): no copy of
+//! the history is made, and the f32 values are exactly `KvCache::gather`'s.
+//!
 //! Dot products (query by key) and weighted sums (probability times value) run
 //! on the caller's `CpuPath`: eight lanes over `head_dim` with fused
 //! multiply-adds, a fixed lane sum and the tail in order. The scalar path
 //! writes the same steps out with `mul_add`, so both paths give the same bits.
 
 use super::dispatch::{CpuFeatures, CpuPath};
-use crate::kv::{BlockTable, KvCache};
+use crate::kv::{BlockTable, HeadView, KvCache};
 use rayon::prelude::*;
 
 /// One sequence's slice of the batch: rows `q_row..q_row + rows` of the query
@@ -77,10 +82,10 @@ pub fn paged_attention(
         .map(|(s, kvh, r0, r1)| {
             let seq = &seqs[s];
             let ctx = seq.start_pos + r1;
-            let (mut kbuf, mut vbuf) = (Vec::new(), Vec::new());
-            cache.gather(layer, seq.table, kvh, ctx, &mut kbuf, &mut vbuf);
+            let view = cache.head_view(layer, seq.table, kvh, ctx);
             let mut out = vec![0.0f32; (r1 - r0) * group * hd];
             let mut scores = vec![0.0f32; ctx];
+            let mut row = vec![0.0f32; hd];
             for r in r0..r1 {
                 let pos = seq.start_pos + r;
                 let qrow = &q[(seq.q_row + r) * q_dim..(seq.q_row + r + 1) * q_dim];
@@ -90,11 +95,11 @@ pub fn paged_attention(
                     let o = &mut out[((r - r0) * group + g) * hd..((r - r0) * group + g + 1) * hd];
                     match path {
                         #[cfg(target_arch = "x86_64")]
-                        // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
+                        // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
                         CpuPath::Avx2 | CpuPath::Avx512 => unsafe {
-                            avx2::attend_one(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o)
+                            avx2::attend_one(qh, &view, pos + 1, scale, &mut scores, o)
                         },
-                        _ => attend_one::<Scalar>(qh, &kbuf, &vbuf, pos + 1, hd, scale, &mut scores, o),
+                        _ => attend_one(qh, &view, pos + 1, scale, &mut scores, &mut row, o),
                     }
                 }
             }
@@ -116,59 +121,39 @@ pub fn paged_attention(
     y
 }
 
-/// The per-path vector steps of [`attend_one`].
-trait Lanes {
-    /// `Σ a[i]·b[i]`: eight lanes of FMAs over steps of 8, the fixed sum
-    /// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`, then the tail by FMA in order.
-    fn dot(a: &[f32], b: &[f32]) -> f32;
-    /// `out[i] = fma(p, v[i], out[i])`.
-    fn axpy(p: f32, v: &[f32], out: &mut [f32]);
-}
-
-/// The steps written out element by element.
-struct Scalar;
-
-impl Lanes for Scalar {
-    #[inline]
-    fn dot(a: &[f32], b: &[f32]) -> f32 {
-        let mut l = [0.0f32; 8];
-        let full = a.len() / 8 * 8;
-        for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
-            for i in 0..8 {
-                l[i] = ca[i].mul_add(cb[i], l[i]);
-            }
-        }
-        let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-        for t in full..a.len() {
-            s = a[t].mul_add(b[t], s);
-        }
-        s
-    }
-
-    #[inline]
-    fn axpy(p: f32, v: &[f32], out: &mut [f32]) {
-        for (o, &vv) in out.iter_mut().zip(v) {
-            *o = p.mul_add(vv, *o);
+/// `Σ a[i]·b[i]`: eight lanes of FMAs over steps of 8, the fixed sum
+/// `((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))`, then the tail by FMA in order.
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut l = [0.0f32; 8];
+    let full = a.len() / 8 * 8;
+    for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
+        for i in 0..8 {
+            l[i] = ca[i].mul_add(cb[i], l[i]);
         }
     }
+    let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for t in full..a.len() {
+        s = a[t].mul_add(b[t], s);
+    }
+    s
 }
 
-/// Attention of one query head over positions `0..n` of gathered K/V.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn attend_one<L: Lanes>(
+/// Attention of one query head over positions `0..n` of `view`, written out
+/// element by element (`row`: room for one decoded key or value).
+fn attend_one(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    view: &HeadView<'_>,
     n: usize,
-    hd: usize,
     scale: f32,
     scores: &mut [f32],
+    row: &mut [f32],
     out: &mut [f32],
 ) {
     let mut max = f32::NEG_INFINITY;
     for j in 0..n {
-        let s = L::dot(q, &k[j * hd..(j + 1) * hd]) * scale;
+        view.key_f32(j, row);
+        let s = dot(q, row) * scale;
         scores[j] = s;
         max = max.max(s);
     }
@@ -179,7 +164,11 @@ fn attend_one<L: Lanes>(
     }
     out.fill(0.0);
     for j in 0..n {
-        L::axpy(scores[j], &v[j * hd..(j + 1) * hd], out);
+        view.value_f32(j, row);
+        let p = scores[j];
+        for (o, &vv) in out.iter_mut().zip(row.iter()) {
+            *o = p.mul_add(vv, *o);
+        }
     }
     let inv = 1.0 / sum;
     for o in out.iter_mut() {
@@ -189,28 +178,61 @@ fn attend_one<L: Lanes>(
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    //! The `Lanes` steps in AVX2 + FMA registers.
+    //! [`super::attend_one`] in AVX2 + FMA registers, reading the pages in
+    //! place: eight elements of a key or value row are loaded and converted to
+    //! f32 in one step (`load8`), the format fixed at compile time.
     use crate::kernels::cpu::matmul::avx2::hsum;
+    use crate::kv::{HeadValues, HeadView, KvFormat};
     use std::arch::x86_64::*;
 
+    /// Storage formats of one row, as const parameters.
+    const F16: u8 = 0;
+    const BF16: u8 = 1;
+    const E4M3: u8 = 2;
+
+    /// Bytes per stored element.
+    const fn width(f: u8) -> usize {
+        if f == E4M3 { 1 } else { 2 }
+    }
+
+    /// How E4M3 codes become f32: `table[code] * scale` (unused otherwise).
+    #[derive(Clone, Copy)]
+    struct Decode {
+        table: *const f32,
+        scale: f32,
+    }
+
+    /// Eight stored elements at `p` as f32, exactly as `HeadView` decodes them.
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-        let full = a.len() / 8 * 8;
-        let mut acc = _mm256_setzero_ps();
-        let mut i = 0;
-        while i < full {
-            // SAFETY: i + 8 <= full <= a.len() = b.len().
-            unsafe {
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), _mm256_loadu_ps(b.as_ptr().add(i)), acc)
-            };
-            i += 8;
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8<const F: u8>(p: *const u8, dec: Decode) -> __m256 {
+        // SAFETY (caller): p points at eight readable elements; table at 256 floats.
+        unsafe {
+            match F {
+                F16 => _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+                BF16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(
+                    p as *const __m128i,
+                )))),
+                _ => _mm256_mul_ps(
+                    _mm256_i32gather_ps::<4>(dec.table, _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i))),
+                    _mm256_set1_ps(dec.scale),
+                ),
+            }
         }
-        let mut s = hsum(acc);
-        for t in full..a.len() {
-            s = a[t].mul_add(b[t], s);
+    }
+
+    /// One stored element at `p` as f32.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load1<const F: u8>(p: *const u8, dec: Decode) -> f32 {
+        // SAFETY (caller): p points at one readable element.
+        unsafe {
+            match F {
+                F16 => half::f16::from_bits((p as *const u16).read_unaligned()).to_f32(),
+                BF16 => half::bf16::from_bits((p as *const u16).read_unaligned()).to_f32(),
+                _ => *dec.table.add(*p as usize) * dec.scale,
+            }
         }
-        s
     }
 
     /// Keys per dot-product pass and value dimensions per weighted-sum pass:
@@ -218,25 +240,26 @@ mod avx2 {
     const KEYS: usize = 8;
     const DIMS: usize = 64;
 
-    /// `out[c..c + 8V] = Σ_j p_j · v[j][c..c + 8V]`, each element by FMA with j
+    /// `out[c..c + 8V] = Σ_j p_j · v_j[c..c + 8V]`, each element by FMA with j
     /// ascending from zero, `V` vectors in registers over all positions.
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn weighted_sum<const V: usize>(
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn weighted_sum<const V: usize, const F: u8>(
         scores: &[f32],
-        n: usize,
-        vp: *const f32,
-        hd: usize,
+        view: &HeadView<'_>,
+        vp: *const u8,
+        dec: Decode,
         c: usize,
         out: &mut [f32],
     ) {
         assert!(c + 8 * V <= out.len());
         let mut acc = [_mm256_setzero_ps(); V];
-        for (j, &p) in scores[..n].iter().enumerate() {
+        for (j, &p) in scores.iter().enumerate() {
             let pv = _mm256_set1_ps(p);
+            let row = vp.wrapping_add(view.offset(j) * width(F));
             for (t, a) in acc.iter_mut().enumerate() {
-                // SAFETY (caller): value rows 0..n exist, c + 8V <= hd.
-                *a = unsafe { _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp.add(j * hd + c + 8 * t)), *a) };
+                // SAFETY (caller): position j < view.len, c + 8V <= head_dim.
+                *a = unsafe { _mm256_fmadd_ps(pv, load8::<F>(row.add((c + 8 * t) * width(F)), dec), *a) };
             }
         }
         for (t, a) in acc.iter().enumerate() {
@@ -245,77 +268,102 @@ mod avx2 {
         }
     }
 
-    /// [`super::attend_one`] with its steps in registers: `KEYS` keys' dot
-    /// products at a time (each exactly `dot`), and the weighted sum of values
-    /// `DIMS` dimensions at a time with the accumulators in registers over all
-    /// positions (each element still `fma(p_j, v_j, ·)` for j ascending).
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx2,fma")]
+    /// [`super::attend_one`] over `view` with its steps in registers.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn attend_one(
         q: &[f32],
-        k: &[f32],
-        v: &[f32],
+        view: &HeadView<'_>,
         n: usize,
-        hd: usize,
         scale: f32,
         scores: &mut [f32],
         out: &mut [f32],
     ) {
-        assert!(k.len() >= n * hd && v.len() >= n * hd && q.len() == hd && out.len() == hd && scores.len() >= n);
+        // SAFETY: this function's features.
+        unsafe {
+            match (view.format, view.values) {
+                (KvFormat::Bf16, _) => attend::<BF16, BF16>(q, view, n, scale, scores, out),
+                (_, HeadValues::E4m3 { .. }) => attend::<F16, E4M3>(q, view, n, scale, scores, out),
+                _ => attend::<F16, F16>(q, view, n, scale, scores, out),
+            }
+        }
+    }
+
+    /// Keys stored as `K`, values as `V`: `KEYS` keys' dot products at a time
+    /// (each the scalar `dot`'s steps), then the weighted sum of values `DIMS`
+    /// dimensions at a time with the accumulators in registers over all
+    /// positions (each element still `fma(p_j, v_j, ·)` for j ascending).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn attend<const K: u8, const V: u8>(
+        q: &[f32],
+        view: &HeadView<'_>,
+        n: usize,
+        scale: f32,
+        scores: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let hd = view.head_dim;
+        assert!(n <= view.len && q.len() == hd && out.len() == hd && scores.len() >= n);
         let full = hd / 8 * 8;
-        let (qp, kp, vp) = (q.as_ptr(), k.as_ptr(), v.as_ptr());
+        let qp = q.as_ptr();
+        let kp = view.keys.as_ptr() as *const u8;
+        let (vp, dec) = match view.values {
+            HeadValues::Half(store) => (store.as_ptr() as *const u8, Decode { table: std::ptr::null(), scale: 1.0 }),
+            HeadValues::E4m3 { codes, table, scale } => (codes.as_ptr(), Decode { table: table.as_ptr(), scale }),
+        };
+        let kw = width(K);
         let mut max = f32::NEG_INFINITY;
         let mut j = 0;
-        while j + KEYS <= n {
+        while j < n {
+            let keys = (n - j).min(KEYS);
+            let rows: [*const u8; KEYS] =
+                std::array::from_fn(|t| kp.wrapping_add(view.offset(j + t.min(keys - 1)) * kw));
             let mut acc = [_mm256_setzero_ps(); KEYS];
             let mut i = 0;
             while i < full {
-                // SAFETY: i + 8 <= hd and key rows j..j+KEYS < n.
+                // SAFETY: i + 8 <= hd and every row is a position < n.
                 unsafe {
                     let qv = _mm256_loadu_ps(qp.add(i));
                     for (t, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kp.add((j + t) * hd + i)), *a);
+                        *a = _mm256_fmadd_ps(qv, load8::<K>(rows[t].add(i * kw), dec), *a);
                     }
                 }
                 i += 8;
             }
-            for (t, a) in acc.iter().enumerate() {
+            for (t, a) in acc.iter().enumerate().take(keys) {
                 let mut s = hsum(*a);
                 for e in full..hd {
-                    s = q[e].mul_add(k[(j + t) * hd + e], s);
+                    // SAFETY: e < hd.
+                    s = q[e].mul_add(unsafe { load1::<K>(rows[t].add(e * kw), dec) }, s);
                 }
                 let s = s * scale;
                 scores[j + t] = s;
                 max = max.max(s);
             }
-            j += KEYS;
-        }
-        for jj in j..n {
-            // SAFETY: this function's features.
-            let s = unsafe { dot(q, &k[jj * hd..(jj + 1) * hd]) } * scale;
-            scores[jj] = s;
-            max = max.max(s);
+            j += keys;
         }
         let mut sum = 0.0f32;
         for s in scores[..n].iter_mut() {
             *s = (*s - max).exp();
             sum += *s;
         }
+        let scores = &scores[..n];
         let mut c = 0;
         while c + DIMS <= full {
-            // SAFETY: c + DIMS <= hd.
-            unsafe { weighted_sum::<{ DIMS / 8 }>(scores, n, vp, hd, c, out) };
+            // SAFETY: c + DIMS <= hd; positions < n <= view.len.
+            unsafe { weighted_sum::<{ DIMS / 8 }, V>(scores, view, vp, dec, c, out) };
             c += DIMS;
         }
         while c < full {
             // SAFETY: c + 8 <= hd.
-            unsafe { weighted_sum::<1>(scores, n, vp, hd, c, out) };
+            unsafe { weighted_sum::<1, V>(scores, view, vp, dec, c, out) };
             c += 8;
         }
         for e in full..hd {
             let mut o = 0.0f32;
-            for (jj, &p) in scores[..n].iter().enumerate() {
-                o = p.mul_add(v[jj * hd + e], o);
+            for (jj, &p) in scores.iter().enumerate() {
+                // SAFETY: position jj < view.len, e < hd.
+                let x = unsafe { load1::<V>(vp.wrapping_add((view.offset(jj) + e) * width(V)), dec) };
+                o = p.mul_add(x, o);
             }
             out[e] = o;
         }
@@ -329,7 +377,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::KvFormat;
+    use crate::kv::{KvFormat, ValueScales};
 
     /// Naive f64 attention over unpaged K/V for one head.
     fn reference(q: &[f32], k: &[f32], v: &[f32], n: usize, hd: usize) -> Vec<f64> {
@@ -346,12 +394,15 @@ mod tests {
     fn matches_reference_across_pages_and_is_chunk_invariant() {
         // Head sizes with and without a tail past whole vectors, below and
         // above one 32-dimension block of the AVX2 weighted sum.
-        for hd in [8, 20, 72] {
-            check_head_dim(hd);
+        // Every storage format, read in place by the kernels.
+        for format in [KvFormat::F16, KvFormat::Bf16, KvFormat::K16v8] {
+            for hd in [8, 20, 72] {
+                check_head_dim(format, hd);
+            }
         }
     }
 
-    fn check_head_dim(hd: usize) {
+    fn check_head_dim(format: KvFormat, hd: usize) {
         let (heads, kv_heads, len) = (4, 2, 37);
         let shape = AttnShape { heads, kv_heads, head_dim: hd };
         let kv_dim = kv_heads * hd;
@@ -359,7 +410,8 @@ mod tests {
         let k: Vec<f32> = (0..len * kv_dim).map(|i| val(i, 2.0)).collect();
         let v: Vec<f32> = (0..len * kv_dim).map(|i| val(i + 5, 1.0)).collect();
         let q: Vec<f32> = (0..len * heads * hd).map(|i| val(i + 11, 3.0)).collect();
-        let mut cache = KvCache::new_poisoned(KvFormat::F16, 1, kv_heads, hd, 8, None).unwrap();
+        let scales = ValueScales { rule: "test".into(), scales: vec![0.75 / 448.0] };
+        let mut cache = KvCache::new_poisoned(format, 1, kv_heads, hd, 8, Some(&scales)).unwrap();
         let mut t = cache.new_table();
         assert!(t.reserve(len));
         cache.write(0, &t, 0, &k, &v);
@@ -370,32 +422,35 @@ mod tests {
         let whole = run(CpuPath::Scalar, &q, len, 0);
         // Every path gives the scalar path's bits.
         for path in CpuPath::supported() {
-            assert_eq!(run(path, &q, len, 0), whole, "hd {hd} {path}");
+            assert_eq!(run(path, &q, len, 0), whole, "{format} hd {hd} {path}");
         }
-        // Reference on the f16-rounded K/V.
-        let r16 = |x: f32| half::f16::from_f32(x).to_f32();
+        // Reference on the stored K/V, copied out as f32 (`gather`), which for
+        // 16-bit formats are the rounded inputs.
+        let r16 = |x: f32| format.decode16(format.encode16(x));
         for pos in [0, 15, 16, 36] {
             for h in 0..heads {
                 let kvh = h / 2;
-                let kh: Vec<f32> = (0..=pos)
-                    .flat_map(|j| (0..hd).map(move |d| (j, d)))
-                    .map(|(j, d)| r16(k[j * kv_dim + kvh * hd + d]))
-                    .collect();
-                let vh: Vec<f32> = (0..=pos)
-                    .flat_map(|j| (0..hd).map(move |d| (j, d)))
-                    .map(|(j, d)| r16(v[j * kv_dim + kvh * hd + d]))
-                    .collect();
+                let (mut kh, mut vh) = (Vec::new(), Vec::new());
+                cache.gather(0, &t, kvh, pos + 1, &mut kh, &mut vh);
+                assert_eq!(kh[pos * hd + 1], r16(k[pos * kv_dim + kvh * hd + 1]));
+                if format != KvFormat::K16v8 {
+                    assert_eq!(vh[pos * hd + 1], r16(v[pos * kv_dim + kvh * hd + 1]));
+                }
                 let want = reference(&q[pos * heads * hd + h * hd..][..hd], &kh, &vh, pos + 1, hd);
                 for d in 0..hd {
                     let got = whole[pos * heads * hd + h * hd + d] as f64;
-                    assert!((got - want[d]).abs() < 1e-5, "hd {hd} pos {pos} head {h} dim {d}: {got} vs {}", want[d]);
+                    assert!(
+                        (got - want[d]).abs() < 1e-5,
+                        "{format} hd {hd} pos {pos} head {h} dim {d}: {got} vs {}",
+                        want[d]
+                    );
                 }
             }
         }
         // The last 5 rows computed alone (decode-like) equal the batched result bit for bit.
         for path in CpuPath::supported() {
             let tail = run(path, &q[32 * heads * hd..], 5, 32);
-            assert_eq!(tail, whole[32 * heads * hd..], "hd {hd} {path}");
+            assert_eq!(tail, whole[32 * heads * hd..], "{format} hd {hd} {path}");
         }
     }
 }
