@@ -89,6 +89,28 @@ fn q8_logits_are_identical_on_every_cpu_path() {
     }
 }
 
+#[test]
+fn each_quantized_weight_is_held_once_in_the_layout_its_kernels_read() {
+    let ids_of = |e: &Engine| hamlet_ids(e, 9000, 12);
+    for path in CpuPath::supported() {
+        let mut e = engine_on(kernels(path, QuantMatmul::Q8));
+        let ids = ids_of(&e);
+        let q8 = all_logits(&mut e, &ids);
+        for quant in [QuantMatmul::Exact, QuantMatmul::Q8] {
+            e.model.set_kernels(kernels(path, quant));
+            let packed = path == CpuPath::Avx512 && quant == QuantMatmul::Q8;
+            let (layouts, tied_quant) = e.model.weight_layouts();
+            // 30 layers x 7 linear layers + the tied LM head, all Q4_1 or Q8_0.
+            assert_eq!(layouts.len(), 30 * 7 + 1, "{path} {quant}");
+            assert!(layouts.iter().all(|&l| l == (!packed, packed)), "{path} {quant}: layouts {layouts:?}");
+            // SmolLM2 ties its embeddings: lookups read the quantized head, no f32 copy.
+            assert!(tied_quant, "{path} {quant}: embedding lookups keep an f32 copy");
+        }
+        // Converted to the exact path's layout and back: the same logits.
+        assert!(all_logits(&mut e, &ids) == q8, "{path}: q8 logits changed after a layout round trip");
+    }
+}
+
 /// One sequence of a simulated batch: tokens still to feed, and its output.
 struct Running {
     pending: Vec<u32>,

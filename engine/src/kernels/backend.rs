@@ -107,6 +107,12 @@ impl Kernels {
         Kernels { quant, ..self }
     }
 
+    /// Whether quantized layers read the 16-row interleaved weight layout
+    /// (the AVX-512 q8 kernels) rather than rows of GGUF blocks.
+    pub fn reads_packed_weights(&self) -> bool {
+        self.path == CpuPath::Avx512 && self.quant == QuantMatmul::Q8
+    }
+
     /// `y = x · Wᵀ`, `x` `[m, k]`, dense `w` `[n, k]`.
     pub fn matmul(&self, x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
         matmul_on(self.path, x, w, m, k, n)

@@ -204,16 +204,26 @@ struct Batch<'s, 'o> {
 }
 
 /// The output projection: the embedding matrix read as a linear layer (tied
-/// weights), or a layer of its own (an untied head, or the quantized copy of a
-/// tied embedding matrix, whose lookups keep the f32 one).
+/// weights), or a layer of its own (an untied head, or the quantized tied
+/// embedding matrix, which then also serves the lookups).
 pub enum LmHead {
     Tied,
     Linear(Linear),
 }
 
+/// Where token embeddings are looked up.
+enum Embedding {
+    /// `[vocab, hidden]` f32 rows.
+    F32(Vec<f32>),
+    /// The rows of the quantized tied LM head, dequantized on lookup: exactly
+    /// the f32 rows the loader made from the same GGUF tensor, without keeping
+    /// them (`vocab x hidden x 4` bytes).
+    TiedQuant,
+}
+
 pub struct Model {
     pub config: ModelConfig,
-    pub embed_tokens: Vec<f32>,
+    embed: Embedding,
     pub layers: Vec<DecoderLayer>,
     pub norm: RmsNorm,
     pub lm_head: LmHead,
@@ -349,7 +359,7 @@ impl Model {
         let norm = t.norm("norm", h, eps)?;
         let rope = RopeTable::new(c.head_dim, c.rope_theta, c.max_position_embeddings);
         let kernels = Kernels::from_env().map_err(|e| EngineError::Config(e.to_string()))?;
-        Ok(Model { config, embed_tokens, layers, norm, lm_head, rope, kernels })
+        Ok(Model { config, embed: Embedding::F32(embed_tokens), layers, norm, lm_head, rope, kernels })
     }
 
     pub fn max_positions(&self) -> usize {
@@ -362,22 +372,98 @@ impl Model {
         self.kernels
     }
 
+    /// Also keeps each quantized weight in the one layout `kernels` read (the
+    /// 16-row interleaved copy on the AVX-512 q8 path, rows of GGUF blocks
+    /// otherwise), converting it here rather than inside a forward pass.
     pub fn set_kernels(&mut self, kernels: Kernels) {
         self.kernels = kernels;
+        let packed = kernels.reads_packed_weights();
+        for q in self.quant_matrices_mut() {
+            q.keep_layout(packed);
+        }
+    }
+
+    /// Every block-quantized weight of the model.
+    fn quant_matrices_mut(&mut self) -> impl Iterator<Item = &mut QuantMatrix> {
+        let head = match &mut self.lm_head {
+            LmHead::Linear(l) => Some(l),
+            LmHead::Tied => None,
+        };
+        self.layers
+            .iter_mut()
+            .flat_map(|l| {
+                let (a, m) = (&mut l.self_attn, &mut l.mlp);
+                [
+                    &mut a.q_proj,
+                    &mut a.k_proj,
+                    &mut a.v_proj,
+                    &mut a.o_proj,
+                    &mut m.gate_proj,
+                    &mut m.up_proj,
+                    &mut m.down_proj,
+                ]
+            })
+            .chain(head)
+            .filter_map(|l| match &mut l.weight {
+                Weight::Quant(q) => Some(q),
+                Weight::F32(_) => None,
+            })
+    }
+
+    /// The layouts each block-quantized weight holds now, as
+    /// `QuantMatrix::layouts` gives them (`(rows of blocks, packed)`), and whether
+    /// embedding lookups read the quantized tied head instead of f32 rows.
+    pub fn weight_layouts(&self) -> (Vec<(bool, bool)>, bool) {
+        let head = match &self.lm_head {
+            LmHead::Linear(l) => Some(l),
+            LmHead::Tied => None,
+        };
+        let layouts = self
+            .layers
+            .iter()
+            .flat_map(|l| {
+                let (a, m) = (&l.self_attn, &l.mlp);
+                [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &m.gate_proj, &m.up_proj, &m.down_proj]
+            })
+            .chain(head)
+            .filter_map(|l| match &l.weight {
+                Weight::Quant(q) => Some(q.layouts()),
+                Weight::F32(_) => None,
+            })
+            .collect();
+        (layouts, matches!(self.embed, Embedding::TiedQuant))
     }
 
     fn lm_head_forward(&self, x: &[f32]) -> Vec<f32> {
         let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
-        match &self.lm_head {
-            LmHead::Linear(l) => l.forward(x, &self.kernels),
-            LmHead::Tied => self.kernels.matmul(x, &self.embed_tokens, x.len() / h, h, vocab),
+        match (&self.lm_head, &self.embed) {
+            (LmHead::Linear(l), _) => l.forward(x, &self.kernels),
+            (LmHead::Tied, Embedding::F32(e)) => self.kernels.matmul(x, e, x.len() / h, h, vocab),
+            (LmHead::Tied, Embedding::TiedQuant) => unreachable!("a quantized tied embedding is the LM head"),
+        }
+    }
+
+    /// Appends token `t`'s embedding row to `x`.
+    fn push_embedding(&self, t: u32, x: &mut Vec<f32>) {
+        let h = self.config.hidden_size;
+        let t = t as usize;
+        match (&self.embed, &self.lm_head) {
+            (Embedding::F32(e), _) => x.extend_from_slice(&e[t * h..(t + 1) * h]),
+            (Embedding::TiedQuant, LmHead::Linear(Linear { weight: Weight::Quant(q), .. })) => {
+                let at = x.len();
+                x.resize(at + h, 0.0);
+                q.dequantize_row(t, &mut x[at..]);
+            }
+            (Embedding::TiedQuant, _) => unreachable!("a quantized tied embedding is the LM head"),
         }
     }
 
     /// Uses block-quantized weights (from a GGUF file) in place of their f32
     /// copies; on the exact quantized matmul results are bit-for-bit unchanged
     /// (memory traffic is not), on the default `q8` one they are llama.cpp's. A tied
-    /// LM head gets the quantized embedding matrix (lookups keep the f32 one).
+    /// LM head gets the quantized embedding matrix, and lookups read its rows
+    /// (dequantized: the same f32 values) instead of an f32 copy. Each weight is
+    /// then kept in the layout the model's kernels read.
     /// Returns how many layers now read quantized weights.
     pub fn use_quantized(&mut self, weights: Vec<(String, QuantMatrix)>) -> usize {
         let mut n = 0;
@@ -392,6 +478,7 @@ impl Model {
             };
             n += usize::from(used);
         }
+        self.set_kernels(self.kernels);
         n
     }
 
@@ -401,6 +488,7 @@ impl Model {
         let fits = q.rows == out_features && q.cols == in_features;
         if matches!(self.lm_head, LmHead::Tied) && self.config.tie_word_embeddings && fits {
             self.lm_head = LmHead::Linear(Linear { weight: Weight::Quant(q), out_features, in_features });
+            self.embed = Embedding::TiedQuant;
             return true;
         }
         false
@@ -466,7 +554,7 @@ impl Model {
         let total: usize = places.iter().map(|p| p.len).sum();
         let mut x = Vec::with_capacity(total * h);
         for &t in seqs.iter().flat_map(|s| s.tokens) {
-            x.extend_from_slice(&self.embed_tokens[t as usize * h..(t as usize + 1) * h]);
+            self.push_embedding(t, &mut x);
         }
         let positions = places.iter().flat_map(|p| p.start..p.start + p.len).collect();
         let shape = AttnShape { heads: c.num_attention_heads, kv_heads: c.num_key_value_heads, head_dim: c.head_dim };

@@ -182,7 +182,7 @@ pub(crate) const PANEL_ABOVE_ROWS: usize = 4;
 fn weight_block(w: &QuantMatrix, j: usize, b: usize) -> &[u8] {
     let bb = w.kind.block_bytes();
     let start = (j * (w.cols / QK) + b) * bb;
-    &w.data[start..start + bb]
+    &w.data()[start..start + bb]
 }
 
 mod scalar {
@@ -343,7 +343,7 @@ mod avx2 {
         let k = a.cols;
         let nb = k / QK;
         let bb = w.kind.block_bytes();
-        let wp = w.data.as_ptr();
+        let wp = w.data().as_ptr();
         let ap = a.qs.as_ptr();
         let ones = _mm256_set1_epi16(1);
         let low = _mm256_set1_epi8(0x0f);

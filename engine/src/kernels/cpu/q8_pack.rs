@@ -58,10 +58,11 @@ impl Packed {
         let groups = w.rows.div_ceil(GROUP_ROWS);
         let gb = Packed::group_block_bytes(w.kind);
         let mut data = vec![0u8; groups * nb * gb];
+        let src = w.data();
         data.par_chunks_mut(nb * gb).enumerate().for_each(|(g, dst)| {
             for lane in 0..GROUP_ROWS.min(w.rows - g * GROUP_ROWS) {
                 let j = g * GROUP_ROWS + lane;
-                let row = &w.data[j * nb * bb..(j + 1) * nb * bb];
+                let row = &src[j * nb * bb..(j + 1) * nb * bb];
                 for (b, blk) in row.chunks_exact(bb).enumerate() {
                     let out = &mut dst[b * gb..(b + 1) * gb];
                     out[2 * lane..2 * lane + 2].copy_from_slice(&blk[..2]);

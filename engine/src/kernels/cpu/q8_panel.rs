@@ -49,7 +49,7 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
     let mut elems = [0u8; QK];
     for c in 0..width {
         let (g, lane) = (c / 8, c % 8);
-        let row = &w.data[(c0 + c) * nb * bb..(c0 + c + 1) * nb * bb];
+        let row = &w.data()[(c0 + c) * nb * bb..(c0 + c + 1) * nb * bb];
         for (b, blk) in row.chunks_exact(bb).enumerate() {
             let at = (g * nb + b) * 8 + lane;
             // SAFETY: blk holds a whole block.

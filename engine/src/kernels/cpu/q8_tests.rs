@@ -142,7 +142,7 @@ fn the_interleaved_layout_holds_exactly_the_gguf_bytes() {
             let p = w.packed16();
             assert_eq!((p.rows, p.cols, p.nb, p.groups), (rows, 96, 3, rows.div_ceil(16)));
             assert_eq!(p.data.len(), p.groups * 3 * 16 * kind.block_bytes());
-            assert_eq!(p.unpack(), w.data, "{kind:?} rows {rows}");
+            assert_eq!(p.unpack(), w.data(), "{kind:?} rows {rows}");
         }
     }
     // Element (row 17, block 1, element 21) of a Q4_1 matrix: the high nibble

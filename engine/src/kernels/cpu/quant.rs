@@ -40,15 +40,19 @@ impl QuantKind {
     }
 }
 
-/// A `[rows, cols]` matrix stored as rows of quantized blocks.
+/// A `[rows, cols]` matrix of quantized blocks, held in the layout its kernels
+/// read: rows of GGUF blocks (`data`, for the scalar, AVX2 and exact paths) or
+/// the 16-row interleaved copy (`packed16`, the AVX-512 q8 kernels). Either is
+/// built from the other on first use; [`QuantMatrix::keep_layout`] drops the
+/// one the kernels do not read, so a model holds its weights once.
 #[derive(Debug, Clone)]
 pub struct QuantMatrix {
     pub kind: QuantKind,
     pub rows: usize,
     pub cols: usize,
-    pub data: Vec<u8>,
-    /// The 16-row interleaved copy the AVX-512 q8 kernels read, made on their
-    /// first use of this matrix (never for other paths).
+    /// Rows of GGUF blocks (absent while only the packed layout is kept).
+    data: OnceLock<Vec<u8>>,
+    /// The 16-row interleaved layout (absent until the AVX-512 q8 kernels need it).
     packed: OnceLock<Packed>,
 }
 
@@ -59,14 +63,36 @@ impl QuantMatrix {
             kind,
             rows,
             cols,
-            data,
+            data: OnceLock::from(data),
             packed: OnceLock::new(),
         })
+    }
+
+    /// Rows of GGUF blocks (rebuilt from the packed layout if it was dropped).
+    pub fn data(&self) -> &[u8] {
+        self.data.get_or_init(|| self.packed.get().expect("a quantized matrix keeps one layout").unpack())
     }
 
     /// The 16-row interleaved layout (`q8_pack`), built on first call.
     pub fn packed16(&self) -> &Packed {
         self.packed.get_or_init(|| Packed::new(self))
+    }
+
+    /// Keeps only the packed layout (`packed`: the AVX-512 q8 kernels) or only
+    /// the rows of blocks (every other path), building it first if needed.
+    pub fn keep_layout(&mut self, packed: bool) {
+        if packed {
+            self.packed16();
+            self.data.take();
+        } else {
+            self.data();
+            self.packed.take();
+        }
+    }
+
+    /// Which layouts are held now: `(rows of blocks, packed)`.
+    pub fn layouts(&self) -> (bool, bool) {
+        (self.data.get().is_some(), self.packed.get().is_some())
     }
 
     fn row_bytes(&self) -> usize {
@@ -77,7 +103,7 @@ impl QuantMatrix {
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let rb = self.row_bytes();
         let bb = self.kind.block_bytes();
-        for (blk, o) in self.data[r * rb..(r + 1) * rb].chunks_exact(bb).zip(out.chunks_exact_mut(QK)) {
+        for (blk, o) in self.data()[r * rb..(r + 1) * rb].chunks_exact(bb).zip(out.chunks_exact_mut(QK)) {
             let d = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
             match self.kind {
                 QuantKind::Q4_1 => {
@@ -221,7 +247,7 @@ mod avx2 {
         let bb = w.kind.block_bytes();
         let rb = k / QK * bb;
         let xp = x.as_ptr();
-        let wp = w.data.as_ptr();
+        let wp = w.data().as_ptr();
         let mut acc = [[_mm256_setzero_ps(); C]; R];
         for b in 0..k / QK {
             let mut dv = [_mm256_setzero_ps(); C];
