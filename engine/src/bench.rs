@@ -15,7 +15,7 @@ use engine::kernels::cpu::quant::{QuantKind, QuantMatrix, matmul_quant_on};
 use engine::kernels::{CpuFeatures, CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
 use engine::model::{LogitsWanted, Model, SeqInput};
-use engine::runtime::{Engine, EngineOptions};
+use engine::runtime::{Engine, EngineOptions, Workers};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -121,7 +121,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut model = engine.model;
     let mut rows = Vec::new();
     for &threads in &a.threads {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+        let pool = Workers::new(threads)?;
         for &format in &a.kv_formats {
             let mut cache = engine::kv::KvCache::with_budget(
                 format,
@@ -241,7 +241,7 @@ fn kernel_comparison(
     let wq = QuantMatrix::new(QuantKind::Q4_1, n, k, qbytes).context("building the Q4_1 bench matrix")?;
     let mut out = Vec::new();
     for &t in threads {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build()?;
+        let pool = Workers::new(t)?;
         for m in [1usize, m_big] {
             let reps = if m == 1 { 200 } else { 5 };
             let ours = pool.install(|| {

@@ -18,8 +18,8 @@
 //! writes the same steps out with `mul_add`, so both paths give the same bits.
 
 use super::dispatch::{CpuFeatures, CpuPath};
+use super::team::map_indices;
 use crate::kv::{BlockTable, HeadView, KvCache};
-use rayon::prelude::*;
 
 /// One sequence's slice of the batch: rows `q_row..q_row + rows` of the query
 /// matrix are positions `start_pos..start_pos + rows` of this sequence.
@@ -77,35 +77,33 @@ pub fn paged_attention(
         }
     }
     let scale = 1.0 / (hd as f32).sqrt();
-    let parts: Vec<(Task, Vec<f32>)> = tasks
-        .into_par_iter()
-        .map(|(s, kvh, r0, r1)| {
-            let seq = &seqs[s];
-            let ctx = seq.start_pos + r1;
-            let view = cache.head_view(layer, seq.table, kvh, ctx);
-            let mut out = vec![0.0f32; (r1 - r0) * group * hd];
-            let mut scores = vec![0.0f32; ctx];
-            let mut row = vec![0.0f32; hd];
-            for r in r0..r1 {
-                let pos = seq.start_pos + r;
-                let qrow = &q[(seq.q_row + r) * q_dim..(seq.q_row + r + 1) * q_dim];
-                for g in 0..group {
-                    let h = kvh * group + g;
-                    let qh = &qrow[h * hd..(h + 1) * hd];
-                    let o = &mut out[((r - r0) * group + g) * hd..((r - r0) * group + g + 1) * hd];
-                    match path {
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                        CpuPath::Avx2 | CpuPath::Avx512 => unsafe {
-                            avx2::attend_one(qh, &view, pos + 1, scale, &mut scores, o)
-                        },
-                        _ => attend_one(qh, &view, pos + 1, scale, &mut scores, &mut row, o),
-                    }
+    let parts: Vec<(Task, Vec<f32>)> = map_indices(tasks.len(), |t| {
+        let (s, kvh, r0, r1) = tasks[t];
+        let seq = &seqs[s];
+        let ctx = seq.start_pos + r1;
+        let view = cache.head_view(layer, seq.table, kvh, ctx);
+        let mut out = vec![0.0f32; (r1 - r0) * group * hd];
+        let mut scores = vec![0.0f32; ctx];
+        let mut row = vec![0.0f32; hd];
+        for r in r0..r1 {
+            let pos = seq.start_pos + r;
+            let qrow = &q[(seq.q_row + r) * q_dim..(seq.q_row + r + 1) * q_dim];
+            for g in 0..group {
+                let h = kvh * group + g;
+                let qh = &qrow[h * hd..(h + 1) * hd];
+                let o = &mut out[((r - r0) * group + g) * hd..((r - r0) * group + g + 1) * hd];
+                match path {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                    CpuPath::Avx2 | CpuPath::Avx512 => unsafe {
+                        avx2::attend_one(qh, &view, pos + 1, scale, &mut scores, o)
+                    },
+                    _ => attend_one(qh, &view, pos + 1, scale, &mut scores, &mut row, o),
                 }
             }
-            ((s, kvh, r0, r1), out)
-        })
-        .collect();
+        }
+        ((s, kvh, r0, r1), out)
+    });
     let mut y = vec![0.0f32; total_rows * q_dim];
     for ((s, kvh, r0, r1), out) in parts {
         let seq = &seqs[s];

@@ -4,8 +4,10 @@
 //! normalisation and activations (`ops`), rotary embeddings (`rope`) and paged
 //! attention over the KV cache (`attention`). `dispatch` detects the CPU's
 //! features once and names the code paths (`scalar`, `avx2`, `avx512`) the linear layers
-//! take; the caller passes the path down. Threads come from the rayon pool the
-//! caller installs; kernels never create pools themselves.
+//! take; the caller passes the path down. Threads come from the pool the caller
+//! installs: the decode-time regions (quantized linear layers, attention) run on
+//! an installed `team::Team` (spinning workers, low per-region overhead), else
+//! on the installed rayon pool; kernels never create pools themselves.
 
 pub mod attention;
 pub mod dispatch;
@@ -15,3 +17,4 @@ pub mod q8;
 pub mod q8_pack;
 pub mod quant;
 pub mod rope;
+pub mod team;

@@ -29,8 +29,8 @@
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
 use super::quant::{QK, QuantKind, QuantMatrix};
+use super::team::map_indices;
 use half::f16;
-use rayon::prelude::*;
 
 /// Activation rows quantized per block of 32 as llama.cpp's Q8_1 (whose `d` and
 /// `qs` are also its Q8_0): `d = max|x| / 127` (stored through f16, as llama.cpp
@@ -144,24 +144,22 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
     let blocks: Vec<Vec<f32>> = if m == 0 {
         Vec::new()
     } else {
-        tasks
-            .par_iter()
-            .map(|&(i, c0, c1)| {
-                let mut out = vec![0.0f32; m * (c1 - c0)];
-                match path {
-                    CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                    CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
-                    CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
-                    #[cfg(not(target_arch = "x86_64"))]
-                    CpuPath::Avx2 | CpuPath::Avx512 => scalar::block(a, ws[i], c0, c1, &mut out),
-                }
-                out
-            })
-            .collect()
+        map_indices(tasks.len(), |t| {
+            let (i, c0, c1) = tasks[t];
+            let mut out = vec![0.0f32; m * (c1 - c0)];
+            match path {
+                CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
+                CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
+                #[cfg(not(target_arch = "x86_64"))]
+                CpuPath::Avx2 | CpuPath::Avx512 => scalar::block(a, ws[i], c0, c1, &mut out),
+            }
+            out
+        })
     };
     let mut ys: Vec<Vec<f32>> = ws.iter().map(|w| vec![0.0f32; m * w.rows]).collect();
     for (&(i, c0, c1), out) in tasks.iter().zip(&blocks) {

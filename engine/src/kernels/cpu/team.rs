@@ -1,0 +1,320 @@
+//! A small fixed team of kernel threads for the model's short parallel regions.
+//!
+//! A decode step runs about five parallel regions per layer (q/k/v, attention,
+//! o, gate/up, down: 150 for a 30-layer model), each only tens of microseconds
+//! long. rayon parks an idle worker on a futex after a short spin, so most
+//! regions pay a wake-up (several microseconds, more on a VM) and the kernel
+//! scheduler's work besides. A `Team` keeps its workers spinning for
+//! `SPIN_FOR` after each region and only then parks them, as llama.cpp's
+//! thread pool does: back-to-back regions start with one atomic store.
+//!
+//! Use: `team.install(|| forward(...))` makes `team` the one that
+//! [`for_each_index`] and [`map_indices`] run on, for the duration of the
+//! closure and on the calling thread only (a scoped context, as rayon's
+//! `ThreadPool::install`). Outside an install they fall back to rayon on the
+//! current pool, so every caller works with either. The caller thread takes
+//! part in the work; the team adds `threads - 1` workers.
+//!
+//! Results never depend on the team: tasks are whole, independent units
+//! (column blocks, attention heads) whatever thread runs them.
+//!
+//! Must not: run nested regions on the team (a task that starts a region runs
+//! it on rayon), or leave a region before every claimed task has finished.
+
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+/// How long an idle worker spins for the next region before it parks.
+const SPIN_FOR: Duration = Duration::from_micros(200);
+
+/// One parallel region: `tasks` calls of `f`, claimed one index at a time.
+struct Job {
+    /// The region's closure. It borrows the caller's stack: it is only called
+    /// for claimed indices below `tasks`, and the caller returns only after
+    /// `done == tasks`, so no call outlives the borrow.
+    f: *const (dyn Fn(usize) + Sync),
+    tasks: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    panicked: AtomicBool,
+}
+
+// SAFETY: `f` points at a `Sync` closure that is only called while the region
+// that owns it is waiting for it (see `Job::f`).
+unsafe impl Send for Job {}
+unsafe impl Sync for Job {}
+
+impl Job {
+    /// Claims and runs indices until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.tasks {
+                return;
+            }
+            // SAFETY: i < tasks, so the region is still waiting for this call.
+            let f = unsafe { &*self.f };
+            if catch_unwind(AssertUnwindSafe(|| f(i))).is_err() {
+                self.panicked.store(true, Ordering::Relaxed);
+            }
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+struct Shared {
+    /// Bumped once per region; workers wait for it to change.
+    epoch: AtomicU64,
+    job: Mutex<Option<Arc<Job>>>,
+    /// Workers parked (or about to park) on `wake`.
+    sleepers: AtomicUsize,
+    park: Mutex<()>,
+    wake: Condvar,
+    shutdown: AtomicBool,
+}
+
+/// The team: `threads - 1` workers plus whichever thread runs a region.
+pub struct Team {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+thread_local! {
+    /// The team installed on this thread (`Team::install`), if any.
+    static CURRENT: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
+}
+
+impl Team {
+    /// A team of `threads` (at least 1: then every region runs on the caller).
+    pub fn new(threads: usize) -> std::io::Result<Team> {
+        let shared = Arc::new(Shared {
+            epoch: AtomicU64::new(0),
+            job: Mutex::new(None),
+            sleepers: AtomicUsize::new(0),
+            park: Mutex::new(()),
+            wake: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        let mut team = Team { shared, workers: Vec::new() };
+        for i in 1..threads.max(1) {
+            let shared = Arc::clone(&team.shared);
+            let handle =
+                std::thread::Builder::new().name(format!("engine-team-{i}")).spawn(move || worker(&shared, 0))?;
+            team.workers.push(handle);
+        }
+        Ok(team)
+    }
+
+    /// Threads a region runs on (the workers and the caller).
+    pub fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// Runs `f` with this team as the one regions started on this thread use.
+    pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(*const Team);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let _restore = Restore(CURRENT.with(|c| c.replace(self as *const Team)));
+        f()
+    }
+
+    /// Calls `f(i)` for every `i < tasks` across the team; returns when all
+    /// have returned (and re-raises a task's panic).
+    pub fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        if tasks <= 1 || self.workers.is_empty() {
+            (0..tasks).for_each(f);
+            return;
+        }
+        // SAFETY: only the lifetime is erased; see `Job::f`.
+        let f: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
+        let job = Arc::new(Job {
+            f,
+            tasks,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+        });
+        let s = &*self.shared;
+        *s.job.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&job));
+        s.epoch.fetch_add(1, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = s.park.lock().unwrap_or_else(PoisonError::into_inner);
+            s.wake.notify_all();
+        }
+        job.work();
+        let mut spins = 0u32;
+        while job.done.load(Ordering::Acquire) < tasks {
+            spins += 1;
+            if spins < 4096 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        s.job.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if job.panicked.load(Ordering::Relaxed) {
+            panic!("a kernel task panicked on the engine's thread team");
+        }
+    }
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        {
+            let _g = self.shared.park.lock().unwrap_or_else(PoisonError::into_inner);
+            self.shared.wake.notify_all();
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// `seen`: the epoch when the team was made (a region started before this
+/// thread first runs is still picked up).
+fn worker(s: &Shared, mut seen: u64) {
+    loop {
+        let started = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if s.shutdown.load(Ordering::Relaxed) {
+                return;
+            }
+            let e = s.epoch.load(Ordering::SeqCst);
+            if e != seen {
+                seen = e;
+                break;
+            }
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(256) || started.elapsed() < SPIN_FOR {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut g = s.park.lock().unwrap_or_else(PoisonError::into_inner);
+            s.sleepers.fetch_add(1, Ordering::SeqCst);
+            while s.epoch.load(Ordering::SeqCst) == seen && !s.shutdown.load(Ordering::SeqCst) {
+                g = s.wake.wait(g).unwrap_or_else(PoisonError::into_inner);
+            }
+            s.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+        let job = s.job.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(job) = job {
+            job.work();
+        }
+    }
+}
+
+/// The team installed on this thread, if any.
+fn current<R>(f: impl FnOnce(Option<&Team>) -> R) -> R {
+    let p = CURRENT.with(|c| c.get());
+    // SAFETY: `install` keeps the team borrowed while the pointer is set.
+    f(unsafe { p.as_ref() })
+}
+
+/// Calls `f(i)` for every `i < n`: on the installed team, else on rayon.
+pub fn for_each_index(n: usize, f: impl Fn(usize) + Sync) {
+    current(|team| match team {
+        Some(t) => t.run(n, &f),
+        None => (0..n).into_par_iter().for_each(&f),
+    })
+}
+
+/// `[f(0), .., f(n - 1)]`, computed as [`for_each_index`] runs them.
+pub fn map_indices<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    current(|team| match team {
+        Some(t) => {
+            let slots: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+            t.run(n, &|i| *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(f(i)));
+            slots
+                .into_iter()
+                .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner).expect("every task ran"))
+                .collect()
+        }
+        None => (0..n).into_par_iter().map(&f).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn every_index_runs_once_on_the_team_and_without_it() {
+        let team = Team::new(3).unwrap();
+        assert_eq!(team.threads(), 3);
+        for n in [0, 1, 2, 7, 100] {
+            let counts: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+            team.install(|| for_each_index(n, |i| _ = counts[i].fetch_add(1, Ordering::Relaxed)));
+            for_each_index(n, |i| _ = counts[i].fetch_add(1, Ordering::Relaxed));
+            assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 2), "n {n}");
+            let on_team = team.install(|| map_indices(n, |i| i * i));
+            assert_eq!(on_team, (0..n).map(|i| i * i).collect::<Vec<_>>());
+            assert_eq!(map_indices(n, |i| i * i), on_team);
+        }
+    }
+
+    #[test]
+    fn regions_after_the_workers_parked_still_complete() {
+        let team = Team::new(2).unwrap();
+        for round in 0..3 {
+            // Longer than SPIN_FOR: the worker parks and must be woken.
+            std::thread::sleep(SPIN_FOR * 5);
+            let sum = AtomicUsize::new(0);
+            team.install(|| for_each_index(64, |i| _ = sum.fetch_add(i, Ordering::Relaxed)));
+            assert_eq!(sum.load(Ordering::Relaxed), 64 * 63 / 2, "round {round}");
+        }
+    }
+
+    #[test]
+    fn work_is_shared_between_threads() {
+        let team = Team::new(2).unwrap();
+        let names = Mutex::new(std::collections::BTreeSet::new());
+        // Tasks long enough that the caller cannot take them all before the
+        // spinning worker claims one.
+        team.install(|| {
+            for_each_index(16, |_| {
+                std::thread::sleep(Duration::from_millis(2));
+                names.lock().unwrap().insert(std::thread::current().name().map(str::to_string));
+            })
+        });
+        let names = names.into_inner().unwrap();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_panicking_task_is_raised_in_the_caller_and_the_team_survives() {
+        let team = Team::new(2).unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            team.install(|| for_each_index(8, |i| assert!(i != 5, "task five fails")))
+        }));
+        assert!(r.is_err());
+        let sum = AtomicUsize::new(0);
+        team.install(|| for_each_index(8, |i| _ = sum.fetch_add(i, Ordering::Relaxed)));
+        assert_eq!(sum.load(Ordering::Relaxed), 28);
+    }
+
+    #[test]
+    fn install_is_scoped_and_restores_the_outer_team() {
+        let (a, b) = (Team::new(1).unwrap(), Team::new(1).unwrap());
+        let id = || current(|t| t.map(|t| t as *const Team));
+        assert_eq!(id(), None);
+        a.install(|| {
+            assert_eq!(id(), Some(&a as *const Team));
+            b.install(|| assert_eq!(id(), Some(&b as *const Team)));
+            assert_eq!(id(), Some(&a as *const Team));
+        });
+        assert_eq!(id(), None);
+    }
+}
