@@ -4,9 +4,12 @@
 //! o, gate/up, down: 150 for a 30-layer model), each only tens of microseconds
 //! long. rayon parks an idle worker on a futex after a short spin, so most
 //! regions pay a wake-up (several microseconds, more on a VM) and the kernel
-//! scheduler's work besides. A `Team` keeps its workers spinning for
-//! `SPIN_FOR` after each region and only then parks them, as llama.cpp's
-//! thread pool does: back-to-back regions start with one atomic store.
+//! scheduler's work besides. A `Team` keeps its workers spinning between the
+//! regions of one installed scope (a forward pass), for at most `SPIN_FOR`
+//! after each, as llama.cpp's thread pool does during a graph: back-to-back
+//! regions start with one atomic store. When the last scope ends, workers park
+//! at once: a server's time between steps (HTTP, sampling, the client on the
+//! same cores) is not spent spinning.
 //!
 //! Use: `team.install(|| forward(...))` makes `team` the one that
 //! [`for_each_index`] and [`map_indices`] run on, for the duration of the
@@ -74,6 +77,8 @@ struct Shared {
     job: Mutex<Option<Arc<Job>>>,
     /// Workers parked (or about to park) on `wake`.
     sleepers: AtomicUsize,
+    /// Installed scopes now running (workers spin only while one is).
+    active: AtomicUsize,
     park: Mutex<()>,
     wake: Condvar,
     shutdown: AtomicBool,
@@ -97,6 +102,7 @@ impl Team {
             epoch: AtomicU64::new(0),
             job: Mutex::new(None),
             sleepers: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
             park: Mutex::new(()),
             wake: Condvar::new(),
             shutdown: AtomicBool::new(false),
@@ -118,13 +124,15 @@ impl Team {
 
     /// Runs `f` with this team as the one regions started on this thread use.
     pub fn install<R>(&self, f: impl FnOnce() -> R) -> R {
-        struct Restore(*const Team);
-        impl Drop for Restore {
+        struct Restore<'a>(*const Team, &'a AtomicUsize);
+        impl Drop for Restore<'_> {
             fn drop(&mut self) {
+                self.1.fetch_sub(1, Ordering::SeqCst);
                 CURRENT.with(|c| c.set(self.0));
             }
         }
-        let _restore = Restore(CURRENT.with(|c| c.replace(self as *const Team)));
+        self.shared.active.fetch_add(1, Ordering::SeqCst);
+        let _restore = Restore(CURRENT.with(|c| c.replace(self as *const Team)), &self.shared.active);
         f()
     }
 
@@ -197,7 +205,8 @@ fn worker(s: &Shared, mut seen: u64) {
                 break;
             }
             spins = spins.wrapping_add(1);
-            if !spins.is_multiple_of(256) || started.elapsed() < SPIN_FOR {
+            let spin = !spins.is_multiple_of(256) || started.elapsed() < SPIN_FOR;
+            if spin && s.active.load(Ordering::Relaxed) > 0 {
                 std::hint::spin_loop();
                 continue;
             }
@@ -275,6 +284,22 @@ mod tests {
             team.install(|| for_each_index(64, |i| _ = sum.fetch_add(i, Ordering::Relaxed)));
             assert_eq!(sum.load(Ordering::Relaxed), 64 * 63 / 2, "round {round}");
         }
+    }
+
+    #[test]
+    fn workers_park_when_no_scope_is_installed() {
+        let team = Team::new(2).unwrap();
+        team.install(|| for_each_index(4, |_| {}));
+        // Outside any install the worker must not spin: it parks well within SPIN_FOR.
+        let t0 = Instant::now();
+        while team.shared.sleepers.load(Ordering::SeqCst) == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "the worker never parked");
+            std::thread::yield_now();
+        }
+        // And a region after that wakes it.
+        let sum = AtomicUsize::new(0);
+        team.install(|| for_each_index(8, |i| _ = sum.fetch_add(i, Ordering::Relaxed)));
+        assert_eq!(sum.load(Ordering::Relaxed), 28);
     }
 
     #[test]
