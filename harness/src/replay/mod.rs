@@ -7,7 +7,8 @@
 //!   (`inputs`), and recomputes constant and trace-file arrivals (`loads`);
 //! - checks that every planned request appears exactly once and follows its trace
 //!   (`complete`);
-//! - recomputes every per-cell measure (`measures`) and compares it with
+//! - recomputes every per-cell measure (`measures`; a session cell's per-turn rows:
+//!   `turn_rows`) and compares it with
 //!   `results/matrix.csv`, `results/summaries.json` and the per-cell summaries
 //!   (`tables`), `results/requests.csv` row by row (`requests`), and every
 //!   paired effect, test, Holm p, median, interval, decision
@@ -67,6 +68,7 @@ mod spread;
 pub mod synth;
 mod tables;
 mod tuning;
+mod turn_rows;
 mod turns;
 mod units;
 
