@@ -4,7 +4,8 @@
 //! `{"prompt": ..}` lines. Checks that the messages are frozen in
 //! inputs/prompts.jsonl, that every body sent is the chat body of its entry, that the
 //! server applied its template (usage counts more prompt tokens than the contents),
-//! that the streamed chat deltas were counted as tokens, that replay passes, and
+//! that the streamed chat deltas were counted as tokens, that the warmup went to the
+//! chat route (one chat call per warmup entry), that replay passes, and
 //! that one changed byte of a message is named. No timed assertions.
 
 mod common;
@@ -63,6 +64,21 @@ fn chat_messages_go_to_the_chat_endpoint_and_replay_clean() {
         assert!(text.contains("\"messages\":[") && !text.contains("\"prompt\""), "{text}");
         assert_eq!(run["request_body_sha256"][i], harness::evidence::sha256_hex(&body), "{run}");
     }
+
+    // The warmup warmed the chat route: one non-streaming chat call per warmup entry
+    // (entries 0 and 1), sent together, every one answered.
+    let warm = read_json(&out.join("raw/b0/f16/warmup.json"));
+    assert_eq!((warm["endpoint"].as_str(), warm["calls"].as_u64()), (Some("chat"), Some(2)), "{warm}");
+    assert_eq!((warm["ok"].as_bool(), warm["choices"].as_u64()), (Some(true), Some(2)), "{warm}");
+    let entries: Vec<&[harness::trace::ChatMessage]> =
+        panel.prompts[..2].iter().map(|p| p.messages.as_deref().unwrap()).collect();
+    let mut bodies = Vec::new();
+    for b in harness::load::warmup_chat_bodies(&plan, &entries) {
+        assert!(String::from_utf8_lossy(&b).contains("\"stream\":false"));
+        bodies.extend(b);
+        bodies.push(b'\n');
+    }
+    assert_eq!(warm["body_sha256"], harness::evidence::sha256_hex(&bodies), "{warm}");
 
     // The server applied its chat template, and the chat deltas carried the tokens.
     let records = read_records(&out.join("raw/b0/f16/closed-2.requests.jsonl"));

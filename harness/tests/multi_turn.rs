@@ -88,6 +88,13 @@ fn sessions_carry_their_replies_and_replay_clean() {
         }
     }
 
+    // A session study warms the chat route with each warmup session's first turn.
+    let warm = read_json(&out.join("raw/b0/f16/warmup.json"));
+    assert_eq!(
+        (warm["endpoint"].as_str(), warm["calls"].as_u64(), warm["ok"].as_bool()),
+        (Some("chat"), Some(2), Some(true))
+    );
+
     let plan = harness::plan::parse(&std::fs::read_to_string(out.join("plan.toml")).unwrap()).unwrap();
     for (cell, sessions) in [("closed-2", 4), ("constant", 3)] {
         let records = read_records(&out.join(format!("raw/b0/f16/{cell}.requests.jsonl")));

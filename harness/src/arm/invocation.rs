@@ -14,10 +14,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::dialect::{COMPLETIONS_PATH, METRICS_PATH};
+use axum::body::Bytes;
+
+use super::health::WarmupCalls;
 use super::{ArmError, ExitInfo, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord};
-use crate::load::{StudyClock, http_client_with, warmup_body};
+use crate::load::{StudyClock, http_client_with, warmup_body, warmup_chat_bodies};
 use crate::plan::{Arm, ArmCommand, Plan};
-use crate::trace::Panel;
+use crate::trace::{ChatMessage, Panel};
 
 /// Stands in for a wait too long for a `Duration` (validated plans have none).
 const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -164,18 +167,28 @@ impl Invocation {
         Ok(())
     }
 
-    /// The plan's warmup call (one batched non-streaming `/v1/completions` of the
-    /// warmup prompts), or `None` when the plan has no warmup prompts. Sent once.
+    /// The plan's warmup, on the route the timed requests take: one batched
+    /// non-streaming `/v1/completions` call of the warmup prompts' token IDs, or with
+    /// `request.endpoint = "chat"` one non-streaming chat call per warmup entry (its
+    /// messages), sent together; `None` when the plan has no warmup prompts. Sent once.
     pub async fn warm_up(&self, plan: &Plan, panel: &Panel) -> Option<WarmupRecord> {
         if plan.warmup.prompts == 0 {
             return None;
         }
-        let prompts: Vec<&[u32]> =
-            plan.warmup_prompts().iter().filter_map(|&i| panel.get(i)).map(|p| p.tokens.as_slice()).collect();
-        let body = warmup_body(plan, &prompts).into();
+        let entries: Vec<_> = plan.warmup_prompts().iter().filter_map(|&i| panel.get(i)).collect();
+        // The route the timed requests take (`request.endpoint`).
+        let calls = if plan.request.chat {
+            let messages: Vec<&[ChatMessage]> = entries.iter().map(|p| p.messages.as_deref().unwrap_or(&[])).collect();
+            let bodies = warmup_chat_bodies(plan, &messages).into_iter().map(Bytes::from).collect();
+            WarmupCalls { endpoint: "chat", url: self.chat_url(), bodies }
+        } else {
+            let prompts: Vec<&[u32]> = entries.iter().map(|p| p.tokens.as_slice()).collect();
+            let bodies = vec![Bytes::from(warmup_body(plan, &prompts))];
+            WarmupCalls { endpoint: "completions", url: self.completions_url(), bodies }
+        };
         let (k, n) = (plan.warmup.prompts, plan.warmup.output_tokens);
         let timeout = Duration::try_from_secs_f64(plan.timing.request_timeout_s).unwrap_or(LONGEST_WAIT);
-        Some(super::warmup(&self.client, &self.completions_url(), body, k, n, self.clock, timeout).await)
+        Some(super::warmup(&self.client, calls, k, n, self.clock, timeout).await)
     }
 
     /// Reads the peak RSS, stops the sampler, then stops the server (SIGTERM to its

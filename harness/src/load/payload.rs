@@ -13,7 +13,10 @@
 //!
 //! Chat (`request.endpoint = "chat"`): the same fields with `"messages": [{"role",
 //! "content"}, ..]` (the entry's, from `prompts.jsonl`) in place of `"prompt"`, for
-//! `/v1/chat/completions`. The warmup stays one batched `/v1/completions` call.
+//! `/v1/chat/completions`. The warmup warms the route the timed requests take: one
+//! batched non-streaming `/v1/completions` call of the warmup prompts' token IDs, or
+//! on the chat endpoint one non-streaming chat call per warmup entry (its messages;
+//! a chat call takes one conversation), `max_tokens` = `warmup.output_tokens`.
 
 use axum::body::Bytes;
 use serde::Serialize;
@@ -54,8 +57,10 @@ struct ChatBody<'a> {
     ignore_eos: bool,
     temperature: f64,
     stream: bool,
-    stream_options: StreamOptions,
-    return_token_ids: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    return_token_ids: Option<bool>,
 }
 
 fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
@@ -80,8 +85,8 @@ pub fn chat_body(
         ignore_eos,
         temperature,
         stream: true,
-        stream_options: StreamOptions { include_usage: true },
-        return_token_ids: true,
+        stream_options: Some(StreamOptions { include_usage: true }),
+        return_token_ids: Some(true),
     })
 }
 
@@ -136,6 +141,28 @@ pub fn warmup_body(plan: &Plan, prompts: &[&[u32]]) -> Vec<u8> {
         stream_options: None,
         return_token_ids: None,
     })
+}
+
+/// The chat warmup: one non-streaming chat call per warmup entry's `messages`.
+pub fn warmup_chat_bodies(plan: &Plan, entries: &[&[ChatMessage]]) -> Vec<Vec<u8>> {
+    let r = &plan.request;
+    let out = plan.warmup.output_tokens;
+    entries
+        .iter()
+        .map(|messages| {
+            to_bytes(&ChatBody {
+                model: &r.model,
+                messages,
+                max_tokens: out,
+                min_tokens: r.ignore_eos.then_some(out),
+                ignore_eos: r.ignore_eos,
+                temperature: r.temperature,
+                stream: false,
+                stream_options: None,
+                return_token_ids: None,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -215,6 +242,14 @@ mod tests {
         // Without endpoint = "chat" the same entry sends its token IDs.
         let completions = e2e_plan("output_tokens = 8\n");
         assert!(String::from_utf8(stream_body(&completions, &p)).unwrap().contains(r#""prompt":[9,9]"#));
+        // The chat warmup: one non-streaming call per entry, at the warmup's length
+        // (the e2e plan's warmup output is 8, forced by its ignore_eos).
+        let warm = warmup_chat_bodies(&plan, &[p.messages.as_deref().unwrap(), &[]]);
+        assert_eq!(warm.len(), 2);
+        assert_eq!(
+            String::from_utf8(warm[0].clone()).unwrap(),
+            r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":false}"#
+        );
     }
 
     #[test]
