@@ -63,7 +63,8 @@ fn one() -> u32 {
 /// The warmup as recorded in `warmup.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WarmupRecord {
-    /// The route warmed: `"completions"` or `"chat"` (the timed requests' endpoint).
+    /// The route warmed: `"completions"` or `"chat"` (an endpoint the cells send to;
+    /// the first of them when they use both).
     #[serde(default = "completions")]
     pub endpoint: String,
     /// HTTP calls sent together: 1 (batched completions) or one per prompt (chat).
@@ -84,6 +85,10 @@ pub struct WarmupRecord {
     pub usage: Option<serde_json::Value>,
     /// Choices returned, over all calls.
     pub choices: Option<usize>,
+    /// Cells on both endpoints: the warmup of the second route (`"chat"`), sent
+    /// after the first answered. The outer `ok` and `detail` then cover both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_endpoints: Vec<WarmupRecord>,
 }
 
 /// What to send: the route's name, its URL and the bodies (sent together).
@@ -128,6 +133,7 @@ pub async fn warmup(
         detail: None,
         usage: None,
         choices: None,
+        more_endpoints: Vec::new(),
     };
     let call = |body: Bytes| async {
         let resp = client

@@ -11,7 +11,9 @@
 //! likewise comes from its line. Natural output (`ignore_eos = false`) sends no
 //! `min_tokens`: EOS may end the request before M tokens.
 //!
-//! Chat (`request.endpoint = "chat"`): the same fields with `"messages": [{"role",
+//! Every timed body is built for one endpoint (the cell's: `cells[].endpoint`, else
+//! `request.endpoint`); a plan whose cells use both has two bodies per entry.
+//! Chat: the same fields with `"messages": [{"role",
 //! "content"}, ..]` (the entry's, from `prompts.jsonl`) in place of `"prompt"`, for
 //! `/v1/chat/completions`. The warmup warms the route the timed requests take: one
 //! batched non-streaming `/v1/completions` call of the warmup prompts' token IDs, or
@@ -22,7 +24,7 @@ use axum::body::Bytes;
 use serde::Serialize;
 
 use super::PreparedRequest;
-use crate::plan::Plan;
+use crate::plan::{Endpoint, Plan};
 use crate::trace::{ChatMessage, Prompt};
 
 #[derive(Serialize)]
@@ -90,17 +92,17 @@ pub fn chat_body(
     })
 }
 
-/// The body of one timed request for a panel prompt.
-pub fn stream_body(plan: &Plan, prompt: &Prompt) -> Vec<u8> {
-    stream_body_with(plan, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
+/// The body of one timed request for a panel prompt, on `endpoint`.
+pub fn stream_body(plan: &Plan, endpoint: Endpoint, prompt: &Prompt) -> Vec<u8> {
+    stream_body_with(plan, endpoint, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
 }
 
 /// [`stream_body`] with `max_tokens` as the output length (and `min_tokens` when
 /// forced): a trace-file row's own output length.
-pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
+pub fn stream_body_with(plan: &Plan, endpoint: Endpoint, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
     let r = &plan.request;
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
-    if r.chat {
+    if endpoint == Endpoint::Chat {
         let messages = prompt.messages.as_deref().unwrap_or(&[]);
         return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature);
     }
@@ -117,10 +119,11 @@ pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8
     })
 }
 
-/// The prepared request of a panel prompt (body, exact prompt length, max_tokens).
-pub fn prepare(plan: &Plan, prompt: &Prompt) -> PreparedRequest {
+/// The prepared request of a panel prompt on `endpoint` (body, exact prompt length,
+/// max_tokens).
+pub fn prepare(plan: &Plan, endpoint: Endpoint, prompt: &Prompt) -> PreparedRequest {
     PreparedRequest {
-        body: Bytes::from(stream_body(plan, prompt)),
+        body: Bytes::from(stream_body(plan, endpoint, prompt)),
         prompt_tokens: prompt.length,
         max_tokens: prompt.max_tokens.unwrap_or(plan.request.output_tokens),
     }
@@ -194,7 +197,7 @@ mod tests {
     #[test]
     fn bodies_have_the_documented_fields_in_order() {
         let plan = e2e_plan("output_tokens = 8\n");
-        let body = String::from_utf8(stream_body(&plan, &prompt(&[1, 2, 3]))).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
@@ -206,18 +209,18 @@ mod tests {
         );
         // `output = "forced"` is the default spelled out: the same bytes.
         let forced = e2e_plan("output_tokens = 8\noutput = \"forced\"\n");
-        assert_eq!(stream_body(&forced, &prompt(&[1, 2, 3])), body.as_bytes());
+        assert_eq!(stream_body(&forced, Endpoint::Completions, &prompt(&[1, 2, 3])), body.as_bytes());
     }
 
     #[test]
     fn natural_output_sends_no_min_tokens_and_lets_eos_end_it() {
         let plan = e2e_plan("output_tokens = 8\noutput = \"natural\"\n");
-        let body = String::from_utf8(stream_body(&plan, &prompt(&[1, 2, 3]))).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
-        assert_eq!(prepare(&plan, &prompt(&[1, 2, 3])).max_tokens, 8);
+        assert_eq!(prepare(&plan, Endpoint::Completions, &prompt(&[1, 2, 3])).max_tokens, 8);
     }
 
     #[test]
@@ -234,14 +237,21 @@ mod tests {
         assert!(e.contains("request.endpoint") && e.contains("\"sharegpt\" or \"requests\""), "{e}");
         let m = ChatMessage { role: "user".into(), content: "Who's there?".into() };
         let p = Prompt { max_tokens: Some(5), ignore_eos: Some(false), messages: Some(vec![m]), ..prompt(&[9, 9]) };
-        let body = String::from_utf8(stream_body(&plan, &p)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Chat, &p)).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":5,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
-        // Without endpoint = "chat" the same entry sends its token IDs.
+        // On /v1/completions (another cell's endpoint) the same entry sends its token IDs.
+        assert!(
+            String::from_utf8(stream_body(&plan, Endpoint::Completions, &p)).unwrap().contains(r#""prompt":[9,9]"#)
+        );
         let completions = e2e_plan("output_tokens = 8\n");
-        assert!(String::from_utf8(stream_body(&completions, &p)).unwrap().contains(r#""prompt":[9,9]"#));
+        assert!(
+            String::from_utf8(stream_body(&completions, Endpoint::Completions, &p))
+                .unwrap()
+                .contains(r#""prompt":[9,9]"#)
+        );
         // The chat warmup: one non-streaming call per entry, at the warmup's length
         // (the e2e plan's warmup output is 8, forced by its ignore_eos).
         let warm = warmup_chat_bodies(&plan, &[p.messages.as_deref().unwrap(), &[]]);
@@ -256,12 +266,12 @@ mod tests {
     fn a_dataset_entry_sends_its_own_max_tokens_and_eos_flag() {
         let plan = e2e_plan("output_tokens = 8\n");
         let p = Prompt { output_tokens: Some(40), max_tokens: Some(5), ignore_eos: Some(false), ..prompt(&[9]) };
-        let body = String::from_utf8(stream_body(&plan, &p)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &p)).unwrap();
         assert!(body.contains(r#""max_tokens":5,"ignore_eos":false"#), "{body}");
         let forced = Prompt { ignore_eos: Some(true), ..p.clone() };
-        let body = String::from_utf8(stream_body(&plan, &forced)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &forced)).unwrap();
         assert!(body.contains(r#""max_tokens":5,"min_tokens":5,"ignore_eos":true"#), "{body}");
-        let prepared = prepare(&plan, &p);
+        let prepared = prepare(&plan, Endpoint::Completions, &p);
         assert_eq!((prepared.prompt_tokens, prepared.max_tokens), (1, 5));
     }
 }
