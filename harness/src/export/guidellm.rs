@@ -53,7 +53,7 @@ use serde_json::{Value, json};
 use super::CellRecords;
 use super::guidellm_stats::{ByStatus, concurrency, from_values, rate};
 use crate::metrics::{last_seen_ns, measure_request};
-use crate::plan::{Arrival, Plan, ResolvedLoad, Slo};
+use crate::plan::{Arrival, Endpoint, Plan, ResolvedLoad, Slo};
 
 /// guidellm's report schema this export writes.
 pub const GUIDELLM_SOURCE: &str = "guidellm 0.8.1 (PyPI), guidellm/benchmark/schemas/report.py, report version 2";
@@ -287,6 +287,14 @@ fn goodput_slo(slo: Option<&Slo>) -> Value {
     slo.map_or(Value::Null, |s| json!({"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2el_ms": s.e2e_ms}))
 }
 
+/// guidellm's name of the route a cell's requests took (its openai_http request types).
+fn request_type(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Completions => "text_completions",
+        Endpoint::Chat => "chat_completions",
+    }
+}
+
 /// guidellm's `_compile_goodput`: (slo_attainment, slo_determined_requests,
 /// request_goodput). A successful request is undetermined when a target's measure
 /// is missing; its TPOT target is compared with guidellm's ITL (our TPOT); every
@@ -475,6 +483,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
                 "requests": {"panel": "inputs/prompts.jsonl", "requests": c.records.len()},
                 "backend": {
                     "kind": "openai_http", "target": arm.map(|a| a.base_url()), "model": plan.request.model,
+                    "request_type": request_type(plan.endpoint_of(&c.cell)),
                     "harness_arm": c.arm, "harness_role": arm.map(|a| a.role.as_str()),
                 },
                 "environment": {"harness_version": env!("CARGO_PKG_VERSION"), "harness_study": plan.study.name},

@@ -7,15 +7,19 @@ use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
 const MS: u64 = 1_000_000;
 
 fn plan(slo: &str) -> crate::plan::Plan {
-    let text = format!(
+    crate::plan::parse(&plan_text(slo)).unwrap()
+}
+
+/// The export tests' plan, `tail` appended (an `[slo]` table, another cell).
+fn plan_text(tail: &str) -> String {
+    format!(
         "[study]\nname = \"x\"\nseed = 1\n\n[request]\nmodel = \"m\"\noutput_tokens = 3\n\n\
          [prompts]\nsource = \"random\"\nlengths = [8]\ndocuments = 2\nmin_token_id = 0\nmax_token_id = 9\n\n\
          [warmup]\nprompts = 0\n\n[timing]\nsettle_s = 0\nrequest_timeout_s = 5\ndrain_timeout_s = 5\n\n\
          [blocks]\ncount = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
          [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"srv\", \"{{port}}\"]\nport = 9000\n\n\
-         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\n{slo}"
-    );
-    crate::plan::parse(&text).unwrap()
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\n{tail}"
+    )
 }
 
 /// Request `i` intended at i * 500 ms, sent 1 ms later; token events at the given
@@ -117,6 +121,32 @@ fn numbers_follow_vllm_definitions_and_units() {
     // One token event per bucket-second: all 6 fall in second 0 (sends at 1 and 501 ms).
     assert_eq!(v["max_output_tokens_per_s"], 6.0);
     assert_eq!(v["max_concurrent_requests"], 2);
+}
+
+/// Each export names the route of each cell: vLLM's `openai` / `openai-chat`
+/// (`endpoint_type`, `backend`), guidellm's `text_completions` / `chat_completions`
+/// (the benchmark's `backend.request_type`).
+#[test]
+fn exports_name_each_cells_endpoint() {
+    let text = plan_text("\n[[cells]]\nname = \"t\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\nendpoint = \"chat\"\n")
+        .replace(
+            "source = \"random\"\nlengths = [8]\ndocuments = 2\nmin_token_id = 0\nmax_token_id = 9\n",
+            "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 2\n",
+        );
+    let plan = crate::plan::parse(&text).unwrap();
+    let mut cells = cells();
+    cells.push(CellRecords { block: 0, arm: "a".into(), cell: "t".into(), records: cells[0].records.clone() });
+    let out = vllm_bench_results(&plan, &cells, None);
+    let route = |i: usize| {
+        let v = serde_json::to_value(&out[i]).unwrap();
+        (v["harness_cell"].as_str().unwrap().to_string(), v["endpoint_type"].clone(), v["backend"].clone())
+    };
+    assert_eq!(route(0), ("c".into(), "openai".into(), "openai".into()));
+    assert_eq!(route(1), ("t".into(), "openai-chat".into(), "openai-chat".into()));
+    let report = super::guidellm_report(&plan, "abc", &cells, None);
+    let types: Vec<&serde_json::Value> =
+        report["benchmarks"].as_array().unwrap().iter().map(|b| &b["config"]["backend"]["request_type"]).collect();
+    assert_eq!(types, ["text_completions", "chat_completions"]);
 }
 
 #[test]
