@@ -148,7 +148,7 @@ fn e2e_study_writes_complete_evidence() {
         .collect();
     assert_eq!(warm.len(), 1);
     let run_json = read_json(&out.join("run.json"));
-    assert_eq!(run_json["request_body_sha256"].as_array().expect("hashes").len(), 3);
+    assert_eq!(run_json["request_body_sha256"]["completions"].as_array().expect("hashes").len(), 3);
 }
 
 /// Kills the server this test started, even when an assertion fails.

@@ -6,8 +6,9 @@
 //! history (its recorded body hash is the body rebuilt from the panel and the
 //! recorded replies, and the server counted the history as prompt tokens), that a
 //! later turn is due when the turn before it ended, that the cell summary has one
-//! row per turn index, that replay passes, and that one changed byte of a recorded
-//! reply and of a frozen user turn are each named. No timed assertions.
+//! row per turn index, that report.md and report.html show those rows per cell, that
+//! replay passes, and that a changed stored per-turn row, one changed byte of a
+//! recorded reply and of a frozen user turn are each named. No timed assertions.
 
 mod common;
 
@@ -20,6 +21,7 @@ use harness::trace::Panel;
 
 const TURNS: &str = "session turns: bodies rebuilt from the frozen turns and the recorded replies";
 const CATALOG: &str = "inputs: traces and prompt panel against catalog.json";
+const SUMMARIES: &str = "cell measures: summaries.json and results/cells/*.summary.json";
 
 /// Conversation i: 3 + (i % 2) human/gpt pairs (then a lone human turn, which ends
 /// it); human turn t has 10 + t bytes, the answer to it 5 + 2t bytes (byte tokens).
@@ -86,6 +88,13 @@ fn sessions_carry_their_replies_and_replay_clean() {
         }
     }
 
+    // A session study warms the chat route with each warmup session's first turn.
+    let warm = read_json(&out.join("raw/b0/f16/warmup.json"));
+    assert_eq!(
+        (warm["endpoint"].as_str(), warm["calls"].as_u64(), warm["ok"].as_bool()),
+        (Some("chat"), Some(2), Some(true))
+    );
+
     let plan = harness::plan::parse(&std::fs::read_to_string(out.join("plan.toml")).unwrap()).unwrap();
     for (cell, sessions) in [("closed-2", 4), ("constant", 3)] {
         let records = read_records(&out.join(format!("raw/b0/f16/{cell}.requests.jsonl")));
@@ -137,6 +146,45 @@ fn sessions_carry_their_replies_and_replay_clean() {
     let turns = o.check(TURNS).expect("the session check");
     assert_eq!(turns.status, Status::Pass);
     assert!(turns.detail.contains("7 sessions, 21 turn bodies rebuilt"), "{}", turns.detail);
+
+    // report.md (and report.html, rendered from it) shows each session cell's per-turn
+    // table, and the report's own summary check accepts the stored `turns` rows.
+    let report = std::fs::read_to_string(out.join("results/report.md")).unwrap();
+    assert!(report.contains("All 2 stored per-cell summaries equal"), "{report}");
+    assert!(!report.contains("WARNING"), "{report}");
+    let html = std::fs::read_to_string(out.join("results/report.html")).unwrap();
+    for cell in ["closed-2", "constant"] {
+        let section = &report[report.find(&format!("### {cell} (")).expect("the cell's section")..];
+        let section = &section[..section[4..].find("\n### ").map_or(section.len(), |e| e + 4)];
+        assert!(section.contains("Per turn of the multi-turn sessions"), "{section}");
+        let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| 0 | f16 | ")).collect();
+        assert_eq!(rows.len(), 3, "one row per turn index: {section}");
+        for (k, row) in rows.iter().enumerate() {
+            let sessions = if cell == "closed-2" { 4 } else { 3 };
+            assert!(row.starts_with(&format!("| 0 | f16 | {k} | {sessions} | {sessions} | 0 | ")), "{row}");
+        }
+    }
+    assert!(html.contains("<th>TTFT p99</th>") && html.contains("<th>input tokens p50</th>"), "{html}");
+    assert_eq!(html.matches("<tr><td>0</td><td>f16</td>").count(), 6, "the per-turn rows in report.html");
+
+    // A changed per-turn row of a stored summary (manifest re-sealed): replay's own
+    // recomputation of the rows names it.
+    let bad = tmp.path().join("turn-row");
+    copy_dir(&out, &bad);
+    let rel = "results/cells/b0-f16-closed-2.summary.json";
+    let mut summary = read_json(&bad.join(rel));
+    let was = summary["turns"][1]["ttft_p50_ms"].as_f64().unwrap();
+    summary["turns"][1]["ttft_p50_ms"] = (was + 1.0).into();
+    std::fs::write(bad.join(rel), serde_json::to_vec_pretty(&summary).unwrap()).unwrap();
+    rewrite_manifest(&bad);
+    let o = replay_dir(&bad).expect("replay");
+    let check = o.check(SUMMARIES).expect("the summaries check");
+    assert_eq!(check.status, Status::Fail, "{}", o.render_table(10));
+    assert!(
+        check.mismatches.iter().any(|m| m.file == rel && m.field == "summary turns[1] ttft_p50_ms"),
+        "{}",
+        o.render_table(10)
+    );
 
     // One changed byte of a recorded reply: the next turn's rebuilt body is named.
     let bad = tmp.path().join("reply");

@@ -1,7 +1,8 @@
 //! Readiness and warmup of one server invocation: polls the arm's health path until
 //! it answers 200 (the time from spawn to that answer is the cold start), and sends
-//! the one non-streaming batched warmup call. Must not measure anything that enters
-//! a cell and must not retry the warmup.
+//! the warmup: one non-streaming batched `/v1/completions` call, or on the chat
+//! endpoint one non-streaming chat call per warmup entry, sent together. Must not
+//! measure anything that enters a cell and must not retry the warmup.
 
 use std::time::Duration;
 
@@ -51,12 +52,28 @@ pub async fn wait_healthy(
     }
 }
 
-/// The warmup call as recorded in `warmup.json`.
+fn completions() -> String {
+    "completions".into()
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The warmup as recorded in `warmup.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WarmupRecord {
+    /// The route warmed: `"completions"` or `"chat"` (an endpoint the cells send to;
+    /// the first of them when they use both).
+    #[serde(default = "completions")]
+    pub endpoint: String,
+    /// HTTP calls sent together: 1 (batched completions) or one per prompt (chat).
+    #[serde(default = "one")]
+    pub calls: u32,
     pub prompts: u32,
     pub output_tokens: u32,
-    /// SHA-256 of the request body (identical for every arm of the study).
+    /// SHA-256 of the request body, or with several calls of their bodies each
+    /// followed by a newline, in order (identical for every arm of the study).
     pub body_sha256: String,
     pub send_ns: u64,
     pub end_ns: u64,
@@ -64,23 +81,48 @@ pub struct WarmupRecord {
     pub ok: bool,
     /// Why it is not ok, when it is not.
     pub detail: Option<String>,
+    /// The answer's `usage` (with several calls: an array of theirs, in order).
     pub usage: Option<serde_json::Value>,
+    /// Choices returned, over all calls.
     pub choices: Option<usize>,
+    /// Cells on both endpoints: the warmup of the second route (`"chat"`), sent
+    /// after the first answered. The outer `ok` and `detail` then cover both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_endpoints: Vec<WarmupRecord>,
 }
 
-/// Sends the warmup body and checks a 200 with one choice per prompt.
+/// What to send: the route's name, its URL and the bodies (sent together).
+pub struct WarmupCalls {
+    pub endpoint: &'static str,
+    pub url: String,
+    pub bodies: Vec<Bytes>,
+}
+
+/// Sends the warmup calls together and checks a 200 from each and one choice per
+/// prompt over all of them.
 pub async fn warmup(
     client: &reqwest::Client,
-    url: &str,
-    body: Bytes,
+    calls: WarmupCalls,
     prompts: u32,
     output_tokens: u32,
     clock: StudyClock,
     timeout: Duration,
 ) -> WarmupRecord {
-    let body_sha256 = crate::evidence::sha256_hex(&body);
+    let body_sha256 = match &calls.bodies[..] {
+        [one] => crate::evidence::sha256_hex(one),
+        many => {
+            let mut all = Vec::new();
+            for b in many {
+                all.extend_from_slice(b);
+                all.push(b'\n');
+            }
+            crate::evidence::sha256_hex(&all)
+        }
+    };
     let send_ns = clock.now_ns();
     let mut rec = WarmupRecord {
+        endpoint: calls.endpoint.to_string(),
+        calls: calls.bodies.len() as u32,
         prompts,
         output_tokens,
         body_sha256,
@@ -91,10 +133,11 @@ pub async fn warmup(
         detail: None,
         usage: None,
         choices: None,
+        more_endpoints: Vec::new(),
     };
-    let call = async {
+    let call = |body: Bytes| async {
         let resp = client
-            .post(url)
+            .post(&calls.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
             .send()
@@ -104,18 +147,41 @@ pub async fn warmup(
         let text = resp.text().await.map_err(|e| e.to_string())?;
         Ok::<_, String>((status, text))
     };
-    match tokio::time::timeout(timeout, call).await {
+    let all = futures_util::future::join_all(calls.bodies.iter().cloned().map(call));
+    match tokio::time::timeout(timeout, all).await {
         Err(_) => rec.detail = Some(format!("no answer within {} s", timeout.as_secs_f64())),
-        Ok(Err(e)) => rec.detail = Some(e),
-        Ok(Ok((status, text))) => {
-            rec.status = Some(status);
-            let v: Option<serde_json::Value> = serde_json::from_str(&text).ok();
-            rec.usage = v.as_ref().and_then(|v| v.get("usage")).cloned();
-            rec.choices = v.as_ref().and_then(|v| v.get("choices")).and_then(|c| c.as_array()).map(Vec::len);
-            rec.ok = status == 200 && rec.choices == Some(prompts as usize);
+        Ok(answers) => {
+            let (mut usages, mut choices, mut problems) = (Vec::new(), Some(0usize), Vec::new());
+            for answer in answers {
+                let (status, text) = match answer {
+                    Ok(a) => a,
+                    Err(e) => {
+                        problems.push(e);
+                        continue;
+                    }
+                };
+                if rec.status.is_none_or(|s| s == 200) {
+                    rec.status = Some(status);
+                }
+                let v: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+                usages.push(v.as_ref().and_then(|v| v.get("usage")).cloned().unwrap_or_default());
+                let n = v.as_ref().and_then(|v| v.get("choices")).and_then(|c| c.as_array()).map(Vec::len);
+                choices = choices.zip(n).map(|(a, b)| a + b);
+                if status != 200 || n.is_none() {
+                    let head: String = text.chars().take(500).collect();
+                    problems.push(format!("HTTP {status}, {n:?} choices: {head}"));
+                }
+            }
+            rec.usage = match usages.len() {
+                0 => None,
+                1 => usages.pop().filter(|u| !u.is_null()),
+                _ => Some(serde_json::Value::Array(usages)),
+            };
+            rec.choices = choices.filter(|_| problems.is_empty());
+            rec.ok = problems.is_empty() && rec.choices == Some(prompts as usize);
             if !rec.ok {
-                let head: String = text.chars().take(500).collect();
-                rec.detail = Some(format!("HTTP {status}, {:?} choices for {prompts} prompts: {head}", rec.choices));
+                let why = if problems.is_empty() { "wrong choice count".to_string() } else { problems.join("; ") };
+                rec.detail = Some(format!("{:?} choices for {prompts} prompts: {why}", rec.choices));
             }
         }
     }

@@ -14,10 +14,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::dialect::{COMPLETIONS_PATH, METRICS_PATH};
+use axum::body::Bytes;
+
+use super::health::WarmupCalls;
 use super::{ArmError, ExitInfo, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord};
-use crate::load::{StudyClock, http_client_with, warmup_body};
-use crate::plan::{Arm, ArmCommand, Plan};
-use crate::trace::Panel;
+use crate::load::{StudyClock, http_client_with, warmup_body, warmup_chat_bodies};
+use crate::plan::{Arm, ArmCommand, Endpoint, Plan};
+use crate::trace::{ChatMessage, Panel};
 
 /// Stands in for a wait too long for a `Duration` (validated plans have none).
 const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -164,18 +167,53 @@ impl Invocation {
         Ok(())
     }
 
-    /// The plan's warmup call (one batched non-streaming `/v1/completions` of the
-    /// warmup prompts), or `None` when the plan has no warmup prompts. Sent once.
+    /// The plan's warmup, on every route the timed requests take (`Plan::endpoints`,
+    /// in order, each after the one before answered): one batched non-streaming
+    /// `/v1/completions` call of the warmup prompts' token IDs, and for the chat
+    /// endpoint one non-streaming chat call per warmup entry (its messages), sent
+    /// together. The first route's record is returned with the others in
+    /// `more_endpoints`; its `ok` and `detail` cover them all (the first failure
+    /// ends the warmup). `None` when the plan has no warmup prompts. Sent once.
     pub async fn warm_up(&self, plan: &Plan, panel: &Panel) -> Option<WarmupRecord> {
         if plan.warmup.prompts == 0 {
             return None;
         }
-        let prompts: Vec<&[u32]> =
-            plan.warmup_prompts().iter().filter_map(|&i| panel.get(i)).map(|p| p.tokens.as_slice()).collect();
-        let body = warmup_body(plan, &prompts).into();
+        let entries: Vec<_> = plan.warmup_prompts().iter().filter_map(|&i| panel.get(i)).collect();
         let (k, n) = (plan.warmup.prompts, plan.warmup.output_tokens);
         let timeout = Duration::try_from_secs_f64(plan.timing.request_timeout_s).unwrap_or(LONGEST_WAIT);
-        Some(super::warmup(&self.client, &self.completions_url(), body, k, n, self.clock, timeout).await)
+        let mut first: Option<WarmupRecord> = None;
+        for endpoint in plan.endpoints() {
+            let calls = match endpoint {
+                Endpoint::Chat => {
+                    let messages: Vec<&[ChatMessage]> =
+                        entries.iter().map(|p| p.messages.as_deref().unwrap_or(&[])).collect();
+                    let bodies = warmup_chat_bodies(plan, &messages).into_iter().map(Bytes::from).collect();
+                    WarmupCalls { endpoint: endpoint.as_str(), url: self.chat_url(), bodies }
+                }
+                Endpoint::Completions => {
+                    let prompts: Vec<&[u32]> = entries.iter().map(|p| p.tokens.as_slice()).collect();
+                    let bodies = vec![Bytes::from(warmup_body(plan, &prompts))];
+                    WarmupCalls { endpoint: endpoint.as_str(), url: self.completions_url(), bodies }
+                }
+            };
+            let rec = super::warmup(&self.client, calls, k, n, self.clock, timeout).await;
+            let ok = rec.ok;
+            match &mut first {
+                None => first = Some(rec),
+                Some(f) => {
+                    if !ok {
+                        f.ok = false;
+                        f.detail =
+                            Some(format!("{} warmup: {}", endpoint.as_str(), rec.detail.clone().unwrap_or_default()));
+                    }
+                    f.more_endpoints.push(rec);
+                }
+            }
+            if !ok {
+                break;
+            }
+        }
+        first
     }
 
     /// Reads the peak RSS, stops the sampler, then stops the server (SIGTERM to its
@@ -210,7 +248,7 @@ impl Invocation {
         format!("{}{COMPLETIONS_PATH}", self.base_url)
     }
 
-    /// Where timed requests go with `request.endpoint = "chat"`.
+    /// Where the timed requests of a cell on the chat endpoint go.
     pub fn chat_url(&self) -> String {
         format!("{}{}", self.base_url, super::dialect::CHAT_COMPLETIONS_PATH)
     }

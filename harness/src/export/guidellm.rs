@@ -24,9 +24,22 @@
 //! token over all output tokens, so it includes TTFT), ITL (our TPOT), token rates
 //! and tokens per iteration; round-trip times are 0 as guidellm reports them for a
 //! backend without them. Left null: confidence intervals (`confidence` is null),
-//! schedule-relative delays (the harness reports dispatch lag itself), text words
-//! and characters and the text/image/video/audio/tool-call summaries (the harness
-//! records token IDs, not text) and the multi-turn fields. Light-recorder cells
+//! schedule-relative delays (`request_dispatch_delay`, `request_scheduled_latency`,
+//! `turn_predecessor_delay`, `turn_scheduling_delay`: the harness reports dispatch
+//! lag itself), text words and characters and the text/image/video/audio/tool-call
+//! summaries (the harness records token IDs, not text).
+//!
+//! Multi-turn sessions (`prompts.max_turns`): each turn's request carries guidellm's
+//! `info.conversation_id` (`s<session>`), `turn_index` (k), `preceding_nodes` (k: a
+//! session is a chain of turns), `history_len` (2k: the user and assistant messages
+//! of the k earlier turns; a system message is not counted) and
+//! `timings.predecessor_completed` (turn k - 1's `[DONE]`, or the last thing seen of
+//! it when it failed); the metrics carry `turns` (guidellm's
+//! `GenerativeTurnMetrics.compile_by_turn`: per turn index, request totals, latency,
+//! prompt tokens, TTFT and ITL, null when every request is at turn 0, as for a cell
+//! without sessions) and `root_dispatch_delay` (guidellm's: request start minus
+//! targeted start of every request at `preceding_nodes` 0, i.e. each session's first
+//! turn, or every request of a cell without sessions). Light-recorder cells
 //! (`recorder = "light"`, the observer-effect check) are left out: without per-token
 //! events guidellm's ITL and TPOT cannot be formed. With `[slo]`, the
 //! benchmark's `slo` and guidellm's goodput (`slo_attainment`,
@@ -40,7 +53,7 @@ use serde_json::{Value, json};
 use super::CellRecords;
 use super::guidellm_stats::{ByStatus, concurrency, from_values, rate};
 use crate::metrics::{last_seen_ns, measure_request};
-use crate::plan::{Arrival, Plan, ResolvedLoad, Slo};
+use crate::plan::{Arrival, Endpoint, Plan, ResolvedLoad, Slo};
 
 /// guidellm's report schema this export writes.
 pub const GUIDELLM_SOURCE: &str = "guidellm 0.8.1 (PyPI), guidellm/benchmark/schemas/report.py, report version 2";
@@ -63,6 +76,10 @@ struct Req {
     resolve_end: f64,
     prompt_tokens: u64,
     output_tokens: Option<u64>,
+    /// A session's turn: (session, turn index).
+    turn: Option<(u64, u32)>,
+    /// Unix seconds at which turn k - 1 of the session ended (turn k > 0).
+    predecessor_completed: Option<f64>,
 }
 
 impl Req {
@@ -91,6 +108,8 @@ impl Req {
             resolve_end: at(last_seen_ns(r)),
             prompt_tokens: r.usage.as_ref().map_or(u64::from(r.prompt_tokens_intended), |u| u64::from(u.prompt_tokens)),
             output_tokens: measured.map(|m| m.output_tokens),
+            turn: r.turn.as_ref().map(|t| (t.session, t.turn)),
+            predecessor_completed: None,
         }
     }
 
@@ -142,6 +161,13 @@ impl Req {
             _ => vec![(self.last_token.unwrap_or(self.end_time()), out)],
         }
     }
+    /// guidellm's `request_dispatch_delay`: request start minus targeted start.
+    fn dispatch_delay(&self) -> Option<f64> {
+        Some(self.request_start? - self.targeted)
+    }
+    fn turn_index(&self) -> u32 {
+        self.turn.map_or(0, |t| t.1)
+    }
     fn prompt_tokens_timing(&self) -> (f64, f64) {
         (self.first_token.unwrap_or(self.end_time()), self.prompt_tokens as f64)
     }
@@ -150,7 +176,7 @@ impl Req {
     fn stats(&self) -> Value {
         // guidellm computes `total_tokens` from the per-modality counts.
         let usage = |tokens: Option<u64>| json!({"text_tokens": tokens});
-        json!({
+        let mut v = json!({
             "type_": "generative_request_stats",
             "request_id": self.id,
             "info": {
@@ -174,8 +200,81 @@ impl Req {
             },
             "input_metrics": usage(Some(self.prompt_tokens)),
             "output_metrics": usage(self.output_tokens),
-        })
+        });
+        if let Some((session, k)) = self.turn {
+            let info = &mut v["info"];
+            info["conversation_id"] = json!(format!("s{session}"));
+            info["turn_index"] = json!(k);
+            info["preceding_nodes"] = json!(k);
+            info["history_len"] = json!(2 * k);
+            info["timings"]["predecessor_completed"] = json!(self.predecessor_completed);
+        }
+        v
     }
+}
+
+/// Sets each later turn's `predecessor_completed` from the turn before it.
+fn link_turns(reqs: &mut [Req]) {
+    let ends: std::collections::HashMap<(u64, u32), f64> =
+        reqs.iter().filter_map(|r| Some((r.turn?, r.end_time()))).collect();
+    for r in reqs.iter_mut() {
+        if let Some((s, k)) = r.turn.filter(|t| t.1 > 0) {
+            r.predecessor_completed = ends.get(&(s, k - 1)).copied();
+        }
+    }
+}
+
+/// guidellm's `GenerativeTurnMetrics.compile_by_turn` over the same groups as the
+/// aggregate metrics (`g` for latency and prompt tokens, `with_token` for TTFT, `g`
+/// for ITL): null when every request is at turn 0.
+fn turns(g: &ByStatus<Req>, with_token: &ByStatus<Req>) -> Value {
+    let all = g.successful.iter().chain(&g.incomplete).chain(&g.errored);
+    let mut indices: Vec<u32> = all.map(Req::turn_index).collect();
+    indices.sort_unstable();
+    indices.dedup();
+    if indices.is_empty() || indices == [0] {
+        return Value::Null;
+    }
+    let at = |g: &ByStatus<Req>, k: u32| {
+        let pick = |v: &[Req]| v.iter().filter(|r| r.turn_index() == k).cloned().collect::<Vec<_>>();
+        ByStatus { successful: pick(&g.successful), incomplete: pick(&g.incomplete), errored: pick(&g.errored) }
+    };
+    let rows: Vec<Value> = indices
+        .into_iter()
+        .map(|k| {
+            let (t, tok) = (at(g, k), at(with_token, k));
+            json!({
+                "turn_index": k,
+                "request_totals": {
+                    "successful": t.successful.len(), "incomplete": t.incomplete.len(), "errored": t.errored.len(),
+                    "total": t.successful.len() + t.incomplete.len() + t.errored.len(),
+                },
+                "request_latency": t.summary(|rs| values(rs, |r| r.latency().unwrap_or(0.0))),
+                "prompt_token_count": t.summary(|rs| values(rs, |r| r.prompt_tokens as f64)),
+                "time_to_first_token_ms": tok.summary(|rs| values(rs, |r| r.ttft_ms().unwrap_or(0.0))),
+                "inter_token_latency_ms": t.summary(|rs| {
+                    let v: Vec<(f64, f64)> =
+                        rs.iter().map(|r| (r.itl_ms().unwrap_or(0.0), r.output().unwrap_or(1) as f64 - 1.0)).collect();
+                    from_values(&v, None)
+                }),
+            })
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// guidellm's `root_dispatch_delay`: the dispatch delay of every request at
+/// `preceding_nodes` 0 (a session's first turn, or any request outside sessions).
+fn root_dispatch_delay(g: &ByStatus<Req>) -> Value {
+    let v: Vec<(f64, f64)> = g
+        .successful
+        .iter()
+        .chain(&g.incomplete)
+        .chain(&g.errored)
+        .filter(|r| r.turn_index() == 0)
+        .filter_map(|r| Some((r.dispatch_delay()?, 1.0)))
+        .collect();
+    if v.is_empty() { Value::Null } else { from_values(&v, None) }
 }
 
 fn values(reqs: &[Req], f: impl Fn(&Req) -> f64) -> Value {
@@ -186,6 +285,14 @@ fn values(reqs: &[Req], f: impl Fn(&Req) -> f64) -> Value {
 /// guidellm's `GoodputSLO` of the plan's `[slo]` (`e2e_ms` is its `e2el_ms`).
 fn goodput_slo(slo: Option<&Slo>) -> Value {
     slo.map_or(Value::Null, |s| json!({"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2el_ms": s.e2e_ms}))
+}
+
+/// guidellm's name of the route a cell's requests took (its openai_http request types).
+fn request_type(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Completions => "text_completions",
+        Endpoint::Chat => "chat_completions",
+    }
 }
 
 /// guidellm's `_compile_goodput`: (slo_attainment, slo_determined_requests,
@@ -243,7 +350,8 @@ fn metrics(g: &ByStatus<Req>, start: f64, end: f64, slo: Option<&Slo>) -> Value 
         }),
         "request_latency": g.summary(|rs| values(rs, |r| r.latency().unwrap_or(0.0))),
         "request_dispatch_delay": null, "request_scheduled_latency": null,
-        "turn_predecessor_delay": null, "turn_scheduling_delay": null, "root_dispatch_delay": null,
+        "turn_predecessor_delay": null, "turn_scheduling_delay": null,
+        "root_dispatch_delay": root_dispatch_delay(g),
         "request_streaming_iterations_count": g.summary(|rs| values(rs, |r| r.request_iterations as f64)),
         "prompt_token_count": g.summary(|rs| values(rs, |r| r.prompt_tokens as f64)),
         "output_token_count": g.summary(|rs| values(rs, |r| r.output().unwrap_or(0) as f64)),
@@ -282,7 +390,7 @@ fn metrics(g: &ByStatus<Req>, start: f64, end: f64, slo: Option<&Slo>) -> Value 
         "video": domain(&["tokens", "frames", "seconds", "bytes"]),
         "audio": domain(&["tokens", "samples", "seconds", "bytes"]),
         "tool_call": domain(&["tokens", "mixed_tokens", "count"]),
-        "turns": null, "slo_attainment": slo_attainment, "slo_determined_requests": slo_determined,
+        "turns": turns(g, &with_token), "slo_attainment": slo_attainment, "slo_determined_requests": slo_determined,
         "request_goodput": request_goodput,
     })
 }
@@ -345,7 +453,8 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
             continue;
         }
         let arm = plan.arm(&c.arm);
-        let reqs: Vec<Req> = c.records.iter().map(|r| Req::from_record(r, zero_s)).collect();
+        let mut reqs: Vec<Req> = c.records.iter().map(|r| Req::from_record(r, zero_s)).collect();
+        link_turns(&mut reqs);
         let (ok, failed): (Vec<Req>, Vec<Req>) = reqs.into_iter().partition(|r| r.error.is_none());
         let g = ByStatus { successful: ok, incomplete: Vec::new(), errored: failed };
         let all = || g.successful.iter().chain(&g.errored);
@@ -374,6 +483,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
                 "requests": {"panel": "inputs/prompts.jsonl", "requests": c.records.len()},
                 "backend": {
                     "kind": "openai_http", "target": arm.map(|a| a.base_url()), "model": plan.request.model,
+                    "request_type": request_type(plan.endpoint_of(&c.cell)),
                     "harness_arm": c.arm, "harness_role": arm.map(|a| a.role.as_str()),
                 },
                 "environment": {"harness_version": env!("CARGO_PKG_VERSION"), "harness_study": plan.study.name},

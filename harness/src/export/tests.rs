@@ -7,15 +7,19 @@ use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
 const MS: u64 = 1_000_000;
 
 fn plan(slo: &str) -> crate::plan::Plan {
-    let text = format!(
+    crate::plan::parse(&plan_text(slo)).unwrap()
+}
+
+/// The export tests' plan, `tail` appended (an `[slo]` table, another cell).
+fn plan_text(tail: &str) -> String {
+    format!(
         "[study]\nname = \"x\"\nseed = 1\n\n[request]\nmodel = \"m\"\noutput_tokens = 3\n\n\
          [prompts]\nsource = \"random\"\nlengths = [8]\ndocuments = 2\nmin_token_id = 0\nmax_token_id = 9\n\n\
          [warmup]\nprompts = 0\n\n[timing]\nsettle_s = 0\nrequest_timeout_s = 5\ndrain_timeout_s = 5\n\n\
          [blocks]\ncount = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
          [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"srv\", \"{{port}}\"]\nport = 9000\n\n\
-         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\n{slo}"
-    );
-    crate::plan::parse(&text).unwrap()
+         [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\n{tail}"
+    )
 }
 
 /// Request `i` intended at i * 500 ms, sent 1 ms later; token events at the given
@@ -119,6 +123,32 @@ fn numbers_follow_vllm_definitions_and_units() {
     assert_eq!(v["max_concurrent_requests"], 2);
 }
 
+/// Each export names the route of each cell: vLLM's `openai` / `openai-chat`
+/// (`endpoint_type`, `backend`), guidellm's `text_completions` / `chat_completions`
+/// (the benchmark's `backend.request_type`).
+#[test]
+fn exports_name_each_cells_endpoint() {
+    let text = plan_text("\n[[cells]]\nname = \"t\"\nkind = \"confirmation\"\nload = \"constant\"\nrate = 2\ncount = 3\nendpoint = \"chat\"\n")
+        .replace(
+            "source = \"random\"\nlengths = [8]\ndocuments = 2\nmin_token_id = 0\nmax_token_id = 9\n",
+            "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 2\n",
+        );
+    let plan = crate::plan::parse(&text).unwrap();
+    let mut cells = cells();
+    cells.push(CellRecords { block: 0, arm: "a".into(), cell: "t".into(), records: cells[0].records.clone() });
+    let out = vllm_bench_results(&plan, &cells, None);
+    let route = |i: usize| {
+        let v = serde_json::to_value(&out[i]).unwrap();
+        (v["harness_cell"].as_str().unwrap().to_string(), v["endpoint_type"].clone(), v["backend"].clone())
+    };
+    assert_eq!(route(0), ("c".into(), "openai".into(), "openai".into()));
+    assert_eq!(route(1), ("t".into(), "openai-chat".into(), "openai-chat".into()));
+    let report = super::guidellm_report(&plan, "abc", &cells, None);
+    let types: Vec<&serde_json::Value> =
+        report["benchmarks"].as_array().unwrap().iter().map(|b| &b["config"]["backend"]["request_type"]).collect();
+    assert_eq!(types, ["text_completions", "chat_completions"]);
+}
+
 #[test]
 fn dates_are_utc() {
     assert_eq!(vllm_date(0), "19700101-000000");
@@ -207,4 +237,87 @@ fn guidellm_report_leaves_out_light_recorder_cells() {
     let benchmarks = report["benchmarks"].as_array().unwrap();
     assert_eq!(benchmarks.len(), 1, "{report}");
     assert_eq!(benchmarks[0]["metrics"]["request_totals"]["total"], 3);
+}
+
+/// Two sessions of two turns (session 1's turn 0 times out, so its turn 1 was never
+/// sent): guidellm's per-request turn fields, the per-turn metrics and the
+/// first-turn dispatch delays, checked by hand and by guidellm's own compiler.
+#[test]
+fn guidellm_report_fills_the_multi_turn_fields_guidellm_has() {
+    use crate::record::TurnRecord;
+    let turn = |mut r: RequestRecord, session: u64, k: u32| {
+        r.turn = Some(TurnRecord { session, turn: k, body_sha256: None, reply: None });
+        r
+    };
+    let s0t0 = turn(rec(0, &[10, 20, 40], 50), 0, 0);
+    // Turn 1 of session 0: due at turn 0's [DONE] (51 ms), sent 1 ms later.
+    let mut s0t1 = turn(rec(0, &[20, 25, 30], 40), 0, 1);
+    let shift = s0t0.done_ns.unwrap() - s0t1.intended_ns;
+    s0t1.intended_ns += shift;
+    s0t1.dispatch_ns = s0t1.dispatch_ns.map(|t| t + shift);
+    s0t1.send_ns = s0t1.send_ns.map(|t| t + shift);
+    s0t1.headers_ns = s0t1.headers_ns.map(|t| t + shift);
+    s0t1.done_ns = s0t1.done_ns.map(|t| t + shift);
+    s0t1.events.iter_mut().for_each(|e| e.t_ns += shift);
+    s0t1.usage = Some(Usage { prompt_tokens: 20, completion_tokens: 3, total_tokens: 23 });
+    s0t1.index = 1;
+    let mut s1t0 = turn(rec(2, &[], 0), 1, 0);
+    s1t0.done_ns = None;
+    s1t0.failure = Some(Failure::Timeout { after_ns: 99 * MS });
+    let mut s1t1 = turn(rec(2, &[], 0), 1, 1);
+    (s1t1.dispatch_ns, s1t1.admitted_ns, s1t1.send_ns, s1t1.headers_ns, s1t1.done_ns) = (None, None, None, None, None);
+    s1t1.usage = None;
+    s1t1.failure = Some(Failure::SessionEnded { failed_turn: 0 });
+    s1t1.index = 3;
+    let records = vec![s0t0, s0t1, s1t0, s1t1];
+    let sessions = vec![CellRecords { block: 0, arm: "a".into(), cell: "c".into(), records }];
+    let report = super::guidellm_report(&plan(""), "abc", &sessions, Some(1_764_612_225_000));
+    let b = &report["benchmarks"][0];
+
+    let ok = &b["requests"]["successful"];
+    assert_eq!(ok[1]["info"]["conversation_id"], "s0");
+    assert_eq!((ok[1]["info"]["turn_index"].as_u64(), ok[1]["info"]["preceding_nodes"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(ok[1]["info"]["history_len"], 2);
+    // Turn 1's predecessor ended at turn 0's [DONE]: 1 + 50 ms after the start.
+    let pred = ok[1]["info"]["timings"]["predecessor_completed"].as_f64().unwrap();
+    assert!((pred - 1_764_612_225.051).abs() < 1e-3, "{pred}");
+    assert_eq!(ok[0]["info"]["turn_index"], 0);
+    assert!(ok[0]["info"]["timings"]["predecessor_completed"].is_null());
+    let errored = &b["requests"]["errored"];
+    assert_eq!(
+        (errored[1]["info"]["conversation_id"].as_str(), errored[1]["info"]["turn_index"].as_u64()),
+        (Some("s1"), Some(1))
+    );
+
+    let turns = b["metrics"]["turns"].as_array().expect("per-turn metrics");
+    assert_eq!(turns.len(), 2);
+    assert_eq!(
+        turns[0]["request_totals"],
+        serde_json::json!({"successful": 1, "incomplete": 0, "errored": 1, "total": 2})
+    );
+    assert_eq!(
+        turns[1]["request_totals"],
+        serde_json::json!({"successful": 1, "incomplete": 0, "errored": 1, "total": 2})
+    );
+    // Turn 1's TTFT from send: 20 ms (Unix seconds near 1.76e9 resolve about 0.24 us);
+    // its prompt held the history: 20 tokens.
+    let ttft = turns[1]["time_to_first_token_ms"]["successful"]["median"].as_f64().unwrap();
+    assert!((ttft - 20.0).abs() < 1e-3, "{}", turns[1]);
+    assert!(close(&turns[1]["prompt_token_count"]["successful"]["mean"], 20.0));
+    // First turns only: both sent 1 ms after their targeted start.
+    let root = &b["metrics"]["root_dispatch_delay"];
+    assert_eq!(root["count"], 2, "{root}");
+    assert!((root["mean"].as_f64().unwrap() - 0.001).abs() < 1e-6, "{root}");
+
+    // guidellm loads it and its own compile (compile_by_turn included) agrees.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("benchmarks.json");
+    std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
+    let checked = guidellm_check(&path);
+    assert_eq!(checked["requests"], 4, "{checked}");
+
+    // A cell without sessions: every request at turn 0, so no per-turn metrics.
+    let plain = super::guidellm_report(&plan(""), "abc", &cells(), None);
+    assert!(plain["benchmarks"][0]["metrics"]["turns"].is_null());
+    assert!(plain["benchmarks"][0]["requests"]["successful"][0]["info"].get("turn_index").is_none());
 }

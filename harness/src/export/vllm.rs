@@ -36,6 +36,8 @@
 //!   trace-file cell, the mean offered rate (requests - 1) / (last - first
 //!   intended arrival); `burstiness` is 1.0 for Poisson, the gamma shape, `"inf"`
 //!   for constant arrivals (vLLM's evenly spaced limit), `null` otherwise.
+//! - `endpoint_type` and `backend`: vLLM's name of the cell's route, `"openai"`
+//!   (`/v1/completions`) or `"openai-chat"` (a cell on the chat endpoint).
 //! - `date`: the study start (`run.json`), UTC, `%Y%m%d-%H%M%S`; `label`: the arm;
 //!   `harness_*` keys are `--metadata`-style strings naming the study, block, arm,
 //!   role and cell.
@@ -46,7 +48,7 @@ use serde_json::Value;
 use super::CellRecords;
 use super::stats::{mean, median, percentile, std};
 use crate::metrics::{measure_request, request_meets_slo};
-use crate::plan::{Arrival, Plan, ResolvedLoad};
+use crate::plan::{Arrival, Endpoint, Plan, ResolvedLoad};
 
 /// Where the key list and definitions come from.
 pub const VLLM_SOURCE: &str =
@@ -282,10 +284,15 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
         let ms = |x: &[f64]| [mean(x) * 1e3, median(x) * 1e3, std(x) * 1e3, percentile(x, 99.0) * 1e3];
         let ([mt, dt, st, pt], [mo, d_o, so, po]) = (ms(&ttft_s), ms(&tpot_s));
         let ([mi, di, si, pi], [me, de, se, pe]) = (ms(&itl_s), ms(&e2e_s));
+        // vLLM's names of the two routes (`--backend openai` / `openai-chat`).
+        let route = match plan.endpoint_of(&rc.name) {
+            Endpoint::Completions => "openai",
+            Endpoint::Chat => "openai-chat",
+        };
         out.push(VllmBenchResult {
             date: date.clone(),
-            endpoint_type: "openai".into(),
-            backend: "openai".into(),
+            endpoint_type: route.into(),
+            backend: route.into(),
             label: c.arm.clone(),
             model_id: plan.request.model.clone(),
             tokenizer_id: arm.and_then(|a| a.tokenizer.clone()).unwrap_or_else(|| plan.request.model.clone()),

@@ -18,7 +18,7 @@ pub use clock::{SPIN_NS, StudyClock};
 pub use dispatch::{
     CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
 };
-pub use payload::{chat_body, prepare, stream_body, stream_body_with, warmup_body};
+pub use payload::{chat_body, prepare, stream_body, stream_body_with, warmup_body, warmup_chat_bodies};
 pub use recorder::{DEATH_GRACE, RequestCtx, execute, exited};
 pub use session::SessionScript;
 pub use sse::{Chunk, parse_chunk};

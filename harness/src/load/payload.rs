@@ -11,15 +11,20 @@
 //! likewise comes from its line. Natural output (`ignore_eos = false`) sends no
 //! `min_tokens`: EOS may end the request before M tokens.
 //!
-//! Chat (`request.endpoint = "chat"`): the same fields with `"messages": [{"role",
+//! Every timed body is built for one endpoint (the cell's: `cells[].endpoint`, else
+//! `request.endpoint`); a plan whose cells use both has two bodies per entry.
+//! Chat: the same fields with `"messages": [{"role",
 //! "content"}, ..]` (the entry's, from `prompts.jsonl`) in place of `"prompt"`, for
-//! `/v1/chat/completions`. The warmup stays one batched `/v1/completions` call.
+//! `/v1/chat/completions`. The warmup warms the route the timed requests take: one
+//! batched non-streaming `/v1/completions` call of the warmup prompts' token IDs, or
+//! on the chat endpoint one non-streaming chat call per warmup entry (its messages;
+//! a chat call takes one conversation), `max_tokens` = `warmup.output_tokens`.
 
 use axum::body::Bytes;
 use serde::Serialize;
 
 use super::PreparedRequest;
-use crate::plan::Plan;
+use crate::plan::{Endpoint, Plan};
 use crate::trace::{ChatMessage, Prompt};
 
 #[derive(Serialize)]
@@ -54,8 +59,10 @@ struct ChatBody<'a> {
     ignore_eos: bool,
     temperature: f64,
     stream: bool,
-    stream_options: StreamOptions,
-    return_token_ids: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    return_token_ids: Option<bool>,
 }
 
 fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
@@ -80,22 +87,22 @@ pub fn chat_body(
         ignore_eos,
         temperature,
         stream: true,
-        stream_options: StreamOptions { include_usage: true },
-        return_token_ids: true,
+        stream_options: Some(StreamOptions { include_usage: true }),
+        return_token_ids: Some(true),
     })
 }
 
-/// The body of one timed request for a panel prompt.
-pub fn stream_body(plan: &Plan, prompt: &Prompt) -> Vec<u8> {
-    stream_body_with(plan, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
+/// The body of one timed request for a panel prompt, on `endpoint`.
+pub fn stream_body(plan: &Plan, endpoint: Endpoint, prompt: &Prompt) -> Vec<u8> {
+    stream_body_with(plan, endpoint, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
 }
 
 /// [`stream_body`] with `max_tokens` as the output length (and `min_tokens` when
 /// forced): a trace-file row's own output length.
-pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
+pub fn stream_body_with(plan: &Plan, endpoint: Endpoint, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
     let r = &plan.request;
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
-    if r.chat {
+    if endpoint == Endpoint::Chat {
         let messages = prompt.messages.as_deref().unwrap_or(&[]);
         return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature);
     }
@@ -112,10 +119,11 @@ pub fn stream_body_with(plan: &Plan, prompt: &Prompt, max_tokens: u32) -> Vec<u8
     })
 }
 
-/// The prepared request of a panel prompt (body, exact prompt length, max_tokens).
-pub fn prepare(plan: &Plan, prompt: &Prompt) -> PreparedRequest {
+/// The prepared request of a panel prompt on `endpoint` (body, exact prompt length,
+/// max_tokens).
+pub fn prepare(plan: &Plan, endpoint: Endpoint, prompt: &Prompt) -> PreparedRequest {
     PreparedRequest {
-        body: Bytes::from(stream_body(plan, prompt)),
+        body: Bytes::from(stream_body(plan, endpoint, prompt)),
         prompt_tokens: prompt.length,
         max_tokens: prompt.max_tokens.unwrap_or(plan.request.output_tokens),
     }
@@ -136,6 +144,28 @@ pub fn warmup_body(plan: &Plan, prompts: &[&[u32]]) -> Vec<u8> {
         stream_options: None,
         return_token_ids: None,
     })
+}
+
+/// The chat warmup: one non-streaming chat call per warmup entry's `messages`.
+pub fn warmup_chat_bodies(plan: &Plan, entries: &[&[ChatMessage]]) -> Vec<Vec<u8>> {
+    let r = &plan.request;
+    let out = plan.warmup.output_tokens;
+    entries
+        .iter()
+        .map(|messages| {
+            to_bytes(&ChatBody {
+                model: &r.model,
+                messages,
+                max_tokens: out,
+                min_tokens: r.ignore_eos.then_some(out),
+                ignore_eos: r.ignore_eos,
+                temperature: r.temperature,
+                stream: false,
+                stream_options: None,
+                return_token_ids: None,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -167,7 +197,7 @@ mod tests {
     #[test]
     fn bodies_have_the_documented_fields_in_order() {
         let plan = e2e_plan("output_tokens = 8\n");
-        let body = String::from_utf8(stream_body(&plan, &prompt(&[1, 2, 3]))).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
@@ -179,18 +209,18 @@ mod tests {
         );
         // `output = "forced"` is the default spelled out: the same bytes.
         let forced = e2e_plan("output_tokens = 8\noutput = \"forced\"\n");
-        assert_eq!(stream_body(&forced, &prompt(&[1, 2, 3])), body.as_bytes());
+        assert_eq!(stream_body(&forced, Endpoint::Completions, &prompt(&[1, 2, 3])), body.as_bytes());
     }
 
     #[test]
     fn natural_output_sends_no_min_tokens_and_lets_eos_end_it() {
         let plan = e2e_plan("output_tokens = 8\noutput = \"natural\"\n");
-        let body = String::from_utf8(stream_body(&plan, &prompt(&[1, 2, 3]))).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
-        assert_eq!(prepare(&plan, &prompt(&[1, 2, 3])).max_tokens, 8);
+        assert_eq!(prepare(&plan, Endpoint::Completions, &prompt(&[1, 2, 3])).max_tokens, 8);
     }
 
     #[test]
@@ -207,26 +237,41 @@ mod tests {
         assert!(e.contains("request.endpoint") && e.contains("\"sharegpt\" or \"requests\""), "{e}");
         let m = ChatMessage { role: "user".into(), content: "Who's there?".into() };
         let p = Prompt { max_tokens: Some(5), ignore_eos: Some(false), messages: Some(vec![m]), ..prompt(&[9, 9]) };
-        let body = String::from_utf8(stream_body(&plan, &p)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Chat, &p)).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":5,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
-        // Without endpoint = "chat" the same entry sends its token IDs.
+        // On /v1/completions (another cell's endpoint) the same entry sends its token IDs.
+        assert!(
+            String::from_utf8(stream_body(&plan, Endpoint::Completions, &p)).unwrap().contains(r#""prompt":[9,9]"#)
+        );
         let completions = e2e_plan("output_tokens = 8\n");
-        assert!(String::from_utf8(stream_body(&completions, &p)).unwrap().contains(r#""prompt":[9,9]"#));
+        assert!(
+            String::from_utf8(stream_body(&completions, Endpoint::Completions, &p))
+                .unwrap()
+                .contains(r#""prompt":[9,9]"#)
+        );
+        // The chat warmup: one non-streaming call per entry, at the warmup's length
+        // (the e2e plan's warmup output is 8, forced by its ignore_eos).
+        let warm = warmup_chat_bodies(&plan, &[p.messages.as_deref().unwrap(), &[]]);
+        assert_eq!(warm.len(), 2);
+        assert_eq!(
+            String::from_utf8(warm[0].clone()).unwrap(),
+            r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":false}"#
+        );
     }
 
     #[test]
     fn a_dataset_entry_sends_its_own_max_tokens_and_eos_flag() {
         let plan = e2e_plan("output_tokens = 8\n");
         let p = Prompt { output_tokens: Some(40), max_tokens: Some(5), ignore_eos: Some(false), ..prompt(&[9]) };
-        let body = String::from_utf8(stream_body(&plan, &p)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &p)).unwrap();
         assert!(body.contains(r#""max_tokens":5,"ignore_eos":false"#), "{body}");
         let forced = Prompt { ignore_eos: Some(true), ..p.clone() };
-        let body = String::from_utf8(stream_body(&plan, &forced)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &forced)).unwrap();
         assert!(body.contains(r#""max_tokens":5,"min_tokens":5,"ignore_eos":true"#), "{body}");
-        let prepared = prepare(&plan, &p);
+        let prepared = prepare(&plan, Endpoint::Completions, &p);
         assert_eq!((prepared.prompt_tokens, prepared.max_tokens), (1, 5));
     }
 }

@@ -227,7 +227,7 @@ mod tests {
         let (plan, p) = (plan(), session());
         let s = SessionScript::new(&plan, &p).unwrap();
         assert_eq!(s.turns(), 3);
-        assert_eq!(s.body(0, &[]).unwrap(), crate::load::stream_body(&plan, &p));
+        assert_eq!(s.body(0, &[]).unwrap(), crate::load::stream_body(&plan, crate::plan::Endpoint::Chat, &p));
         let body = String::from_utf8(s.body(2, &["Nay, answer me.", "He."]).unwrap()).unwrap();
         assert_eq!(
             body,

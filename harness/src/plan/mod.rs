@@ -28,6 +28,8 @@ mod validate_quality;
 mod warnings;
 
 #[cfg(test)]
+mod endpoint_tests;
+#[cfg(test)]
 mod plan_tests;
 #[cfg(test)]
 mod validate_tests;
@@ -51,7 +53,7 @@ pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
-pub use types::{Blocking, Recorder};
+pub use types::{Blocking, Endpoint, Recorder};
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;

@@ -108,6 +108,7 @@ impl Plan {
             input_tokens: p.input_tokens,
             retries: 0,
             recorder: Recorder::Full,
+            endpoint: self.request.endpoint,
         }];
         v.blocks = Blocks { count: 0, descriptive: p.runs, arm_order: Order::Fixed, cell_order: Order::Fixed };
         v.alpha = None;

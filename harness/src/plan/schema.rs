@@ -219,6 +219,8 @@ pub struct CellFile {
     pub trace_lengths: Option<bool>,
     /// "full" (default) or "light" (descriptive cells only): see `types::Recorder`.
     pub recorder: Option<String>,
+    /// "completions" or "chat": overrides `request.endpoint` for this cell.
+    pub endpoint: Option<String>,
 }
 
 /// A literal number, or a reference such as `"derived:near"`; where the key allows

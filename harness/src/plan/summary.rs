@@ -46,7 +46,18 @@ impl Plan {
             let mode = if r.forced() { "forced" } else { "natural" };
             let _ = writeln!(o, "  output: {mode}, max_tokens per request capped at {cap}");
         }
-        if r.chat {
+        let endpoints = self.endpoints();
+        if endpoints.len() > 1 {
+            let on = |e: super::Endpoint| {
+                self.cells.iter().filter(|c| c.endpoint == e).map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+            };
+            let _ = writeln!(
+                o,
+                "  endpoint per cell: /v1/completions (token IDs): {}; /v1/chat/completions (chat messages): {}",
+                on(super::Endpoint::Completions),
+                on(super::Endpoint::Chat)
+            );
+        } else if endpoints == [super::Endpoint::Chat] {
             let _ = writeln!(o, "  endpoint: /v1/chat/completions with each entry's chat messages");
         }
         if let Some(slo) = &self.slo {

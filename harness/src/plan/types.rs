@@ -114,10 +114,39 @@ pub struct RequestSpec {
     pub temperature: f64,
     /// Cap on each request's `max_tokens` (`request.max_output_tokens`).
     pub max_output_tokens: Option<u32>,
-    /// `request.endpoint = "chat"`: timed requests go to `/v1/chat/completions` with
-    /// each panel entry's chat messages (a `sharegpt` or `requests` panel) instead of
-    /// token IDs to `/v1/completions` (`"completions"`, the default).
-    pub chat: bool,
+    /// `request.endpoint`: where the timed requests of a cell that names no
+    /// `endpoint` of its own go (`"completions"` by default); also the pilots' route.
+    pub endpoint: Endpoint,
+}
+
+/// Where a cell's timed requests go (`request.endpoint`, `cells[].endpoint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Endpoint {
+    /// Token IDs to `/v1/completions`.
+    #[default]
+    Completions,
+    /// Each panel entry's chat messages (a `sharegpt` or `requests` panel) to
+    /// `/v1/chat/completions`; the server applies its own chat template.
+    Chat,
+}
+
+impl Endpoint {
+    /// Every endpoint, in the order evidence lists them.
+    pub const ALL: [Endpoint; 2] = [Endpoint::Completions, Endpoint::Chat];
+
+    /// The plan spelling (and the key in `run.json` and `warmup.json`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Completions => "completions",
+            Endpoint::Chat => "chat",
+        }
+    }
+
+    /// The plan spelling read back; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.as_str() == s)
+    }
 }
 
 impl RequestSpec {
@@ -409,6 +438,8 @@ pub struct Cell {
     pub retries: u32,
     /// How much of each stream is recorded (`recorder`, default full).
     pub recorder: Recorder,
+    /// Where this cell's timed requests go (`cells[].endpoint`, else `request.endpoint`).
+    pub endpoint: Endpoint,
 }
 
 /// `cells[].recorder`: what the client keeps of each response stream.
@@ -570,6 +601,21 @@ impl Plan {
 
     pub fn cell(&self, name: &str) -> Option<&Cell> {
         self.cells.iter().find(|c| c.name == name)
+    }
+
+    /// The endpoints the cells send to, in `Endpoint::ALL` order (a plan without
+    /// cells: `request.endpoint`). The panel carries what each needs, `inputs/`
+    /// freezes one body per entry for each, and the warmup warms each.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        if self.cells.is_empty() {
+            return vec![self.request.endpoint];
+        }
+        Endpoint::ALL.into_iter().filter(|&e| self.cells.iter().any(|c| c.endpoint == e)).collect()
+    }
+
+    /// The endpoint cell `name` sends to (`request.endpoint` for an unknown name).
+    pub fn endpoint_of(&self, name: &str) -> Endpoint {
+        self.cell(name).map_or(self.request.endpoint, |c| c.endpoint)
     }
 
     /// Indices in `prompts.jsonl` of the warmup call's prompts.

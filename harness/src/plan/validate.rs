@@ -7,7 +7,7 @@
 
 use super::error::{Issue, PlanError};
 use super::schema::{BlocksFile, OrderFile, PlanFile, RequestFile, TimingFile, WarmupFile};
-use super::types::{Arm, Blocks, Cell, CellKind, Order, PanelSpec, Plan, RequestSpec, Study, Timing, Warmup};
+use super::types::{Arm, Blocks, Cell, CellKind, Endpoint, Order, PanelSpec, Plan, RequestSpec, Study, Timing, Warmup};
 use super::{validate_arms, validate_cells, validate_quality};
 
 /// Collects issues while building typed values.
@@ -72,22 +72,32 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let study = Study { name: file.study.name, seed, description: file.study.description };
     let dataset = matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix");
     let request = request(&mut c, file.request, dataset);
-    if request.chat && !matches!(file.prompts.source.as_str(), "sharegpt" | "requests") {
-        c.err("request.endpoint", "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"");
-    }
-    if file.prompts.max_turns.is_some() && !request.chat {
-        c.err(
-            "prompts.max_turns",
-            "multi-turn sessions send chat history: set request.endpoint = \"chat\" (token-ID panels cannot carry \
-             replies)",
-        );
-    }
+    let chat_source = matches!(file.prompts.source.as_str(), "sharegpt" | "requests");
+    let session_panel = file.prompts.max_turns.is_some();
     let arms = validate_arms::arms(&mut c, file.arms);
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
     let timing = timing(&mut c, file.timing);
     let derive = validate_cells::derive(&mut c, file.derive, file.pilots.is_some());
-    let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref());
+    // `request.endpoint` is judged where a cell (or the pilots) takes it; a cell's
+    // own `endpoint` is judged at that cell.
+    if file.cells.iter().any(|f| f.endpoint.is_none()) || file.cells.is_empty() || file.pilots.is_some() {
+        if request.endpoint == Endpoint::Chat && !chat_source {
+            c.err(
+                "request.endpoint",
+                "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"",
+            );
+        }
+        if session_panel && request.endpoint != Endpoint::Chat {
+            c.err(
+                "prompts.max_turns",
+                "multi-turn sessions send chat history: set request.endpoint = \"chat\" (token-ID panels cannot \
+                 carry replies)",
+            );
+        }
+    }
+    let routes = validate_cells::Routes { default: request.endpoint, chat_source, session_panel };
+    let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref(), routes);
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
     let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
     let (alpha, mut hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
@@ -171,15 +181,17 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
             1
         }
     };
-    let chat = match r.endpoint.as_deref() {
-        None | Some("completions") => false,
-        Some("chat") => true,
-        Some(other) => {
-            c.err("request.endpoint", format!("unknown value {other:?} (use \"completions\" or \"chat\")"));
-            false
-        }
-    };
-    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, chat }
+    let endpoint = endpoint(c, "request.endpoint", r.endpoint.as_deref(), Endpoint::Completions);
+    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, endpoint }
+}
+
+/// An endpoint as written at `key`, or `default` when left out (or unknown, reported).
+pub(super) fn endpoint(c: &mut Checker, key: &str, v: Option<&str>, default: Endpoint) -> Endpoint {
+    let Some(v) = v else { return default };
+    Endpoint::parse(v).unwrap_or_else(|| {
+        c.err(key, format!("unknown value {v:?} (use \"completions\" or \"chat\")"));
+        default
+    })
 }
 
 fn warmup(c: &mut Checker, w: WarmupFile, panel: &PanelSpec, output: u32) -> Warmup {

@@ -4,7 +4,7 @@
 
 use super::derive::{CountRule, DeriveSpec, DerivedLoads, MAX_REQUESTS, compute};
 use super::schema::{AnalysisFile, CellFile, DeriveFile, HypothesisFile, NumOrRef, OneOrMany};
-use super::types::{Arm, ArmRole, Arrival, Cell, CellKind, Count, Hypothesis, Load, PanelSpec, Rate};
+use super::types::{Arm, ArmRole, Arrival, Cell, CellKind, Count, Endpoint, Hypothesis, Load, PanelSpec, Rate};
 use super::validate::Checker;
 
 /// The validated `[derive]` table and, when its formula applies, its output.
@@ -78,7 +78,42 @@ pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>, in_study_pilots: bo
     Some((spec, loads))
 }
 
-pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, derive: Option<&Derive>) -> Vec<Cell> {
+/// What a cell's own `endpoint` is judged against.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Routes {
+    /// `request.endpoint`: a cell's endpoint when it names none.
+    pub default: Endpoint,
+    /// The panel can be sent as chat messages (`sharegpt` or `requests`).
+    pub chat_source: bool,
+    /// A session panel (`prompts.max_turns`): chat only.
+    pub session_panel: bool,
+}
+
+/// A cell's `endpoint` (`key`), judged against the panel.
+fn cell_endpoint(c: &mut Checker, key: &str, name: &str, v: Option<&str>, r: Routes) -> Endpoint {
+    let e = super::validate::endpoint(c, key, v, r.default);
+    if v.is_some() && e == Endpoint::Chat && !r.chat_source {
+        c.err(key, format!("cell {name:?} sends chat messages: prompts.source must be \"sharegpt\" or \"requests\""));
+    }
+    if v.is_some() && e == Endpoint::Completions && r.session_panel {
+        c.err(
+            key,
+            format!(
+                "cell {name:?}: a session panel (prompts.max_turns) sends chat history, so every cell must be on \
+                 the chat endpoint (token IDs cannot carry replies)"
+            ),
+        );
+    }
+    e
+}
+
+pub(super) fn cells(
+    c: &mut Checker,
+    files: Vec<CellFile>,
+    panel: &PanelSpec,
+    derive: Option<&Derive>,
+    routes: Routes,
+) -> Vec<Cell> {
     if files.is_empty() {
         c.err("cells", "the plan needs at least one [[cells]] entry");
     }
@@ -156,6 +191,7 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
             c.err(format!("{k}.retries"), format!("confirmation cells must have retries = 0, got {retries}"));
         }
         let recorder = super::validate_analysis::recorder(c, &k, f.recorder.as_deref(), f.kind);
+        let endpoint = cell_endpoint(c, &format!("{k}.endpoint"), &f.name, f.endpoint.as_deref(), routes);
         // Invalid values are already reported; stand-ins keep the cell's name known
         // to hypotheses and orders, and never leave validation.
         out.push(Cell {
@@ -166,6 +202,7 @@ pub(super) fn cells(c: &mut Checker, files: Vec<CellFile>, panel: &PanelSpec, de
             input_tokens,
             retries,
             recorder,
+            endpoint,
         });
     }
     out

@@ -399,6 +399,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             values: summarize(&recs, None),
             failed_by_class,
             failures: Vec::new(),
+            turns: super::turn_rows::rows(&recs),
         };
         for (measure, o) in &by_measure {
             let Some(field) = field_of(measure) else { continue };

@@ -108,6 +108,9 @@ pub struct CellMeasures {
     pub values: Result<Vec<Val>, String>,
     pub failed_by_class: BTreeMap<String, u64>,
     pub failures: Vec<Failed>,
+    /// A session cell's per-turn-index rows (`turn_rows`; empty without sessions),
+    /// or why they cannot be formed.
+    pub turns: Result<Vec<super::turn_rows::TurnRow>, String>,
 }
 
 impl CellMeasures {
@@ -362,6 +365,7 @@ pub fn recompute(s: &Study<'_>) -> Vec<CellMeasures> {
                 values: summarize(records, s.plan.slo.as_ref()),
                 failed_by_class,
                 failures,
+                turns: super::turn_rows::rows(records),
             })
         })
         .collect()

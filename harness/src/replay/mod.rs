@@ -5,9 +5,12 @@
 //! - verifies `plan.toml` against the plan hash of the manifest, `run.json`, the
 //!   catalog and `evidence.json`, and the inputs against `inputs/catalog.json`
 //!   (`inputs`), and recomputes constant and trace-file arrivals (`loads`);
+//! - rebuilds every panel entry's request body on each endpoint the cells send to
+//!   and compares its SHA-256 with `run.json` (`bodies`);
 //! - checks that every planned request appears exactly once and follows its trace
 //!   (`complete`);
-//! - recomputes every per-cell measure (`measures`) and compares it with
+//! - recomputes every per-cell measure (`measures`; a session cell's per-turn rows:
+//!   `turn_rows`) and compares it with
 //!   `results/matrix.csv`, `results/summaries.json` and the per-cell summaries
 //!   (`tables`), `results/requests.csv` row by row (`requests`), and every
 //!   paired effect, test, Holm p, median, interval, decision
@@ -42,6 +45,7 @@
 //! one exception to the independence rule: it builds evidence through the analysis
 //! path so that replay has something to audit.
 
+mod bodies;
 mod compare;
 mod complete;
 mod decide;
@@ -67,6 +71,7 @@ mod spread;
 pub mod synth;
 mod tables;
 mod tuning;
+mod turn_rows;
 mod turns;
 mod units;
 
@@ -80,7 +85,8 @@ use layout::Layout;
 
 /// The checks of a timing study (everything after the files, the plan and the
 /// inputs, before the qualification).
-const TIMING_CHECKS: [&str; 11] = [
+const TIMING_CHECKS: [&str; 12] = [
+    bodies::NAME,
     complete::NAME,
     complete::TRACE_NAME,
     tables::SUMMARIES_NAME,
@@ -286,10 +292,12 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                         format!("{why}: its unit.json files are compare's server records, not harness-unit/1"),
                     ));
                     checks.push(Check::skip(sessions::NAME, format!("{why}: no sessions")));
+                    checks.push(Check::skip(bodies::NAME, format!("{why}: no run.json body hashes")));
                     checks.push(compare::discarded_check(&scan, sessions::DISCARDED_NAME, why));
                     checks.push(compare::check(root, &scan, &frozen.plan));
                 }
                 _ => {
+                    checks.push(bodies::check(root, &frozen.plan));
                     let records = units::Records::read(root, &study);
                     checks.push(units::check(root, &study, &records));
                     checks.push(sessions::check(&study, &records));

@@ -375,8 +375,15 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
         qualification_run: false,
         units_run,
     };
+    // The body of every panel entry on each endpoint the cells use, as `run` records them.
+    let body = |e: crate::plan::Endpoint, p| crate::evidence::sha256_hex(&crate::load::stream_body(plan, e, p));
+    let bodies: std::collections::BTreeMap<&str, Vec<String>> = plan
+        .endpoints()
+        .into_iter()
+        .map(|e| (e.as_str(), panel.prompts.iter().map(|p| body(e, p)).collect()))
+        .collect();
     let run = json!({"format": RUN_FORMAT, "study": plan.study.name, "plan_sha256": frozen.sha256, "git": git,
-        "clock": crate::run::CLOCK, "sessions": [session], "units": units});
+        "clock": crate::run::CLOCK, "request_body_sha256": bodies, "sessions": [session], "units": units});
     write_json(&ev.root().join("run.json"), &run).map_err(|e| e.to_string())?;
     crate::report::build(ev.root()).map_err(|e| format!("report: {e}"))?;
     evidence::write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git).map_err(|e| e.to_string())?;

@@ -77,8 +77,11 @@ pub(super) fn compare_summary(m: &mut Vec<Mismatch>, file: &str, label: &str, ob
             format!("{:?}", c.failed_by_class),
         ));
     }
-    // `turns` (a session cell's per-turn-index rows, `metrics::summarize_turns`) is
-    // not recomputed here yet: every turn's record is checked by `turns`.
+    // A session cell's per-turn-index rows (`turn_rows`).
+    match &c.turns {
+        Ok(rows) => super::turn_rows::compare(m, file, label, map.get("turns"), rows),
+        Err(e) => m.push(Mismatch::new(file, format!("{label} turns"), "archived", format!("no rows: {e}"))),
+    }
     let known = |k: &str| FIELD_NAMES.contains(&k) || KEY_FIELDS.contains(&k) || k == "turns";
     for k in map.keys().filter(|k| !known(k.as_str())) {
         m.push(Mismatch::new(file, format!("{label} {k}"), "present", "not a recomputed field"));

@@ -13,7 +13,9 @@ use serde_json::Value;
 use super::ReportError;
 use super::analysis::{FailedRequest, UnitStatus};
 use crate::evidence::{Evidence, GitInfo};
-use crate::metrics::{CellSummary, INCOMPLETE_CLASS, measure_request, summarize_cell_with_slo};
+use crate::metrics::{
+    CellSummary, INCOMPLETE_CLASS, TurnSummary, measure_request, summarize_cell_with_slo, summarize_turns,
+};
 use crate::plan::{FrozenPlan, ResolvedCell, Schedule, freeze};
 use crate::record::{Failure, RequestRecord};
 
@@ -42,6 +44,9 @@ pub struct CellData {
     pub tpot_ms: Vec<f64>,
     /// The matrix's spread columns (`spread`), from the same valid requests.
     pub spread: super::spread::Spread,
+    /// A session cell's per-turn-index rows (`metrics::summarize_turns`; empty for a
+    /// cell without sessions), stored in its summary as `turns`.
+    pub turns: Vec<TurnSummary>,
 }
 
 /// Everything the report is built from.
@@ -204,13 +209,22 @@ fn cell_data(
     }
     let summary = summarize_cell_with_slo(records, slo).map_err(|e| e.to_string());
     let spread = super::spread::spread(&valid);
-    (CellData { block, arm: arm.into(), cell: cell.into(), summary, ttft_ms, tpot_ms, spread }, failures)
+    // As `harness run` stores them: no rows when they cannot be formed.
+    let turns = summarize_turns(records).unwrap_or_default();
+    (CellData { block, arm: arm.into(), cell: cell.into(), summary, ttft_ms, tpot_ms, spread, turns }, failures)
 }
 
 /// The stored summary exactly as `harness run` writes it for this recomputation.
 fn expected_text(c: &CellData) -> String {
     let value = match &c.summary {
-        Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+        Ok(s) => {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            // A session cell's summary also holds its per-turn-index rows.
+            if let (false, Some(obj)) = (c.turns.is_empty(), v.as_object_mut()) {
+                obj.insert("turns".into(), serde_json::to_value(&c.turns).unwrap_or_default());
+            }
+            v
+        }
         Err(e) => serde_json::json!({"cell": c.cell, "block": c.block, "arm": c.arm, "error": e}),
     };
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();

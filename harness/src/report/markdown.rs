@@ -2,9 +2,10 @@
 //! their orders, engine version lines, git revision, sessions with every interruption,
 //! resumption and discarded unit), qualification when present, the
 //! claims table with every failed rule named, the per-cell summary tables (medians
-//! across blocks, vLLM layout), every failure on its own line, the figures, and the
-//! exact definitions used. Deterministic: no timestamps, fixed number formats, plan
-//! and schedule order. Must not compute anything the analysis does not hand it.
+//! across blocks, vLLM layout; a session cell's per-turn rows, `turns`), every
+//! failure on its own line, the figures, and the exact definitions used.
+//! Deterministic: no timestamps, fixed number formats, plan and schedule order.
+//! Must not compute anything the analysis does not hand it.
 
 use std::fmt::Write;
 
@@ -305,6 +306,7 @@ fn cells(o: &mut String, l: &Loaded, a: &Analysis) {
             continue;
         }
         let _ = writeln!(o, "```\n{}```\n", cell_table(&arms));
+        super::turns::markdown(o, &l.cells, &c.name);
     }
 }
 

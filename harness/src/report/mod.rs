@@ -8,7 +8,8 @@
 //! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
 //! - `report.md`: the power summary (studies with `[pilots]`, `power`), the tuning
 //!   table and recommendation (`tuning`), what was run, plan warnings, the claims
-//!   table, per-cell tables, the observer-effect comparison (`observer`), failures and
+//!   table, per-cell tables (with a session cell's per-turn rows, `turns`), the
+//!   observer-effect comparison (`observer`), failures and
 //!   the exact definitions with peers' names; `report.html`: the same page, self-contained, figures inline
 //!   as SVG (`html`).
 //!
@@ -34,6 +35,7 @@ mod requests;
 mod spread;
 mod text;
 mod tuning;
+mod turns;
 mod units;
 
 #[cfg(test)]

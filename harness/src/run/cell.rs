@@ -13,7 +13,7 @@ use super::{RunError, Study};
 use crate::evidence::{write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
 use crate::metrics::{render_table, render_turns, summarize_cell_with_slo, summarize_turns};
-use crate::plan::{ResolvedCell, ResolvedLoad};
+use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
 use crate::record::RequestRecord;
 use crate::trace::TraceEntry;
 
@@ -49,10 +49,28 @@ pub fn not_run(cells: &[String]) -> Vec<CellOutcome> {
         .collect()
 }
 
+/// The server's URL of each endpoint (a cell takes its own).
+#[derive(Debug, Clone)]
+pub struct EndpointUrls {
+    pub completions: String,
+    pub chat: String,
+}
+
+impl EndpointUrls {
+    pub fn of(&self, endpoint: Endpoint) -> &str {
+        match endpoint {
+            Endpoint::Completions => &self.completions,
+            Endpoint::Chat => &self.chat,
+        }
+    }
+}
+
 /// What one cell run needs from its server invocation.
 pub struct CellRun<'a> {
     pub study: &'a Study<'a>,
+    /// The requests' context; its `url` is replaced by the cell's endpoint's.
     pub ctx: &'a RequestCtx,
+    pub urls: &'a EndpointUrls,
     pub block: u32,
     pub arm: &'a str,
     /// `b<block> <arm>`, for progress lines.
@@ -88,6 +106,9 @@ impl CellRun<'_> {
             return Ok(None);
         }
         let entry_bodies = s.inputs.entry_bodies(plan, name);
+        // The cell's own route (`cells[].endpoint`, else `request.endpoint`): its
+        // bodies and URL; the recorder skips the prompt-length check on chat.
+        let endpoint = plan.endpoint_of(name);
         let _ = self.phase.send(format!("cell:{name}"));
         let counters = Arc::new(Counters::default());
         let ticker = s.progress.cell(format!("{} {name}", self.label), counters.clone(), *done);
@@ -102,13 +123,14 @@ impl CellRun<'_> {
                 ResolvedLoad::Closed { concurrency } => Some(concurrency),
                 _ => None,
             },
-            bodies: &s.inputs.bodies,
+            bodies: s.inputs.bodies_for(endpoint),
             entry_bodies: entry_bodies.as_deref(),
             sessions: s.inputs.sessions.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
         let light = plan.cell(name).is_some_and(|c| c.recorder == crate::plan::Recorder::Light);
-        let ctx = crate::load::RequestCtx { light, ..self.ctx.clone() };
+        let url = self.urls.of(endpoint).to_string();
+        let ctx = crate::load::RequestCtx { light, url, ..self.ctx.clone() };
         let records = drive_cell(&drive, &ctx, &counters).await?;
         drop(ticker);
         let _ = self.phase.send("idle".to_string());

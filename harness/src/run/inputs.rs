@@ -1,10 +1,13 @@
 //! The study's inputs, fixed before any server starts: the prompt panel (text panels
 //! cut through a `tokenizers` encoder loaded from the plan's tokenizer.json), the
 //! traces and catalog written to `inputs/`, then read back from those files, verified
-//! against the catalog, and turned into one request body per panel prompt. Every arm
-//! of every block sends these bytes. Must not read settings from anywhere but the
+//! against the catalog, and turned into one request body per panel prompt for each
+//! endpoint the cells send to (`Plan::endpoints`: a cell on `/v1/completions` sends
+//! an entry's token IDs, one on the chat endpoint its messages). Every arm of every
+//! block sends these bytes. Must not read settings from anywhere but the
 //! frozen plan, and must not send anything.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use axum::body::Bytes;
@@ -12,7 +15,7 @@ use axum::body::Bytes;
 use super::RunError;
 use crate::evidence::sha256_hex;
 use crate::load::{PreparedRequest, SessionScript, prepare as prepare_request, stream_body_with};
-use crate::plan::Plan;
+use crate::plan::{Endpoint, Plan};
 use crate::trace::{self, Encoder, Panel, Trace};
 
 /// A `trace::Encoder` over a Hugging Face `tokenizer.json`; encodes without special
@@ -52,13 +55,15 @@ pub struct Inputs {
     pub panel: Panel,
     /// One trace per cell, in plan order.
     pub traces: Vec<Trace>,
-    /// The prepared request (body, prompt length, max_tokens) per panel index.
-    pub bodies: Vec<PreparedRequest>,
-    /// SHA-256 of each body (`run.json`), per panel index.
-    pub body_sha256: Vec<String>,
+    /// Per endpoint the cells use: the prepared request (body, prompt length,
+    /// max_tokens) per panel index.
+    pub bodies: BTreeMap<Endpoint, Vec<PreparedRequest>>,
+    /// SHA-256 of each body (`run.json` `request_body_sha256.<endpoint>`), per
+    /// endpoint and panel index.
+    pub body_sha256: BTreeMap<Endpoint, Vec<String>>,
     /// Per cell whose trace sets each request's output length (`trace_lengths`):
     /// SHA-256 of each entry's body, in trace order (`run.json`).
-    pub entry_body_sha256: std::collections::BTreeMap<String, Vec<String>>,
+    pub entry_body_sha256: BTreeMap<String, Vec<String>>,
     /// A session panel (`prompts.max_turns`): each entry's session script (turn 0's
     /// body is `bodies[i]`; later turns' depend on the replies); `None` otherwise.
     pub sessions: Option<Vec<std::sync::Arc<SessionScript>>>,
@@ -67,6 +72,12 @@ pub struct Inputs {
 impl Inputs {
     pub fn trace(&self, cell: &str) -> Option<&Trace> {
         self.traces.iter().find(|t| t.cell == cell)
+    }
+
+    /// The bodies sent on `endpoint`, per panel index (empty when no cell uses it:
+    /// the dispatcher then names every missing prompt).
+    pub fn bodies_for(&self, endpoint: Endpoint) -> &[PreparedRequest] {
+        self.bodies.get(&endpoint).map_or(&[], Vec::as_slice)
     }
 
     /// Records cell `cell` holds when every request is sent: one per trace entry, or
@@ -87,10 +98,11 @@ impl Inputs {
         if trace.entries.iter().all(|e| e.output_length.is_none()) {
             return None;
         }
+        let endpoint = plan.endpoint_of(cell);
         let bodies = trace.entries.iter().map(|e| {
             let prompt = usize::try_from(e.prompt).ok().and_then(|i| self.panel.prompts.get(i))?;
             let out = e.output_length.unwrap_or(prompt.max_tokens.unwrap_or(plan.request.output_tokens));
-            Some(Bytes::from(stream_body_with(plan, prompt, out)))
+            Some(Bytes::from(stream_body_with(plan, endpoint, prompt, out)))
         });
         // A missing prompt: the per-prompt bodies are used and the dispatcher names it.
         bodies.collect()
@@ -125,12 +137,12 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
     let panel = Panel::from_jsonl(&text)?;
     panel.check(plan)?;
     let traces = plan.cells.iter().map(|c| trace::read_trace(inputs_dir, &c.name)).collect::<Result<Vec<_>, _>>()?;
-    let mut bodies = Vec::with_capacity(panel.prompts.len());
-    let mut body_sha256 = Vec::with_capacity(panel.prompts.len());
-    for p in &panel.prompts {
-        let prepared = prepare_request(plan, p);
-        body_sha256.push(sha256_hex(&prepared.body));
-        bodies.push(prepared);
+    let mut bodies = BTreeMap::new();
+    let mut body_sha256 = BTreeMap::new();
+    for endpoint in plan.endpoints() {
+        let prepared: Vec<PreparedRequest> = panel.prompts.iter().map(|p| prepare_request(plan, endpoint, p)).collect();
+        body_sha256.insert(endpoint, prepared.iter().map(|r| sha256_hex(&r.body)).collect());
+        bodies.insert(endpoint, prepared);
     }
     let sessions = match plan.prompts.max_turns {
         None => None,

@@ -378,7 +378,7 @@ count = 4
             dispatch_realtime: false,
             stop_grace_s: 0.0,
             nvidia_smi: None,
-            request_body_sha256: &[],
+            request_body_sha256: &Default::default(),
             entry_body_sha256: Default::default(),
             sessions,
             units: vec![],

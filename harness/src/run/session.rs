@@ -100,8 +100,9 @@ pub struct RunRecord<'a> {
     /// The longest `stop_grace_s` of the plan's spawned arms (each stop records its own).
     pub stop_grace_s: f64,
     pub nvidia_smi: Option<String>,
-    /// SHA-256 of the request body sent for each panel prompt (same for every arm).
-    pub request_body_sha256: &'a [String],
+    /// Per endpoint the cells send to (`"completions"`, `"chat"`): SHA-256 of the
+    /// request body sent for each panel prompt (same for every arm).
+    pub request_body_sha256: &'a std::collections::BTreeMap<crate::plan::Endpoint, Vec<String>>,
     /// Per `trace_lengths` cell (each request its own `max_tokens`): SHA-256 of each
     /// entry's body, in trace order. Absent when no cell has one.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]

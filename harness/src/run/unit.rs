@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::cell::{CellOutcome, CellRun, not_run};
+use super::cell::{CellOutcome, CellRun, EndpointUrls, not_run};
 use super::{RunError, Study};
 use crate::arm::{ArmError, Invocation, StopRecord};
 use crate::evidence::sha256_hex;
@@ -187,9 +187,11 @@ pub(super) async fn run_unit(
 
     // Cells.
     let exit_rx = server.exit_watch();
+    // Each cell sends to its own endpoint (`CellRun` sets the URL per cell).
+    let urls = EndpointUrls { completions: server.completions_url(), chat: server.chat_url() };
     let ctx = RequestCtx {
         client: server.client().clone(),
-        url: if plan.request.chat { server.chat_url() } else { server.completions_url() },
+        url: urls.of(plan.request.endpoint).to_string(),
         clock: s.clock,
         timeout: request_timeout,
         server_exit: exit_rx.clone(),
@@ -203,7 +205,15 @@ pub(super) async fn run_unit(
         else {
             continue;
         };
-        let run = CellRun { study: s, ctx: &ctx, block: b, arm: &arm.name, label: &label, phase: server.phase() };
+        let run = CellRun {
+            study: s,
+            ctx: &ctx,
+            urls: &urls,
+            block: b,
+            arm: &arm.name,
+            label: &label,
+            phase: server.phase(),
+        };
         match run.run(cell, &trace.entries, done).await? {
             None => {
                 out.status = "server_died".into();

@@ -19,9 +19,11 @@
 //! `num_requests` entries of their own lengths, in the order the source fixes; each
 //! line then also carries the entry's own output length (when the source has one),
 //! the `max_tokens` its request sends and whether EOS is ignored, so that every
-//! per-request setting is in `prompts.jsonl` before the first request. With
-//! `request.endpoint = "chat"` each line also carries the chat messages its request
-//! sends (hashed with the rest of the file, so replay checks them).
+//! per-request setting is in `prompts.jsonl` before the first request. When any
+//! cell is on the chat endpoint (`cells[].endpoint`, else `request.endpoint`) each
+//! line also carries the chat messages its chat requests send (hashed with the rest
+//! of the file, so replay checks them); its `tokens` are what the cells on
+//! `/v1/completions` send, so one panel serves both routes.
 //!
 //! A session panel (`prompts.max_turns`, chat only) is a dataset panel whose line
 //! is the session's first request (as above) plus `next_turns`: each later user
@@ -37,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::TraceError;
 use super::seed::{below, prompt_seed, rng};
 use super::sources;
-use crate::plan::{PanelSource, Plan};
+use crate::plan::{Endpoint, PanelSource, Plan};
 
 /// Turns text into token IDs. Implemented by the caller for the plan's tokenizer.
 pub trait Encoder {
@@ -254,18 +256,14 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
     let n = spec.documents as usize;
     let seed = plan.study.seed;
     let need = |tokenizer: &str| encoder.ok_or_else(|| TraceError::NoEncoder { tokenizer: tokenizer.to_string() });
+    let routes = line_routes(plan);
+    let chat = routes.chat.is_some();
     let entries = match &spec.source {
-        PanelSource::ShareGpt(g) => sources::sharegpt_sessions(
-            g,
-            &base.join(&g.path),
-            need(&g.tokenizer)?,
-            seed,
-            n,
-            plan.request.chat,
-            spec.max_turns,
-        )?,
+        PanelSource::ShareGpt(g) => {
+            sources::sharegpt_sessions(g, &base.join(&g.path), need(&g.tokenizer)?, seed, n, chat, spec.max_turns)?
+        }
         PanelSource::Requests { path, .. } => {
-            sources::requests_sessions(&base.join(path), path, encoder, n, plan.request.chat, spec.max_turns)?
+            sources::requests_sessions(&base.join(path), path, encoder, n, &routes, spec.max_turns)?
         }
         PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
         PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
@@ -288,7 +286,7 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
             max_tokens: Some(r.max_tokens_for(e.output_tokens)),
             ignore_eos: Some(r.ignore_eos),
             tokens: e.tokens,
-            messages: if r.chat { e.messages } else { None },
+            messages: if chat { e.messages } else { None },
             next_turns: spec.max_turns.map(|_| {
                 let turn = |t: sources::SessionTurn| sources::SessionTurn {
                     max_tokens: Some(r.max_tokens_for(t.output_tokens)),
@@ -299,6 +297,17 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
         });
     }
     Ok(Panel { prompts })
+}
+
+/// The endpoints the plan's cells send to, each named by its first cell.
+fn line_routes(plan: &Plan) -> sources::LineRoutes {
+    let who = |e: Endpoint| plan.cells.iter().find(|c| c.endpoint == e).map(|c| format!("cell {:?}", c.name));
+    let mut routes = sources::LineRoutes { chat: who(Endpoint::Chat), completions: who(Endpoint::Completions) };
+    // A plan without cells (a bare panel): the study's endpoint.
+    if routes.chat.is_none() && routes.completions.is_none() {
+        routes = sources::LineRoutes::single(plan.request.endpoint == Endpoint::Chat, "request.endpoint");
+    }
+    routes
 }
 
 impl Panel {

@@ -81,13 +81,11 @@ NOT_EXPORTED = {
     "request_scheduled_latency",
     "turn_predecessor_delay",
     "turn_scheduling_delay",
-    "root_dispatch_delay",
     "text",
     "image",
     "video",
     "audio",
     "tool_call",
-    "turns",
 }
 
 

@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 pub use crate::trace::panel::{ChatMessage, SessionTurn};
 
-pub use requests::{requests, requests_sessions};
+pub use requests::{LineRoutes, requests, requests_sessions};
 pub use shared_prefix::shared_prefix;
 pub use sharegpt::{sharegpt, sharegpt_sessions};
 pub use synthetic::{draw_length, synthetic};

@@ -4,9 +4,10 @@
 //! `"output_tokens"`; blank lines are skipped, other keys ignored. The first
 //! `num_requests` requests are used, in file order.
 //!
-//! On `/v1/completions` (the default) a line sends token IDs: `messages` is refused
-//! (the harness has no chat template to turn messages into token IDs). On the chat
-//! endpoint (`chat`) a line sends messages: `messages` as given, `prompt` as one
+//! A line must suit every endpoint its cells send to (`LineRoutes`, each endpoint
+//! named by a cell on it). On `/v1/completions` a line sends token IDs: `messages`
+//! is refused (the harness has no chat template to turn messages into token IDs).
+//! On the chat endpoint a line sends messages: `messages` as given, `prompt` as one
 //! user message, and `tokens` is refused (token IDs cannot be sent as chat); the
 //! entry's `tokens` are then its message contents encoded one after the other, for
 //! input lengths only (the server's template adds its own tokens, which it counts
@@ -48,16 +49,34 @@ struct TurnLine {
     output_tokens: Option<u32>,
 }
 
-/// The first `n` requests of the JSONL file at `path` (`label`: the plan's spelling);
-/// `chat`: the requests go to the chat endpoint.
+/// The endpoints a panel's lines are sent to, each as who sends there (e.g.
+/// `cell "x"`, named in errors): a line must suit every one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineRoutes {
+    /// Who sends to the chat endpoint: lines carry messages, `tokens` is refused.
+    pub chat: Option<String>,
+    /// Who sends to `/v1/completions`: `messages` is refused.
+    pub completions: Option<String>,
+}
+
+impl LineRoutes {
+    /// Every request on one endpoint (chat or not), sent by `who`.
+    pub fn single(chat: bool, who: &str) -> LineRoutes {
+        let who = Some(who.to_string());
+        if chat { LineRoutes { chat: who, completions: None } } else { LineRoutes { chat: None, completions: who } }
+    }
+}
+
+/// The first `n` requests of the JSONL file at `path` (`label`: the plan's spelling),
+/// each fit for every endpoint of `routes`.
 pub fn requests(
     path: &Path,
     label: &str,
     enc: Option<&dyn Encoder>,
     n: usize,
-    chat: bool,
+    routes: &LineRoutes,
 ) -> Result<Vec<Entry>, TraceError> {
-    requests_sessions(path, label, enc, n, chat, None)
+    requests_sessions(path, label, enc, n, routes, None)
 }
 
 /// [`requests`], with `max_turns`: every line a session (`{"turns": [..]}`).
@@ -66,9 +85,10 @@ pub fn requests_sessions(
     label: &str,
     enc: Option<&dyn Encoder>,
     n: usize,
-    chat: bool,
+    routes: &LineRoutes,
     max_turns: Option<u32>,
 ) -> Result<Vec<Entry>, TraceError> {
+    let chat = routes.chat.is_some();
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
     let mut out = Vec::with_capacity(n);
     for (k, raw) in text.lines().enumerate() {
@@ -117,18 +137,19 @@ pub fn requests_sessions(
                 let messages = chat.then(|| vec![ChatMessage { role: "user".into(), content: prompt.clone() }]);
                 (encode(&prompt)?, messages)
             }
-            (None, Some(_), None) if chat => {
-                return Err(bad("\"tokens\" cannot be sent to the chat endpoint (request.endpoint = \"chat\"): give \
+            (None, Some(_), None) if let Some(who) = &routes.chat => {
+                return Err(bad(format!(
+                    "\"tokens\" cannot be sent to the chat endpoint, where {who} sends (endpoint = \"chat\"): give \
                      \"messages\" or \"prompt\" text"
-                    .into()));
+                )));
             }
             (None, Some(tokens), None) => (tokens, None),
-            (None, None, Some(_)) if !chat => {
-                return Err(bad(
-                    "\"messages\" needs the chat endpoint (request.endpoint = \"chat\"): the harness has no chat \
-                     template to turn them into the token IDs /v1/completions is sent"
-                        .into(),
-                ));
+            (None, None, Some(_)) if let Some(who) = &routes.completions => {
+                return Err(bad(format!(
+                    "\"messages\" needs the chat endpoint, but {who} sends to /v1/completions (endpoint = \
+                     \"completions\"; set endpoint = \"chat\"): the harness has no chat template to turn them \
+                     into token IDs"
+                )));
             }
             (None, None, Some(messages)) => {
                 if messages.is_empty() {

@@ -72,7 +72,8 @@ fn request_sessions_read_turn_lines_and_name_bad_ones() {
         "{\"system\": \"be brief\", \"turns\": [{\"prompt\": \"a bb\", \"output_tokens\": 3}, {\"prompt\": \"ccc dddd e\"}, \
          {\"prompt\": \"f\"}]}\n{\"turns\": [{\"prompt\": \"x yy\"}]}\n",
     );
-    let got = requests_sessions(&path, "r.jsonl", Some(&Words), 2, true, Some(2)).unwrap();
+    let got =
+        requests_sessions(&path, "r.jsonl", Some(&Words), 2, &LineRoutes::single(true, "cell \"c\""), Some(2)).unwrap();
     let m = got[0].messages.as_ref().unwrap();
     assert_eq!((m[0].role.as_str(), m[1].role.as_str(), m[1].content.as_str()), ("system", "user", "a bb"));
     assert_eq!((got[0].tokens.len(), got[0].output_tokens), (4, Some(3)), "system and first turn encoded");
@@ -81,7 +82,9 @@ fn request_sessions_read_turn_lines_and_name_bad_ones() {
     assert!(got[1].next_turns.is_empty());
     let err = |text: &str, max: Option<u32>| {
         let path = write(tmp.path(), "bad.jsonl", text);
-        requests_sessions(&path, "bad.jsonl", Some(&Words), 1, true, max).unwrap_err().to_string()
+        requests_sessions(&path, "bad.jsonl", Some(&Words), 1, &LineRoutes::single(true, "cell \"c\""), max)
+            .unwrap_err()
+            .to_string()
     };
     let e = err("{\"prompt\": \"a\"}\n", Some(2));
     assert!(e.contains("line 1") && e.contains("prompts.max_turns makes every line a session"), "{e}");
@@ -157,4 +160,43 @@ fn only_sharegpt_and_requests_panels_hold_sessions() {
     let random = "source = \"random\"\nmin_token_id = 0\nmax_token_id = 9\nlengths = [4]\ndocuments = 2\nmax_turns = 2";
     let e = plan::parse(&plan_text("output_tokens = 4", random)).unwrap_err().to_string();
     assert!(e.contains("prompts.max_turns"), "{e}");
+}
+
+/// A `requests` panel whose cells use both endpoints: a `prompt` line serves both
+/// (its token IDs and one user message), a `tokens` line is refused for the chat
+/// cell and a `messages` line for the completions cell, each error naming the line
+/// and the cell.
+#[test]
+fn a_panel_of_cells_on_both_endpoints_serves_both_or_names_the_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let chat_cell = "\n[[cells]]\nname = \"talk\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\n\
+                     count = 2\nendpoint = \"chat\"\n";
+    let text =
+        plan_text("output_tokens = 4", "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 2") + chat_cell;
+    let plan = plan::parse(&text).unwrap();
+    write(tmp.path(), "r.jsonl", "{\"prompt\": \"a bb\"}\n{\"prompt\": \"ccc\"}\n");
+    let panel = build_panel(&plan, tmp.path(), Some(&Words)).unwrap();
+    let m = |content: &str| Some(vec![ChatMessage { role: "user".into(), content: content.into() }]);
+    assert_eq!((panel.prompts[0].tokens.clone(), panel.prompts[0].messages.clone()), (vec![1, 2], m("a bb")));
+    write(tmp.path(), "r.jsonl", "{\"prompt\": \"a bb\"}\n{\"tokens\": [1, 2]}\n");
+    let e = build_panel(&plan, tmp.path(), Some(&Words)).unwrap_err().to_string();
+    assert!(
+        e.ends_with(
+            "r.jsonl, line 2: \"tokens\" cannot be sent to the chat endpoint, where cell \"talk\" sends (endpoint = \
+         \"chat\"): give \"messages\" or \"prompt\" text"
+        ),
+        "{e}"
+    );
+    write(tmp.path(), "r.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n{\"prompt\": \"x\"}\n");
+    let e = build_panel(&plan, tmp.path(), Some(&Words)).unwrap_err().to_string();
+    assert!(e.ends_with(
+        "r.jsonl, line 1: \"messages\" needs the chat endpoint, but cell \"c\" sends to /v1/completions (endpoint = \
+         \"completions\"; set endpoint = \"chat\"): the harness has no chat template to turn them into token IDs"
+    ), "{e}");
+    // With every cell on completions the panel carries no messages.
+    let plain =
+        plan::parse(&plan_text("output_tokens = 4", "source = \"requests\"\npath = \"r.jsonl\"\nnum_requests = 2"))
+            .unwrap();
+    write(tmp.path(), "r.jsonl", "{\"prompt\": \"a bb\"}\n{\"tokens\": [1, 2]}\n");
+    assert!(build_panel(&plain, tmp.path(), Some(&Words)).unwrap().prompts.iter().all(|p| p.messages.is_none()));
 }

@@ -146,7 +146,7 @@ fn requests_reads_prompts_tokens_and_output_lengths() {
         "r.jsonl",
         "{\"prompt\": \"a bb ccc\", \"output_tokens\": 7}\n\n{\"tokens\": [5, 6], \"id\": 3}\n{\"tokens\": [1]}\n",
     );
-    let got = requests(&path, "r.jsonl", Some(&Words), 2, false).unwrap();
+    let got = requests(&path, "r.jsonl", Some(&Words), 2, &LineRoutes::single(false, "cell \"c\"")).unwrap();
     let entry = |tokens: Vec<u32>, output_tokens, source: &str| Entry {
         tokens,
         output_tokens,
@@ -157,7 +157,8 @@ fn requests_reads_prompts_tokens_and_output_lengths() {
     };
     assert_eq!(got[0], entry(vec![1, 2, 3], Some(7), "r.jsonl:1"));
     assert_eq!(got[1], entry(vec![5, 6], None, "r.jsonl:3"));
-    let err = requests(&path, "r.jsonl", Some(&Words), 4, false).unwrap_err().to_string();
+    let err =
+        requests(&path, "r.jsonl", Some(&Words), 4, &LineRoutes::single(false, "cell \"c\"")).unwrap_err().to_string();
     assert!(err.contains("4 requests asked (prompts.num_requests), only 3 available"), "{err}");
 }
 
@@ -166,10 +167,10 @@ fn bad_request_lines_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = |text: &str, enc: Option<&dyn Encoder>| {
         let path = write(tmp.path(), "r.jsonl", text);
-        requests(&path, "r.jsonl", enc, 2, false).unwrap_err().to_string()
+        requests(&path, "r.jsonl", enc, 2, &LineRoutes::single(false, "cell \"c\"")).unwrap_err().to_string()
     };
     let e = bad("{\"tokens\": [1]}\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n", Some(&Words));
-    assert!(e.contains("line 2") && e.contains("request.endpoint = \"chat\""), "{e}");
+    assert!(e.contains("line 2") && e.contains("but cell \"c\" sends to /v1/completions"), "{e}");
     let e = bad("{\"tokens\": [1]}\n{\"tokens\": [1], \"prompt\": \"x\"}\n", Some(&Words));
     assert!(e.contains("line 2") && e.contains("not several"), "{e}");
     let e = bad("{\"prompt\": \"x\"}\n", None);
@@ -191,19 +192,21 @@ fn chat_requests_carry_messages_and_refuse_token_ids() {
         "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": \"a bb\"}], \
          \"output_tokens\": 5}\n{\"prompt\": \"ccc dd\"}\n",
     );
-    let got = requests(&path, "r.jsonl", Some(&Words), 2, true).unwrap();
+    let got = requests(&path, "r.jsonl", Some(&Words), 2, &LineRoutes::single(true, "cell \"c\"")).unwrap();
     let m = |role: &str, content: &str| ChatMessage { role: role.into(), content: content.into() };
     assert_eq!(got[0].messages, Some(vec![m("system", "be brief"), m("user", "a bb")]));
     // The contents encoded one after the other: "be brief" then "a bb" (Words: word lengths).
     assert_eq!((got[0].tokens.clone(), got[0].output_tokens), (vec![2, 5, 1, 2], Some(5)));
     assert_eq!(got[1].messages, Some(vec![m("user", "ccc dd")]));
     let tokens = write(tmp.path(), "t.jsonl", "{\"tokens\": [1, 2]}\n");
-    let e = requests(&tokens, "t.jsonl", Some(&Words), 1, true).unwrap_err().to_string();
+    let e =
+        requests(&tokens, "t.jsonl", Some(&Words), 1, &LineRoutes::single(true, "cell \"c\"")).unwrap_err().to_string();
     assert!(e.contains("line 1") && e.contains("cannot be sent to the chat endpoint"), "{e}");
     let empty = write(tmp.path(), "e.jsonl", "{\"messages\": []}\n");
-    let e = requests(&empty, "e.jsonl", Some(&Words), 1, true).unwrap_err().to_string();
+    let e =
+        requests(&empty, "e.jsonl", Some(&Words), 1, &LineRoutes::single(true, "cell \"c\"")).unwrap_err().to_string();
     assert!(e.contains("line 1") && e.contains("empty"), "{e}");
-    let e = requests(&path, "r.jsonl", None, 1, true).unwrap_err().to_string();
+    let e = requests(&path, "r.jsonl", None, 1, &LineRoutes::single(true, "cell \"c\"")).unwrap_err().to_string();
     assert!(e.contains("prompts.tokenizer"), "{e}");
 }
 

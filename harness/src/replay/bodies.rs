@@ -1,0 +1,93 @@
+//! The request bodies `run.json` records (`request_body_sha256`): for each endpoint
+//! the cells send to (`Plan::endpoints`: `cells[].endpoint`, else
+//! `request.endpoint`), every panel entry's body rebuilt from the frozen plan and
+//! `inputs/prompts.jsonl` through `load::stream_body` (the one body format, as
+//! `turns` rebuilds session turns through `load::SessionScript`) and its SHA-256
+//! compared with `request_body_sha256.<endpoint>[i]`; a mismatch names the entry and
+//! the cells that send that body. An endpoint no cell uses must not be listed.
+//! Evidence written before cells chose their endpoint holds one array, the study
+//! endpoint's. Reads only the evidence directory; never writes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::read::{read_json, stream_lines};
+use super::{Check, Mismatch};
+use crate::evidence::sha256_hex;
+use crate::load::stream_body;
+use crate::plan::{Endpoint, Plan};
+use crate::trace::Prompt;
+
+pub const NAME: &str = "request bodies: run.json hashes rebuilt from the frozen panel, per cell endpoint";
+
+const RUN: &str = "run.json";
+const PANEL: &str = "inputs/prompts.jsonl";
+
+/// `run.json`'s body hashes by endpoint name (an older array: the study endpoint's).
+fn recorded(root: &Path, plan: &Plan) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let v: serde_json::Value = read_json(root, RUN)?;
+    let field = v.get("request_body_sha256").cloned().unwrap_or_default();
+    if field.is_array() {
+        let one = serde_json::from_value(field).map_err(|e| e.to_string())?;
+        return Ok(BTreeMap::from([(plan.request.endpoint.as_str().to_string(), one)]));
+    }
+    serde_json::from_value(field).map_err(|e| format!("request_body_sha256: {e}"))
+}
+
+/// Every panel entry's body on each endpoint in use, against `run.json`.
+pub fn check(root: &Path, plan: &Plan) -> Check {
+    let mut m = Vec::new();
+    let recorded = match recorded(root, plan) {
+        Ok(r) => r,
+        Err(e) => {
+            m.push(Mismatch::new(RUN, "request_body_sha256", "unreadable", e));
+            return Check::of(NAME, "no readable body hashes".into(), m);
+        }
+    };
+    let endpoints = plan.endpoints();
+    let mut rebuilt: BTreeMap<Endpoint, Vec<String>> = endpoints.iter().map(|&e| (e, Vec::new())).collect();
+    let read = stream_lines(root, PANEL, |_, l| {
+        let p: Prompt = serde_json::from_slice(l).map_err(|e| e.to_string())?;
+        for (&e, hashes) in rebuilt.iter_mut() {
+            hashes.push(sha256_hex(&stream_body(plan, e, &p)));
+        }
+        Ok(())
+    });
+    match read {
+        Ok((_, None)) => {}
+        Ok((_, Some(e))) => {
+            m.push(Mismatch::new(PANEL, "parse", "malformed", e));
+            return Check::of(NAME, "no readable panel".into(), m);
+        }
+        Err(e) => {
+            m.push(Mismatch::new(PANEL, "read", "unreadable", e.to_string()));
+            return Check::of(NAME, "no readable panel".into(), m);
+        }
+    }
+    for name in recorded.keys() {
+        if !endpoints.iter().any(|e| e.as_str() == name) {
+            m.push(Mismatch::new(RUN, format!("request_body_sha256.{name}"), "listed", "no cell sends there"));
+        }
+    }
+    let mut bodies = 0usize;
+    for (e, want) in &rebuilt {
+        let cells: Vec<&str> = plan.cells.iter().filter(|c| c.endpoint == *e).map(|c| c.name.as_str()).collect();
+        let key = format!("request_body_sha256.{}", e.as_str());
+        let Some(have) = recorded.get(e.as_str()) else {
+            m.push(Mismatch::new(RUN, key, "absent", format!("{} bodies sent by {}", want.len(), cells.join(", "))));
+            continue;
+        };
+        if have.len() != want.len() {
+            m.push(Mismatch::new(RUN, &key, format!("{} hashes", have.len()), format!("{} panel entries", want.len())));
+        }
+        for (i, (h, w)) in have.iter().zip(want).enumerate() {
+            if h != w {
+                let field = format!("{key}[{i}] (cells {})", cells.join(", "));
+                m.push(Mismatch::new(RUN, field, h, w));
+            }
+        }
+        bodies += want.len();
+    }
+    let names: Vec<&str> = endpoints.iter().map(|e| e.as_str()).collect();
+    Check::of(NAME, format!("{bodies} bodies on {}", names.join(" and ")), m)
+}
