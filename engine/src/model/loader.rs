@@ -7,6 +7,7 @@ use super::qwen3::Model;
 use super::safetensors_dir;
 use crate::error::{EngineError, Result};
 use crate::tokenizer::Tokenizer;
+use std::collections::HashSet;
 use std::path::Path;
 
 pub struct LoadedModel {
@@ -37,12 +38,21 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
     } else {
         let gguf = GgufFile::open(path)?;
         let config = gguf.model_config()?;
-        let tensors = gguf.load_tensors(&config)?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         check_vocab(&config, &tokenizer)?;
+        // Quantized layers keep their blocks and are never decoded to f32 (the
+        // peak would otherwise hold the whole model in f32); the embedding
+        // matrix only when a tied LM head will serve its lookups.
         let quantized = gguf.quantized_weights(&config)?;
+        let deferred: HashSet<String> = quantized
+            .iter()
+            .map(|(name, _)| name.clone())
+            .filter(|name| name != "model.embed_tokens.weight" || config.tie_word_embeddings)
+            .collect();
+        let tensors = gguf.load_tensors_except(&config, &|name| deferred.contains(name))?;
         let mut model = Model::from_tensors(config, tensors)?;
         let n = model.use_quantized(quantized);
+        model.check_weights()?;
         tracing::debug!("{n} linear layers read block-quantized weights");
         Ok(LoadedModel { model, tokenizer })
     }

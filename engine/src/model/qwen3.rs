@@ -410,6 +410,45 @@ impl Model {
             })
     }
 
+    /// Fails, naming the first, if a weight has no values: a tensor loaded
+    /// deferred (`Tensor::deferred`) that no quantized matrix replaced.
+    pub fn check_weights(&self) -> Result<()> {
+        let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
+        if let Embedding::F32(e) = &self.embed
+            && e.len() != vocab * h
+        {
+            return Err(EngineError::MissingTensor("model.embed_tokens.weight (values)".into()));
+        }
+        let head = match &self.lm_head {
+            LmHead::Linear(l) => Some(("lm_head.weight".to_string(), l)),
+            LmHead::Tied => None,
+        };
+        let names = [
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+        ];
+        let linears = self.layers.iter().enumerate().flat_map(|(i, l)| {
+            let (a, m) = (&l.self_attn, &l.mlp);
+            [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &m.gate_proj, &m.up_proj, &m.down_proj]
+                .into_iter()
+                .zip(names)
+                .map(move |(lin, n)| (format!("model.layers.{i}.{n}.weight"), lin))
+        });
+        for (name, l) in linears.chain(head) {
+            if let Weight::F32(w) = &l.weight
+                && w.len() != l.out_features * l.in_features
+            {
+                return Err(EngineError::MissingTensor(format!("{name} (values)")));
+            }
+        }
+        Ok(())
+    }
+
     /// The layouts each block-quantized weight holds now, as
     /// `QuantMatrix::layouts` gives them (`(rows of blocks, packed)`), and whether
     /// embedding lookups read the quantized tied head instead of f32 rows.

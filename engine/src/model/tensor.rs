@@ -14,6 +14,11 @@ impl Tensor {
         Tensor { shape, data }
     }
 
+    /// A tensor whose values are supplied elsewhere: its shape, no data.
+    pub fn deferred(shape: Vec<usize>) -> Self {
+        Tensor { shape, data: Vec::new() }
+    }
+
     pub fn numel(&self) -> usize {
         self.data.len()
     }

@@ -385,6 +385,15 @@ impl GgufFile {
     /// Q/K projections are un-permuted back to HF row order. Tensors decode in
     /// parallel.
     pub fn load_tensors(&self, cfg: &ModelConfig) -> Result<TensorMap> {
+        self.load_tensors_except(cfg, &|_| false)
+    }
+
+    /// As [`GgufFile::load_tensors`], but a tensor whose Hugging Face name
+    /// `defer` accepts is not decoded: it comes back with its shape and no data
+    /// (`Tensor::deferred`), for a caller that supplies its weights another way
+    /// (the loader gives quantized layers their `QuantMatrix`, so the model is
+    /// never held in f32 as well).
+    pub fn load_tensors_except(&self, cfg: &ModelConfig, defer: &(dyn Fn(&str) -> bool + Sync)) -> Result<TensorMap> {
         if let Some(bad) = self.tensors.iter().find(|t| !t.ty.is_supported()) {
             return Err(unsupported(bad));
         }
@@ -392,6 +401,10 @@ impl GgufFile {
             .tensors
             .par_iter()
             .map(|info| {
+                let name = hf_name(&info.name).unwrap_or_else(|| info.name.clone());
+                if defer(&name) {
+                    return Ok((name, Tensor::deferred(info.hf_shape())));
+                }
                 let mut t = self.decode(info)?;
                 if cfg.arch == Arch::Llama
                     && let Some(is_q) = names::qk_kind(&info.name)
@@ -405,7 +418,6 @@ impl GgufFile {
                         found: t.shape.clone(),
                     })?;
                 }
-                let name = hf_name(&info.name).unwrap_or_else(|| info.name.clone());
                 Ok((name, t))
             })
             .collect::<Result<Vec<_>>>()?;

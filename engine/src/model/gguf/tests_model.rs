@@ -169,3 +169,22 @@ fn load_reports_the_first_unsupported_tensor() {
     let e = g.load_tensors(&cfg).unwrap_err().to_string();
     assert_eq!(e, "tensor blk.0.extra.weight: unsupported tensor type Q6_K");
 }
+
+#[test]
+fn deferred_tensors_keep_their_shape_and_a_model_missing_their_values_is_refused() {
+    let g = tiny_model("llama", false);
+    let cfg = g.model_config().unwrap();
+    let defer = |n: &str| n == "model.layers.0.mlp.up_proj.weight";
+    let m = g.load_tensors_except(&cfg, &defer).unwrap();
+    let up = &m["model.layers.0.mlp.up_proj.weight"];
+    assert_eq!((up.shape.clone(), up.data.len()), (vec![4, 8], 0));
+    // Everything else is decoded as by load_tensors.
+    let full = g.load_tensors(&cfg).unwrap();
+    assert!(m.iter().all(|(k, t)| defer(k) || *t == full[k]));
+    // A model built from it loads (shapes check) but its weights do not: the
+    // loader's check names the one with no values.
+    let model = crate::model::Model::from_tensors(cfg.clone(), m).unwrap();
+    let e = model.check_weights().unwrap_err().to_string();
+    assert!(e.contains("model.layers.0.mlp.up_proj.weight"), "{e}");
+    crate::model::Model::from_tensors(cfg, full).unwrap().check_weights().unwrap();
+}
