@@ -38,8 +38,6 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
     } else {
         let gguf = GgufFile::open(path)?;
         let config = gguf.model_config()?;
-        let tokenizer = Tokenizer::from_gguf(&gguf)?;
-        check_vocab(&config, &tokenizer)?;
         // Quantized layers keep their blocks and are never decoded to f32 (the
         // peak would otherwise hold the whole model in f32); the embedding
         // matrix only when a tied LM head will serve its lookups.
@@ -50,6 +48,8 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
             .filter(|name| name != "model.embed_tokens.weight" || config.tie_word_embeddings)
             .collect();
         let tensors = gguf.load_tensors_except(&config, &|name| deferred.contains(name))?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        check_vocab(&config, &tokenizer)?;
         let mut model = Model::from_tensors(config, tensors)?;
         let n = model.use_quantized(quantized);
         model.check_weights()?;

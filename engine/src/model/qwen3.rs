@@ -410,6 +410,35 @@ impl Model {
             })
     }
 
+    /// Every linear layer with its checkpoint name (the LM head last, when it
+    /// is a layer of its own).
+    fn named_linears(&self) -> impl Iterator<Item = (String, &Linear)> {
+        const NAMES: [&str; 7] = [
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+        ];
+        let head = match &self.lm_head {
+            LmHead::Linear(l) => Some(("lm_head.weight".to_string(), l)),
+            LmHead::Tied => None,
+        };
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| {
+                let (a, m) = (&l.self_attn, &l.mlp);
+                [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &m.gate_proj, &m.up_proj, &m.down_proj]
+                    .into_iter()
+                    .zip(NAMES)
+                    .map(move |(lin, n)| (format!("model.layers.{i}.{n}.weight"), lin))
+            })
+            .chain(head)
+    }
+
     /// Fails, naming the first, if a weight has no values: a tensor loaded
     /// deferred (`Tensor::deferred`) that no quantized matrix replaced.
     pub fn check_weights(&self) -> Result<()> {
@@ -419,27 +448,7 @@ impl Model {
         {
             return Err(EngineError::MissingTensor("model.embed_tokens.weight (values)".into()));
         }
-        let head = match &self.lm_head {
-            LmHead::Linear(l) => Some(("lm_head.weight".to_string(), l)),
-            LmHead::Tied => None,
-        };
-        let names = [
-            "self_attn.q_proj",
-            "self_attn.k_proj",
-            "self_attn.v_proj",
-            "self_attn.o_proj",
-            "mlp.gate_proj",
-            "mlp.up_proj",
-            "mlp.down_proj",
-        ];
-        let linears = self.layers.iter().enumerate().flat_map(|(i, l)| {
-            let (a, m) = (&l.self_attn, &l.mlp);
-            [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &m.gate_proj, &m.up_proj, &m.down_proj]
-                .into_iter()
-                .zip(names)
-                .map(move |(lin, n)| (format!("model.layers.{i}.{n}.weight"), lin))
-        });
-        for (name, l) in linears.chain(head) {
+        for (name, l) in self.named_linears() {
             if let Weight::F32(w) = &l.weight
                 && w.len() != l.out_features * l.in_features
             {
@@ -453,19 +462,9 @@ impl Model {
     /// `QuantMatrix::layouts` gives them (`(rows of blocks, packed)`), and whether
     /// embedding lookups read the quantized tied head instead of f32 rows.
     pub fn weight_layouts(&self) -> (Vec<(bool, bool)>, bool) {
-        let head = match &self.lm_head {
-            LmHead::Linear(l) => Some(l),
-            LmHead::Tied => None,
-        };
         let layouts = self
-            .layers
-            .iter()
-            .flat_map(|l| {
-                let (a, m) = (&l.self_attn, &l.mlp);
-                [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &m.gate_proj, &m.up_proj, &m.down_proj]
-            })
-            .chain(head)
-            .filter_map(|l| match &l.weight {
+            .named_linears()
+            .filter_map(|(_, l)| match &l.weight {
                 Weight::Quant(q) => Some(q.layouts()),
                 Weight::F32(_) => None,
             })
