@@ -193,6 +193,9 @@ mod avx2 {
         if f == E4M3 { 1 } else { 2 }
     }
 
+    /// 2^120: the factor from an E4M3 code's bits, shifted into an f32, to its value.
+    const E4M3_TO_F32: f32 = f32::from_bits((127 + 120) << 23);
+
     /// How E4M3 codes become f32: `table[code] * scale` (unused otherwise).
     #[derive(Clone, Copy)]
     struct Decode {
@@ -211,10 +214,19 @@ mod avx2 {
                 BF16 => _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(
                     p as *const __m128i,
                 )))),
-                _ => _mm256_mul_ps(
-                    _mm256_i32gather_ps::<4>(dec.table, _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i))),
-                    _mm256_set1_ps(dec.scale),
-                ),
+                _ => {
+                    // E4M3 -> f32 by bits, no table gather: the 7 magnitude bits
+                    // placed at f32's exponent/mantissa boundary read as
+                    // 2^-120 x the value (normals and subnormals alike, exactly),
+                    // so one multiply by 2^120 gives it; then the sign bit.
+                    // Equal to the table for every code but the NaNs (0x7F,
+                    // 0xFF), which are never written.
+                    let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i));
+                    let mag = _mm256_slli_epi32::<20>(_mm256_and_si256(b, _mm256_set1_epi32(0x7F)));
+                    let sign = _mm256_slli_epi32::<24>(_mm256_and_si256(b, _mm256_set1_epi32(0x80)));
+                    let v = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(E4M3_TO_F32));
+                    _mm256_mul_ps(_mm256_or_ps(v, _mm256_castsi256_ps(sign)), _mm256_set1_ps(dec.scale))
+                }
             }
         }
     }
@@ -229,6 +241,33 @@ mod avx2 {
                 F16 => half::f16::from_bits((p as *const u16).read_unaligned()).to_f32(),
                 BF16 => half::bf16::from_bits((p as *const u16).read_unaligned()).to_f32(),
                 _ => *dec.table.add(*p as usize) * dec.scale,
+            }
+        }
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn e4m3_codes_decode_in_registers_as_the_table_does() {
+        use crate::kernels::cpu::dispatch::CpuPath;
+        if !CpuPath::Avx2.supported_by(crate::kernels::cpu::dispatch::CpuFeatures::get()) {
+            eprintln!("no AVX2 here: nothing to compare");
+            return;
+        }
+        let table = crate::kv::format::e4m3_table();
+        for scale in [1.0f32, 0.75 / 448.0, 3.5] {
+            let dec = Decode { table: table.as_ptr(), scale };
+            for first in (0..256).step_by(8) {
+                let codes: [u8; 8] = std::array::from_fn(|i| (first + i) as u8);
+                let mut got = [0.0f32; 8];
+                // SAFETY: AVX2/FMA/F16C checked above; codes holds eight bytes.
+                unsafe { _mm256_storeu_ps(got.as_mut_ptr(), load8::<E4M3>(codes.as_ptr(), dec)) };
+                for (i, &c) in codes.iter().enumerate() {
+                    if c & 0x7F == 0x7F {
+                        continue; // NaN codes are never written
+                    }
+                    let want = table[c as usize] * scale;
+                    assert_eq!(got[i].to_bits(), want.to_bits(), "code {c:#04x} scale {scale}: {} vs {want}", got[i]);
+                }
             }
         }
     }
