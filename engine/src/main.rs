@@ -117,6 +117,12 @@ struct ServeArgs {
     /// known slowdown (the harness's validity tests use it). Off by default.
     #[arg(long, default_value_t = 0)]
     debug_step_delay_us: u64,
+    /// DEBUG KNOB: after every step, busy-wait on the engine thread for this
+    /// fraction of the step's own time, so every step takes (1 + F) times as
+    /// long and the CPU stays busy (a sleep frees the cores; the power
+    /// demonstration uses this). Off by default.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    debug_step_spin_fraction: f64,
     /// DEBUG KNOB: the forward pass after the first N fails once, as a model
     /// failure would (tests of the error path use it). Hidden.
     #[arg(long, hide = true)]
@@ -171,7 +177,6 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// Parses `1234`, `64KiB`, `512MiB`, `2GiB` (also KB/MB/GB as powers of 1000).
 /// A finite number from 0 to 1.
 fn parse_fraction(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -180,6 +185,7 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses `1234`, `64KiB`, `512MiB`, `2GiB` (also KB/MB/GB as powers of 1000).
 fn parse_bytes(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
@@ -542,6 +548,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         receipts: a.receipts,
         stream_interval: a.stream_interval,
         debug_step_delay_us: a.debug_step_delay_us,
+        debug_step_spin_fraction: a.debug_step_spin_fraction,
         debug_fail_forward_after: a.debug_fail_forward_after,
         idle_gather_factor: a.idle_gather_factor,
         body_limit_bytes: a.max_body,

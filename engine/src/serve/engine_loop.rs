@@ -62,6 +62,9 @@ pub enum Command {
 pub struct LoopConfig {
     pub scheduler: SchedulerConfig,
     pub step_delay: Duration,
+    /// DEBUG KNOB (`--debug-step-spin-fraction F`): after a step that ran a
+    /// forward pass, busy-wait F times that step's own time (`spin_after`).
+    pub step_spin_fraction: f64,
     /// With nothing running, a step waits up to this fraction of its expected
     /// prefill time for more requests (`gather`).
     pub idle_gather_factor: f64,
@@ -69,6 +72,20 @@ pub struct LoopConfig {
     /// DEBUG KNOB (`--debug-fail-forward-after N`): the forward pass after the
     /// first N fails, once, as a real model failure would (tests use it).
     pub debug_fail_forward_after: Option<u64>,
+}
+
+/// Busy-waits until `fraction` times the time since `started` has passed
+/// again, so the step that began at `started` takes (1 + fraction) times as
+/// long and the thread keeps its core busy meanwhile (a sleep would free the
+/// core for the HTTP tasks and the client, which is not what a slower engine
+/// does). Returns the time spun.
+fn spin_after(started: Instant, fraction: f64) -> Duration {
+    let spin = started.elapsed().mul_f64(fraction);
+    let from = Instant::now();
+    while from.elapsed() < spin {
+        std::hint::spin_loop();
+    }
+    from.elapsed()
 }
 
 /// The longest `gather` ever waits.
@@ -308,6 +325,7 @@ impl EngineLoop {
 
     /// One scheduler step; false when nothing could be scheduled.
     fn step_once(&mut self) -> bool {
+        let step_started = Instant::now();
         let plan = self.sched.schedule();
         let now = Instant::now();
         for id in plan.fresh.iter() {
@@ -402,6 +420,9 @@ impl EngineLoop {
         }
         self.update_gauges();
         self.step += 1;
+        if self.cfg.step_spin_fraction > 0.0 {
+            spin_after(step_started, self.cfg.step_spin_fraction);
+        }
         if !self.cfg.step_delay.is_zero() {
             std::thread::sleep(self.cfg.step_delay);
         }
@@ -494,5 +515,18 @@ impl EngineLoop {
         if let Err(e) = w.write(&r) {
             tracing::error!("cannot write step receipt: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spin_lasts_its_fraction_of_the_step_so_far() {
+        let step = Duration::from_millis(40);
+        let started = Instant::now().checked_sub(step).expect("the clock is past 40 ms");
+        let spun = spin_after(started, 0.25);
+        assert!(spun >= Duration::from_millis(10), "spun {spun:?}, want at least a quarter of 40 ms");
     }
 }

@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub receipts: Option<PathBuf>,
     pub stream_interval: usize,
     pub debug_step_delay_us: u64,
+    /// DEBUG KNOB: busy-wait this fraction of each step's time after it.
+    pub debug_step_spin_fraction: f64,
     /// DEBUG KNOB: fail the forward pass after the first N (tests only).
     pub debug_fail_forward_after: Option<u64>,
     pub idle_gather_factor: f64,
@@ -163,6 +165,7 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
                 prefix_caching: loop_opts.prefix_caching,
             },
             step_delay: Duration::from_micros(loop_opts.debug_step_delay_us),
+            step_spin_fraction: loop_opts.debug_step_spin_fraction,
             idle_gather_factor: loop_opts.idle_gather_factor,
             eos_token_ids: engine.tokenizer.eos_token_ids().to_vec(),
             debug_fail_forward_after: loop_opts.debug_fail_forward_after,
