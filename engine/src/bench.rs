@@ -197,6 +197,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let out = serde_json::json!({
         "model": a.model.display().to_string(),
         "config": cfg,
+        "weight_dtypes": model.weight_dtypes(),
         "cpu_features": CpuFeatures::get(),
         "cpu_path": kernels.path(),
         "repeats": a.repeats,

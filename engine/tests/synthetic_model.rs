@@ -205,3 +205,34 @@ fn a_table_without_room_is_an_error_not_a_panic() {
         model.forward(&mut cache, &mut [SeqInput { tokens: &bad, table: &mut t, logits: LogitsWanted::Last }], None);
     assert!(e.err().unwrap().to_string().contains("outside the vocabulary"));
 }
+
+#[test]
+fn sixteen_bit_checkpoints_keep_their_weights_and_give_the_f32_models_bits() {
+    use engine::kernels::{CpuPath, Kernels, QuantMatmul};
+    use engine::model::safetensors_dir::{load_tensors, read_config};
+    use engine::synth::SynthDtype;
+    for (dtype, name) in [(SynthDtype::Bf16, "bf16"), (SynthDtype::F16, "f16")] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = SynthSpec { tokenizer: SynthTokenizer::ByteLevel, seed: 11, dtype, ..SynthSpec::default() };
+        write_model(&spec, dir.path()).expect("synth");
+        let mut kept = load(dir.path()).unwrap().model;
+        let mut widened =
+            Model::from_tensors(read_config(dir.path()).unwrap(), load_tensors(dir.path()).unwrap()).unwrap();
+        // 7 per layer and the tied head, all 16-bit; lookups read the head's rows.
+        let layers = kept.config.num_hidden_layers;
+        assert_eq!(kept.weight_dtypes().into_iter().collect::<Vec<_>>(), vec![(name, 7 * layers + 1)]);
+        assert!(kept.weight_layouts().1, "{name}: embedding lookups should read the tied head");
+        assert_eq!(widened.weight_dtypes().into_iter().collect::<Vec<_>>(), vec![("f32", 7 * layers)]);
+        let ids = prompt(37, 3);
+        for path in CpuPath::supported() {
+            let kernels = Kernels::new(path, QuantMatmul::default()).unwrap();
+            kept.set_kernels(kernels);
+            widened.set_kernels(kernels);
+            let a = all_logits(&kept, &mut cache_for(&kept, KvFormat::F16, 8), &ids);
+            let b = all_logits(&widened, &mut cache_for(&widened, KvFormat::F16, 8), &ids);
+            let same = a.iter().flatten().zip(b.iter().flatten()).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "{name} on {path}: the 16-bit model's logits differ from the f32 model's");
+            eprintln!("{name} on {path}: {} logits bit-identical", a.len() * a[0].len());
+        }
+    }
+}

@@ -2,15 +2,17 @@
 //! copyable value naming the CPU path (`scalar`, `avx2`, `avx512`) and how layers over
 //! block-quantized weights are computed (`QuantMatmul`). The model holds one and
 //! passes it down; nothing here is global or mutable. A CUDA backend would be
-//! another implementation of these two calls, without touching the model.
+//! another implementation of these calls, without touching the model.
 //!
 //! Defaults: the best path this CPU supports, and `q8` (activation-quantized,
 //! llama.cpp's numerics) for GGUF Q4_1/Q8_0 weights. `exact` (f32 activations
 //! times exactly dequantized weights, bit-identical to the f32 layer) is chosen
 //! with `--exact-quant-matmul` or `ENGINE_QUANT_MATMUL=exact`; the path with
-//! `--cpu-path` or `ENGINE_CPU_PATH`. F32 weights always take the f32 kernel.
+//! `--cpu-path` or `ENGINE_CPU_PATH`. F32 weights always take the f32 kernel,
+//! and F16/BF16 weights the same kernel widening them exactly as it loads them.
 
 use super::cpu::dispatch::{CpuPath, KernelError};
+use super::cpu::half::{HalfMatrix, matmul_half_on};
 use super::cpu::matmul::matmul_on;
 use super::cpu::q8::{matmul_q8_many_on, matmul_q8_on};
 use super::cpu::quant::{QuantMatrix, matmul_quant_on};
@@ -116,6 +118,12 @@ impl Kernels {
     /// `y = x · Wᵀ`, `x` `[m, k]`, dense `w` `[n, k]`.
     pub fn matmul(&self, x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
         matmul_on(self.path, x, w, m, k, n)
+    }
+
+    /// `y = x · Wᵀ`, `x` `[m, w.cols]`, 16-bit float `w` (exactly the f32
+    /// layer over the widened weights).
+    pub fn matmul_half(&self, x: &[f32], w: &HalfMatrix, m: usize) -> Vec<f32> {
+        matmul_half_on(self.path, x, w, m)
     }
 
     /// `y = x · Wᵀ`, `x` `[m, w.cols]`, block-quantized `w`.

@@ -13,17 +13,41 @@ use super::tensor::TensorMap;
 use crate::error::{EngineError, Result};
 use crate::kernels::Kernels;
 use crate::kernels::cpu::attention::{AttnSeq, AttnShape, paged_attention};
+use crate::kernels::cpu::half::HalfMatrix;
 use crate::kernels::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
 use crate::kernels::cpu::quant::QuantMatrix;
 use crate::kernels::cpu::rope::RopeTable;
 use crate::kv::{BlockTable, KvCache};
 
-/// A linear layer's weight: dense f32, or the checkpoint's block-quantized
-/// bytes (multiplied as the model's `Kernels` say: activation-quantized by
-/// default, or dequantized inside the kernel to exactly the f32 values).
+/// A linear layer's weight: dense f32; the checkpoint's 16-bit floats (F16 or
+/// BF16), widened inside the kernel to exactly the f32 values; or its
+/// block-quantized bytes (multiplied as the model's `Kernels` say:
+/// activation-quantized by default, or dequantized inside the kernel to exactly
+/// the f32 values).
 pub enum Weight {
     F32(Vec<f32>),
+    Half(HalfMatrix),
     Quant(QuantMatrix),
+}
+
+impl Weight {
+    /// `(rows, cols)` of a stored (16-bit or quantized) weight; `None` for f32.
+    fn stored_dims(&self) -> Option<(usize, usize)> {
+        match self {
+            Weight::F32(_) => None,
+            Weight::Half(h) => Some((h.rows, h.cols)),
+            Weight::Quant(q) => Some((q.rows, q.cols)),
+        }
+    }
+
+    /// Row `r` as f32 values: exactly what the loader would have made of it.
+    fn row_f32(&self, r: usize, out: &mut [f32]) {
+        match self {
+            Weight::F32(w) => out.copy_from_slice(&w[r * out.len()..(r + 1) * out.len()]),
+            Weight::Half(h) => h.row_f32(r, out),
+            Weight::Quant(q) => q.dequantize_row(r, out),
+        }
+    }
 }
 
 /// `y = x Wᵀ`, weight `[out_features, in_features]`, no bias.
@@ -38,6 +62,7 @@ impl Linear {
         let rows = x.len() / self.in_features;
         match &self.weight {
             Weight::F32(w) => kernels.matmul(x, w, rows, self.in_features, self.out_features),
+            Weight::Half(h) => kernels.matmul_half(x, h, rows),
             Weight::Quant(q) => kernels.matmul_quant(x, q, rows),
         }
     }
@@ -62,10 +87,11 @@ impl Linear {
         }
     }
 
-    /// Replaces the weight with its quantized form if the shapes agree.
-    fn set_quantized(&mut self, q: QuantMatrix) -> bool {
-        if q.rows == self.out_features && q.cols == self.in_features {
-            self.weight = Weight::Quant(q);
+    /// Replaces the weight with a stored (16-bit or quantized) form if the
+    /// shapes agree.
+    fn set_stored(&mut self, w: Weight) -> bool {
+        if w.stored_dims() == Some((self.out_features, self.in_features)) {
+            self.weight = w;
             true
         } else {
             false
@@ -204,8 +230,8 @@ struct Batch<'s, 'o> {
 }
 
 /// The output projection: the embedding matrix read as a linear layer (tied
-/// weights), or a layer of its own (an untied head, or the quantized tied
-/// embedding matrix, which then also serves the lookups).
+/// weights), or a layer of its own (an untied head, or the stored (16-bit or
+/// quantized) tied embedding matrix, which then also serves the lookups).
 pub enum LmHead {
     Tied,
     Linear(Linear),
@@ -215,10 +241,10 @@ pub enum LmHead {
 enum Embedding {
     /// `[vocab, hidden]` f32 rows.
     F32(Vec<f32>),
-    /// The rows of the quantized tied LM head, dequantized on lookup: exactly
-    /// the f32 rows the loader made from the same GGUF tensor, without keeping
-    /// them (`vocab x hidden x 4` bytes).
-    TiedQuant,
+    /// The rows of the stored (16-bit or quantized) tied LM head, decoded on
+    /// lookup: exactly the f32 rows the loader would make from the same
+    /// tensor, without keeping them (`vocab x hidden x 4` bytes).
+    TiedHead,
 }
 
 pub struct Model {
@@ -406,7 +432,7 @@ impl Model {
             .chain(head)
             .filter_map(|l| match &mut l.weight {
                 Weight::Quant(q) => Some(q),
-                Weight::F32(_) => None,
+                Weight::F32(_) | Weight::Half(_) => None,
             })
     }
 
@@ -458,6 +484,21 @@ impl Model {
         Ok(())
     }
 
+    /// How many linear layers (the LM head included when it is a layer of its
+    /// own) hold each weight type: `f32`, `f16`, `bf16`, `q4_1`, `q8_0`.
+    pub fn weight_dtypes(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (_, l) in self.named_linears() {
+            let dtype = match &l.weight {
+                Weight::F32(_) => "f32",
+                Weight::Half(h) => h.dtype(),
+                Weight::Quant(q) => q.kind.name(),
+            };
+            *counts.entry(dtype).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// The layouts each block-quantized weight holds now, as
     /// `QuantMatrix::layouts` gives them (`(rows of blocks, packed)`), and whether
     /// embedding lookups read the quantized tied head instead of f32 rows.
@@ -466,10 +507,10 @@ impl Model {
             .named_linears()
             .filter_map(|(_, l)| match &l.weight {
                 Weight::Quant(q) => Some(q.layouts()),
-                Weight::F32(_) => None,
+                Weight::F32(_) | Weight::Half(_) => None,
             })
             .collect();
-        (layouts, matches!(self.embed, Embedding::TiedQuant))
+        (layouts, matches!(self.embed, Embedding::TiedHead))
     }
 
     fn lm_head_forward(&self, x: &[f32]) -> Vec<f32> {
@@ -477,7 +518,7 @@ impl Model {
         match (&self.lm_head, &self.embed) {
             (LmHead::Linear(l), _) => l.forward(x, &self.kernels),
             (LmHead::Tied, Embedding::F32(e)) => self.kernels.matmul(x, e, x.len() / h, h, vocab),
-            (LmHead::Tied, Embedding::TiedQuant) => unreachable!("a quantized tied embedding is the LM head"),
+            (LmHead::Tied, Embedding::TiedHead) => unreachable!("a stored tied embedding is the LM head"),
         }
     }
 
@@ -487,32 +528,39 @@ impl Model {
         let t = t as usize;
         match (&self.embed, &self.lm_head) {
             (Embedding::F32(e), _) => x.extend_from_slice(&e[t * h..(t + 1) * h]),
-            (Embedding::TiedQuant, LmHead::Linear(Linear { weight: Weight::Quant(q), .. })) => {
+            (Embedding::TiedHead, LmHead::Linear(l)) => {
                 let at = x.len();
                 x.resize(at + h, 0.0);
-                q.dequantize_row(t, &mut x[at..]);
+                l.weight.row_f32(t, &mut x[at..]);
             }
-            (Embedding::TiedQuant, _) => unreachable!("a quantized tied embedding is the LM head"),
+            (Embedding::TiedHead, LmHead::Tied) => unreachable!("a stored tied embedding is the LM head"),
         }
     }
 
     /// Uses block-quantized weights (from a GGUF file) in place of their f32
     /// copies; on the exact quantized matmul results are bit-for-bit unchanged
-    /// (memory traffic is not), on the default `q8` one they are llama.cpp's. A tied
-    /// LM head gets the quantized embedding matrix, and lookups read its rows
-    /// (dequantized: the same f32 values) instead of an f32 copy. Each weight is
-    /// then kept in the layout the model's kernels read.
-    /// Returns how many layers now read quantized weights.
+    /// (memory traffic is not), on the default `q8` one they are llama.cpp's.
+    /// See [`Model::use_stored`]. Returns how many layers now read them.
     pub fn use_quantized(&mut self, weights: Vec<(String, QuantMatrix)>) -> usize {
+        self.use_stored(weights.into_iter().map(|(n, q)| (n, Weight::Quant(q))).collect())
+    }
+
+    /// Uses weights kept as the checkpoint stores them (16-bit floats or
+    /// quantized blocks) in place of their f32 copies, by checkpoint name. A
+    /// tied LM head gets the stored embedding matrix, and lookups read its rows
+    /// (decoded: the same f32 values) instead of an f32 copy. A weight whose
+    /// shape does not fit is left out. Each quantized weight is then kept in
+    /// the layout the model's kernels read. Returns how many layers use them.
+    pub fn use_stored(&mut self, weights: Vec<(String, Weight)>) -> usize {
         let mut n = 0;
-        for (name, q) in weights {
+        for (name, w) in weights {
             let used = match name.as_str() {
                 "lm_head.weight" => match &mut self.lm_head {
-                    LmHead::Linear(l) => l.set_quantized(q),
+                    LmHead::Linear(l) => l.set_stored(w),
                     LmHead::Tied => false,
                 },
-                "model.embed_tokens.weight" => self.tie_quantized_embedding(q),
-                _ => self.linear_mut(&name).is_some_and(|l| l.set_quantized(q)),
+                "model.embed_tokens.weight" => self.tie_stored_embedding(w),
+                _ => self.linear_mut(&name).is_some_and(|l| l.set_stored(w)),
             };
             n += usize::from(used);
         }
@@ -520,13 +568,13 @@ impl Model {
         n
     }
 
-    /// A tied head reads the quantized embedding matrix when its shape fits.
-    fn tie_quantized_embedding(&mut self, q: QuantMatrix) -> bool {
+    /// A tied head reads the stored embedding matrix when its shape fits.
+    fn tie_stored_embedding(&mut self, w: Weight) -> bool {
         let (out_features, in_features) = (self.config.vocab_size, self.config.hidden_size);
-        let fits = q.rows == out_features && q.cols == in_features;
+        let fits = w.stored_dims() == Some((out_features, in_features));
         if matches!(self.lm_head, LmHead::Tied) && self.config.tie_word_embeddings && fits {
-            self.lm_head = LmHead::Linear(Linear { weight: Weight::Quant(q), out_features, in_features });
-            self.embed = Embedding::TiedQuant;
+            self.lm_head = LmHead::Linear(Linear { weight: w, out_features, in_features });
+            self.embed = Embedding::TiedHead;
             return true;
         }
         false

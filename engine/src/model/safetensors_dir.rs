@@ -1,10 +1,12 @@
 //! Loading a Hugging Face model directory: `config.json` plus `model.safetensors`
 //! or a sharded `model.safetensors.index.json`, memory-mapped and converted to
-//! f32 (from F32, F16 or BF16).
+//! f32 (from F32, F16 or BF16), except the 2-D F16/BF16 tensors a caller asks
+//! to keep as they are stored (`load_tensors_keeping`).
 
 use super::config::ModelConfig;
 use super::tensor::{Tensor, TensorMap};
 use crate::error::{EngineError, Result};
+use crate::kernels::cpu::half::HalfMatrix;
 use half::{bf16, f16};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
@@ -41,8 +43,38 @@ fn shard_files(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
 
+/// On drop, takes a copied tensor's mapped pages out of this process's
+/// resident set, so that loading never holds the file and its copy at once
+/// (peak RSS). Only a hint: errors are ignored.
+struct Release<'a> {
+    map: &'a Mmap,
+    bytes: &'a [u8],
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        let offset = self.bytes.as_ptr() as usize - self.map.as_ptr() as usize;
+        // SAFETY: the mapping is read-only and file-backed: MADV_DONTNEED only
+        // unmaps its pages from this process, and a later read faults the same
+        // file bytes back in, so no live reference (a neighbouring tensor on a
+        // shared page) sees a change.
+        let _ =
+            unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, self.bytes.len()) };
+    }
+}
+
+/// Every tensor of the directory, as f32.
 pub fn load_tensors(dir: &Path) -> Result<TensorMap> {
+    Ok(load_tensors_keeping(dir, &|_| false)?.0)
+}
+
+/// The tensors of the directory, as f32, except 2-D F16/BF16 tensors whose name
+/// `keep` accepts: those come back as 16-bit matrices (exactly the values the
+/// f32 conversion would give), and the map holds a shape-only
+/// `Tensor::deferred` in their place.
+pub fn load_tensors_keeping(dir: &Path, keep: &dyn Fn(&str) -> bool) -> Result<(TensorMap, Vec<(String, HalfMatrix)>)> {
     let mut out = TensorMap::new();
+    let mut kept = Vec::new();
     for path in shard_files(dir)? {
         let file = File::open(&path).map_err(|e| EngineError::io(&path, e))?;
         // SAFETY: the file is opened read-only and not modified while mapped.
@@ -51,6 +83,17 @@ pub fn load_tensors(dir: &Path) -> Result<TensorMap> {
             .map_err(|e| EngineError::Safetensors(format!("{}: {e}", path.display())))?;
         for (name, view) in st.tensors() {
             let bytes = view.data();
+            let _release = Release { map: &mmap, bytes };
+            let shape = view.shape().to_vec();
+            let half = matches!(view.dtype(), Dtype::F16 | Dtype::BF16);
+            if half && shape.len() == 2 && keep(&name) {
+                let m = HalfMatrix::from_le_bytes(shape[0], shape[1], bytes, view.dtype() == Dtype::BF16).ok_or_else(
+                    || EngineError::Safetensors(format!("{}: {name}: size does not match its shape", path.display())),
+                )?;
+                out.insert(name.clone(), Tensor::deferred(shape));
+                kept.push((name, m));
+                continue;
+            }
             let data: Vec<f32> = match view.dtype() {
                 Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
                 Dtype::F16 => bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
@@ -59,8 +102,8 @@ pub fn load_tensors(dir: &Path) -> Result<TensorMap> {
                     return Err(EngineError::UnsupportedTensorType { name, ty: format!("{other:?}") });
                 }
             };
-            out.insert(name, Tensor::new(view.shape().to_vec(), data));
+            out.insert(name, Tensor::new(shape, data));
         }
     }
-    Ok(out)
+    Ok((out, kept))
 }

@@ -20,9 +20,78 @@
 //! the same eight lanes without FMA, so its bits differ from `avx2` in the last
 //! place, but each path is batch-invariant on its own. The `*_on` functions take
 //! the path; the plain ones use the best path this CPU supports.
+//!
+//! Weights are f32 or 16-bit floats (`DenseElem`: f16, bf16) widened exactly to
+//! f32 as they are loaded into registers, so a layer over 16-bit weights gives
+//! the bits of the f32 layer over the widened values while reading half the
+//! bytes.
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use rayon::prelude::*;
+
+/// An element of a dense weight matrix: f32, or a 16-bit float that converts
+/// to f32 exactly (every f16 and bf16 value is an f32 value).
+pub trait DenseElem: Copy + Send + Sync + 'static {
+    fn to_f32(self) -> f32;
+
+    /// Eight consecutive elements at `p`, widened to f32.
+    ///
+    /// # Safety
+    /// `p..p + 8` must be readable, and the CPU must have AVX2 and F16C.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+}
+
+impl DenseElem for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
+        // SAFETY: the caller guarantees eight readable values.
+        unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+}
+
+impl DenseElem for half::f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(p: *const half::f16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees eight readable values (16 bytes).
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+    }
+}
+
+impl DenseElem for half::bf16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        half::bf16::to_f32(self)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn load8(p: *const half::bf16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees eight readable values (16 bytes). A
+        // bf16 is the upper half of the f32 with the same value.
+        unsafe {
+            let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w))
+        }
+    }
+}
 
 /// Columns per parallel task with many rows (and the least with few): large
 /// enough to amortise scheduling, small enough to balance 2..16 threads on the
@@ -43,7 +112,7 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 }
 
 /// As [`matmul`], on `path`.
-pub fn matmul_on(path: CpuPath, x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+pub fn matmul_on<E: DenseElem>(path: CpuPath, x: &[f32], w: &[E], m: usize, k: usize, n: usize) -> Vec<f32> {
     let mut y = vec![0.0f32; m * n];
     matmul_into_on(path, x, w, m, k, n, &mut y);
     y
@@ -55,7 +124,7 @@ pub fn matmul_into(x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [
 }
 
 /// As [`matmul_into`], on `path`.
-pub fn matmul_into_on(path: CpuPath, x: &[f32], w: &[f32], m: usize, k: usize, n: usize, y: &mut [f32]) {
+pub fn matmul_into_on<E: DenseElem>(path: CpuPath, x: &[f32], w: &[E], m: usize, k: usize, n: usize, y: &mut [f32]) {
     assert_eq!(x.len(), m * k, "matmul: x has {} values, expected {m}x{k}", x.len());
     assert_eq!(w.len(), n * k, "matmul: w has {} values, expected {n}x{k}", w.len());
     assert_eq!(y.len(), m * n, "matmul: y has {} values, expected {m}x{n}", y.len());
@@ -163,11 +232,11 @@ impl Kernel {
 
     /// Computes columns `c0..c1` of `y` for all `m` rows into `out` (`[m, c1-c0]`).
     #[allow(clippy::too_many_arguments)]
-    fn block(self, x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
+    fn block<E: DenseElem>(self, x: &[f32], w: &[E], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
         match self {
             Kernel::Portable => portable::block(x, w, m, k, c0, c1, out),
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Kernel::new` checked that AVX2 and FMA were detected.
+            // SAFETY: `Kernel::new` checked that AVX2, FMA and F16C were detected.
             Kernel::Avx2Fma => unsafe { avx2::block(x, w, m, k, c0, c1, out) },
         }
     }
@@ -177,7 +246,9 @@ mod portable {
     //! Eight-lane emulation without FMA: the same lane structure as the AVX2 path
     //! (so it is batch-invariant too), used where AVX2/FMA are absent.
 
-    pub fn block(x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
+    use super::DenseElem;
+
+    pub fn block<E: DenseElem>(x: &[f32], w: &[E], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
         let width = c1 - c0;
         for i in 0..m {
             let xr = &x[i * k..(i + 1) * k];
@@ -188,18 +259,18 @@ mod portable {
         }
     }
 
-    fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    fn dot8<E: DenseElem>(a: &[f32], b: &[E]) -> f32 {
         let k = a.len();
         let mut lanes = [0.0f32; 8];
         let full = k / 8 * 8;
         for (ca, cb) in a[..full].chunks_exact(8).zip(b[..full].chunks_exact(8)) {
             for l in 0..8 {
-                lanes[l] += ca[l] * cb[l];
+                lanes[l] += ca[l] * cb[l].to_f32();
             }
         }
         let mut s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
         for t in full..k {
-            s += a[t] * b[t];
+            s += a[t] * b[t].to_f32();
         }
         s
     }
@@ -209,6 +280,7 @@ mod portable {
 pub(crate) mod avx2 {
     //! AVX2 + FMA micro-kernels. Every output element: one 8-lane accumulator,
     //! FMA over k in steps of 8, then `hsum`, then the scalar tail with FMA.
+    use super::DenseElem;
     use std::arch::x86_64::*;
 
     /// Rows per tile and columns per tile; 4 x 3 = 12 accumulators + loads fit
@@ -219,8 +291,8 @@ pub(crate) mod avx2 {
     /// accumulator chains hide the FMA latency, and the weight rows stream once.
     const NR_ONE_ROW: usize = 8;
 
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn block(x: &[f32], w: &[f32], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn block<E: DenseElem>(x: &[f32], w: &[E], m: usize, k: usize, c0: usize, c1: usize, out: &mut [f32]) {
         let width = c1 - c0;
         // One row group streams the weights from memory once: prefetch ahead.
         // With more, the column block is reused from cache.
@@ -234,23 +306,23 @@ pub(crate) mod avx2 {
                 // SAFETY: tile bounds are inside x, w and out (checked by caller's asserts).
                 unsafe {
                     match (rows, cols) {
-                        (1, 8) => tile::<1, 8>(x, w, k, i, j, out, width, c0, stream),
-                        (1, 7) => tile::<1, 7>(x, w, k, i, j, out, width, c0, stream),
-                        (1, 6) => tile::<1, 6>(x, w, k, i, j, out, width, c0, stream),
-                        (1, 5) => tile::<1, 5>(x, w, k, i, j, out, width, c0, stream),
-                        (1, 4) => tile::<1, 4>(x, w, k, i, j, out, width, c0, stream),
-                        (4, 3) => tile::<4, 3>(x, w, k, i, j, out, width, c0, stream),
-                        (4, 2) => tile::<4, 2>(x, w, k, i, j, out, width, c0, stream),
-                        (4, 1) => tile::<4, 1>(x, w, k, i, j, out, width, c0, stream),
-                        (3, 3) => tile::<3, 3>(x, w, k, i, j, out, width, c0, stream),
-                        (3, 2) => tile::<3, 2>(x, w, k, i, j, out, width, c0, stream),
-                        (3, 1) => tile::<3, 1>(x, w, k, i, j, out, width, c0, stream),
-                        (2, 3) => tile::<2, 3>(x, w, k, i, j, out, width, c0, stream),
-                        (2, 2) => tile::<2, 2>(x, w, k, i, j, out, width, c0, stream),
-                        (2, 1) => tile::<2, 1>(x, w, k, i, j, out, width, c0, stream),
-                        (1, 3) => tile::<1, 3>(x, w, k, i, j, out, width, c0, stream),
-                        (1, 2) => tile::<1, 2>(x, w, k, i, j, out, width, c0, stream),
-                        _ => tile::<1, 1>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 8) => tile::<E, 1, 8>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 7) => tile::<E, 1, 7>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 6) => tile::<E, 1, 6>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 5) => tile::<E, 1, 5>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 4) => tile::<E, 1, 4>(x, w, k, i, j, out, width, c0, stream),
+                        (4, 3) => tile::<E, 4, 3>(x, w, k, i, j, out, width, c0, stream),
+                        (4, 2) => tile::<E, 4, 2>(x, w, k, i, j, out, width, c0, stream),
+                        (4, 1) => tile::<E, 4, 1>(x, w, k, i, j, out, width, c0, stream),
+                        (3, 3) => tile::<E, 3, 3>(x, w, k, i, j, out, width, c0, stream),
+                        (3, 2) => tile::<E, 3, 2>(x, w, k, i, j, out, width, c0, stream),
+                        (3, 1) => tile::<E, 3, 1>(x, w, k, i, j, out, width, c0, stream),
+                        (2, 3) => tile::<E, 2, 3>(x, w, k, i, j, out, width, c0, stream),
+                        (2, 2) => tile::<E, 2, 2>(x, w, k, i, j, out, width, c0, stream),
+                        (2, 1) => tile::<E, 2, 1>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 3) => tile::<E, 1, 3>(x, w, k, i, j, out, width, c0, stream),
+                        (1, 2) => tile::<E, 1, 2>(x, w, k, i, j, out, width, c0, stream),
+                        _ => tile::<E, 1, 1>(x, w, k, i, j, out, width, c0, stream),
                     }
                 }
                 j += cols;
@@ -261,10 +333,10 @@ pub(crate) mod avx2 {
 
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn tile<const R: usize, const C: usize>(
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile<E: DenseElem, const R: usize, const C: usize>(
         x: &[f32],
-        w: &[f32],
+        w: &[E],
         k: usize,
         i0: usize,
         j0: usize,
@@ -278,14 +350,14 @@ pub(crate) mod avx2 {
         let wp = w.as_ptr();
         let mut acc = [[_mm256_setzero_ps(); C]; R];
         // When streaming, the weight rows of the tile after next follow in memory: prefetch them
-        // one cache line per row every 16 floats, so their streams start warm
+        // one cache line (64 bytes) per row at a time, so their streams start warm
         // (measured: decode at batch 1 gains a few percent over the next tile).
         // (A prefetch never faults; `wrapping_add` keeps the address arithmetic
         // defined past the end of `w`.)
         let next = wp.wrapping_add((j0 + 2 * C) * k);
         let mut kk = 0;
         while kk < full {
-            if stream && kk % 16 == 0 {
+            if stream && kk % (64 / std::mem::size_of::<E>()) == 0 {
                 for c in 0..C {
                     _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(c * k + kk) as *const i8);
                 }
@@ -293,7 +365,7 @@ pub(crate) mod avx2 {
             let mut wv = [_mm256_setzero_ps(); C];
             for (c, wvc) in wv.iter_mut().enumerate() {
                 // SAFETY: (j0 + c) < n and kk + 8 <= k.
-                *wvc = unsafe { _mm256_loadu_ps(wp.add((j0 + c) * k + kk)) };
+                *wvc = unsafe { E::load8(wp.add((j0 + c) * k + kk)) };
             }
             for (r, accr) in acc.iter_mut().enumerate() {
                 // SAFETY: (i0 + r) < m and kk + 8 <= k.
@@ -308,7 +380,7 @@ pub(crate) mod avx2 {
             for (c, a) in accr.iter().enumerate() {
                 let mut s = hsum(*a);
                 for t in full..k {
-                    s = x[(i0 + r) * k + t].mul_add(w[(j0 + c) * k + t], s);
+                    s = x[(i0 + r) * k + t].mul_add(w[(j0 + c) * k + t].to_f32(), s);
                 }
                 out[(i0 + r) * width + (j0 + c - c0)] = s;
             }

@@ -1,4 +1,5 @@
-//! CPU kernels: the batch-invariant linear layer (`matmul`), linear layers over
+//! CPU kernels: the batch-invariant linear layer (`matmul`, over f32 weights or
+//! 16-bit ones widened exactly: `half`), linear layers over
 //! GGUF block-quantized weights (`quant`: exact, f32 activations; `q8`:
 //! activations quantized to 8 bits per block, integer dot products), row-wise
 //! normalisation and activations (`ops`), rotary embeddings (`rope`) and paged
@@ -11,6 +12,7 @@
 
 pub mod attention;
 pub mod dispatch;
+pub mod half;
 pub mod matmul;
 pub mod ops;
 pub mod q8;

@@ -32,6 +32,14 @@ pub enum QuantKind {
 }
 
 impl QuantKind {
+    /// `"q4_1"` or `"q8_0"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantKind::Q4_1 => "q4_1",
+            QuantKind::Q8_0 => "q8_0",
+        }
+    }
+
     pub fn block_bytes(self) -> usize {
         match self {
             QuantKind::Q4_1 => 20,

@@ -18,8 +18,10 @@ pub use meta::MetaValue;
 pub use names::{hf_name, unpermute_rows};
 
 use crate::error::{EngineError, Result};
+use crate::kernels::cpu::half::HalfMatrix;
 use crate::kernels::cpu::quant::{QuantKind, QuantMatrix};
 use crate::model::config::{Arch, ModelConfig};
+use crate::model::qwen3::Weight;
 use crate::model::tensor::{Tensor, TensorMap};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -430,11 +432,31 @@ impl GgufFile {
     /// llama Q/K rows un-permuted exactly as `load_tensors` does, so that each
     /// dequantizes to the same f32 tensor. Other tensors are not included.
     pub fn quantized_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, QuantMatrix)>> {
+        let stored = self.stored_weights_of(cfg, false)?;
+        Ok(stored
+            .into_iter()
+            .filter_map(|(name, w)| match w {
+                Weight::Quant(q) => Some((name, q)),
+                Weight::Half(_) | Weight::F32(_) => None,
+            })
+            .collect())
+    }
+
+    /// The 2-D weights a model keeps as the file stores them: block-quantized
+    /// (Q4_1, Q8_0) and 16-bit float (F16, BF16) ones, by Hugging Face name,
+    /// llama Q/K rows un-permuted as `load_tensors` does (each decodes to the
+    /// same f32 tensor).
+    pub fn stored_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, Weight)>> {
+        self.stored_weights_of(cfg, true)
+    }
+
+    fn stored_weights_of(&self, cfg: &ModelConfig, with_half: bool) -> Result<Vec<(String, Weight)>> {
         let mut out = Vec::new();
         for info in &self.tensors {
             let kind = match info.ty {
-                GgmlType::Q4_1 => QuantKind::Q4_1,
-                GgmlType::Q8_0 => QuantKind::Q8_0,
+                GgmlType::Q4_1 => Some(QuantKind::Q4_1),
+                GgmlType::Q8_0 => Some(QuantKind::Q8_0),
+                GgmlType::F16 | GgmlType::Bf16 if with_half => None,
                 _ => continue,
             };
             if info.dims.len() != 2 {
@@ -453,10 +475,16 @@ impl GgufFile {
                 })?;
             }
             let name = hf_name(&info.name).unwrap_or_else(|| info.name.clone());
-            let m = QuantMatrix::new(kind, rows, cols, bytes).ok_or_else(|| {
-                EngineError::Gguf(format!("{}: {cols} columns are not whole 32-value blocks", info.name))
-            })?;
-            out.push((name, m));
+            let w = match kind {
+                Some(kind) => Weight::Quant(QuantMatrix::new(kind, rows, cols, bytes).ok_or_else(|| {
+                    EngineError::Gguf(format!("{}: {cols} columns are not whole 32-value blocks", info.name))
+                })?),
+                None => Weight::Half(
+                    HalfMatrix::from_le_bytes(rows, cols, &bytes, info.ty == GgmlType::Bf16)
+                        .ok_or_else(|| EngineError::Gguf(format!("{}: size does not match its shape", info.name)))?,
+                ),
+            };
+            out.push((name, w));
         }
         Ok(out)
     }
