@@ -149,10 +149,10 @@ fn attend_one(
     out: &mut [f32],
 ) {
     let mut max = f32::NEG_INFINITY;
-    for j in 0..n {
+    for (j, score) in scores[..n].iter_mut().enumerate() {
         view.key_f32(j, row);
         let s = dot(q, row) * scale;
-        scores[j] = s;
+        *score = s;
         max = max.max(s);
     }
     let mut sum = 0.0f32;
@@ -161,9 +161,8 @@ fn attend_one(
         sum += *s;
     }
     out.fill(0.0);
-    for j in 0..n {
+    for (j, &p) in scores[..n].iter().enumerate() {
         view.value_f32(j, row);
-        let p = scores[j];
         for (o, &vv) in out.iter_mut().zip(row.iter()) {
             *o = p.mul_add(vv, *o);
         }
@@ -368,9 +367,9 @@ mod avx2 {
             }
             for (t, a) in acc.iter().enumerate().take(keys) {
                 let mut s = hsum(*a);
-                for e in full..hd {
+                for (e, &qe) in q.iter().enumerate().take(hd).skip(full) {
                     // SAFETY: e < hd.
-                    s = q[e].mul_add(unsafe { load1::<K>(rows[t].add(e * kw), dec) }, s);
+                    s = qe.mul_add(unsafe { load1::<K>(rows[t].add(e * kw), dec) }, s);
                 }
                 let s = s * scale;
                 scores[j + t] = s;
@@ -395,14 +394,14 @@ mod avx2 {
             unsafe { weighted_sum::<1, V>(scores, view, vp, dec, c, out) };
             c += 8;
         }
-        for e in full..hd {
+        for (e, oe) in out.iter_mut().enumerate().take(hd).skip(full) {
             let mut o = 0.0f32;
             for (jj, &p) in scores.iter().enumerate() {
                 // SAFETY: position jj < view.len, e < hd.
                 let x = unsafe { load1::<V>(vp.wrapping_add((view.offset(jj) + e) * width(V)), dec) };
                 o = p.mul_add(x, o);
             }
-            out[e] = o;
+            *oe = o;
         }
         let inv = 1.0 / sum;
         for o in out.iter_mut() {
