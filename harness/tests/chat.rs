@@ -188,6 +188,15 @@ fn a_completions_cell_beside_a_chat_cell_each_take_their_route_and_replay_clean(
         assert!(r.usage.expect("usage").prompt_tokens > panel.prompts[r.prompt as usize].length, "{r:?}");
     }
 
+    // The report names each cell's route.
+    let report = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
+    for row in [
+        "| tokens | confirmation | closed loop, concurrency 2 | /v1/completions |",
+        "| talk | confirmation | closed loop, concurrency 2 | /v1/chat/completions |",
+    ] {
+        assert!(report.contains(row), "report.md lacks {row:?}:\n{report}");
+    }
+
     // Replay rebuilds both sets of bodies and passes; a changed hash of a chat-cell
     // body is named with its cell.
     let o = replay_dir(&out).expect("replay");

@@ -27,6 +27,14 @@ pub const METRICS_PATH: &str = "/metrics";
 pub const COMPLETIONS_PATH: &str = "/v1/completions";
 /// Where timed requests go instead with `request.endpoint = "chat"`.
 pub const CHAT_COMPLETIONS_PATH: &str = "/v1/chat/completions";
+/// The route a plan endpoint's requests go to.
+pub fn route_of(endpoint: crate::plan::Endpoint) -> &'static str {
+    match endpoint {
+        crate::plan::Endpoint::Completions => COMPLETIONS_PATH,
+        crate::plan::Endpoint::Chat => CHAT_COMPLETIONS_PATH,
+    }
+}
+
 /// The model list (`owned_by`, vLLM's `max_model_len`).
 pub const MODELS_PATH: &str = "/v1/models";
 /// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).

@@ -110,14 +110,16 @@ fn what_was_run(o: &mut String, l: &Loaded) {
         let _ = writeln!(o, "  - cold start to healthy (s), per block: {}", starts.join(", "));
     }
     let _ = writeln!(o, "\n### Cells\n");
-    let _ = writeln!(o, "| cell | kind | load | requests | input tokens |\n| --- | --- | --- | --- | --- |");
+    let _ =
+        writeln!(o, "| cell | kind | load | route | requests | input tokens |\n| --- | --- | --- | --- | --- | --- |");
     for c in &l.resolved {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             c.name,
             c.kind.as_str(),
             load_text(c.load),
+            crate::arm::dialect::route_of(plan.endpoint_of(&c.name)),
             c.count,
             c.input_tokens.map_or_else(|| "dataset lengths".to_string(), |l| l.to_string())
         );
