@@ -236,3 +236,33 @@ fn sixteen_bit_checkpoints_keep_their_weights_and_give_the_f32_models_bits() {
         }
     }
 }
+
+#[test]
+fn a_tied_checkpoint_that_ships_lm_head_keeps_its_head_16_bit_and_looks_up_f32_rows() {
+    use engine::model::safetensors_dir::{load_tensors, read_config};
+    use safetensors::SafeTensors;
+    use safetensors::tensor::TensorView;
+    let dir = synth_dir(engine::model::Arch::Qwen3);
+    // Add `lm_head.weight` (a copy of the embedding matrix) to a checkpoint whose
+    // config still says tie_word_embeddings = true, as some published ones do.
+    let path = dir.path().join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut views: Vec<(String, TensorView<'_>)> = st.tensors();
+    let embed = st.tensor("model.embed_tokens.weight").unwrap();
+    views
+        .push(("lm_head.weight".into(), TensorView::new(embed.dtype(), embed.shape().to_vec(), embed.data()).unwrap()));
+    let out = dir.path().join("with-head.safetensors");
+    safetensors::serialize_to_file(views, None, &out).unwrap();
+    std::fs::rename(&out, &path).unwrap();
+
+    let kept = load(dir.path()).expect("a tied config with its own lm_head loads").model;
+    let widened = Model::from_tensors(read_config(dir.path()).unwrap(), load_tensors(dir.path()).unwrap()).unwrap();
+    let layers = kept.config.num_hidden_layers;
+    assert_eq!(kept.weight_dtypes().into_iter().collect::<Vec<_>>(), vec![("bf16", 7 * layers + 1)]);
+    assert!(!kept.weight_layouts().1, "lookups should read their own f32 rows, not the head");
+    let ids = prompt(21, 5);
+    let a = all_logits(&kept, &mut cache_for(&kept, KvFormat::F16, 8), &ids);
+    let b = all_logits(&widened, &mut cache_for(&widened, KvFormat::F16, 8), &ids);
+    assert!(a.iter().flatten().zip(b.iter().flatten()).all(|(x, y)| x.to_bits() == y.to_bits()));
+}

@@ -568,7 +568,11 @@ impl Model {
         n
     }
 
-    /// A tied head reads the stored embedding matrix when its shape fits.
+    /// A tied head reads the stored embedding matrix when its shape fits. When
+    /// the head is a layer of its own after all (a checkpoint that says its
+    /// embeddings are tied yet ships `lm_head.weight`) and the lookups have no
+    /// values yet, they get the matrix decoded to f32, as a loader without
+    /// stored weights would have made it.
     fn tie_stored_embedding(&mut self, w: Weight) -> bool {
         let (out_features, in_features) = (self.config.vocab_size, self.config.hidden_size);
         let fits = w.stored_dims() == Some((out_features, in_features));
@@ -576,6 +580,16 @@ impl Model {
             self.lm_head = LmHead::Linear(Linear { weight: w, out_features, in_features });
             self.embed = Embedding::TiedHead;
             return true;
+        }
+        if let Embedding::F32(e) = &mut self.embed
+            && e.is_empty()
+            && fits
+        {
+            let mut rows = vec![0.0f32; out_features * in_features];
+            for (r, row) in rows.chunks_exact_mut(in_features).enumerate() {
+                w.row_f32(r, row);
+            }
+            *e = rows;
         }
         false
     }
