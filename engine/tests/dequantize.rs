@@ -266,6 +266,26 @@ fn f16_rewrite_rounds_the_same_values_and_keeps_norms_f32() {
 }
 
 #[test]
+fn f16_weights_stay_16_bit_and_give_the_logits_of_their_f32_rewrite() {
+    // llama un-permutes Q/K rows of 2-byte values and ties its head; qwen3 has
+    // an untied F16 head.
+    for arch in ["llama", "qwen3"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, h, f) = (dir.path().join("m.gguf"), dir.path().join("m.F16.gguf"), dir.path().join("m.F16.F32.gguf"));
+        write_model(&q, arch, None, 3);
+        dequantize(&q, &h, "f16");
+        dequantize(&h, &f, "f32");
+        let e = Engine::load(&h, &EngineOptions::default()).unwrap();
+        let dtypes: Vec<_> = e.model.weight_dtypes().into_iter().collect();
+        // 7 per layer and the head: qwen3's own, llama's the tied embedding matrix.
+        assert_eq!(dtypes, vec![("f16", 2 * 7 + 1)], "{arch}");
+        assert_eq!(e.model.weight_layouts().1, arch == "llama", "{arch}: lookups read the tied head");
+        let ids: Vec<u32> = vec![260, 104, 105, 32, 49, 50, 257, 258, 97, 98, 99, 33, 10, 7, 200, 255, 259, 3];
+        assert_eq!(bits(&logits(&h, &ids)), bits(&logits(&f, &ids)), "{arch}: F16 file vs its F32 rewrite");
+    }
+}
+
+#[test]
 fn bad_input_is_a_clear_error_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
