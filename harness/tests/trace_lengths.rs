@@ -1,8 +1,8 @@
 //! A trace-file cell with `trace_lengths = true` end to end: `harness run` on the
 //! real engine (synthetic model) over real HTTP sends each trace row's output
 //! length as that request's `max_tokens` and records each entry's body hash in
-//! `run.json` `entry_body_sha256`. `harness replay` prints the entry bodies check
-//! and it passes; a changed recorded hash is named by its entry, and a changed
+//! `run.json` `entry_body_sha256`. `harness replay` passes and prints the entry
+//! bodies check; a changed recorded hash is named by its entry, and a changed
 //! output length in the frozen trace changes the rebuilt body and is named by the
 //! same entry (each behind a rewritten manifest). No timed assertions.
 
@@ -53,12 +53,15 @@ fn trace_lengths_bodies_replay_and_a_changed_entry_is_named() {
     let intended: Vec<u32> = records.iter().map(|r| r.output_tokens_intended).collect();
     assert_eq!(intended, [3, 5, 2, 4, 7, 1]);
 
-    // Replay: the entry bodies check passes, and `harness replay` prints it.
+    // Replay: clean (records ask for their rows' output lengths); the entry bodies
+    // check passes, and `harness replay` prints it.
     let o = replay_dir(&out).expect("replay");
+    assert!(o.passed && o.all_passed(), "{}", o.render_table(10));
     let c = entry_check(&o);
     assert_eq!((c.status, c.detail.as_str()), (Status::Pass, "6 entry bodies of tr"), "{}", o.render_table(10));
     let cli = std::process::Command::new(harness_bin()).arg("replay").arg(&out).output().expect("harness replay");
     let table = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success(), "{table}");
     assert!(table.lines().any(|l| l.starts_with("pass") && l.contains(ENTRY_BODIES)), "{table}");
 
     // A changed recorded hash is named by its entry.
