@@ -228,8 +228,9 @@ pub fn completeness_check(s: &Study<'_>) -> Check {
     Check::of(NAME, detail, m)
 }
 
-/// Every record's prompt, prompt length, intended output length (its prompt's
-/// `max_tokens`) and intended arrival follow its trace.
+/// Every record's prompt, prompt length, intended output length (a trace_lengths
+/// entry's row `output_length`, else its prompt's `max_tokens`) and intended arrival
+/// follow its trace.
 pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
     let mut m = Vec::new();
     let lengths = match &s.prompt_lengths {
@@ -285,8 +286,9 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
                     len.to_string(),
                 ));
             }
-            if let Some(max_tokens) = outputs.and_then(|o| o.get(e.prompt as usize))
-                && *max_tokens != r.output_tokens_intended
+            let max_tokens = e.output_length.or_else(|| outputs.and_then(|o| o.get(e.prompt as usize)).copied());
+            if let Some(max_tokens) = max_tokens
+                && max_tokens != r.output_tokens_intended
             {
                 m.push(Mismatch::new(
                     &c.path,

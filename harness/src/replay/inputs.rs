@@ -135,6 +135,9 @@ pub struct Entry {
     pub index: u64,
     pub offset_ns: u64,
     pub prompt: u64,
+    /// A `trace_lengths` cell's row output length (the request's `max_tokens`).
+    #[serde(default)]
+    pub output_length: Option<u32>,
 }
 
 #[derive(Deserialize)]

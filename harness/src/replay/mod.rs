@@ -6,7 +6,9 @@
 //!   catalog and `evidence.json`, and the inputs against `inputs/catalog.json`
 //!   (`inputs`), and recomputes constant and trace-file arrivals (`loads`);
 //! - rebuilds every panel entry's request body on each endpoint the cells send to
-//!   and compares its SHA-256 with `run.json` (`bodies`);
+//!   and compares its SHA-256 with `run.json` (`bodies`), and every trace entry's
+//!   body of a `trace_lengths` cell (its row's output length as `max_tokens`)
+//!   against `run.json` `entry_body_sha256` (`entry_bodies`);
 //! - checks that every planned request appears exactly once and follows its trace
 //!   (`complete`);
 //! - recomputes every per-cell measure (`measures`; a session cell's per-turn rows:
@@ -49,6 +51,7 @@ mod bodies;
 mod compare;
 mod complete;
 mod decide;
+mod entry_bodies;
 mod evidence;
 mod files;
 mod goodput;
@@ -85,8 +88,9 @@ use layout::Layout;
 
 /// The checks of a timing study (everything after the files, the plan and the
 /// inputs, before the qualification).
-const TIMING_CHECKS: [&str; 12] = [
+const TIMING_CHECKS: [&str; 13] = [
     bodies::NAME,
+    entry_bodies::NAME,
     complete::NAME,
     complete::TRACE_NAME,
     tables::SUMMARIES_NAME,
@@ -293,11 +297,13 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     ));
                     checks.push(Check::skip(sessions::NAME, format!("{why}: no sessions")));
                     checks.push(Check::skip(bodies::NAME, format!("{why}: no run.json body hashes")));
+                    checks.push(Check::skip(entry_bodies::NAME, format!("{why}: no run.json body hashes")));
                     checks.push(compare::discarded_check(&scan, sessions::DISCARDED_NAME, why));
                     checks.push(compare::check(root, &scan, &frozen.plan));
                 }
                 _ => {
                     checks.push(bodies::check(root, &frozen.plan));
+                    checks.push(entry_bodies::check(root, &frozen.plan, &study.traces));
                     let records = units::Records::read(root, &study);
                     checks.push(units::check(root, &study, &records));
                     checks.push(sessions::check(&study, &records));
