@@ -383,6 +383,8 @@ async fn k16v8_uses_calibrated_scales_and_stores_a_quarter_less() {
     let (b, k16v8) =
         inventory(&["--kv-budget", "1MiB", "--kv-format", "k16v8", "--kv-scales", scales.to_str().unwrap()]);
     assert_eq!(f16["event"], "kv_inventory");
+    // The synthetic checkpoint is BF16: its 4 layers' 7 linears and the tied head stay 16-bit.
+    assert_eq!(f16["weights"], serde_json::json!({"bf16": 29}), "{f16}");
     let (fb, kb) = (f16["kv"]["bytes_per_token"].as_u64().unwrap(), k16v8["kv"]["bytes_per_token"].as_u64().unwrap());
     assert_eq!(kb * 4, fb * 3, "k16v8 payload per token must be 75% of f16");
     assert_eq!(k16v8["kv"]["format"], "k16v8");

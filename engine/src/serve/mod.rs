@@ -154,8 +154,13 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             },
             None => None,
         };
-        // The one startup line with the KV inventory, on stdout, as JSON.
-        println!("{}", serde_json::json!({"event": "kv_inventory", "kv": inv, "max_model_len": max_model_len}));
+        // The one startup line with the KV inventory (and how many linear layers
+        // hold each weight type), on stdout, as JSON.
+        let weights = engine.model.weight_dtypes();
+        println!(
+            "{}",
+            serde_json::json!({"event": "kv_inventory", "kv": inv, "max_model_len": max_model_len, "weights": weights})
+        );
         let cfg = LoopConfig {
             scheduler: SchedulerConfig {
                 max_num_seqs: loop_opts.max_num_seqs,
