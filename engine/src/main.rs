@@ -55,8 +55,8 @@ struct DequantizeArgs {
     /// The output .gguf file (written to OUT.tmp, then renamed).
     #[arg(long)]
     out: PathBuf,
-    /// Tensor type: f32 (bit-exact: the loader's values) or f16 (rounded; 1-D
-    /// tensors stay f32).
+    /// Tensor type: f32 (bit-exact: the loader's values), f16 or bf16 (rounded
+    /// to nearest-even; 1-D tensors stay f32).
     #[arg(long, default_value = "f32")]
     dtype: engine::model::gguf::OutDtype,
 }

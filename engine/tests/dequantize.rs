@@ -3,7 +3,8 @@
 //! GPT-2 vocabulary, metadata of every value type): the F32 rewrite keeps every
 //! metadata key/value and tensor name, shape and order, is aligned, and loads to
 //! bit-identical logits (the engine's exact Q4_1/Q8_0 kernels match its dense
-//! path bit for bit); the F16 rewrite rounds the same values; bad input exits 2.
+//! path bit for bit); the F16 and BF16 rewrites round the same values and load
+//! 16-bit, giving their own F32 rewrite's logits bit for bit; bad input exits 2.
 
 use engine::model::gguf::writer::GgufWriter;
 use engine::model::gguf::{GgmlType, GgufFile, MetaValue};
@@ -247,41 +248,51 @@ fn f32_rewrite_of_a_qwen3_model_keeps_alignment_and_version() {
 }
 
 #[test]
-fn f16_rewrite_rounds_the_same_values_and_keeps_norms_f32() {
-    let dir = tempfile::tempdir().unwrap();
-    let (q_path, h_path) = (dir.path().join("m.gguf"), dir.path().join("m.F16.gguf"));
-    write_model(&q_path, "qwen3", None, 3);
-    dequantize(&q_path, &h_path, "f16");
-    let (q, h) = (GgufFile::open(&q_path).unwrap(), GgufFile::open(&h_path).unwrap());
-    assert_same_layout(&q, &h, 1);
-    for (a, b) in q.tensors().iter().zip(h.tensors()) {
-        let want = if a.dims.len() == 1 { GgmlType::F32 } else { GgmlType::F16 };
-        assert_eq!(b.ty, want, "{}", b.name);
-        let (x, y) = (q.dequantize_raw(&a.name).unwrap(), h.dequantize_raw(&b.name).unwrap());
-        let rounded = |v: f32| if want == GgmlType::F16 { half::f16::from_f32(v).to_f32() } else { v };
-        assert!(x.data.iter().zip(&y.data).all(|(u, v)| rounded(*u).to_bits() == v.to_bits()), "{}", a.name);
+fn sixteen_bit_rewrites_round_the_same_values_and_keep_norms_f32() {
+    let f16 = |v: f32| half::f16::from_f32(v).to_f32();
+    let bf16 = |v: f32| half::bf16::from_f32(v).to_f32();
+    let cases: [(&str, GgmlType, u32, &dyn Fn(f32) -> f32); 2] =
+        [("f16", GgmlType::F16, 1, &f16), ("bf16", GgmlType::Bf16, 32, &bf16)];
+    for (dtype, ty, file_type, round) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (q_path, h_path) = (dir.path().join("m.gguf"), dir.path().join("m.16.gguf"));
+        write_model(&q_path, "qwen3", None, 3);
+        dequantize(&q_path, &h_path, dtype);
+        let (q, h) = (GgufFile::open(&q_path).unwrap(), GgufFile::open(&h_path).unwrap());
+        assert_same_layout(&q, &h, file_type);
+        for (a, b) in q.tensors().iter().zip(h.tensors()) {
+            let want = if a.dims.len() == 1 { GgmlType::F32 } else { ty };
+            assert_eq!(b.ty, want, "{dtype}: {}", b.name);
+            let (x, y) = (q.dequantize_raw(&a.name).unwrap(), h.dequantize_raw(&b.name).unwrap());
+            let rounded = |v: f32| if want == ty { round(v) } else { v };
+            let same = x.data.iter().zip(&y.data).all(|(u, v)| rounded(*u).to_bits() == v.to_bits());
+            assert!(same, "{dtype}: {}", a.name);
+        }
+        let mut e = Engine::load(&h_path, &EngineOptions::default()).unwrap();
+        assert_eq!(e.generate_greedy(&[104, 105], 4, true).unwrap().output_ids.len(), 4);
     }
-    let mut e = Engine::load(&h_path, &EngineOptions::default()).unwrap();
-    assert_eq!(e.generate_greedy(&[104, 105], 4, true).unwrap().output_ids.len(), 4);
 }
 
 #[test]
-fn f16_weights_stay_16_bit_and_give_the_logits_of_their_f32_rewrite() {
+fn sixteen_bit_weights_stay_16_bit_and_give_the_logits_of_their_f32_rewrite() {
     // llama un-permutes Q/K rows of 2-byte values and ties its head; qwen3 has
-    // an untied F16 head.
-    for arch in ["llama", "qwen3"] {
-        let dir = tempfile::tempdir().unwrap();
-        let (q, h, f) = (dir.path().join("m.gguf"), dir.path().join("m.F16.gguf"), dir.path().join("m.F16.F32.gguf"));
-        write_model(&q, arch, None, 3);
-        dequantize(&q, &h, "f16");
-        dequantize(&h, &f, "f32");
-        let e = Engine::load(&h, &EngineOptions::default()).unwrap();
-        let dtypes: Vec<_> = e.model.weight_dtypes().into_iter().collect();
-        // 7 per layer and the head: qwen3's own, llama's the tied embedding matrix.
-        assert_eq!(dtypes, vec![("f16", 2 * 7 + 1)], "{arch}");
-        assert_eq!(e.model.weight_layouts().1, arch == "llama", "{arch}: lookups read the tied head");
-        let ids: Vec<u32> = vec![260, 104, 105, 32, 49, 50, 257, 258, 97, 98, 99, 33, 10, 7, 200, 255, 259, 3];
-        assert_eq!(bits(&logits(&h, &ids)), bits(&logits(&f, &ids)), "{arch}: F16 file vs its F32 rewrite");
+    // an untied head.
+    for dtype in ["f16", "bf16"] {
+        for arch in ["llama", "qwen3"] {
+            let dir = tempfile::tempdir().unwrap();
+            let (q, h, f) = (dir.path().join("m.gguf"), dir.path().join("m.16.gguf"), dir.path().join("m.16.F32.gguf"));
+            write_model(&q, arch, None, 3);
+            dequantize(&q, &h, dtype);
+            dequantize(&h, &f, "f32");
+            let e = Engine::load(&h, &EngineOptions::default()).unwrap();
+            let dtypes: Vec<_> = e.model.weight_dtypes().into_iter().collect();
+            // 7 per layer and the head: qwen3's own, llama's the tied embedding matrix.
+            assert_eq!(dtypes, vec![(dtype, 2 * 7 + 1)], "{dtype} {arch}");
+            assert_eq!(e.model.weight_layouts().1, arch == "llama", "{dtype} {arch}: lookups read the tied head");
+            let ids: Vec<u32> = vec![260, 104, 105, 32, 49, 50, 257, 258, 97, 98, 99, 33, 10, 7, 200, 255, 259, 3];
+            let same = bits(&logits(&h, &ids)) == bits(&logits(&f, &ids));
+            assert!(same, "{dtype} {arch}: the 16-bit file's logits differ from its F32 rewrite's");
+        }
     }
 }
 
@@ -323,5 +334,5 @@ fn bad_input_is_a_clear_error_with_exit_2() {
 
     let (code, err) = engine(&["dequantize", "--model", &model, "--out", &out, "--dtype", "q8_0"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("q8_0") && err.contains("f32 or f16"), "{err}");
+    assert!(err.contains("q8_0") && err.contains("f32, f16 or bf16"), "{err}");
 }

@@ -1,13 +1,13 @@
 //! `engine dequantize`: a GGUF file rewritten with every tensor decoded to F32
-//! (or F16), so that another server (llama.cpp's) computes on exactly the
+//! (or F16, or BF16), so that another server (llama.cpp's) computes on exactly the
 //! weights this engine's loader produces instead of on quantized blocks. Every
 //! metadata key/value is copied unchanged and in order except
-//! `general.file_type` (0 = ALL_F32, 1 = MOSTLY_F16); tensors keep their GGUF
+//! `general.file_type` (0 = ALL_F32, 1 = MOSTLY_F16, 32 = MOSTLY_BF16); tensors keep their GGUF
 //! names, dims, order and layout (no HF renaming, no Q/K un-permutation); the
 //! file keeps its version and `general.alignment`. Values come from `dequantize`,
 //! the loader's own decoder, so an F32 file loads to bit-identical weights.
-//! F16 rounds each of those values to f16 (1-D tensors, the norms, stay F32 as
-//! llama.cpp's converters keep them), so only F32 is exact.
+//! F16 and BF16 round each of those values to nearest-even (1-D tensors, the
+//! norms, stay F32 as llama.cpp's converters keep them), so only F32 is exact.
 
 use super::writer::{GgufWriter, TensorHeader};
 use super::{GgmlType, GgufFile, MetaValue, TensorInfo};
@@ -19,14 +19,16 @@ use std::io::{self, Write};
 pub enum OutDtype {
     F32,
     F16,
+    Bf16,
 }
 
 impl OutDtype {
-    /// `general.file_type` (llama_ftype): ALL_F32 or MOSTLY_F16.
+    /// `general.file_type` (llama_ftype): ALL_F32, MOSTLY_F16 or MOSTLY_BF16.
     pub fn file_type(self) -> u32 {
         match self {
             OutDtype::F32 => 0,
             OutDtype::F16 => 1,
+            OutDtype::Bf16 => 32,
         }
     }
 
@@ -34,6 +36,7 @@ impl OutDtype {
     fn ggml_type(self, n_dims: usize) -> GgmlType {
         match self {
             OutDtype::F16 if n_dims >= 2 => GgmlType::F16,
+            OutDtype::Bf16 if n_dims >= 2 => GgmlType::Bf16,
             _ => GgmlType::F32,
         }
     }
@@ -45,7 +48,8 @@ impl std::str::FromStr for OutDtype {
         match s {
             "f32" => Ok(OutDtype::F32),
             "f16" => Ok(OutDtype::F16),
-            other => Err(EngineError::InvalidRequest(format!("unknown dtype {other:?}; expected f32 or f16"))),
+            "bf16" => Ok(OutDtype::Bf16),
+            other => Err(EngineError::InvalidRequest(format!("unknown dtype {other:?}; expected f32, f16 or bf16"))),
         }
     }
 }
@@ -55,6 +59,7 @@ impl std::fmt::Display for OutDtype {
         f.write_str(match self {
             OutDtype::F32 => "f32",
             OutDtype::F16 => "f16",
+            OutDtype::Bf16 => "bf16",
         })
     }
 }
@@ -96,11 +101,15 @@ impl<'a> Dequantized<'a> {
             // Bounds were checked by the parser; this only re-states the size.
             file.tensor_bytes(info)?;
             let ty = dtype.ggml_type(info.dims.len());
-            let (_, elem_bytes) = ty.block_layout().expect("F32 and F16 have a layout");
+            let (_, elem_bytes) = ty.block_layout().expect("F32, F16 and BF16 have a layout");
             headers.push(TensorHeader {
                 name: info.name.clone(),
                 dims: info.dims.clone(),
-                ggml_type: if ty == GgmlType::F16 { 1 } else { 0 },
+                ggml_type: match ty {
+                    GgmlType::F16 => 1,
+                    GgmlType::Bf16 => 30,
+                    _ => 0,
+                },
                 n_bytes: (info.numel() * elem_bytes) as u64,
             });
         }
@@ -120,6 +129,7 @@ impl<'a> Dequantized<'a> {
             let values = self.decode(info)?;
             let bytes: Vec<u8> = match self.dtype.ggml_type(info.dims.len()) {
                 GgmlType::F16 => values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect(),
+                GgmlType::Bf16 => values.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect(),
                 _ => values.iter().flat_map(|x| x.to_le_bytes()).collect(),
             };
             stream.write_tensor(&bytes)?;
