@@ -23,7 +23,7 @@ use std::time::Instant;
 /// ENGINE_CPU_PATH and ENGINE_QUANT_MATMUL).
 #[derive(Args, Clone, Debug)]
 pub struct KernelArgs {
-    /// CPU code path: scalar, avx2, avx512 or auto (default: $ENGINE_CPU_PATH, else
+    /// CPU code path: scalar, avx2, avx512, amx or auto (default: $ENGINE_CPU_PATH, else
     /// the best this CPU supports).
     #[arg(long)]
     pub cpu_path: Option<String>,

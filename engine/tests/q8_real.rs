@@ -98,7 +98,7 @@ fn each_quantized_weight_is_held_once_in_the_layout_its_kernels_read() {
         let q8 = all_logits(&mut e, &ids);
         for quant in [QuantMatmul::Exact, QuantMatmul::Q8] {
             e.model.set_kernels(kernels(path, quant));
-            let packed = path == CpuPath::Avx512 && quant == QuantMatmul::Q8;
+            let packed = path.has_avx512() && quant == QuantMatmul::Q8;
             let (layouts, tied_quant) = e.model.weight_layouts();
             // 30 layers x 7 linear layers + the tied LM head, all Q4_1 or Q8_0.
             assert_eq!(layouts.len(), 30 * 7 + 1, "{path} {quant}");

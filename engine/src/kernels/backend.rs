@@ -110,9 +110,9 @@ impl Kernels {
     }
 
     /// Whether quantized layers read the 16-row interleaved weight layout
-    /// (the AVX-512 q8 kernels) rather than rows of GGUF blocks.
+    /// (the AVX-512 and AMX q8 kernels) rather than rows of GGUF blocks.
     pub fn reads_packed_weights(&self) -> bool {
-        self.path == CpuPath::Avx512 && self.quant == QuantMatmul::Q8
+        self.path.has_avx512() && self.quant == QuantMatmul::Q8
     }
 
     /// `y = x · Wᵀ`, `x` `[m, k]`, dense `w` `[n, k]`.

@@ -8,7 +8,7 @@
 //! Linear layers over GGUF Q4_1/Q8_0 weights default to the activation-quantized
 //! path (`cpu::q8`, llama.cpp's numerics); `--exact-quant-matmul` (or
 //! `ENGINE_QUANT_MATMUL=exact`) selects the exact path (`cpu::quant`),
-//! bit-identical to f32 references. `--cpu-path scalar|avx2|avx512` (or
+//! bit-identical to f32 references. `--cpu-path scalar|avx2|avx512|amx` (or
 //! `ENGINE_CPU_PATH`) forces a lower CPU path.
 
 pub mod backend;

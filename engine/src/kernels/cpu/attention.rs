@@ -95,7 +95,7 @@ pub fn paged_attention(
                 match path {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                    CpuPath::Avx2 | CpuPath::Avx512 => unsafe {
+                    CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe {
                         avx2::attend_one(qh, &view, pos + 1, scale, &mut scores, o)
                     },
                     _ => attend_one(qh, &view, pos + 1, scale, &mut scores, &mut row, o),

@@ -4,25 +4,36 @@
 //! kernel; forcing a lower one (`ENGINE_CPU_PATH=scalar`, `--cpu-path scalar`)
 //! lets tests exercise every path the machine supports.
 //!
-//! Paths: `scalar` (portable Rust, any CPU), `avx2` (AVX2, FMA, F16C) and
+//! Paths: `scalar` (portable Rust, any CPU), `avx2` (AVX2, FMA, F16C),
 //! `avx512` (those plus AVX-512 F/BW/VL and VNNI: the activation-quantized
 //! matmul over a 16-row interleaved weight layout with `vpdpbusd`; every other
-//! kernel takes its AVX2 form there). All paths give the same bits. AVX-512
-//! BF16 and AMX are detected and reported but have no kernels yet. Tests loop
-//! over `CpuPath::supported()` and print the paths they ran.
+//! kernel takes its AVX2 form there) and `amx` (those plus AMX-TILE and
+//! AMX-INT8, with the kernel's permission to use tile data: the
+//! activation-quantized matmul of 16 rows and more runs on AMX tiles, fewer
+//! rows on the `avx512` kernels). All paths give the same bits. AVX-512 BF16
+//! and AMX-BF16 are detected and reported but have no kernels (they would
+//! round activations to bf16: another numerics, not a faster exact kernel).
+//! Tests loop over `CpuPath::supported()` and print the paths they ran.
+//!
+//! AMX tile data is an XSAVE feature that Linux enables per process on request
+//! (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`); detection makes
+//! that request once, as part of finding out whether AMX can be used, and the
+//! `amx` path exists only where it was granted.
 //!
 //! Must not: pick a path on its own in the middle of a computation, or read the
 //! environment anywhere but `CpuPath::from_env`.
 
+#[cfg(target_arch = "x86_64")]
+use super::amx;
 use std::fmt;
 use std::sync::OnceLock;
 
-/// The environment variable that forces a CPU path (`scalar`, `avx2`, `avx512`, `auto`).
+/// The environment variable that forces a CPU path (`scalar`, `avx2`, `avx512`, `amx`, `auto`).
 pub const CPU_PATH_ENV: &str = "ENGINE_CPU_PATH";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KernelError {
-    #[error("unknown CPU path {0:?}; expected scalar, avx2, avx512 or auto")]
+    #[error("unknown CPU path {0:?}; expected scalar, avx2, avx512, amx or auto")]
     UnknownPath(String),
     #[error("CPU path {path} needs {needs}, which this CPU lacks (it supports: {supported})")]
     Unsupported { path: CpuPath, needs: &'static str, supported: String },
@@ -44,6 +55,11 @@ pub struct CpuFeatures {
     pub avx512vnni: bool,
     pub avx512bf16: bool,
     pub avxvnni: bool,
+    /// AMX-TILE and AMX-INT8 in the CPU, tile state enabled by the OS (XCR0)
+    /// and tile data permitted for this process (`arch_prctl`).
+    pub amx_int8: bool,
+    /// AMX-BF16 (reported; no kernel uses it).
+    pub amx_bf16: bool,
 }
 
 impl CpuFeatures {
@@ -67,6 +83,8 @@ impl CpuFeatures {
                 avx512vnni: has!("avx512vnni"),
                 avx512bf16: has!("avx512bf16"),
                 avxvnni: has!("avxvnni"),
+                amx_int8: amx::int8_usable(),
+                amx_bf16: amx::bf16_in_cpu(),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -85,16 +103,20 @@ pub enum CpuPath {
     /// AVX-512 F/BW/VL + VNNI for the activation-quantized matmul (AVX2 for
     /// the rest).
     Avx512,
+    /// `Avx512` plus AMX-INT8 tiles for activation-quantized matmuls of 16
+    /// rows and more (prefill).
+    Amx,
 }
 
 impl CpuPath {
-    pub const ALL: [CpuPath; 3] = [CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512];
+    pub const ALL: [CpuPath; 4] = [CpuPath::Scalar, CpuPath::Avx2, CpuPath::Avx512, CpuPath::Amx];
 
     pub fn name(self) -> &'static str {
         match self {
             CpuPath::Scalar => "scalar",
             CpuPath::Avx2 => "avx2",
             CpuPath::Avx512 => "avx512",
+            CpuPath::Amx => "amx",
         }
     }
 
@@ -104,6 +126,9 @@ impl CpuPath {
             CpuPath::Scalar => "nothing",
             CpuPath::Avx2 => "AVX2, FMA and F16C",
             CpuPath::Avx512 => "AVX2, FMA, F16C, AVX-512 F/BW/VL and AVX-512 VNNI",
+            CpuPath::Amx => {
+                "AVX2, FMA, F16C, AVX-512 F/BW/VL, AVX-512 VNNI, AMX-TILE and AMX-INT8 (with the OS's permission to use tile data)"
+            }
         }
     }
 
@@ -113,6 +138,7 @@ impl CpuPath {
             CpuPath::Scalar => true,
             CpuPath::Avx2 => f.avx2 && f.fma && f.f16c,
             CpuPath::Avx512 => CpuPath::Avx2.supported_by(f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni,
+            CpuPath::Amx => CpuPath::Avx512.supported_by(f) && f.amx_int8,
         }
     }
 
@@ -142,7 +168,13 @@ impl CpuPath {
         self >= CpuPath::Avx2
     }
 
-    /// Parses `scalar`, `avx2`, `avx512` or `auto` (the best this CPU supports), and
+    /// Whether this path runs the AVX-512 VNNI q8 kernels (over the 16-row
+    /// interleaved weight layout): `avx512`, and `amx` below 16 rows.
+    pub fn has_avx512(self) -> bool {
+        self >= CpuPath::Avx512
+    }
+
+    /// Parses `scalar`, `avx2`, `avx512`, `amx` or `auto` (the best this CPU supports), and
     /// checks that this CPU can run it.
     pub fn parse_supported(s: &str) -> Result<CpuPath, KernelError> {
         match s.trim().to_ascii_lowercase().as_str() {
@@ -171,6 +203,7 @@ impl std::str::FromStr for CpuPath {
             "scalar" => Ok(CpuPath::Scalar),
             "avx2" => Ok(CpuPath::Avx2),
             "avx512" => Ok(CpuPath::Avx512),
+            "amx" => Ok(CpuPath::Amx),
             other => Err(KernelError::UnknownPath(other.to_string())),
         }
     }
@@ -218,8 +251,14 @@ mod tests {
             avx512vnni: true,
             avx512bf16: false,
             avxvnni: false,
+            amx_int8: true,
+            amx_bf16: false,
         };
         assert!(CpuPath::Avx512.supported_by(&all));
+        assert!(CpuPath::Amx.supported_by(&all));
+        assert!(!CpuPath::Amx.supported_by(&CpuFeatures { amx_int8: false, ..all }));
+        assert!(!CpuPath::Amx.supported_by(&CpuFeatures { avx512vnni: false, ..all }));
+        assert!(CpuPath::Avx512.supported_by(&CpuFeatures { amx_int8: false, ..all }));
         assert!(!CpuPath::Avx512.supported_by(&CpuFeatures { avx512vnni: false, ..all }));
         assert!(!CpuPath::Avx512.supported_by(&CpuFeatures { avx2: false, ..all }));
         if !want {
@@ -235,7 +274,8 @@ mod tests {
         assert_eq!("avx2".parse::<CpuPath>(), Ok(CpuPath::Avx2));
         assert_eq!(CpuPath::parse_supported("auto"), Ok(CpuPath::best()));
         assert_eq!("AVX512".parse::<CpuPath>(), Ok(CpuPath::Avx512));
+        assert_eq!("amx".parse::<CpuPath>(), Ok(CpuPath::Amx));
         let e = "avx1024".parse::<CpuPath>().unwrap_err();
-        assert!(e.to_string().contains("avx1024") && e.to_string().contains("scalar, avx2, avx512"), "{e}");
+        assert!(e.to_string().contains("avx1024") && e.to_string().contains("scalar, avx2, avx512, amx"), "{e}");
     }
 }

@@ -224,9 +224,9 @@ impl Kernel {
         match path {
             CpuPath::Scalar => Kernel::Portable,
             #[cfg(target_arch = "x86_64")]
-            CpuPath::Avx2 | CpuPath::Avx512 => Kernel::Avx2Fma,
+            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => Kernel::Avx2Fma,
             #[cfg(not(target_arch = "x86_64"))]
-            CpuPath::Avx2 | CpuPath::Avx512 => Kernel::Portable,
+            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => Kernel::Portable,
         }
     }
 

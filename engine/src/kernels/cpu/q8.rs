@@ -21,7 +21,9 @@
 //! more rows (prefill) first interleave a column block's weights into a panel
 //! (`q8_panel.rs`) and run register-blocked GEMM tiles over it. AVX-512 (VNNI):
 //! every row count runs tiles over a 16-row interleaved copy of the weights
-//! made once per matrix (`q8_pack.rs`, `q8_avx512.rs`).
+//! made once per matrix (`q8_pack.rs`, `q8_avx512.rs`). AMX: each whole tile
+//! of sixteen rows runs `tdpbssd` over the same copy (`q8_amx.rs`), the rest
+//! of the rows the AVX-512 kernel.
 //!
 //! Must not: quantize activations across rows (a row's scales depend on that
 //! row only), or split k depending on the number of rows.
@@ -76,7 +78,7 @@ impl Q8Rows {
             (q.d[b], q.s[b]) = match path {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                CpuPath::Avx2 | CpuPath::Avx512 => unsafe { avx2::quantize_block(xb, qb) },
+                CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { avx2::quantize_block(xb, qb) },
                 _ => quantize_block(xb, qb),
             };
             q.sums[b] = qb.iter().map(|&v| i32::from(v)).sum();
@@ -132,10 +134,10 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
     let mut tasks = Vec::new();
     // AVX-512: whole groups of sixteen rows per task, over the interleaved
     // layout (made here, before the parallel region, on first use).
-    let group = if path == CpuPath::Avx512 { 16 } else { 8 };
+    let group = if path.has_avx512() { 16 } else { 8 };
     for (i, w) in ws.iter().enumerate() {
         assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
-        if path == CpuPath::Avx512 && m > 0 {
+        if path.has_avx512() && m > 0 {
             w.packed16();
         }
         let width = columns_per_task(m, w.rows).next_multiple_of(group);
@@ -155,8 +157,12 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
                 CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the assert above checked that this CPU has AVX-512
+                // F/BW/VL, VNNI and usable AMX-INT8.
+                CpuPath::Amx => unsafe { amx::block(a, ws[i].packed16(), c0, c1, &mut out) },
                 #[cfg(not(target_arch = "x86_64"))]
-                CpuPath::Avx2 | CpuPath::Avx512 => scalar::block(a, ws[i], c0, c1, &mut out),
+                CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => scalar::block(a, ws[i], c0, c1, &mut out),
             }
             out
         })
@@ -442,6 +448,10 @@ mod panel;
 #[cfg(target_arch = "x86_64")]
 #[path = "q8_avx512.rs"]
 mod avx512;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "q8_amx.rs"]
+mod amx;
 
 #[cfg(test)]
 #[path = "q8_tests.rs"]

@@ -27,13 +27,21 @@ const PREFETCH_BLOCKS: usize = 4;
 /// (`[a.rows, c1 - c0]`).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut [f32]) {
-    assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols);
+    // SAFETY: same features.
+    unsafe { block_rows(a, p, 0, a.rows, c0, c1, out) }
+}
+
+/// As [`block`], for activation rows `r0..r1` only (`out` is still
+/// `[a.rows, c1 - c0]`; other rows are left alone).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn block_rows(a: &Q8Rows, p: &Packed, r0: usize, r1: usize, c0: usize, c1: usize, out: &mut [f32]) {
+    assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols && r1 <= a.rows);
     let (g_end, width) = (c1.div_ceil(GROUP_ROWS), c1 - c0);
     let q4 = p.kind == QuantKind::Q4_1;
-    let (max_r, max_g) = if a.rows == 1 { (1, 4) } else { (4, 2) };
-    let mut i = 0;
-    while i < a.rows {
-        let rows = (a.rows - i).min(max_r);
+    let (max_r, max_g) = if r1 - r0 == 1 { (1, 4) } else { (4, 2) };
+    let mut i = r0;
+    while i < r1 {
+        let rows = (r1 - i).min(max_r);
         let mut g = c0 / GROUP_ROWS;
         while g < g_end {
             let gs = (g_end - g).min(max_g);

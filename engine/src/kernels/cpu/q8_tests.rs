@@ -1,6 +1,6 @@
 //! Tests of the activation-quantized path: llama.cpp's block quantization on
 //! hand-built blocks, every CPU path this machine supports (scalar, AVX2,
-//! AVX-512) bit for bit against scalar, rows independent of batch size and
+//! AVX-512, AMX) bit for bit against scalar, rows independent of batch size and
 //! threads, the AVX-512 weight layout, and the f64 value of the formula. Each
 //! path loop prints the paths it ran and the ones this CPU cannot run.
 
@@ -104,7 +104,9 @@ fn every_path_gives_the_scalar_bits() {
         // AVX2: in-place tiles (1..4 rows) and panel tiles (3 x 2 groups and
         // the remainders), with whole and partial groups of eight weight rows.
         // AVX-512: one-row tiles of 1..4 groups, 4 x 2 tiles and remainders,
-        // partial groups of sixteen; the model's shapes.
+        // partial groups of sixteen; the model's shapes. AMX: whole 16-row
+        // tiles (one block and many, even and odd block counts) and the rows
+        // left over after them, which take the AVX-512 kernel.
         for (m, n, k) in [
             (1, 37, 64),
             (2, 16, 64),
@@ -120,6 +122,11 @@ fn every_path_gives_the_scalar_bits() {
             (1, 192, 1536),
             (2, 50, 576),
             (13, 64, 1536),
+            (16, 16, 32),
+            (16, 37, 64),
+            (32, 160, 96),
+            (33, 70, 576),
+            (48, 33, 1536),
         ] {
             let w = weights(kind, n, k, 11 + m as u64);
             let x = activations(m, k, 5 + n as u64);
@@ -165,7 +172,7 @@ fn rows_identical_whatever_the_batch_size_and_thread_count() {
             let alone: Vec<Vec<f32>> = (0..64).map(|r| matmul_q8_on(path, &x[r * k..(r + 1) * k], &w, 1)).collect();
             for threads in [1, 2, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-                for m in [1, 3, 9, 17, 64] {
+                for m in [1, 3, 9, 16, 17, 33, 64] {
                     let y = pool.install(|| matmul_q8_on(path, &x[..m * k], &w, m));
                     for (r, want) in alone.iter().take(m).enumerate() {
                         assert_eq!(
