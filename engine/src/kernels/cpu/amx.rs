@@ -116,7 +116,7 @@ impl TileConfig {
     /// Tile `t` (0..8) as `rows` rows (1..=16) of `bytes` bytes (4..=64, a
     /// multiple of 4).
     pub fn with_tile(mut self, t: usize, rows: u8, bytes: u16) -> Self {
-        assert!(t < 8 && (1..=16).contains(&rows) && (4..=64).contains(&bytes) && bytes % 4 == 0);
+        assert!(t < 8 && (1..=16).contains(&rows) && (4..=64).contains(&bytes) && bytes.is_multiple_of(4));
         self.rows[t] = rows;
         self.colsb[t] = bytes;
         self

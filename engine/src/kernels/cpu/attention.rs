@@ -14,11 +14,17 @@
 //!
 //! Dot products (query by key) and weighted sums (probability times value) run
 //! on the caller's `CpuPath`: eight lanes over `head_dim` with fused
-//! multiply-adds, a fixed lane sum and the tail in order. The scalar path
-//! writes the same steps out with `mul_add`, so both paths give the same bits.
+//! multiply-adds, a fixed lane sum and the tail in order. The softmax takes
+//! `expf::exp` (the same bits on every path) and sums the weights in eight
+//! lanes (position j into lane j mod 8), the same fixed lane sum, then the
+//! tail in order. The scalar path writes the same steps out with `mul_add`, so
+//! both paths give the same bits. The AVX2 kernel serves the query heads that
+//! share a KV head together (up to four at a time): each key and value row is
+//! converted once for all of them, while every head's arithmetic stays its own.
 
 use super::dispatch::{CpuFeatures, CpuPath};
-use super::team::map_indices;
+use super::expf;
+use super::team::{Scatter, for_each_index};
 use crate::kv::{BlockTable, HeadView, KvCache};
 
 /// One sequence's slice of the batch: rows `q_row..q_row + rows` of the query
@@ -41,8 +47,8 @@ pub struct AttnShape {
 /// Rows per task: bounds the repeated gather of history per task.
 const ROWS_PER_TASK: usize = 64;
 
-/// (sequence, KV head, first row, end row): one unit of parallel work.
-type Task = (usize, usize, usize, usize);
+/// Query heads of one KV head that the AVX2 kernel serves in one pass.
+const MAX_SHARED_HEADS: usize = 4;
 
 /// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape),
 /// on `path`.
@@ -76,47 +82,59 @@ pub fn paged_attention(
             }
         }
     }
+    // The sequences' rows tile the query's rows exactly (every output row is written once).
+    let mut spans: Vec<(usize, usize)> = seqs.iter().map(|s| (s.q_row, s.rows)).collect();
+    spans.sort_unstable();
+    let end = spans.iter().fold(0, |at, &(row, rows)| {
+        assert_eq!(row, at, "attention: sequence rows must tile the query rows without gaps or overlaps");
+        row + rows
+    });
+    assert_eq!(end, total_rows, "attention: the sequences cover {end} of {total_rows} query rows");
     let scale = 1.0 / (hd as f32).sqrt();
-    let parts: Vec<(Task, Vec<f32>)> = map_indices(tasks.len(), |t| {
+    // Each task writes its rows' heads of its KV head straight into the output.
+    let mut y = Scatter::new(total_rows * q_dim);
+    let writer = y.writer();
+    for_each_index(tasks.len(), |t| {
         let (s, kvh, r0, r1) = tasks[t];
         let seq = &seqs[s];
         let ctx = seq.start_pos + r1;
         let view = cache.head_view(layer, seq.table, kvh, ctx);
         let mut out = vec![0.0f32; (r1 - r0) * group * hd];
-        let mut scores = vec![0.0f32; ctx];
+        let mut scores = vec![0.0f32; group.min(MAX_SHARED_HEADS) * ctx];
         let mut row = vec![0.0f32; hd];
         for r in r0..r1 {
             let pos = seq.start_pos + r;
             let qrow = &q[(seq.q_row + r) * q_dim..(seq.q_row + r + 1) * q_dim];
-            for g in 0..group {
-                let h = kvh * group + g;
-                let qh = &qrow[h * hd..(h + 1) * hd];
-                let o = &mut out[((r - r0) * group + g) * hd..((r - r0) * group + g + 1) * hd];
+            let mut g0 = 0;
+            while g0 < group {
+                let heads = match path {
+                    CpuPath::Scalar => 1,
+                    _ => (group - g0).min(MAX_SHARED_HEADS),
+                };
+                let h = kvh * group + g0;
+                let qh = &qrow[h * hd..(h + heads) * hd];
+                let o = &mut out[((r - r0) * group + g0) * hd..((r - r0) * group + g0 + heads) * hd];
                 match path {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
                     CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe {
-                        avx2::attend_one(qh, &view, pos + 1, scale, &mut scores, o)
+                        avx2::attend_heads(qh, heads, &view, pos + 1, scale, &mut scores, o)
                     },
                     _ => attend_one(qh, &view, pos + 1, scale, &mut scores, &mut row, o),
                 }
+                g0 += heads;
             }
         }
-        ((s, kvh, r0, r1), out)
-    });
-    let mut y = vec![0.0f32; total_rows * q_dim];
-    for ((s, kvh, r0, r1), out) in parts {
-        let seq = &seqs[s];
+        let width = group * hd;
         for r in r0..r1 {
-            for g in 0..group {
-                let h = kvh * group + g;
-                let dst = (seq.q_row + r) * q_dim + h * hd;
-                let src = ((r - r0) * group + g) * hd;
-                y[dst..dst + hd].copy_from_slice(&out[src..src + hd]);
-            }
+            let dst = (seq.q_row + r) * q_dim + kvh * width;
+            // SAFETY: (row, KV head) pairs are disjoint between tasks.
+            unsafe { writer.write(dst, &out[(r - r0) * width..(r - r0 + 1) * width]) };
         }
-    }
-    y
+    });
+    // SAFETY: the tasks cover every (sequence row, KV head), and the
+    // sequences' rows tile the query's rows (asserted).
+    unsafe { y.finish() }
 }
 
 /// `Σ a[i]·b[i]`: eight lanes of FMAs over steps of 8, the fixed sum
@@ -137,6 +155,26 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// `s := expf::exp(s - max)` for each score, and their sum: eight lane sums
+/// (score j into lane j mod 8) over whole groups of eight, the fixed lane sum
+/// of `dot`, then the tail in order.
+fn exp_and_sum(scores: &mut [f32], max: f32) -> f32 {
+    let mut l = [0.0f32; 8];
+    let full = scores.len() / 8 * 8;
+    for c in scores[..full].chunks_exact_mut(8) {
+        for i in 0..8 {
+            c[i] = expf::exp(c[i] - max);
+            l[i] += c[i];
+        }
+    }
+    let mut sum = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+    for s in scores[full..].iter_mut() {
+        *s = expf::exp(*s - max);
+        sum += *s;
+    }
+    sum
+}
+
 /// Attention of one query head over positions `0..n` of `view`, written out
 /// element by element (`row`: room for one decoded key or value).
 fn attend_one(
@@ -155,11 +193,7 @@ fn attend_one(
         *score = s;
         max = max.max(s);
     }
-    let mut sum = 0.0f32;
-    for s in scores[..n].iter_mut() {
-        *s = (*s - max).exp();
-        sum += *s;
-    }
+    let sum = exp_and_sum(&mut scores[..n], max);
     out.fill(0.0);
     for (j, &p) in scores[..n].iter().enumerate() {
         view.value_f32(j, row);
@@ -178,6 +212,7 @@ mod avx2 {
     //! [`super::attend_one`] in AVX2 + FMA registers, reading the pages in
     //! place: eight elements of a key or value row are loaded and converted to
     //! f32 in one step (`load8`), the format fixed at compile time.
+    use crate::kernels::cpu::expf::avx2::exp8;
     use crate::kernels::cpu::matmul::avx2::hsum;
     use crate::kv::{HeadValues, HeadView, KvFormat};
     use std::arch::x86_64::*;
@@ -271,65 +306,86 @@ mod avx2 {
         }
     }
 
-    /// Keys per dot-product pass and value dimensions per weighted-sum pass:
-    /// eight independent FMA chains each, enough to hide the FMA latency.
-    const KEYS: usize = 8;
-    const DIMS: usize = 64;
-
-    /// `out[c..c + 8V] = Σ_j p_j · v_j[c..c + 8V]`, each element by FMA with j
-    /// ascending from zero, `V` vectors in registers over all positions.
+    /// `[out_g[c..c + 8W]]_g = Σ_j p_gj · v_j[c..c + 8W]` for the `G` heads
+    /// (scores of head g at `scores[g * n..]`), each element by FMA with j
+    /// ascending from zero, `G x W` vectors in registers over all positions;
+    /// each value vector is converted once for the `G` heads.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn weighted_sum<const V: usize, const F: u8>(
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    unsafe fn weighted_sum<const F: u8, const G: usize, const W: usize>(
         scores: &[f32],
+        n: usize,
         view: &HeadView<'_>,
         vp: *const u8,
         dec: Decode,
         c: usize,
         out: &mut [f32],
     ) {
-        assert!(c + 8 * V <= out.len());
-        let mut acc = [_mm256_setzero_ps(); V];
-        for (j, &p) in scores.iter().enumerate() {
-            let pv = _mm256_set1_ps(p);
+        let hd = view.head_dim;
+        assert!(c + 8 * W <= hd && out.len() == G * hd && scores.len() >= G * n);
+        let mut acc = [[_mm256_setzero_ps(); W]; G];
+        for j in 0..n {
+            let p: [__m256; G] = std::array::from_fn(|g| _mm256_set1_ps(scores[g * n + j]));
             let row = vp.wrapping_add(view.offset(j) * width(F));
-            for (t, a) in acc.iter_mut().enumerate() {
-                // SAFETY (caller): position j < view.len, c + 8V <= head_dim.
-                *a = unsafe { _mm256_fmadd_ps(pv, load8::<F>(row.add((c + 8 * t) * width(F)), dec), *a) };
+            for t in 0..W {
+                // SAFETY (caller): position j < view.len, c + 8W <= head_dim.
+                let x = unsafe { load8::<F>(row.add((c + 8 * t) * width(F)), dec) };
+                for g in 0..G {
+                    acc[g][t] = _mm256_fmadd_ps(p[g], x, acc[g][t]);
+                }
             }
         }
-        for (t, a) in acc.iter().enumerate() {
-            // SAFETY: c + 8t + 8 <= out.len() (asserted).
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * t), *a) };
+        for (g, accs) in acc.iter().enumerate() {
+            for (t, a) in accs.iter().enumerate() {
+                // SAFETY: g * hd + c + 8t + 8 <= out.len() (asserted).
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(g * hd + c + 8 * t), *a) };
+            }
         }
     }
 
-    /// [`super::attend_one`] over `view` with its steps in registers.
+    /// [`super::attend_one`] for `heads` (1..=4) query heads of one KV head
+    /// over `view` with its steps in registers: `q` and `out` hold the heads'
+    /// rows one after the other, `scores` room for `heads x n`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn attend_one(
+    pub(super) unsafe fn attend_heads(
         q: &[f32],
+        heads: usize,
         view: &HeadView<'_>,
         n: usize,
         scale: f32,
         scores: &mut [f32],
         out: &mut [f32],
     ) {
+        macro_rules! by_heads {
+            ($k:ident, $v:ident) => {
+                match heads {
+                    1 => attend::<$k, $v, 1, 8, 8>(q, view, n, scale, scores, out),
+                    2 => attend::<$k, $v, 2, 4, 4>(q, view, n, scale, scores, out),
+                    3 => attend::<$k, $v, 3, 4, 4>(q, view, n, scale, scores, out),
+                    4 => attend::<$k, $v, 4, 2, 2>(q, view, n, scale, scores, out),
+                    _ => panic!("attention: {heads} heads in one pass (1..=4)"),
+                }
+            };
+        }
         // SAFETY: this function's features.
         unsafe {
             match (view.format, view.values) {
-                (KvFormat::Bf16, _) => attend::<BF16, BF16>(q, view, n, scale, scores, out),
-                (_, HeadValues::E4m3 { .. }) => attend::<F16, E4M3>(q, view, n, scale, scores, out),
-                _ => attend::<F16, F16>(q, view, n, scale, scores, out),
+                (KvFormat::Bf16, _) => by_heads!(BF16, BF16),
+                (_, HeadValues::E4m3 { .. }) => by_heads!(F16, E4M3),
+                _ => by_heads!(F16, F16),
             }
         }
     }
 
-    /// Keys stored as `K`, values as `V`: `KEYS` keys' dot products at a time
-    /// (each the scalar `dot`'s steps), then the weighted sum of values `DIMS`
-    /// dimensions at a time with the accumulators in registers over all
-    /// positions (each element still `fma(p_j, v_j, ·)` for j ascending).
+    /// Keys stored as `K`, values as `V`, `G` query heads: `KEYS` keys' dot
+    /// products at a time for all `G` heads (each the scalar `dot`'s steps,
+    /// each key vector converted once), the softmax of each head (`exp8` and
+    /// the lane sums of `exp_and_sum`), then the weighted sums of values
+    /// `8 x W` dimensions at a time (each element still `fma(p_j, v_j, ·)` for
+    /// j ascending).
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn attend<const K: u8, const V: u8>(
+    unsafe fn attend<const K: u8, const V: u8, const G: usize, const KEYS: usize, const W: usize>(
         q: &[f32],
         view: &HeadView<'_>,
         n: usize,
@@ -338,7 +394,7 @@ mod avx2 {
         out: &mut [f32],
     ) {
         let hd = view.head_dim;
-        assert!(n <= view.len && q.len() == hd && out.len() == hd && scores.len() >= n);
+        assert!(n >= 1 && n <= view.len && q.len() == G * hd && out.len() == G * hd && scores.len() >= G * n);
         let full = hd / 8 * 8;
         let qp = q.as_ptr();
         let kp = view.keys.as_ptr() as *const u8;
@@ -347,66 +403,180 @@ mod avx2 {
             HeadValues::E4m3 { codes, table, scale } => (codes.as_ptr(), Decode { table: table.as_ptr(), scale }),
         };
         let kw = width(K);
-        let mut max = f32::NEG_INFINITY;
         let mut j = 0;
         while j < n {
             let keys = (n - j).min(KEYS);
             let rows: [*const u8; KEYS] =
                 std::array::from_fn(|t| kp.wrapping_add(view.offset(j + t.min(keys - 1)) * kw));
-            let mut acc = [_mm256_setzero_ps(); KEYS];
+            let mut acc = [[_mm256_setzero_ps(); KEYS]; G];
             let mut i = 0;
             while i < full {
-                // SAFETY: i + 8 <= hd and every row is a position < n.
-                unsafe {
-                    let qv = _mm256_loadu_ps(qp.add(i));
-                    for (t, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(qv, load8::<K>(rows[t].add(i * kw), dec), *a);
+                for t in 0..KEYS {
+                    // SAFETY: i + 8 <= hd, every row is a position < n and
+                    // g * hd + i + 8 <= q.len().
+                    unsafe {
+                        let k = load8::<K>(rows[t].add(i * kw), dec);
+                        for (g, a) in acc.iter_mut().enumerate() {
+                            a[t] = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(g * hd + i)), k, a[t]);
+                        }
                     }
                 }
                 i += 8;
             }
-            for (t, a) in acc.iter().enumerate().take(keys) {
-                let mut s = hsum(*a);
-                for (e, &qe) in q.iter().enumerate().take(hd).skip(full) {
-                    // SAFETY: e < hd.
-                    s = qe.mul_add(unsafe { load1::<K>(rows[t].add(e * kw), dec) }, s);
+            if full == hd {
+                // Eight lane sums at a time (padded with zeros), scaled in one step.
+                let flat: [[__m256; KEYS]; G] = acc;
+                let flat = flat.as_flattened();
+                for (c, chunk) in flat.chunks(8).enumerate() {
+                    let v: [__m256; 8] = std::array::from_fn(|x| chunk.get(x).copied().unwrap_or(_mm256_setzero_ps()));
+                    let mut sums = [0.0f32; 8];
+                    // SAFETY: `sums` holds eight floats.
+                    unsafe { _mm256_storeu_ps(sums.as_mut_ptr(), _mm256_mul_ps(hsum8(v), _mm256_set1_ps(scale))) };
+                    for (x, &sum) in sums.iter().enumerate().take(chunk.len()) {
+                        let (g, t) = ((c * 8 + x) / KEYS, (c * 8 + x) % KEYS);
+                        if t < keys {
+                            scores[g * n + j + t] = sum;
+                        }
+                    }
                 }
-                let s = s * scale;
-                scores[j + t] = s;
-                max = max.max(s);
+                j += keys;
+                continue;
+            }
+            for (g, a) in acc.iter().enumerate() {
+                for (t, a) in a.iter().enumerate().take(keys) {
+                    let mut s = hsum(*a);
+                    for e in full..hd {
+                        // SAFETY: e < hd.
+                        s = q[g * hd + e].mul_add(unsafe { load1::<K>(rows[t].add(e * kw), dec) }, s);
+                    }
+                    scores[g * n + j + t] = s * scale;
+                }
             }
             j += keys;
         }
-        let mut sum = 0.0f32;
-        for s in scores[..n].iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
+        let mut inv = [0.0f32; G];
+        for (g, inv) in inv.iter_mut().enumerate() {
+            *inv = 1.0 / softmax_weights(&mut scores[g * n..(g + 1) * n]);
         }
-        let scores = &scores[..n];
+        let scores = &scores[..G * n];
         let mut c = 0;
-        while c + DIMS <= full {
-            // SAFETY: c + DIMS <= hd; positions < n <= view.len.
-            unsafe { weighted_sum::<{ DIMS / 8 }, V>(scores, view, vp, dec, c, out) };
-            c += DIMS;
+        while c + 8 * W <= full {
+            // SAFETY: c + 8W <= hd; positions < n <= view.len.
+            unsafe { weighted_sum::<V, G, W>(scores, n, view, vp, dec, c, out) };
+            c += 8 * W;
         }
         while c < full {
             // SAFETY: c + 8 <= hd.
-            unsafe { weighted_sum::<1, V>(scores, view, vp, dec, c, out) };
+            unsafe { weighted_sum::<V, G, 1>(scores, n, view, vp, dec, c, out) };
             c += 8;
         }
-        for (e, oe) in out.iter_mut().enumerate().take(hd).skip(full) {
-            let mut o = 0.0f32;
-            for (jj, &p) in scores.iter().enumerate() {
-                // SAFETY: position jj < view.len, e < hd.
-                let x = unsafe { load1::<V>(vp.wrapping_add((view.offset(jj) + e) * width(V)), dec) };
-                o = p.mul_add(x, o);
+        for g in 0..G {
+            for e in full..hd {
+                let mut o = 0.0f32;
+                for jj in 0..n {
+                    // SAFETY: position jj < view.len, e < hd.
+                    let x = unsafe { load1::<V>(vp.wrapping_add((view.offset(jj) + e) * width(V)), dec) };
+                    o = scores[g * n + jj].mul_add(x, o);
+                }
+                out[g * hd + e] = o;
             }
-            *oe = o;
         }
-        let inv = 1.0 / sum;
-        for o in out.iter_mut() {
-            *o *= inv;
+        for (o, inv) in out.chunks_exact_mut(hd).zip(inv) {
+            for o in o.iter_mut() {
+                *o *= inv;
+            }
         }
+    }
+
+    /// `[hsum(v[0]), .., hsum(v[7])]`: the fixed lane sum of eight vectors at
+    /// once, each lane by the same additions in the same order as `hsum`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum8(v: [__m256; 8]) -> __m256 {
+        // [lo(v_a) + hi(v_a) | lo(v_b) + hi(v_b)]: lanes l_i + l_{i+4}.
+        let pair = |a: __m256, b: __m256| {
+            _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(a, b), _mm256_permute2f128_ps::<0x31>(a, b))
+        };
+        let (s01, s23, s45, s67) = (pair(v[0], v[1]), pair(v[2], v[3]), pair(v[4], v[5]), pair(v[6], v[7]));
+        // Per half: [p_a, q_a, p_b, q_b] with p = s[0] + s[2], q = s[1] + s[3].
+        let pq = |x: __m256, y: __m256| {
+            _mm256_add_ps(_mm256_shuffle_ps::<0b01_00_01_00>(x, y), _mm256_shuffle_ps::<0b11_10_11_10>(x, y))
+        };
+        let (w0, w1) = (pq(s01, s23), pq(s45, s67));
+        // p + q: lanes [t0, t2, t4, t6 | t1, t3, t5, t7].
+        let t = _mm256_add_ps(_mm256_shuffle_ps::<0b10_00_10_00>(w0, w1), _mm256_shuffle_ps::<0b11_01_11_01>(w0, w1));
+        _mm256_permutevar8x32_ps(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn eight_lane_sums_at_once_equal_hsum_bit_for_bit() {
+        if !crate::kernels::cpu::dispatch::CpuPath::Avx2.supported_by(crate::kernels::cpu::dispatch::CpuFeatures::get())
+        {
+            eprintln!("no AVX2 here: nothing to compare");
+            return;
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            let lanes: [[f32; 8]; 8] = std::array::from_fn(|_| {
+                std::array::from_fn(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Mixed magnitudes, so that the order of additions shows.
+                    ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * [1e-4f32, 1.0, 1e4][(x % 3) as usize]
+                })
+            });
+            // SAFETY: AVX2 checked above; every pointer holds eight floats.
+            unsafe {
+                let v: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(lanes[i].as_ptr()));
+                let mut got = [0.0f32; 8];
+                _mm256_storeu_ps(got.as_mut_ptr(), hsum8(v));
+                for i in 0..8 {
+                    assert_eq!(got[i].to_bits(), hsum(v[i]).to_bits(), "vector {i}: {:?}", lanes[i]);
+                }
+            }
+        }
+    }
+
+    /// The max-subtracted softmax weights of one head's scores in place, and
+    /// their sum: [`super::exp_and_sum`] after the maximum, in registers.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn softmax_weights(s: &mut [f32]) -> f32 {
+        let n = s.len();
+        let full = n / 8 * 8;
+        let p = s.as_mut_ptr();
+        // The maximum is exact in any order.
+        let mut mv = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut j = 0;
+        while j < full {
+            // SAFETY: j + 8 <= n.
+            mv = _mm256_max_ps(mv, unsafe { _mm256_loadu_ps(p.add(j)) });
+            j += 8;
+        }
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds eight floats.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), mv) };
+        let max = s[full..].iter().chain(&lanes).fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        let m = _mm256_set1_ps(max);
+        let mut sum = _mm256_setzero_ps();
+        let mut j = 0;
+        while j < full {
+            // SAFETY: j + 8 <= n.
+            unsafe {
+                let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(j)), m));
+                _mm256_storeu_ps(p.add(j), e);
+                sum = _mm256_add_ps(sum, e);
+            }
+            j += 8;
+        }
+        let mut total = hsum(sum);
+        for x in s[full..].iter_mut() {
+            *x = crate::kernels::cpu::expf::exp(*x - max);
+            total += *x;
+        }
+        total
     }
 }
 
@@ -430,16 +600,21 @@ mod tests {
     fn matches_reference_across_pages_and_is_chunk_invariant() {
         // Head sizes with and without a tail past whole vectors, below and
         // above one 32-dimension block of the AVX2 weighted sum.
-        // Every storage format, read in place by the kernels.
+        // Every storage format, read in place by the kernels. Query heads per
+        // KV head 1 to 5: the AVX2 kernel's passes of 1, 2, 3 and 4 heads,
+        // and 4 + 1.
         for format in [KvFormat::F16, KvFormat::Bf16, KvFormat::K16v8] {
             for hd in [8, 20, 72] {
-                check_head_dim(format, hd);
+                check_head_dim(format, hd, 4, 2);
+            }
+            for group in [1, 3, 4, 5] {
+                check_head_dim(format, 64, 2 * group, 2);
             }
         }
     }
 
-    fn check_head_dim(format: KvFormat, hd: usize) {
-        let (heads, kv_heads, len) = (4, 2, 37);
+    fn check_head_dim(format: KvFormat, hd: usize, heads: usize, kv_heads: usize) {
+        let len = 37;
         let shape = AttnShape { heads, kv_heads, head_dim: hd };
         let kv_dim = kv_heads * hd;
         let val = |i: usize, s: f32| ((i * 7919 % 113) as f32 / 113.0 - 0.5) * s;
@@ -458,14 +633,14 @@ mod tests {
         let whole = run(CpuPath::Scalar, &q, len, 0);
         // Every path gives the scalar path's bits.
         for path in CpuPath::supported() {
-            assert_eq!(run(path, &q, len, 0), whole, "{format} hd {hd} {path}");
+            assert_eq!(run(path, &q, len, 0), whole, "{format} hd {hd} heads {heads} {path}");
         }
         // Reference on the stored K/V, copied out as f32 (`gather`), which for
         // 16-bit formats are the rounded inputs.
         let r16 = |x: f32| format.decode16(format.encode16(x));
         for pos in [0, 15, 16, 36] {
             for h in 0..heads {
-                let kvh = h / 2;
+                let kvh = h / (heads / kv_heads);
                 let (mut kh, mut vh) = (Vec::new(), Vec::new());
                 cache.gather(0, &t, kvh, pos + 1, &mut kh, &mut vh);
                 assert_eq!(kh[pos * hd + 1], r16(k[pos * kv_dim + kvh * hd + 1]));

@@ -14,6 +14,7 @@
 pub mod amx;
 pub mod attention;
 pub mod dispatch;
+pub mod expf;
 pub mod half;
 pub mod matmul;
 pub mod ops;

@@ -254,6 +254,62 @@ pub fn map_indices<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     })
 }
 
+/// A vector of `len` values that the tasks of one region fill in place, each
+/// task its own disjoint ranges (column blocks of rows, attention heads), so
+/// no task result is first gathered and then copied by the calling thread.
+/// [`Scatter::finish`] hands the vector back once every element was written.
+pub struct Scatter<T> {
+    buf: Vec<T>,
+    len: usize,
+}
+
+/// The pointer the tasks write through (`Scatter::writer`).
+#[derive(Clone, Copy)]
+pub struct ScatterWriter<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: writers only copy `T: Send` values into disjoint ranges (the
+// contract of `ScatterWriter::write`).
+unsafe impl<T: Send> Send for ScatterWriter<T> {}
+unsafe impl<T: Send> Sync for ScatterWriter<T> {}
+
+impl<T: Copy> Scatter<T> {
+    /// Room for `len` values, not yet written.
+    pub fn new(len: usize) -> Self {
+        Scatter { buf: Vec::with_capacity(len), len }
+    }
+
+    pub fn writer(&mut self) -> ScatterWriter<T> {
+        ScatterWriter { ptr: self.buf.as_mut_ptr(), len: self.len }
+    }
+
+    /// The vector, every element written.
+    ///
+    /// # Safety
+    /// Every index `0..len` must have been written through the writer.
+    pub unsafe fn finish(mut self) -> Vec<T> {
+        // SAFETY: capacity >= len and every element is initialised (caller).
+        unsafe { self.buf.set_len(self.len) };
+        self.buf
+    }
+}
+
+impl<T: Copy> ScatterWriter<T> {
+    /// Copies `src` to indices `at..at + src.len()`.
+    ///
+    /// # Safety
+    /// No other write of the region may touch these indices, and the
+    /// `Scatter` must outlive the region.
+    #[inline]
+    pub unsafe fn write(&self, at: usize, src: &[T]) {
+        assert!(at + src.len() <= self.len, "scatter: {}..{} past {}", at, at + src.len(), self.len);
+        // SAFETY: in bounds (asserted), disjoint from every other write (caller).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
