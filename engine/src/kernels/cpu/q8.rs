@@ -31,7 +31,7 @@
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
 use super::quant::{QK, QuantKind, QuantMatrix};
-use super::team::map_indices;
+use super::team::{Scatter, ScatterWriter, for_each_index};
 use half::f16;
 
 /// Activation rows quantized per block of 32 as llama.cpp's Q8_1 (whose `d` and
@@ -66,24 +66,56 @@ impl Q8Rows {
         assert_eq!(x.len(), rows * cols, "Q8Rows: x has {} values, expected {rows}x{cols}", x.len());
         assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
         let blocks = rows * cols / QK;
-        let mut q = Q8Rows {
-            rows,
-            cols,
-            qs: vec![0; rows * cols],
-            d: vec![0.0; blocks],
-            s: vec![0.0; blocks],
-            sums: vec![0; blocks],
-        };
-        for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.qs.chunks_exact_mut(QK)).enumerate() {
-            (q.d[b], q.s[b]) = match path {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { avx2::quantize_block(xb, qb) },
-                _ => quantize_block(xb, qb),
+        if rows < 2 * QUANTIZE_ROWS_PER_TASK {
+            let mut q = Q8Rows {
+                rows,
+                cols,
+                qs: vec![0; rows * cols],
+                d: vec![0.0; blocks],
+                s: vec![0.0; blocks],
+                sums: vec![0; blocks],
             };
-            q.sums[b] = qb.iter().map(|&v| i32::from(v)).sum();
+            quantize_blocks(path, x, &mut q.qs, &mut q.d, &mut q.s, &mut q.sums);
+            return q;
         }
-        q
+        // Prefill: row chunks in parallel, each written in place.
+        let bpr = cols / QK;
+        let (mut qs, mut d, mut s, mut sums) =
+            (Scatter::new(rows * cols), Scatter::new(blocks), Scatter::new(blocks), Scatter::new(blocks));
+        let (wq, wd, ws, wsum) = (qs.writer(), d.writer(), s.writer(), sums.writer());
+        for_each_index(rows.div_ceil(QUANTIZE_ROWS_PER_TASK), |t| {
+            let r0 = t * QUANTIZE_ROWS_PER_TASK;
+            let r1 = (r0 + QUANTIZE_ROWS_PER_TASK).min(rows);
+            let nb = (r1 - r0) * bpr;
+            let (mut q, mut dd, mut ss, mut su) =
+                (vec![0i8; (r1 - r0) * cols], vec![0.0; nb], vec![0.0; nb], vec![0; nb]);
+            quantize_blocks(path, &x[r0 * cols..r1 * cols], &mut q, &mut dd, &mut ss, &mut su);
+            // SAFETY: row chunks are disjoint; each writes its own rows' bytes and blocks.
+            unsafe {
+                wq.write(r0 * cols, &q);
+                wd.write(r0 * bpr, &dd);
+                ws.write(r0 * bpr, &ss);
+                wsum.write(r0 * bpr, &su);
+            }
+        });
+        // SAFETY: the chunks cover rows 0..rows.
+        unsafe { Q8Rows { rows, cols, qs: qs.finish(), d: d.finish(), s: s.finish(), sums: sums.finish() } }
+    }
+}
+
+/// Activation rows per quantization task in prefill.
+const QUANTIZE_ROWS_PER_TASK: usize = 16;
+
+/// Quantizes the blocks of `x` (whole rows) into `qs`, `d`, `s` and `sums`.
+fn quantize_blocks(path: CpuPath, x: &[f32], qs: &mut [i8], d: &mut [f32], s: &mut [f32], sums: &mut [i32]) {
+    for (b, (xb, qb)) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
+        (d[b], s[b]) = match path {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: callers checked that this CPU runs `path` (AVX2, FMA and F16C).
+            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { avx2::quantize_block(xb, qb) },
+            _ => quantize_block(xb, qb),
+        };
+        sums[b] = qb.iter().map(|&v| i32::from(v)).sum();
     }
 }
 
@@ -143,38 +175,39 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
         let width = columns_per_task(m, w.rows).next_multiple_of(group);
         tasks.extend((0..w.rows).step_by(width).map(|c0| (i, c0, (c0 + width).min(w.rows))));
     }
-    let blocks: Vec<Vec<f32>> = if m == 0 {
-        Vec::new()
-    } else {
-        map_indices(tasks.len(), |t| {
-            let (i, c0, c1) = tasks[t];
-            let mut out = vec![0.0f32; m * (c1 - c0)];
-            match path {
-                CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-                CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
-                CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the assert above checked that this CPU has AVX-512
-                // F/BW/VL, VNNI and usable AMX-INT8.
-                CpuPath::Amx => unsafe { amx::block(a, ws[i].packed16(), c0, c1, &mut out) },
-                #[cfg(not(target_arch = "x86_64"))]
-                CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => scalar::block(a, ws[i], c0, c1, &mut out),
-            }
-            out
-        })
-    };
-    let mut ys: Vec<Vec<f32>> = ws.iter().map(|w| vec![0.0f32; m * w.rows]).collect();
-    for (&(i, c0, c1), out) in tasks.iter().zip(&blocks) {
+    if m == 0 {
+        return ws.iter().map(|_| Vec::new()).collect();
+    }
+    // Each task writes its column block of every row straight into the output.
+    let mut ys: Vec<Scatter<f32>> = ws.iter().map(|w| Scatter::new(m * w.rows)).collect();
+    let writers: Vec<ScatterWriter<f32>> = ys.iter_mut().map(Scatter::writer).collect();
+    for_each_index(tasks.len(), |t| {
+        let (i, c0, c1) = tasks[t];
+        let mut out = vec![0.0f32; m * (c1 - c0)];
+        match path {
+            CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+            CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
+            CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the assert above checked that this CPU has AVX-512
+            // F/BW/VL, VNNI and usable AMX-INT8.
+            CpuPath::Amx => unsafe { amx::block(a, ws[i].packed16(), c0, c1, &mut out) },
+            #[cfg(not(target_arch = "x86_64"))]
+            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => scalar::block(a, ws[i], c0, c1, &mut out),
+        }
         let (n, width) = (ws[i].rows, c1 - c0);
         for r in 0..m {
-            ys[i][r * n + c0..r * n + c1].copy_from_slice(&out[r * width..(r + 1) * width]);
+            // SAFETY: tasks cover disjoint column ranges of each product, so
+            // row r's columns c0..c1 of product i are written by this task only.
+            unsafe { writers[i].write(r * n + c0, &out[r * width..(r + 1) * width]) };
         }
-    }
-    ys
+    });
+    // SAFETY: the tasks of each product cover its columns 0..rows of every row.
+    ys.into_iter().map(|y| unsafe { y.finish() }).collect()
 }
 
 /// With more rows than this, a column block's weights are interleaved into a
