@@ -82,6 +82,9 @@ pub fn paged_attention(
             }
         }
     }
+    // Longest first: a task's work grows with its context (causal rows late in
+    // a prompt see the most keys), so the costly ones do not straggle at the end.
+    tasks.sort_by_key(|&(s, _, r0, r1)| std::cmp::Reverse((r1 - r0) * (2 * seqs[s].start_pos + r0 + r1)));
     // The sequences' rows tile the query's rows exactly (every output row is written once).
     let mut spans: Vec<(usize, usize)> = seqs.iter().map(|s| (s.q_row, s.rows)).collect();
     spans.sort_unstable();

@@ -31,7 +31,7 @@
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
 use super::quant::{QK, QuantKind, QuantMatrix};
-use super::team::{Scatter, ScatterWriter, for_each_index};
+use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index};
 use half::f16;
 
 /// Activation rows quantized per block of 32 as llama.cpp's Q8_1 (whose `d` and
@@ -183,7 +183,10 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
     let writers: Vec<ScatterWriter<f32>> = ys.iter_mut().map(Scatter::writer).collect();
     for_each_index(tasks.len(), |t| {
         let (i, c0, c1) = tasks[t];
-        let mut out = vec![0.0f32; m * (c1 - c0)];
+        let (n, width) = (ws[i].rows, c1 - c0);
+        // SAFETY: tasks cover disjoint column ranges of each product, so rows
+        // 0..m of columns c0..c1 of product i are written by this task only.
+        let mut out = unsafe { writers[i].block(c0, m, n, width) };
         match path {
             CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
             #[cfg(target_arch = "x86_64")]
@@ -198,12 +201,6 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
             CpuPath::Amx => unsafe { amx::block(a, ws[i].packed16(), c0, c1, &mut out) },
             #[cfg(not(target_arch = "x86_64"))]
             CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => scalar::block(a, ws[i], c0, c1, &mut out),
-        }
-        let (n, width) = (ws[i].rows, c1 - c0);
-        for r in 0..m {
-            // SAFETY: tasks cover disjoint column ranges of each product, so
-            // row r's columns c0..c1 of product i are written by this task only.
-            unsafe { writers[i].write(r * n + c0, &out[r * width..(r + 1) * width]) };
         }
     });
     // SAFETY: the tasks of each product cover its columns 0..rows of every row.
@@ -226,11 +223,11 @@ mod scalar {
     //! The module doc's formula, written out element by element.
     use super::*;
 
-    pub fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut [f32]) {
-        let width = c1 - c0;
+    pub fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
         for r in 0..a.rows {
+            let row = out.row(r);
             for j in c0..c1 {
-                out[r * width + (j - c0)] = dot(a, r, w, j);
+                row[j - c0] = dot(a, r, w, j);
             }
         }
     }
@@ -335,12 +332,11 @@ mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut [f32]) {
+    pub unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
         if a.rows > PANEL_ABOVE_ROWS {
             // SAFETY: same features as this function.
             return unsafe { panel::block(a, w, c0, c1, out) };
         }
-        let width = c1 - c0;
         let q4 = w.kind == QuantKind::Q4_1;
         let mut i = 0;
         while i < a.rows {
@@ -350,10 +346,10 @@ mod avx2 {
                 // SAFETY: rows i..i+rows exist; `group` clamps columns to c1.
                 unsafe {
                     match (rows, q4) {
-                        (2, true) => group::<2, true>(a, w, i, j, c0, c1, out, width),
-                        (2, false) => group::<2, false>(a, w, i, j, c0, c1, out, width),
-                        (_, true) => group::<1, true>(a, w, i, j, c0, c1, out, width),
-                        (_, false) => group::<1, false>(a, w, i, j, c0, c1, out, width),
+                        (2, true) => group::<2, true>(a, w, i, j, c0, c1, out),
+                        (2, false) => group::<2, false>(a, w, i, j, c0, c1, out),
+                        (_, true) => group::<1, true>(a, w, i, j, c0, c1, out),
+                        (_, false) => group::<1, false>(a, w, i, j, c0, c1, out),
                     }
                 }
                 j += 8;
@@ -374,8 +370,7 @@ mod avx2 {
         j0: usize,
         c0: usize,
         c1: usize,
-        out: &mut [f32],
-        width: usize,
+        out: &mut ScatterBlock<'_, f32>,
     ) {
         let k = a.cols;
         let nb = k / QK;
@@ -468,8 +463,7 @@ mod avx2 {
             let mut lanes = [0.0f32; 8];
             // SAFETY: lanes holds eight floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };
-            let o = (i0 + r) * width + (j0 - c0);
-            out[o..o + cols].copy_from_slice(&lanes[..cols]);
+            out.row(i0 + r)[j0 - c0..j0 - c0 + cols].copy_from_slice(&lanes[..cols]);
         }
     }
 }

@@ -28,6 +28,7 @@ use super::avx512;
 use super::{Q8Rows, QK, QuantKind};
 use crate::kernels::cpu::amx::{TileConfig, Tiles};
 use crate::kernels::cpu::q8_pack::{GROUP_ROWS, Packed};
+use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
 
 /// Activation rows per tile.
@@ -47,9 +48,9 @@ struct TileBuf([[i32; GROUP_ROWS]; TILE_ROWS]);
 /// # Safety
 /// The CPU must run the `amx` path (AVX-512 F/BW/VL, VNNI, AMX-INT8 usable).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut [f32]) {
+pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols);
-    assert_eq!(out.len(), a.rows * (c1 - c0));
+    assert!(out.rows() == a.rows && out.width() == c1 - c0);
     let whole = a.rows / TILE_ROWS * TILE_ROWS;
     if whole > 0 {
         // SAFETY: the caller guarantees the features and AMX.
@@ -102,7 +103,7 @@ fn b_tiles(p: &Packed, g0: usize, g1: usize) -> Vec<u8> {
 
 /// Activation rows `0..rows` (a multiple of [`TILE_ROWS`]) of columns `c0..c1`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: &mut [f32]) {
+unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     let (k, nb) = (a.cols, p.nb);
     assert!(rows.is_multiple_of(TILE_ROWS) && rows <= a.rows && k == nb * QK);
     let gb = Packed::group_block_bytes(p.kind);
@@ -179,10 +180,9 @@ unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: 
             let col = g * GROUP_ROWS - c0;
             let n = (width - col).min(GROUP_ROWS);
             for r in 0..TILE_ROWS {
-                let o = (i0 + r) * width + col;
                 // SAFETY: `res` holds sixteen rows of sixteen f32 (stored above).
                 let row = unsafe { std::slice::from_raw_parts(rp.add(r * GROUP_ROWS), n) };
-                out[o..o + n].copy_from_slice(row);
+                out.row(i0 + r)[col..col + n].copy_from_slice(row);
             }
         }
     }

@@ -17,6 +17,7 @@
 
 use super::{Q8Rows, QK, QuantKind};
 use crate::kernels::cpu::q8_pack::{GROUP_ROWS, Packed};
+use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
 
 /// How many group blocks ahead of the one being read the weights are
@@ -26,7 +27,7 @@ const PREFETCH_BLOCKS: usize = 4;
 /// Columns `c0..c1` (`c0` a multiple of 16) of `a · Wᵀ` into `out`
 /// (`[a.rows, c1 - c0]`).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut [f32]) {
+pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     // SAFETY: same features.
     unsafe { block_rows(a, p, 0, a.rows, c0, c1, out) }
 }
@@ -34,9 +35,18 @@ pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &m
 /// As [`block`], for activation rows `r0..r1` only (`out` is still
 /// `[a.rows, c1 - c0]`; other rows are left alone).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-pub(super) unsafe fn block_rows(a: &Q8Rows, p: &Packed, r0: usize, r1: usize, c0: usize, c1: usize, out: &mut [f32]) {
+pub(super) unsafe fn block_rows(
+    a: &Q8Rows,
+    p: &Packed,
+    r0: usize,
+    r1: usize,
+    c0: usize,
+    c1: usize,
+    out: &mut ScatterBlock<'_, f32>,
+) {
     assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols && r1 <= a.rows);
-    let (g_end, width) = (c1.div_ceil(GROUP_ROWS), c1 - c0);
+    assert!(out.rows() == a.rows && out.width() == c1 - c0);
+    let g_end = c1.div_ceil(GROUP_ROWS);
     let q4 = p.kind == QuantKind::Q4_1;
     let (max_r, max_g) = if r1 - r0 == 1 { (1, 4) } else { (4, 2) };
     let mut i = r0;
@@ -49,8 +59,8 @@ pub(super) unsafe fn block_rows(a: &Q8Rows, p: &Packed, r0: usize, r1: usize, c0
                 ($($r:literal, $g:literal);*) => {
                     match (rows, gs, q4) {
                         $(
-                            ($r, $g, true) => tile::<$r, $g, true>(a, p, i, g, c0, width, out),
-                            ($r, $g, false) => tile::<$r, $g, false>(a, p, i, g, c0, width, out),
+                            ($r, $g, true) => tile::<$r, $g, true>(a, p, i, g, c0, out),
+                            ($r, $g, false) => tile::<$r, $g, false>(a, p, i, g, c0, out),
                         )*
                         _ => unreachable!("tile {rows}x{gs}"),
                     }
@@ -73,8 +83,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     i0: usize,
     g0: usize,
     c0: usize,
-    width: usize,
-    out: &mut [f32],
+    out: &mut ScatterBlock<'_, f32>,
 ) {
     let (k, nb) = (a.cols, p.nb);
     let gb = Packed::group_block_bytes(p.kind);
@@ -176,9 +185,8 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
             // SAFETY: lanes holds sixteen floats.
             unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), y) };
             let c = (g0 + g) * GROUP_ROWS - c0;
-            let n = (width - c).min(GROUP_ROWS);
-            let o = (i0 + r) * width + c;
-            out[o..o + n].copy_from_slice(&lanes[..n]);
+            let n = (out.width() - c).min(GROUP_ROWS);
+            out.row(i0 + r)[c..c + n].copy_from_slice(&lanes[..n]);
         }
     }
 }

@@ -15,6 +15,7 @@
 
 use super::avx2::f16_at;
 use super::{Q8Rows, QK, QuantKind, QuantMatrix};
+use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
 
 /// Bytes of one group's block in the panel: 8 rows x 32 quants.
@@ -73,11 +74,11 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut [f32]) {
+pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     // SAFETY: same features as this function.
     let p = unsafe { interleave(w, c0, c1) };
     let q4 = w.kind == QuantKind::Q4_1;
-    let width = c1 - c0;
+    assert!(out.rows() == a.rows && out.width() == c1 - c0);
     let mut sums = vec![_mm256_setzero_si256(); ROWS * GROUPS * p.nb];
     let mut i = 0;
     while i < a.rows {
@@ -89,22 +90,22 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
             // SAFETY: rows i..i+rows and groups g..g+gs exist.
             unsafe {
                 match (rows, gs, q4) {
-                    (4, 2, true) => tile::<4, 2, true>(a, &p, i, g, out, width, s),
-                    (4, 2, false) => tile::<4, 2, false>(a, &p, i, g, out, width, s),
-                    (4, _, true) => tile::<4, 1, true>(a, &p, i, g, out, width, s),
-                    (4, _, false) => tile::<4, 1, false>(a, &p, i, g, out, width, s),
-                    (3, 2, true) => tile::<3, 2, true>(a, &p, i, g, out, width, s),
-                    (3, 2, false) => tile::<3, 2, false>(a, &p, i, g, out, width, s),
-                    (3, _, true) => tile::<3, 1, true>(a, &p, i, g, out, width, s),
-                    (3, _, false) => tile::<3, 1, false>(a, &p, i, g, out, width, s),
-                    (2, 2, true) => tile::<2, 2, true>(a, &p, i, g, out, width, s),
-                    (2, 2, false) => tile::<2, 2, false>(a, &p, i, g, out, width, s),
-                    (2, _, true) => tile::<2, 1, true>(a, &p, i, g, out, width, s),
-                    (2, _, false) => tile::<2, 1, false>(a, &p, i, g, out, width, s),
-                    (_, 2, true) => tile::<1, 2, true>(a, &p, i, g, out, width, s),
-                    (_, 2, false) => tile::<1, 2, false>(a, &p, i, g, out, width, s),
-                    (_, _, true) => tile::<1, 1, true>(a, &p, i, g, out, width, s),
-                    (_, _, false) => tile::<1, 1, false>(a, &p, i, g, out, width, s),
+                    (4, 2, true) => tile::<4, 2, true>(a, &p, i, g, out, s),
+                    (4, 2, false) => tile::<4, 2, false>(a, &p, i, g, out, s),
+                    (4, _, true) => tile::<4, 1, true>(a, &p, i, g, out, s),
+                    (4, _, false) => tile::<4, 1, false>(a, &p, i, g, out, s),
+                    (3, 2, true) => tile::<3, 2, true>(a, &p, i, g, out, s),
+                    (3, 2, false) => tile::<3, 2, false>(a, &p, i, g, out, s),
+                    (3, _, true) => tile::<3, 1, true>(a, &p, i, g, out, s),
+                    (3, _, false) => tile::<3, 1, false>(a, &p, i, g, out, s),
+                    (2, 2, true) => tile::<2, 2, true>(a, &p, i, g, out, s),
+                    (2, 2, false) => tile::<2, 2, false>(a, &p, i, g, out, s),
+                    (2, _, true) => tile::<2, 1, true>(a, &p, i, g, out, s),
+                    (2, _, false) => tile::<2, 1, false>(a, &p, i, g, out, s),
+                    (_, 2, true) => tile::<1, 2, true>(a, &p, i, g, out, s),
+                    (_, 2, false) => tile::<1, 2, false>(a, &p, i, g, out, s),
+                    (_, _, true) => tile::<1, 1, true>(a, &p, i, g, out, s),
+                    (_, _, false) => tile::<1, 1, false>(a, &p, i, g, out, s),
                 }
             }
             g += gs;
@@ -128,8 +129,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     p: &Panel,
     i0: usize,
     g0: usize,
-    out: &mut [f32],
-    width: usize,
+    out: &mut ScatterBlock<'_, f32>,
     sums: &mut [__m256i],
 ) {
     let (k, nb) = (a.cols, p.nb);
@@ -191,8 +191,8 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
             // SAFETY: lanes holds eight floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };
             let c = (g0 + g) * 8;
-            let n = (width - c).min(8);
-            out[row * width + c..row * width + c + n].copy_from_slice(&lanes[..n]);
+            let n = (out.width() - c).min(8);
+            out.row(row)[c..c + n].copy_from_slice(&lanes[..n]);
         }
     }
 }

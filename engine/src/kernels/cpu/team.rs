@@ -25,6 +25,7 @@
 //! it on rayon), or leave a region before every claimed task has finished.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -308,6 +309,54 @@ impl<T: Copy> ScatterWriter<T> {
         // SAFETY: in bounds (asserted), disjoint from every other write (caller).
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) };
     }
+
+    /// The `rows` rows of `width` values at `at`, `at + ld`, ... that one task
+    /// writes in place (a column block of a row-major `[rows, ld]` product).
+    ///
+    /// # Safety
+    /// No other write of the region may touch these values, and the
+    /// `Scatter` must outlive the block.
+    pub unsafe fn block(&self, at: usize, rows: usize, ld: usize, width: usize) -> ScatterBlock<'_, T> {
+        assert!(width <= ld || rows <= 1, "scatter: rows of {width} overlap at stride {ld}");
+        assert!(rows == 0 || at + (rows - 1) * ld + width <= self.len, "scatter: block past {}", self.len);
+        // SAFETY: in bounds (asserted); exclusive to this task (caller).
+        ScatterBlock { ptr: unsafe { self.ptr.add(at) }, ld, rows, width, _values: PhantomData }
+    }
+}
+
+/// Rows of `width` values `ld` apart, written in place by one task: a column
+/// block of a product that other tasks fill beside it.
+pub struct ScatterBlock<'a, T> {
+    ptr: *mut T,
+    ld: usize,
+    rows: usize,
+    width: usize,
+    _values: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T> ScatterBlock<'a, T> {
+    /// A contiguous `[rows, width]` block (`values.len()` must be a multiple of `width`).
+    pub fn contiguous(values: &'a mut [T], width: usize) -> Self {
+        assert!(width > 0 && values.len().is_multiple_of(width), "block: {} values in rows of {width}", values.len());
+        let rows = values.len() / width;
+        ScatterBlock { ptr: values.as_mut_ptr(), ld: width, rows, width, _values: PhantomData }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Row `r`'s `width` values.
+    #[inline]
+    pub fn row(&mut self, r: usize) -> &mut [T] {
+        assert!(r < self.rows, "block: row {r} of {}", self.rows);
+        // SAFETY: rows are disjoint, in bounds and exclusive to this block (see `block`).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r * self.ld), self.width) }
+    }
 }
 
 #[cfg(test)]
@@ -397,5 +446,45 @@ mod tests {
             assert_eq!(id(), Some(&a as *const Team));
         });
         assert_eq!(id(), None);
+    }
+
+    #[test]
+    fn column_blocks_fill_a_product_in_place_from_every_task() {
+        let (rows, n, width) = (5, 12, 4);
+        let mut y = Scatter::new(rows * n);
+        let writer = y.writer();
+        for_each_index(n / width, |t| {
+            // SAFETY: task t alone writes columns t*width..(t+1)*width.
+            let mut block = unsafe { writer.block(t * width, rows, n, width) };
+            assert_eq!((block.rows(), block.width()), (rows, width));
+            for r in 0..rows {
+                for (c, v) in block.row(r).iter_mut().enumerate() {
+                    *v = (r * n + t * width + c) as u32;
+                }
+            }
+        });
+        // SAFETY: the three blocks cover every column of every row.
+        let y = unsafe { y.finish() };
+        assert_eq!(y, (0..(rows * n) as u32).collect::<Vec<_>>());
+        let mut flat = vec![0u8; 6];
+        let mut block = ScatterBlock::contiguous(&mut flat, 3);
+        block.row(1).copy_from_slice(&[1, 2, 3]);
+        assert_eq!(flat, [0, 0, 0, 1, 2, 3]);
+    }
+
+    #[test]
+    #[should_panic(expected = "block past")]
+    fn a_block_past_the_end_is_refused() {
+        let mut y = Scatter::<f32>::new(20);
+        let writer = y.writer();
+        // SAFETY: never written; the bounds check refuses it first.
+        let _ = unsafe { writer.block(2, 5, 4, 4) };
+    }
+
+    #[test]
+    #[should_panic(expected = "row 2 of 2")]
+    fn a_row_past_the_block_is_refused() {
+        let mut v = vec![0.0f32; 8];
+        ScatterBlock::contiguous(&mut v, 4).row(2);
     }
 }
