@@ -318,7 +318,11 @@ impl<T: Copy> ScatterWriter<T> {
     /// `Scatter` must outlive the block.
     pub unsafe fn block(&self, at: usize, rows: usize, ld: usize, width: usize) -> ScatterBlock<'_, T> {
         assert!(width <= ld || rows <= 1, "scatter: rows of {width} overlap at stride {ld}");
-        assert!(rows == 0 || at + (rows - 1) * ld + width <= self.len, "scatter: block past {}", self.len);
+        assert!(
+            at <= self.len && (rows == 0 || at + (rows - 1) * ld + width <= self.len),
+            "scatter: block past {}",
+            self.len
+        );
         // SAFETY: in bounds (asserted); exclusive to this task (caller).
         ScatterBlock { ptr: unsafe { self.ptr.add(at) }, ld, rows, width, _values: PhantomData }
     }
@@ -479,6 +483,15 @@ mod tests {
         let writer = y.writer();
         // SAFETY: never written; the bounds check refuses it first.
         let _ = unsafe { writer.block(2, 5, 4, 4) };
+    }
+
+    #[test]
+    #[should_panic(expected = "block past")]
+    fn an_empty_block_past_the_end_is_refused() {
+        let mut y = Scatter::<f32>::new(20);
+        let writer = y.writer();
+        // SAFETY: never written; the bounds check refuses it first.
+        let _ = unsafe { writer.block(21, 0, 4, 4) };
     }
 
     #[test]
