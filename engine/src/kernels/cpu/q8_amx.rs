@@ -15,8 +15,9 @@
 //! the exact integer sums `I_b` of 16 x 16 outputs; they are stored to a small
 //! buffer, and AVX-512 does the float step for the sixteen rows, one vector of
 //! sixteen weight rows each: `acc = fma(d_w·d_a, I_b, acc)`. Two C tiles
-//! alternate between blocks, so one block's tile product overlaps the previous
-//! block's float steps. The Q4_1 minimums take a second pass over the blocks
+//! alternate between blocks, and block b + 1's product is issued before block
+//! b's tile is stored, so the tile unit computes one block while the vector
+//! units scale the one before. The Q4_1 minimums take a second pass over the blocks
 //! (`mins = fma(m_w, s_a, mins)`), and the result is `acc + mins`, as on every
 //! path. Activation rows beyond the last whole tile of sixteen take the
 //! AVX-512 kernel.
@@ -138,19 +139,32 @@ unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: 
             // stored to the 1 KiB buffers `cp`; scale reads are block b < nb of
             // group g < p.groups, and activation scales rows < a.rows.
             unsafe {
-                for b in 0..nb {
-                    let cb = cp[b % 2];
+                // Block b + 1's product is issued before block b's tile is
+                // stored, so the tile unit computes it while the vector units
+                // scale block b (a store right behind its own product waits out
+                // the product's whole latency).
+                let issue = |b: usize| {
                     if b % 2 == 0 {
                         t.zero::<0>();
                         t.load_tile::<2>(ap.add(b * QK), k);
                         t.load_tile::<4>(bg.add(b * B_TILE_BYTES), 64);
                         t.dpbssd::<0, 2, 4>();
-                        t.store_tile::<0>(cb as *mut u8, 64);
                     } else {
                         t.zero::<1>();
                         t.load_tile::<3>(ap.add(b * QK), k);
                         t.load_tile::<5>(bg.add(b * B_TILE_BYTES), 64);
                         t.dpbssd::<1, 3, 5>();
+                    }
+                };
+                issue(0);
+                for b in 0..nb {
+                    if b + 1 < nb {
+                        issue(b + 1);
+                    }
+                    let cb = cp[b % 2];
+                    if b % 2 == 0 {
+                        t.store_tile::<0>(cb as *mut u8, 64);
+                    } else {
                         t.store_tile::<1>(cb as *mut u8, 64);
                     }
                     let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.add(b * gb) as *const __m256i));
