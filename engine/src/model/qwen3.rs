@@ -163,7 +163,7 @@ pub struct Mlp {
 impl Mlp {
     pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
         let [mut g, u] = Linear::forward_many([&self.gate_proj, &self.up_proj], x, kernels);
-        silu_mul_in_place(&mut g, &u);
+        silu_mul_in_place(&mut g, &u, kernels.path());
         self.down_proj.forward(&g, kernels)
     }
 }

@@ -24,7 +24,7 @@
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::expf;
-use super::team::{Scatter, for_each_index};
+use super::team::{Scatter, ScatterWriter, for_each_index};
 use crate::kv::{BlockTable, HeadView, KvCache};
 
 /// One sequence's slice of the batch: rows `q_row..q_row + rows` of the query
@@ -49,6 +49,10 @@ const ROWS_PER_TASK: usize = 64;
 
 /// Query heads of one KV head that the AVX2 kernel serves in one pass.
 const MAX_SHARED_HEADS: usize = 4;
+
+/// Fewest rows for which a task takes the AVX-512 kernel, which converts the
+/// task's keys once for all its rows (below it, the AVX2 kernel per row).
+const MIN_AVX512_ROWS: usize = 4;
 
 /// Returns `[total_rows, heads * head_dim]` attention outputs for `q` (same shape),
 /// on `path`.
@@ -103,6 +107,16 @@ pub fn paged_attention(
         let ctx = seq.start_pos + r1;
         let view = cache.head_view(layer, seq.table, kvh, ctx);
         let mut out = vec![0.0f32; (r1 - r0) * group * hd];
+        #[cfg(target_arch = "x86_64")]
+        if path >= CpuPath::Avx512 && r1 - r0 >= MIN_AVX512_ROWS && avx512::serves(hd) {
+            let first = (seq.q_row + r0) * q_dim + kvh * group * hd;
+            // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL.
+            unsafe {
+                avx512::attend_rows(&q[first..], q_dim, group, &view, seq.start_pos + r0, r1 - r0, scale, &mut out)
+            };
+            write_rows(&writer, &out, seq.q_row + r0, r1 - r0, q_dim, kvh * group * hd, group * hd);
+            return;
+        }
         let mut scores = vec![0.0f32; group.min(MAX_SHARED_HEADS) * ctx];
         let mut row = vec![0.0f32; hd];
         for r in r0..r1 {
@@ -128,16 +142,28 @@ pub fn paged_attention(
                 g0 += heads;
             }
         }
-        let width = group * hd;
-        for r in r0..r1 {
-            let dst = (seq.q_row + r) * q_dim + kvh * width;
-            // SAFETY: (row, KV head) pairs are disjoint between tasks.
-            unsafe { writer.write(dst, &out[(r - r0) * width..(r - r0 + 1) * width]) };
-        }
+        write_rows(&writer, &out, seq.q_row + r0, r1 - r0, q_dim, kvh * group * hd, group * hd);
     });
     // SAFETY: the tasks cover every (sequence row, KV head), and the
     // sequences' rows tile the query's rows (asserted).
     unsafe { y.finish() }
+}
+
+/// Writes a task's `rows` output rows (`width` each, packed in `out`) to the
+/// query rows from `first_row`, columns `col..col + width`.
+fn write_rows(
+    writer: &ScatterWriter<f32>,
+    out: &[f32],
+    first_row: usize,
+    rows: usize,
+    q_dim: usize,
+    col: usize,
+    width: usize,
+) {
+    for r in 0..rows {
+        // SAFETY: (row, KV head) pairs are disjoint between tasks.
+        unsafe { writer.write((first_row + r) * q_dim + col, &out[r * width..(r + 1) * width]) };
+    }
 }
 
 /// `Σ a[i]·b[i]`: eight lanes of FMAs over steps of 8, the fixed sum
@@ -583,6 +609,10 @@ mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[path = "attention_avx512.rs"]
+mod avx512;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,12 +632,13 @@ mod tests {
     #[test]
     fn matches_reference_across_pages_and_is_chunk_invariant() {
         // Head sizes with and without a tail past whole vectors, below and
-        // above one 32-dimension block of the AVX2 weighted sum.
+        // above one 32-dimension block of the AVX2 weighted sum; 80 and 128
+        // take the AVX-512 kernel's 64- and 16-dimension blocks.
         // Every storage format, read in place by the kernels. Query heads per
         // KV head 1 to 5: the AVX2 kernel's passes of 1, 2, 3 and 4 heads,
         // and 4 + 1.
         for format in [KvFormat::F16, KvFormat::Bf16, KvFormat::K16v8] {
-            for hd in [8, 20, 72] {
+            for hd in [8, 20, 72, 80, 128] {
                 check_head_dim(format, hd, 4, 2);
             }
             for group in [1, 3, 4, 5] {
@@ -661,10 +692,14 @@ mod tests {
                 }
             }
         }
-        // The last 5 rows computed alone (decode-like) equal the batched result bit for bit.
+        // The last 5 rows computed alone (a chunk), the last 4 (the fewest the
+        // AVX-512 kernel takes) and the last one alone (decode) equal the
+        // batched result bit for bit.
         for path in CpuPath::supported() {
-            let tail = run(path, &q[32 * heads * hd..], 5, 32);
-            assert_eq!(tail, whole[32 * heads * hd..], "{format} hd {hd} {path}");
+            for from in [32, 33, 36] {
+                let tail = run(path, &q[from * heads * hd..], len - from, from);
+                assert_eq!(tail, whole[from * heads * hd..], "{format} hd {hd} rows {from}.. {path}");
+            }
         }
     }
 }

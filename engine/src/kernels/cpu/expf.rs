@@ -1,8 +1,8 @@
 //! `e^x` in f32 written out as basic IEEE operations and fused multiply-adds
 //! (Cephes' `expf`: range reduction by `n = round(x·log2 e)`, a degree-5
 //! polynomial, scaling by `2^n` through the exponent bits), so that the
-//! portable form ([`exp`]) and the eight-lane AVX2 form ([`avx2::exp8`]) give
-//! the same bits for every input, which libm's `expf` cannot promise against
+//! portable form ([`exp`]), the eight-lane AVX2 form ([`avx2::exp8`]) and the
+//! sixteen-lane AVX-512 form ([`avx512::exp16`]) give the same bits for every input, which libm's `expf` cannot promise against
 //! any vector form. The softmax of attention uses it on every path.
 //!
 //! Inputs are clamped to `[LO, HI]` first: below `LO` (about -87.3) the result
@@ -72,6 +72,37 @@ pub mod avx2 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx512 {
+    //! [`super::exp`] on sixteen lanes, the same operations in the same order.
+    use super::{C1, C2, HI, LO, LOG2E, P};
+    use std::arch::x86_64::*;
+
+    /// `e^x` of each lane, bit for bit [`super::exp`].
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub fn exp16(x: __m512) -> __m512 {
+        let x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(HI)), _mm512_set1_ps(LO));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+            x,
+            _mm512_set1_ps(LOG2E),
+        ));
+        let neg = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(n), _mm512_set1_epi32(i32::MIN)));
+        let r = _mm512_fmadd_ps(neg, _mm512_set1_ps(C1), x);
+        let r = _mm512_fmadd_ps(neg, _mm512_set1_ps(C2), r);
+        let mut p = _mm512_set1_ps(P[0]);
+        for &c in &P[1..] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
+        let e = _mm512_slli_epi32::<23>(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)));
+        _mm512_mul_ps(y, _mm512_castsi512_ps(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +148,27 @@ mod tests {
             let mut got = [0.0f32; 8];
             // SAFETY: AVX2 and FMA checked above; both pointers hold eight floats.
             unsafe { _mm256_storeu_ps(got.as_mut_ptr(), avx2::exp8(_mm256_loadu_ps(chunk.as_ptr()))) };
+            for (x, g) in chunk.iter().zip(got) {
+                assert_eq!(g.to_bits(), exp(*x).to_bits(), "exp({x})");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn sixteen_lanes_give_the_portable_bits() {
+        use std::arch::x86_64::*;
+        if !crate::kernels::cpu::dispatch::CpuPath::Avx512
+            .supported_by(crate::kernels::cpu::dispatch::CpuFeatures::get())
+        {
+            eprintln!("no AVX-512 here: nothing to compare");
+            return;
+        }
+        let xs = inputs();
+        for chunk in xs.chunks_exact(16) {
+            let mut got = [0.0f32; 16];
+            // SAFETY: AVX-512 F checked above; both pointers hold sixteen floats.
+            unsafe { _mm512_storeu_ps(got.as_mut_ptr(), avx512::exp16(_mm512_loadu_ps(chunk.as_ptr()))) };
             for (x, g) in chunk.iter().zip(got) {
                 assert_eq!(g.to_bits(), exp(*x).to_bits(), "exp({x})");
             }

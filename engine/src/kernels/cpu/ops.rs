@@ -2,6 +2,8 @@
 //! argmax. Each row is processed on its own in a fixed order, so results never
 //! depend on the other rows of a batch.
 
+use super::dispatch::{CpuFeatures, CpuPath};
+use super::expf;
 use rayon::prelude::*;
 
 /// RMSNorm over each row of `x` (`[rows, dim]`): `x / sqrt(mean(x²) + eps) * weight`.
@@ -22,14 +24,45 @@ pub fn rms_norm_row(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// SwiGLU: `silu(gate) * up`, element-wise, into `gate`.
-pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32]) {
+/// SwiGLU: `silu(gate) * up`, element-wise, into `gate`, on `path`:
+/// `g / (1 + e^-g) * u` with `expf::exp`, the same bits on every path (the
+/// AVX2 and wider paths take eight elements at a time with `exp8`).
+pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32], path: CpuPath) {
+    assert_eq!(gate.len(), up.len(), "SwiGLU: gate and up differ in length");
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
     gate.par_chunks_mut(4096).zip(up.par_chunks(4096)).for_each(|(g, u)| {
-        for (gv, &uv) in g.iter_mut().zip(u) {
-            let s = *gv / (1.0 + (-*gv).exp());
-            *gv = s * uv;
+        let done = match path {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
+            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { silu_mul_avx2(g, u) },
+            _ => 0,
+        };
+        for (gv, &uv) in g[done..].iter_mut().zip(&u[done..]) {
+            *gv = *gv / (1.0 + expf::exp(-*gv)) * uv;
         }
     });
+}
+
+/// The whole groups of eight of [`silu_mul_in_place`]; returns how many
+/// elements it did.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn silu_mul_avx2(g: &mut [f32], u: &[f32]) -> usize {
+    use std::arch::x86_64::*;
+    let full = g.len().min(u.len()) / 8 * 8;
+    let one = _mm256_set1_ps(1.0);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: i + 8 <= full <= both lengths.
+        unsafe {
+            let x = _mm256_loadu_ps(g.as_ptr().add(i));
+            let neg = _mm256_xor_ps(x, _mm256_set1_ps(-0.0));
+            let s = _mm256_div_ps(x, _mm256_add_ps(one, expf::avx2::exp8(neg)));
+            _mm256_storeu_ps(g.as_mut_ptr().add(i), _mm256_mul_ps(s, _mm256_loadu_ps(u.as_ptr().add(i))));
+        }
+        i += 8;
+    }
+    full
 }
 
 /// `acc += delta`, element-wise.
@@ -91,8 +124,29 @@ mod tests {
     #[test]
     fn swiglu() {
         let mut g = vec![0.0f32, 1.0];
-        silu_mul_in_place(&mut g, &[5.0, 2.0]);
+        silu_mul_in_place(&mut g, &[5.0, 2.0], CpuPath::Scalar);
         assert_eq!(g[0], 0.0);
         assert!((g[1] - 2.0 / (1.0 + (-1.0f32).exp())).abs() < 1e-6);
+    }
+
+    #[test]
+    fn swiglu_gives_the_same_bits_on_every_path_and_is_close_to_f64() {
+        // 8203 elements: several parallel chunks and a tail past whole vectors.
+        let gate: Vec<f32> = (0..8203).map(|i| ((i * 7919 % 2003) as f32 / 2003.0 - 0.5) * 40.0).collect();
+        let up: Vec<f32> = (0..8203).map(|i| ((i * 104_729 % 997) as f32 / 997.0 - 0.5) * 3.0).collect();
+        let run = |path| {
+            let mut g = gate.clone();
+            silu_mul_in_place(&mut g, &up, path);
+            g
+        };
+        let scalar = run(CpuPath::Scalar);
+        for path in CpuPath::supported() {
+            let got = run(path);
+            assert!(got.iter().zip(&scalar).all(|(a, b)| a.to_bits() == b.to_bits()), "{path}");
+        }
+        for ((&x, &u), &y) in gate.iter().zip(&up).zip(&scalar) {
+            let want = f64::from(x) / (1.0 + (-f64::from(x)).exp()) * f64::from(u);
+            assert!((f64::from(y) - want).abs() <= 1e-6 * want.abs().max(1.0), "silu({x}) * {u} = {y} vs {want}");
+        }
     }
 }

@@ -144,7 +144,7 @@ unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: 
                 // scale block b (a store right behind its own product waits out
                 // the product's whole latency).
                 let issue = |b: usize| {
-                    if b % 2 == 0 {
+                    if b.is_multiple_of(2) {
                         t.zero::<0>();
                         t.load_tile::<2>(ap.add(b * QK), k);
                         t.load_tile::<4>(bg.add(b * B_TILE_BYTES), 64);
