@@ -236,28 +236,33 @@ fn attend_one(
     }
 }
 
+/// What the SIMD kernels share about stored elements.
+#[cfg(target_arch = "x86_64")]
+mod stored {
+    /// Storage formats of one row, as const parameters.
+    pub(super) const F16: u8 = 0;
+    pub(super) const BF16: u8 = 1;
+    pub(super) const E4M3: u8 = 2;
+
+    /// Bytes per stored element.
+    pub(super) const fn width(f: u8) -> usize {
+        if f == E4M3 { 1 } else { 2 }
+    }
+
+    /// 2^120: the factor from an E4M3 code's bits, shifted into an f32, to its value.
+    pub(super) const E4M3_TO_F32: f32 = f32::from_bits((127 + 120) << 23);
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     //! [`super::attend_one`] in AVX2 + FMA registers, reading the pages in
     //! place: eight elements of a key or value row are loaded and converted to
     //! f32 in one step (`load8`), the format fixed at compile time.
+    use super::stored::{BF16, E4M3, E4M3_TO_F32, F16, width};
     use crate::kernels::cpu::expf::avx2::exp8;
     use crate::kernels::cpu::matmul::avx2::hsum;
     use crate::kv::{HeadValues, HeadView, KvFormat};
     use std::arch::x86_64::*;
-
-    /// Storage formats of one row, as const parameters.
-    const F16: u8 = 0;
-    const BF16: u8 = 1;
-    const E4M3: u8 = 2;
-
-    /// Bytes per stored element.
-    const fn width(f: u8) -> usize {
-        if f == E4M3 { 1 } else { 2 }
-    }
-
-    /// 2^120: the factor from an E4M3 code's bits, shifted into an f32, to its value.
-    const E4M3_TO_F32: f32 = f32::from_bits((127 + 120) << 23);
 
     /// How E4M3 codes become f32: `table[code] * scale` (unused otherwise).
     #[derive(Clone, Copy)]

@@ -17,6 +17,7 @@
 //! serve two rows at once: a value vector is converted once for both rows and
 //! all heads of the pass, the second row's extra position added last.
 
+use super::stored::{BF16, E4M3, E4M3_TO_F32, F16, width};
 use crate::kernels::cpu::expf::{self, avx2::exp8, avx512::exp16};
 use crate::kernels::cpu::matmul::avx2::hsum;
 use crate::kv::{HeadValues, HeadView, KvFormat};
@@ -27,19 +28,6 @@ const LANES: usize = 16;
 
 /// Query heads per scoring pass: eight partial accumulators each, 24 of 32 registers.
 const SCORE_HEADS: usize = 3;
-
-/// Storage formats of one row, as const parameters.
-const F16: u8 = 0;
-const BF16: u8 = 1;
-const E4M3: u8 = 2;
-
-/// Bytes per stored element.
-const fn width(f: u8) -> usize {
-    if f == E4M3 { 1 } else { 2 }
-}
-
-/// 2^120: the factor from an E4M3 code's bits, shifted into an f32, to its value.
-const E4M3_TO_F32: f32 = f32::from_bits((127 + 120) << 23);
 
 /// Whether this kernel serves heads of `head_dim` (whole registers only).
 pub(super) fn serves(head_dim: usize) -> bool {
