@@ -5,7 +5,8 @@
 //! (`HARNESS_DEBUG_EXIT_AFTER_WRITES`, `std::process::abort`: no destructor, no
 //! cleanup, like SIGKILL). Each time `harness run --resume` must finish the study
 //! (or refuse it as already complete, when the kill came after the manifest) and
-//! `harness replay` must pass every check.
+//! `harness replay` must pass every check. The second study adds the phases before
+//! the timing: in-study pilots and a required qualification.
 
 mod common;
 
@@ -30,7 +31,7 @@ fn harness(args: &[&str], dir: &Path, plan: &Path, env: &[(&str, String)]) -> Ou
     cmd.output().expect("run harness")
 }
 
-fn text(o: &Output) -> String {
+fn text_of(o: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
@@ -55,23 +56,49 @@ fn reap_servers(dir: &Path) {
     }
 }
 
-#[test]
-fn a_study_killed_after_any_write_resumes_and_replays_clean() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let model = synth_model(tmp.path());
-    let plan = tmp.path().join("plan.toml");
-    std::fs::write(&plan, plan_text(&model)).expect("write plan");
+/// Two arms, one block, pilots of the control arm (one run) deriving the
+/// confirmation cell's count, and a required qualification (the parity gate) before
+/// any timing: every phase of a study writes.
+fn phases_plan_text(model: &Path) -> String {
+    let argv = serve_argv(model, &["--kv-format", "f16"], &[]);
+    let (engine, m) = (engine_bin().display().to_string(), model.display().to_string());
+    let reference: Vec<String> =
+        [&engine, "generate", "--model", &m, "--kv-format", "f16", "--threads", "1", "--json"].map(String::from).into();
+    let plan = TestPlan { blocks: 1, warmup_prompts: 1, output_tokens: 4, ..TestPlan::new("crash-phases", 9) };
+    let mut plan = plan.arm("a", "control", &argv).arm("b", "candidate", &argv);
+    plan.cells.push(
+        "[[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\n\
+         count = \"derived:count\"\n"
+            .into(),
+    );
+    plan.tail(&format!(
+        "[pilots]\narms = [\"a\"]\nconcurrency = 1\ncount = 2\nruns = 1\n\n\
+         [derive]\nnear_fraction = 0.9\ncount_floor = 2\ncount_duration_s = 0.1\ncount_multiple = 2\n\n\
+         [qualification]\nrequired = true\ntokenizer = {tok:?}\nconcurrency = 2\n\n\
+         [qualification.parity]\nprompts = 2\ninput_tokens = 8\noutput_tokens = 3\nconcurrency = 2\n\n\
+         [qualification.parity.reference]\na = {reference}\n",
+        tok = model.join("tokenizer.json").display().to_string(),
+        reference = toml_array(&reference),
+    ))
+    .render()
+}
+
+/// Runs the study of `text` once counting its writes, then once per write boundary
+/// killed right after it, resumed and replayed. Returns the number of boundaries.
+fn kill_after_every_write(tmp: &Path, text: &str) -> usize {
+    let plan = tmp.join("plan.toml");
+    std::fs::write(&plan, text).expect("write plan");
 
     // The uninterrupted study, counting its writes.
-    let log = tmp.path().join("writes.log");
-    let full = tmp.path().join("full");
+    let log = tmp.join("writes.log");
+    let full = tmp.join("full");
     let r = harness(
         &["run", "--quiet", "--out"],
         &full,
         &plan,
         &[("HARNESS_DEBUG_COUNT_WRITES", log.display().to_string())],
     );
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text_of(&r));
     let writes = std::fs::read_to_string(&log).expect("the debug build logs its writes");
     let total = writes.lines().count();
     assert!(total > 10, "too few writes logged:\n{writes}");
@@ -80,30 +107,54 @@ fn a_study_killed_after_any_write_resumes_and_replays_clean() {
         "the manifest is the last write:\n{writes}"
     );
     let r = Command::new(harness_bin()).arg("replay").arg(&full).output().expect("replay");
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(r.status.code(), Some(0), "{}", text_of(&r));
 
     let mut resumed = 0;
     // From the last write back: the finish of a study is where a crash window hides.
     for n in (1..=total).rev() {
-        let dir = tmp.path().join(format!("kill{n}"));
+        let dir = tmp.join(format!("kill{n}"));
         let what = writes.lines().nth(n - 1).unwrap_or_default();
         let killed =
             harness(&["run", "--quiet", "--out"], &dir, &plan, &[("HARNESS_DEBUG_EXIT_AFTER_WRITES", n.to_string())]);
-        assert!(killed.status.code().is_none(), "write {n} ({what}): the harness was not killed:\n{}", text(&killed));
+        assert!(
+            killed.status.code().is_none(),
+            "write {n} ({what}): the harness was not killed:\n{}",
+            text_of(&killed)
+        );
         reap_servers(&dir);
         if dir.join("manifest.json").symlink_metadata().is_ok() {
             // Killed after its last write: complete, and resume says so.
             let r = harness(&["run", "--quiet", "--resume"], &dir, &plan, &[]);
-            assert!(text(&r).contains("nothing to resume"), "write {n} ({what}):\n{}", text(&r));
+            assert!(text_of(&r).contains("nothing to resume"), "write {n} ({what}):\n{}", text_of(&r));
         } else {
             let r = harness(&["run", "--quiet", "--resume"], &dir, &plan, &[]);
-            assert_eq!(r.status.code(), Some(0), "write {n} ({what}): resume failed:\n{}", text(&r));
+            assert_eq!(r.status.code(), Some(0), "write {n} ({what}): resume failed:\n{}", text_of(&r));
             resumed += 1;
         }
         let r = Command::new(harness_bin()).arg("replay").arg(&dir).output().expect("replay");
-        assert_eq!(r.status.code(), Some(0), "write {n} ({what}): replay failed:\n{}", text(&r));
+        assert_eq!(r.status.code(), Some(0), "write {n} ({what}): replay failed:\n{}", text_of(&r));
         std::fs::remove_dir_all(&dir).ok();
     }
     eprintln!("{total} write boundaries: killed after each, {resumed} resumed, every one replayed clean");
     assert_eq!(resumed, total - 1, "every kill but the one after the manifest leaves a study to resume");
+    total
+}
+
+#[test]
+fn a_study_killed_after_any_write_resumes_and_replays_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    kill_after_every_write(tmp.path(), &plan_text(&model));
+}
+
+/// The same through the pilot phase and a required qualification: a kill after
+/// the qualification's completion record and before the session's end once left a
+/// resumed study that failed its own replay ("units_run qualification: in no session").
+#[test]
+fn a_study_with_pilots_and_qualification_killed_after_any_write_resumes_and_replays_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let text = phases_plan_text(&model);
+    assert!(text.contains("[pilots]") && text.contains("required = true"));
+    kill_after_every_write(tmp.path(), &text);
 }

@@ -215,11 +215,14 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         }
     }
     state.qualification_done = state.completed.iter().any(|(_, a, r)| a.is_empty() && r.unit == QUALIFICATION_UNIT);
-    // The interrupted session's units: those whose record names it.
+    // The interrupted session's units: those whose record names it. Its run.json
+    // entry was last written when it started, so what it completed since (the
+    // qualification included) is known only from the completion records.
     for s in state.sessions.iter_mut().filter(|s| s.state == "interrupted") {
-        s.units_run =
-            state.completed.iter().filter(|(_, _, r)| r.session == s.session).map(|(_, _, r)| r.unit.clone()).collect();
-        s.units_run.retain(|u| u != QUALIFICATION_UNIT);
+        let mine: Vec<&UnitRecord> =
+            state.completed.iter().map(|(_, _, r)| r).filter(|r| r.session == s.session).collect();
+        s.qualification_run = mine.iter().any(|r| r.unit == QUALIFICATION_UNIT);
+        s.units_run = mine.iter().filter(|r| r.unit != QUALIFICATION_UNIT).map(|r| r.unit.clone()).collect();
     }
     // A unit run again belongs to the session that runs it now (its discard says
     // which session's start failed).
