@@ -9,6 +9,7 @@
 mod derive;
 mod error;
 mod freeze;
+mod limits;
 mod pilots;
 mod placeholders;
 mod resolve;
@@ -42,6 +43,7 @@ pub use derive::{
 };
 pub use error::{Issue, PlanError};
 pub use freeze::{FrozenPlan, freeze, freeze_file};
+pub use limits::{MAX_RATE_RPS, MAX_SECONDS, MAX_TRACE_NS, MIN_RATE_RPS, check_trace_span};
 pub use pilots::PILOT_CELL;
 pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};

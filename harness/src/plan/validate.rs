@@ -44,6 +44,31 @@ impl Checker {
         }
     }
 
+    /// A duration in seconds: finite, `v > 0` (or `v >= 0` when `zero_ok`) and at
+    /// most [`MAX_SECONDS`](super::MAX_SECONDS).
+    pub fn seconds(&mut self, key: &str, v: f64, zero_ok: bool) -> Option<f64> {
+        let v = self.positive(key, v, zero_ok)?;
+        if v > super::MAX_SECONDS {
+            self.err(key, format!("must be at most {} s (7 days), got {v:?}", super::MAX_SECONDS));
+            return None;
+        }
+        Some(v)
+    }
+
+    /// A request rate in requests per second, within
+    /// [`MIN_RATE_RPS`](super::MIN_RATE_RPS)..=[`MAX_RATE_RPS`](super::MAX_RATE_RPS).
+    pub fn rate(&mut self, key: &str, v: f64) -> Option<f64> {
+        let v = self.positive(key, v, false)?;
+        if !(super::MIN_RATE_RPS..=super::MAX_RATE_RPS).contains(&v) {
+            self.err(
+                key,
+                format!("must be in {}..={} requests/s, got {v:?}", super::MIN_RATE_RPS, super::MAX_RATE_RPS),
+            );
+            return None;
+        }
+        Some(v)
+    }
+
     /// A name usable in file names: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 64 bytes.
     pub fn name(&mut self, key: &str, name: &str) {
         let ok = !name.is_empty()
@@ -225,9 +250,9 @@ fn warmup(c: &mut Checker, w: WarmupFile, panel: &PanelSpec, output: u32) -> War
 }
 
 fn timing(c: &mut Checker, t: TimingFile) -> Timing {
-    c.positive("timing.settle_s", t.settle_s, true);
-    c.positive("timing.request_timeout_s", t.request_timeout_s, false);
-    c.positive("timing.drain_timeout_s", t.drain_timeout_s, false);
+    c.seconds("timing.settle_s", t.settle_s, true);
+    c.seconds("timing.request_timeout_s", t.request_timeout_s, false);
+    c.seconds("timing.drain_timeout_s", t.drain_timeout_s, false);
     Timing { settle_s: t.settle_s, request_timeout_s: t.request_timeout_s, drain_timeout_s: t.drain_timeout_s }
 }
 

@@ -92,9 +92,9 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             c.err(format!("{k}.health"), format!("{health:?} must be a path starting with /"));
         }
         let startup_timeout_s = a.startup_timeout_s.unwrap_or(600.0);
-        c.positive(&format!("{k}.startup_timeout_s"), startup_timeout_s, false);
+        c.seconds(&format!("{k}.startup_timeout_s"), startup_timeout_s, false);
         let stop_grace_s = a.stop_grace_s.unwrap_or(DEFAULT_STOP_GRACE_S);
-        c.positive(&format!("{k}.stop_grace_s"), stop_grace_s, true);
+        c.seconds(&format!("{k}.stop_grace_s"), stop_grace_s, true);
         let max_start_failures = match a.max_start_failures {
             Some(n) => c.int(&format!("{k}.max_start_failures"), n, 1, u32::MAX.into()).unwrap_or(1) as u32,
             None => DEFAULT_MAX_START_FAILURES,

@@ -35,7 +35,7 @@ pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>, in_study_pilots: bo
         c.err("derive.pilot_rates", "must list at least one pilot rate");
     }
     for (i, &r) in pilot_rates.iter().enumerate() {
-        c.positive(&format!("derive.pilot_rates[{i}]"), r, false);
+        c.rate(&format!("derive.pilot_rates[{i}]"), r);
     }
     if !(d.near_fraction.is_finite() && d.near_fraction > 0.0 && d.near_fraction <= 1.0) {
         c.err("derive.near_fraction", format!("must be in (0, 1], got {}", d.near_fraction));
@@ -54,7 +54,7 @@ pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>, in_study_pilots: bo
         (None, None, None) => None,
         (Some(floor), Some(duration_s), Some(multiple)) => {
             let floor = c.int("derive.count_floor", floor, 1, MAX_REQUESTS as i64);
-            let duration = c.positive("derive.count_duration_s", duration_s, false);
+            let duration = c.seconds("derive.count_duration_s", duration_s, false);
             let multiple = c.int("derive.count_multiple", multiple, 1, 1 << 20);
             match (floor, duration, multiple) {
                 (Some(floor), Some(duration_s), Some(multiple)) => Some(CountRule { floor, duration_s, multiple }),
@@ -250,7 +250,7 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
                 c.err(key("spacing_s"), "required for an isolated cell");
                 return None;
             };
-            let spacing_s = c.positive(&key("spacing_s"), s, false)?;
+            let spacing_s = c.seconds(&key("spacing_s"), s, false)?;
             Some(Load::Isolated { spacing_s })
         }
         "trace" => super::validate_loads::trace_load(c, k, f),
@@ -261,7 +261,7 @@ fn load(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
                     c.err(key("rate"), "required for an open-loop cell");
                     None
                 }
-                Some(NumOrRef::Num(r)) => c.positive(&key("rate"), *r, false).map(Rate::Fixed),
+                Some(NumOrRef::Num(r)) => c.rate(&key("rate"), *r).map(Rate::Fixed),
                 Some(NumOrRef::Ref(r)) => derived_rate(c, &key("rate"), r, derive),
                 // `sweep::expand` has made one cell per listed value.
                 Some(NumOrRef::List(_)) => None,
@@ -304,7 +304,7 @@ fn rate(c: &mut Checker, k: &str, f: &CellFile, derive: Option<&Derive>) -> Opti
             c.err(&key, format!("required for a {} cell", f.load));
             None
         }
-        Some(NumOrRef::Num(r)) => c.positive(&key, *r, false).map(Rate::Fixed),
+        Some(NumOrRef::Num(r)) => c.rate(&key, *r).map(Rate::Fixed),
         Some(NumOrRef::Ref(r)) => derived_rate(c, &key, r, derive),
         Some(NumOrRef::List(_)) => None,
     }

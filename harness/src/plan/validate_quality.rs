@@ -43,7 +43,7 @@ pub(super) fn qualification(
     let confidence = rate(c, &format!("{k}.confidence"), q.confidence, 0.95);
     let concurrency = count(c, &format!("{k}.concurrency"), q.concurrency, 8, 1, 256);
     let request_timeout_s = q.request_timeout_s.unwrap_or(600.0);
-    c.positive(&format!("{k}.request_timeout_s"), request_timeout_s, false);
+    c.seconds(&format!("{k}.request_timeout_s"), request_timeout_s, false);
     let seed = match q.seed {
         Some(s) => c.int(&format!("{k}.seed"), s, 0, i64::MAX).unwrap_or(0),
         None => study_seed,

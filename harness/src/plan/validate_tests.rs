@@ -314,3 +314,25 @@ fn arm_access_keys_start_failures_and_the_error_rate_limit_are_validated() {
         assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
     }
 }
+
+#[test]
+fn every_duration_and_rate_is_bounded_so_nothing_overflows_later() {
+    // Each passed validation before and then panicked (a Duration of 1e20 s) or hung
+    // (a trace whose offsets saturate at u64::MAX).
+    let cases: Vec<(String, &str)> = vec![
+        (edit("settle_s = 1.0", "settle_s = 1e20"), "timing.settle_s: must be at most 604800 s (7 days), got 1e20"),
+        (edit("request_timeout_s = 30", "request_timeout_s = 1e20"), "timing.request_timeout_s: must be at most"),
+        (edit("drain_timeout_s = 30", "drain_timeout_s = 1e308"), "timing.drain_timeout_s: must be at most"),
+        (edit("port = 18001", "port = 18001\nstartup_timeout_s = 1e20"), "arms[0].startup_timeout_s: must be at most"),
+        (edit("port = 18001", "port = 18001\nstop_grace_s = 1e19"), "arms[0].stop_grace_s: must be at most"),
+        (edit("rate = 2.5", "rate = 1e-300"), "cells[1].rate: must be in 0.001..=1000000 requests/s, got 1e-300"),
+        (edit("rate = 2.5", "rate = 1e9"), "cells[1].rate: must be in 0.001..=1000000"),
+    ];
+    for (text, want) in cases {
+        let msg = parse(&text).map(|_| String::new()).unwrap_or_else(|e| e.to_string());
+        assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
+    }
+    // The bounds themselves are accepted.
+    let week = edit("request_timeout_s = 30", "request_timeout_s = 604800.0").replace("rate = 2.5", "rate = 0.001");
+    parse(&week).unwrap();
+}

@@ -101,9 +101,22 @@ pub fn cell_trace(plan: &Plan, cell: &ResolvedCell) -> Result<Trace, TraceError>
 /// The trace of one resolved cell; `rows` are the parsed rows of its trace file
 /// (`load = "trace"`; ignored for other loads).
 pub fn cell_trace_from(plan: &Plan, cell: &ResolvedCell, rows: Option<&[ArrivalRow]>) -> Result<Trace, TraceError> {
-    if let ResolvedLoad::Trace { time_scale, lengths } = cell.load {
-        return super::replayed::trace_cell(plan, cell, rows, time_scale, lengths);
-    }
+    let trace = if let ResolvedLoad::Trace { time_scale, lengths } = cell.load {
+        super::replayed::trace_cell(plan, cell, rows, time_scale, lengths)?
+    } else {
+        generated_trace(plan, cell)?
+    };
+    // Offsets are sums of gaps (saturating): a rate of 1e-300 or a huge spacing or
+    // time scale would pass unnoticed and the runner would wait for ever.
+    let span = trace.entries.last().map_or(0, |e| e.offset_ns);
+    crate::plan::check_trace_span(span).map_err(|message| {
+        TraceError::Plan(crate::plan::PlanError::invalid(format!("cells.{}", cell.name), message))
+    })?;
+    Ok(trace)
+}
+
+/// The trace of a cell whose arrivals the harness draws (not a trace file).
+fn generated_trace(plan: &Plan, cell: &ResolvedCell) -> Result<Trace, TraceError> {
     let offsets: Vec<u64> = match cell.load {
         ResolvedLoad::Trace { .. } => Vec::new(),
         ResolvedLoad::Closed { .. } => vec![0; cell.count as usize],

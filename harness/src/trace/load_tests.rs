@@ -313,3 +313,21 @@ fn slo_targets_are_validated_and_goodput_hypotheses_need_them() {
     let p = plan::parse(&(two_arms + hyp + "\n[slo]\nttft_ms = 100\n")).unwrap();
     assert_eq!(p.hypotheses[0].metric.kind(), plan::MetricKind::Throughput);
 }
+
+#[test]
+fn a_trace_longer_than_the_stated_bound_is_refused_as_bad_input() {
+    // Two gaps of 5 days: 10 days from the first to the last arrival.
+    let cell = |count: u32| {
+        format!(
+            "[[cells]]\nname = \"slow\"\nkind = \"confirmation\"\nload = \"isolated\"\nspacing_s = 432000\n\
+             count = {count}\ninput_tokens = 8\n"
+        )
+    };
+    let p = plan::parse(&plan_with(&cell(3))).unwrap();
+    let err = generate_traces(&p).unwrap_err().to_string();
+    assert!(err.contains("cells.slow: its arrivals span 8.640e5 s, beyond the bound of 604800 s"), "{err}");
+    assert!(matches!(generate_traces(&p), Err(TraceError::Plan(_))), "a plan error: exit 2");
+    // One gap of 5 days is within it.
+    let p = plan::parse(&plan_with(&cell(2))).unwrap();
+    assert_eq!(generate_traces(&p).unwrap()[0].entries[1].offset_ns, 432_000_000_000_000);
+}
