@@ -242,7 +242,8 @@ fn probe_arms(p: &plan::Plan) -> Result<bool> {
 }
 
 fn derive(path: &Path, write: bool) -> Result<()> {
-    let bytes = std::fs::read(path).map_err(|error| PlanError::Read { path: path.to_path_buf(), error })?;
+    let bytes =
+        harness::evidence::read_input(path).map_err(|error| PlanError::Read { path: path.to_path_buf(), error })?;
     let text = std::str::from_utf8(&bytes).map_err(PlanError::NotUtf8)?;
     let (_, loads) = plan::derive_text(text).with_context(|| format!("plan {}", path.display()))?;
     print!("{}", plan::derived_table_text(&loads));
@@ -441,9 +442,16 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             Some(_) => return true,
             None => {}
         }
+        if let Some(harness::trace::TraceError::Plan(p)) = c.downcast_ref::<harness::trace::TraceError>() {
+            return bad_plan(p);
+        }
         match c.downcast_ref::<RunError>() {
-            Some(RunError::Plan(p)) => return bad_plan(p),
-            Some(RunError::StartFailures { .. } | RunError::Arm(harness::arm::ArmError::MissingApiKey { .. })) => {
+            Some(RunError::Plan(p) | RunError::Trace(harness::trace::TraceError::Plan(p))) => return bad_plan(p),
+            Some(
+                RunError::StartFailures { .. }
+                | RunError::Input(_)
+                | RunError::Arm(harness::arm::ArmError::MissingApiKey { .. }),
+            ) => {
                 return true;
             }
             _ => {}

@@ -118,6 +118,17 @@ pub enum RunError {
          `harness run PLAN --resume {dir}` repeats that pilot"
     )]
     Pilot { unit: String, why: String, dir: PathBuf },
+    /// An input (dataset, tokenizer, trace file) that cannot be read or used,
+    /// found before anything was written: bad input.
+    #[error(transparent)]
+    Input(Box<RunError>),
+}
+
+impl RunError {
+    /// `e` found while checking the inputs, before anything was written.
+    pub fn input(e: impl Into<RunError>) -> RunError {
+        RunError::Input(Box::new(e.into()))
+    }
 }
 
 /// The result of a study that ran to its end.
@@ -297,6 +308,18 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     // A missing key is bad input: refused before anything is written.
     crate::arm::check_api_keys(&frozen.plan, |v| std::env::var(v).ok())?;
     crate::trace::check_trace_files(&frozen.plan, &opts.base_dir, false)?;
+    // Every input read and used once before anything is written: a bad dataset,
+    // tokenizer or trace file (or a FIFO in its place) leaves no directory behind.
+    let panel = match &opts.resume {
+        Some(_) => None,
+        None => {
+            let panel = inputs::build_panel(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
+            if frozen.plan.pilots.is_none() {
+                crate::trace::generate_traces_in(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
+            }
+            Some(panel)
+        }
+    };
     let git = git_info(&opts.base_dir);
     let (ev, state, pilot_state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();
@@ -329,6 +352,8 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let resolved = plan.resolved_cells()?;
     let inputs = if state.inputs_ok {
         inputs::load(plan, &ev.inputs_dir())?
+    } else if let Some(panel) = &panel {
+        inputs::prepare_with(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir(), panel)?
     } else {
         inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?
     };

@@ -119,3 +119,101 @@ fn bad_input_exits_2_naming_the_problem() {
     let o = Command::new(harness_bin()).args(["run", "--no-such-flag"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Runs `harness args...`; a run still going after 30 s is killed and reported as
+/// hung (what a FIFO input did before inputs were opened non-blocking).
+fn within_30s(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = Command::new(harness_bin())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn harness");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().expect("try_wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("harness {args:?} hung on a FIFO input");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: mkfifo(3) on a NUL-terminated path inside this test's temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+/// A FIFO where a plan, a trace file, a dataset or a tokenizer should be is refused
+/// at once, exit 2, naming it (it was waited on for ever), and `run` writes nothing.
+#[test]
+fn fifo_inputs_are_refused_at_once_not_waited_on() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let fifo = |name: &str| {
+        let p = dir.join(name);
+        mkfifo(&p);
+        p.display().to_string()
+    };
+    let derived = format!("{PLAN}\n[derived]\nnear = 4.5\n");
+    let random =
+        "output_tokens = 4\n\n[prompts]\nsource = \"random\"\nmax_token_id = 99\nlengths = [8]\ndocuments = 2\n";
+    assert!(derived.contains(random));
+    let sharegpt = |path: &str, tokenizer: &str| {
+        derived.replacen(
+            random,
+            &format!(
+                "output = \"natural\"\nmax_output_tokens = 8\n\n[prompts]\nsource = \"sharegpt\"\npath = {path:?}\n\
+                 tokenizer = {tokenizer:?}\nnum_requests = 2\n"
+            ),
+            1,
+        )
+    };
+    let (plan_fifo, trace_fifo, data_fifo, tok_fifo) =
+        (fifo("plan-fifo.toml"), fifo("arrivals.jsonl"), fifo("sharegpt.json"), fifo("tokenizer.json"));
+    let regular = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    };
+    let tokenizer = regular(
+        "tok.json",
+        r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":null,"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"a":0,"[UNK]":1},"unk_token":"[UNK]"}}"#,
+    );
+    let data = regular("data.json", "[]");
+    let trace_cell = format!(
+        "[[cells]]\nname = \"replayed\"\nkind = \"descriptive\"\nload = \"trace\"\ntrace = {trace_fifo:?}\n\
+         count = 2\n\n[[cells]]\n"
+    );
+    let cases: Vec<(&str, Option<String>)> = vec![
+        ("plan", None),
+        ("trace", Some(derived.replacen("[[cells]]\n", &trace_cell, 1))),
+        ("tokenizer", Some(sharegpt(&data, &tok_fifo))),
+        ("sharegpt", Some(sharegpt(&data_fifo, &tokenizer))),
+    ];
+    for (name, text) in cases {
+        let plan = match text {
+            None => std::path::PathBuf::from(&plan_fifo),
+            Some(t) => std::path::PathBuf::from(regular(&format!("{name}.toml"), &t)),
+        };
+        let out = dir.join(format!("ev-{name}"));
+        // `plan check` reads the plan and its trace files; `run` every input.
+        let check = ["plan".as_ref(), "check".as_ref(), plan.as_os_str()];
+        let run = ["run".as_ref(), "--quiet".as_ref(), "--out".as_ref(), out.as_os_str(), plan.as_os_str()];
+        let mut commands = vec![&run[..]];
+        if matches!(name, "plan" | "trace") {
+            commands.push(&check[..]);
+        }
+        for args in commands {
+            let o = within_30s(args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("is a FIFO (named pipe): inputs are read only from regular files"), "{name}: {err}");
+            assert_eq!(o.status.code(), Some(2), "{name} {args:?}: bad input: {err}");
+        }
+        assert!(!out.exists(), "{name}: nothing is written for bad input");
+    }
+}

@@ -4,6 +4,8 @@
 //! O_NONBLOCK` and checked again on the open descriptor (a FIFO, device or socket is
 //! refused, never waited on). The one way replay opens a file. Must not follow
 //! anything, create anything, or read outside the directory it is given.
+//! [`read_input`] is the same rule for the user's own input files (plans, traces,
+//! datasets, tokenizers): regular files only, never waited on.
 
 use std::fs::{File, FileType, OpenOptions};
 use std::io;
@@ -75,6 +77,35 @@ pub fn open_regular(root: &Path, rel: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Reads a user's input file (a plan, trace, dataset, tokenizer, rules or gate
+/// file) whole, only if it is a regular file: opened with `O_NONBLOCK` and checked on
+/// the open descriptor, so a FIFO, device or socket is refused at once instead of
+/// waited on. Symbolic links are followed (a dataset may be linked in). The one way
+/// the harness reads its inputs.
+pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        return Err(refused(format!(
+            "{} is {}: inputs are read only from regular files",
+            path.display(),
+            kind_in_words(&t)
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 30));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_input`] as UTF-8 text.
+pub fn read_input_text(path: &Path) -> io::Result<String> {
+    String::from_utf8(read_input(path)?).map_err(|e| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("{}: not UTF-8 text: {}", path.display(), e.utf8_error()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +141,24 @@ mod tests {
         assert!(err("../outside/a.json").contains("only plain names"), "{}", err("../outside/a.json"));
         assert!(err("inputs").contains("a directory"), "{}", err("inputs"));
         assert!(err("missing.json").contains("No such file"), "{}", err("missing.json"));
+    }
+
+    #[test]
+    fn inputs_are_read_from_regular_files_and_links_to_them_and_a_fifo_is_refused_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("plan.toml");
+        std::fs::write(&file, "x = 1\n").unwrap();
+        std::os::unix::fs::symlink(&file, tmp.path().join("link.toml")).unwrap();
+        assert_eq!(read_input_text(&file).unwrap(), "x = 1\n");
+        assert_eq!(read_input(&tmp.path().join("link.toml")).unwrap(), b"x = 1\n");
+        let pipe = tmp.path().join("pipe.toml");
+        fifo(&pipe);
+        // Without O_NONBLOCK this open would wait for a writer for ever.
+        let err = read_input(&pipe).unwrap_err().to_string();
+        assert!(err.contains("is a FIFO (named pipe): inputs are read only from regular files"), "{err}");
+        let err = read_input(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("is a directory"), "{err}");
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert!(read_input_text(&file).unwrap_err().to_string().contains("not UTF-8"));
     }
 }

@@ -204,7 +204,8 @@ impl Checker {
 
 /// Reads and validates a rules file.
 pub fn load(path: &Path) -> Result<Rules, GateError> {
-    let text = std::fs::read_to_string(path).map_err(|error| GateError::Io { path: path.to_path_buf(), error })?;
+    let text =
+        crate::evidence::read_input_text(path).map_err(|error| GateError::Io { path: path.to_path_buf(), error })?;
     parse(&text).map_err(|problems| GateError::Rules { path: path.to_path_buf(), problems })
 }
 

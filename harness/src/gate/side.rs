@@ -123,7 +123,7 @@ fn read_json(path: &Path) -> Result<Option<Value>, GateError> {
     if !path.is_file() {
         return Ok(None);
     }
-    let bytes = std::fs::read(path).map_err(io(path))?;
+    let bytes = crate::evidence::read_input(path).map_err(io(path))?;
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| GateError::Json { path: path.to_path_buf(), message: e.to_string() })
@@ -303,7 +303,7 @@ const KEY_COLUMNS: [&str; 8] = ["block", "arm", "role", "cell", "kind", "load", 
 /// Reads `matrix.csv` by column name; every key column must be there.
 pub fn read_matrix(path: &Path) -> Result<Vec<MatrixRow>, GateError> {
     let err = |message: String| GateError::Matrix { path: path.to_path_buf(), message };
-    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let text = crate::evidence::read_input_text(path).map_err(io(path))?;
     let records = super::csv::parse(&text).map_err(err)?;
     let Some((header, body)) = records.split_first() else {
         return Err(err("empty file (no header)".into()));

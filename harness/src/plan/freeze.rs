@@ -30,6 +30,7 @@ pub fn freeze(bytes: Vec<u8>) -> Result<FrozenPlan, PlanError> {
 
 /// Reads and freezes a plan file.
 pub fn freeze_file(path: &Path) -> Result<FrozenPlan, PlanError> {
-    let bytes = std::fs::read(path).map_err(|error| PlanError::Read { path: path.to_path_buf(), error })?;
+    let bytes =
+        crate::evidence::read_input(path).map_err(|error| PlanError::Read { path: path.to_path_buf(), error })?;
     freeze(bytes)
 }

@@ -51,7 +51,9 @@ pub struct Tok {
 
 impl Tok {
     pub fn load(path: &Path) -> Result<Tok, QualityError> {
-        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| QualityError::Input {
+        let bytes = crate::evidence::read_input(path)
+            .map_err(|e| QualityError::Input { path: path.to_path_buf(), message: e.to_string() })?;
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| QualityError::Input {
             path: path.to_path_buf(),
             message: format!(
                 "not a tokenizer.json: {e} (for a GGUF model, export one with `engine export-tokenizer --model \
@@ -107,7 +109,8 @@ impl Texts {
     fn doc(&mut self, i: usize, tok: &Tok) -> Result<&[u32], QualityError> {
         if self.encoded[i].is_none() {
             let path = &self.files[i];
-            let text = std::fs::read_to_string(path).map_err(|error| QualityError::Io { path: path.clone(), error })?;
+            let text = crate::evidence::read_input_text(path)
+                .map_err(|error| QualityError::Io { path: path.clone(), error })?;
             self.encoded[i] = Some(tok.encode(&text, false)?);
         }
         Ok(self.encoded[i].as_deref().unwrap_or(&[]))

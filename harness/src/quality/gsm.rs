@@ -53,7 +53,8 @@ struct Line {
 }
 
 fn read_jsonl(path: &Path) -> Result<Vec<Line>, QualityError> {
-    let text = std::fs::read_to_string(path).map_err(|error| QualityError::Io { path: path.to_path_buf(), error })?;
+    let text =
+        crate::evidence::read_input_text(path).map_err(|error| QualityError::Io { path: path.to_path_buf(), error })?;
     let bad =
         |i: usize, m: &str| QualityError::Input { path: path.to_path_buf(), message: format!("line {}: {m}", i + 1) };
     let mut out = Vec::new();

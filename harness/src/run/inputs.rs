@@ -32,7 +32,9 @@ impl TokenizerEncoder {
         } else {
             ""
         };
-        let inner = tokenizers::Tokenizer::from_file(path)
+        let bytes = crate::evidence::read_input(path)
+            .map_err(|e| RunError::Tokenizer { path: path.to_path_buf(), message: e.to_string() })?;
+        let inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| RunError::Tokenizer { path: path.to_path_buf(), message: format!("{e}{hint}") })?;
         Ok(TokenizerEncoder { inner })
     }
@@ -116,14 +118,34 @@ pub fn prepare(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -
     load(plan, inputs_dir)
 }
 
-/// Builds the panel (relative sources under `base`) and writes the prompts, traces
-/// and catalog into `inputs_dir` (`--resume` regenerates them elsewhere to compare).
-pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<(), RunError> {
+/// [`prepare`] with the panel already built ([`build_panel`]).
+pub fn prepare_with(
+    plan: &Plan,
+    plan_sha256: &str,
+    base: &Path,
+    inputs_dir: &Path,
+    panel: &Panel,
+) -> Result<Inputs, RunError> {
+    trace::write_inputs_in(inputs_dir, plan, plan_sha256, Some(panel), base)?;
+    load(plan, inputs_dir)
+}
+
+/// The panel the plan's `[prompts]` describe: its tokenizer loaded and every
+/// source read and cut (relative sources under `base`). Writes nothing: `harness
+/// run` builds it before the evidence directory exists, so a bad dataset, tokenizer
+/// or FIFO leaves nothing behind.
+pub fn build_panel(plan: &Plan, base: &Path) -> Result<Panel, RunError> {
     let encoder = match plan.prompts.source.tokenizer() {
         Some(tokenizer) => Some(TokenizerEncoder::from_file(&base.join(tokenizer))?),
         None => None,
     };
-    let panel = trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?;
+    Ok(trace::build_panel(plan, base, encoder.as_ref().map(|e| e as &dyn Encoder))?)
+}
+
+/// Builds the panel (relative sources under `base`) and writes the prompts, traces
+/// and catalog into `inputs_dir` (`--resume` regenerates them elsewhere to compare).
+pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<(), RunError> {
+    let panel = build_panel(plan, base)?;
     trace::write_inputs_in(inputs_dir, plan, plan_sha256, Some(&panel), base)?;
     Ok(())
 }

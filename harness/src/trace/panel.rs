@@ -146,7 +146,7 @@ pub(super) fn text_docs(dir: &Path, pattern: &str, enc: &dyn Encoder) -> Result<
     let mut docs = Vec::with_capacity(names.len());
     for name in names {
         let path = dir.join(&name);
-        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+        let bytes = crate::evidence::read_input(&path).map_err(io_err(&path))?;
         let text = String::from_utf8(bytes).map_err(|e| TraceError::Malformed {
             what: path.display().to_string(),
             message: format!("not UTF-8: {e}"),
@@ -163,7 +163,7 @@ struct JsonlDoc {
 }
 
 fn jsonl_docs(path: &Path, label: &str) -> Result<Vec<Doc>, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let text = crate::evidence::read_input_text(path).map_err(io_err(path))?;
     let mut docs = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

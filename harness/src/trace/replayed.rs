@@ -36,7 +36,7 @@ pub fn read_arrival_file(base: &Path, path: &str) -> Result<(Vec<u8>, Vec<Arriva
         message: "not a .jsonl (Mooncake) or .csv (Azure) trace".into(),
     })?;
     let full = base.join(path);
-    let bytes = std::fs::read(&full).map_err(|error| TraceError::Io { path: full.clone(), error })?;
+    let bytes = crate::evidence::read_input(&full).map_err(|error| TraceError::Io { path: full.clone(), error })?;
     let text = std::str::from_utf8(&bytes).map_err(|e| TraceError::Malformed {
         what: format!("trace file {path}"),
         message: format!("not UTF-8 text: {e}"),

@@ -89,7 +89,7 @@ pub fn requests_sessions(
     max_turns: Option<u32>,
 ) -> Result<Vec<Entry>, TraceError> {
     let chat = routes.chat.is_some();
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let text = crate::evidence::read_input_text(path).map_err(io_err(path))?;
     let mut out = Vec::with_capacity(n);
     for (k, raw) in text.lines().enumerate() {
         if out.len() >= n {

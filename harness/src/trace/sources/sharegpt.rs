@@ -105,7 +105,7 @@ pub fn sharegpt_sessions(
     max_turns: Option<u32>,
 ) -> Result<Vec<Entry>, TraceError> {
     let max_turns = max_turns.map_or(1, |m| m.max(1) as usize);
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let text = crate::evidence::read_input_text(path).map_err(io_err(path))?;
     let what = path.display().to_string();
     let all: Vec<Conversation<'_>> = serde_json::from_str(&text).map_err(|e| TraceError::Malformed {
         what: what.clone(),
