@@ -127,14 +127,21 @@ fn read_one(root: &Path, rel: &str) -> (Result<FileDigest, String>, Parsed, Opti
     }
 }
 
-/// Reads every listed entry once, in parallel (largest files first).
-pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)]) -> Scan {
-    let _ = root;
+/// Reads every listed entry once, in parallel (largest files first). A file whose
+/// size on disk differs from the size `manifest` lists for it is not read at all
+/// (it is unreadable, with both sizes): a sparse 100 GB file put in place of a
+/// records file is refused at once instead of after hashing it.
+pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)], manifest: &Manifest) -> Scan {
+    let listed: HashMap<&str, u64> = manifest.files.iter().map(|f| (f.path.as_str(), f.bytes)).collect();
     let mut out = Scan::default();
     let mut work: Vec<(u64, &String, &PathBuf)> = Vec::new();
     for (rel, path, plain) in listing {
         if *plain {
             let size = path.symlink_metadata().map(|m| m.len()).unwrap_or(0);
+            if let Some(&want) = listed.get(rel.as_str()).filter(|&&want| want != size) {
+                out.unreadable.push((rel.clone(), format!("{size} bytes on disk, {want} in manifest.json: not read")));
+                continue;
+            }
             work.push((size, rel, path));
         } else {
             let kind = path.symlink_metadata().map_or("not a regular file", |m| kind_in_words(&m.file_type()));
@@ -254,4 +261,39 @@ pub fn parse_check(scan: &Scan) -> Check {
         scan.receipts.len()
     );
     Check::of("raw records parse", detail, m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{GitInfo, ManifestFile};
+
+    #[test]
+    fn a_file_whose_size_differs_from_the_manifest_is_refused_without_being_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("raw/b0/a")).unwrap();
+        std::fs::write(root.join("plan.toml"), "x = 1\n").unwrap();
+        // A sparse file far larger than the records file the manifest names.
+        let fake = std::fs::File::create(root.join("raw/b0/a/c.requests.jsonl")).unwrap();
+        fake.set_len(4 << 30).unwrap();
+        let entry = |path: &str, bytes: u64| ManifestFile { path: path.into(), bytes, sha256: "0".repeat(64) };
+        let manifest = Manifest {
+            format: String::new(),
+            study: String::new(),
+            plan_sha256: String::new(),
+            harness_version: String::new(),
+            git: GitInfo { revision: "unknown".into(), dirty: None },
+            files: vec![entry("plan.toml", 6), entry("raw/b0/a/c.requests.jsonl", 120)],
+        };
+        let s = scan(root, &walk(root).unwrap(), &manifest);
+        assert!(s.files.contains_key("plan.toml"), "a file of the listed size is read");
+        assert!(!s.files.contains_key("raw/b0/a/c.requests.jsonl") && s.requests.is_empty(), "never read");
+        let (path, why) = &s.unreadable[0];
+        assert_eq!(path, "raw/b0/a/c.requests.jsonl");
+        assert_eq!(why, "4294967296 bytes on disk, 120 in manifest.json: not read");
+        let check = manifest_check(&manifest, &s);
+        let text = format!("{:?}", check);
+        assert!(text.contains("4294967296 bytes on disk, 120 in manifest.json"), "{text}");
+    }
 }

@@ -242,7 +242,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
     }
     let manifest = files::read_manifest(root)?;
     let listing = files::walk(root)?;
-    let scan = files::scan(root, &listing);
+    let scan = files::scan(root, &listing, &manifest);
     let mut checks = vec![files::manifest_check(&manifest, &scan), files::unlisted_check(&manifest, &scan)];
     let plan = inputs::read_plan(root, &scan);
     checks.push(inputs::plan_hash_check(root, &manifest, &plan, &scan));
