@@ -9,8 +9,10 @@
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
 //! and clap use it (a plan that cannot be read, does not parse, misses a key, has
-//! an invalid value or is not derived yet; bad arguments), the message naming the
-//! problem, nothing written; 2 also when the
+//! an invalid value or is not derived yet; an input file that cannot be read or
+//! used, or is not a regular file; an occupied `--out`; evidence `replay` cannot
+//! read at all; bad arguments), the message naming the problem, nothing written;
+//! 2 also when the
 //! command completed with a negative verdict: `run` with arm faults (a server
 //! failed to start, warm up, or died; the evidence is complete and says what
 //! happened), a failed `replay` check, a violated `gate` rule, an unqualified arm
@@ -24,7 +26,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use harness::plan::{self, FrozenPlan, PlanError};
-use harness::run::{RunOptions, TokenizerEncoder};
+use harness::run::RunOptions;
 use harness::trace;
 
 #[derive(Parser)]
@@ -275,15 +277,13 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
     let frozen = freeze(path)?;
     let p = &frozen.plan;
     p.require_derived()?;
+    // The trace files and the panel's sources are checked as `plan check` and `run`
+    // check them: a bad one is bad input (exit 2), and nothing is written.
+    trace::check_trace_files(p, Path::new("."), false)?;
     let panel = if traces_only {
         None
     } else {
-        let encoder = match p.prompts.source.tokenizer() {
-            Some(tokenizer) => Some(TokenizerEncoder::from_file(Path::new(tokenizer))?),
-            None => None,
-        };
-        let encoder = encoder.as_ref().map(|e| e as &dyn trace::Encoder);
-        Some(trace::build_panel(p, Path::new("."), encoder)?)
+        Some(harness::run::build_panel(p, Path::new(".")).map_err(harness::run::RunError::input)?)
     };
     let catalog = trace::write_inputs(out, p, &frozen.sha256, panel.as_ref())?;
     for f in &catalog.files {
@@ -442,11 +442,17 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             Some(_) => return true,
             None => {}
         }
+        // Evidence that cannot be read at all (a missing directory, a manifest that
+        // is a link or truncated) fails its audit like evidence that fails a check.
+        if c.downcast_ref::<harness::replay::ReplayError>().is_some() {
+            return true;
+        }
         if let Some(harness::trace::TraceError::Plan(p)) = c.downcast_ref::<harness::trace::TraceError>() {
             return bad_plan(p);
         }
         match c.downcast_ref::<RunError>() {
             Some(RunError::Plan(p) | RunError::Trace(harness::trace::TraceError::Plan(p))) => return bad_plan(p),
+            Some(RunError::Evidence(e)) if e.is_bad_input() => return true,
             Some(
                 RunError::StartFailures { .. }
                 | RunError::Input(_)

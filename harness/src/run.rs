@@ -39,7 +39,7 @@ use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_fi
 use crate::trace::TraceError;
 
 pub use cell::CellOutcome;
-pub use inputs::{Inputs, TokenizerEncoder, prepare as prepare_inputs};
+pub use inputs::{Inputs, TokenizerEncoder, build_panel, prepare as prepare_inputs};
 pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
 pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};

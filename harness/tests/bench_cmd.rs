@@ -214,8 +214,34 @@ fn bad_bench_flags_exit_2_and_write_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("never");
     let o = out.display().to_string();
-    let cases: [(&[&str], &str); 4] = [
+    let missing = tmp.path().join("nonexistent.jsonl").display().to_string();
+    let cases: [(&[&str], &str); 8] = [
         (&["--model", "m", "--rate", "1"], "--url"),
+        // Each of these hung, panicked or exited 1 leaving a partial --out.
+        (&["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "1e-9"], "cells[0].rate: must be in 0.001..="),
+        (
+            &["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "1", "--request-timeout-s", "1e20"],
+            "timing.request_timeout_s: must be at most 604800 s",
+        ),
+        (
+            &["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "1", "--settle-s", "1e308"],
+            "timing.settle_s: must be at most 604800 s",
+        ),
+        (
+            &[
+                "--url",
+                "http://127.0.0.1:9",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--dataset",
+                "requests",
+                "--dataset-path",
+                &missing,
+            ],
+            "nonexistent.jsonl",
+        ),
         (&["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "0"], "--rate: every rate must be a positive"),
         (
             &["--url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "2", "--dataset", "sharegpt"],

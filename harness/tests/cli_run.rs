@@ -79,10 +79,10 @@ fn a_non_empty_evidence_directory_is_refused_without_force() {
     std::fs::create_dir_all(&out).expect("mkdir");
     std::fs::write(out.join("notes.txt"), "mine").expect("write");
     let run = harness(&["--quiet", "--out", out.to_str().expect("utf-8")], &plan);
-    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(run.status.code(), Some(2), "an occupied --out is bad input");
     assert!(String::from_utf8_lossy(&run.stderr).contains("not empty"));
     let forced = harness(&["--quiet", "--force", "--out", out.to_str().expect("utf-8")], &plan);
-    assert_eq!(forced.status.code(), Some(1), "--force never deletes a directory that holds no study");
+    assert_eq!(forced.status.code(), Some(2), "--force never deletes a directory that holds no study");
     assert_eq!(std::fs::read_to_string(out.join("notes.txt")).expect("kept"), "mine");
 }
 
@@ -204,7 +204,8 @@ fn fifo_inputs_are_refused_at_once_not_waited_on() {
         // `plan check` reads the plan and its trace files; `run` every input.
         let check = ["plan".as_ref(), "check".as_ref(), plan.as_os_str()];
         let run = ["run".as_ref(), "--quiet".as_ref(), "--out".as_ref(), out.as_os_str(), plan.as_os_str()];
-        let mut commands = vec![&run[..]];
+        let trace = ["trace".as_ref(), "--out".as_ref(), out.as_os_str(), plan.as_os_str()];
+        let mut commands = vec![&run[..], &trace[..]];
         if matches!(name, "plan" | "trace") {
             commands.push(&check[..]);
         }
@@ -215,5 +216,21 @@ fn fifo_inputs_are_refused_at_once_not_waited_on() {
             assert_eq!(o.status.code(), Some(2), "{name} {args:?}: bad input: {err}");
         }
         assert!(!out.exists(), "{name}: nothing is written for bad input");
+    }
+    // A malformed trace file: exit 2 from all three commands (`trace` exited 1).
+    let bad = regular("bad.jsonl", "{\"bad\": 1}\n");
+    let trace_cell = trace_cell.replace(&format!("{trace_fifo:?}"), &format!("{bad:?}"));
+    let plan = regular("bad-trace.toml", &derived.replacen("[[cells]]\n", &trace_cell, 1));
+    let out = dir.join("ev-bad");
+    for args in [
+        vec!["plan".as_ref(), "check".as_ref(), std::ffi::OsStr::new(&plan)],
+        vec!["trace".as_ref(), "--out".as_ref(), out.as_os_str(), std::ffi::OsStr::new(&plan)],
+        vec!["run".as_ref(), "--quiet".as_ref(), "--out".as_ref(), out.as_os_str(), std::ffi::OsStr::new(&plan)],
+    ] {
+        let o = within_30s(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("bad.jsonl, line 1: missing field \"timestamp\""), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
 }

@@ -268,7 +268,21 @@ fn a_real_engine_study_replays_clean_through_the_cli_and_a_flipped_record_fails_
     });
     assert!(named, "{v:#}");
     let missing = Command::new(common::harness_bin()).arg("replay").arg(tmp.path().join("nope")).output().unwrap();
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(2), "evidence that cannot be read fails its audit");
+    // A manifest that is a symbolic link, or truncated: exit 2 too (both exited 1).
+    let linked = tmp.path().join("linked");
+    std::fs::create_dir_all(&linked).unwrap();
+    std::os::unix::fs::symlink(out.join("manifest.json"), linked.join("manifest.json")).unwrap();
+    let truncated = tmp.path().join("truncated");
+    std::fs::create_dir_all(&truncated).unwrap();
+    let manifest = std::fs::read(out.join("manifest.json")).unwrap();
+    std::fs::write(truncated.join("manifest.json"), &manifest[..manifest.len() / 2]).unwrap();
+    for (dir, want) in [(&linked, "symbolic link"), (&truncated, "manifest.json")] {
+        let o = Command::new(common::harness_bin()).arg("replay").arg(dir).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
 }
 
 const UNITS: &str = "unit records: unit.json of every unit against its files";

@@ -138,7 +138,7 @@ pub struct BenchArgs {
 pub enum BenchError {
     #[error("{0}")]
     Args(String),
-    #[error("the plan made from these flags is invalid: {0}")]
+    #[error("the plan made from these flags is invalid")]
     Plan(#[from] PlanError),
     #[error("{path}: {error}")]
     Io { path: PathBuf, error: std::io::Error },

@@ -53,6 +53,14 @@ pub enum EvidenceError {
     Manifest(usize, String),
 }
 
+impl EvidenceError {
+    /// Whether the user's choice of directory is at fault (an occupied `--out`),
+    /// not the machine: bad input, exit 2.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, EvidenceError::NotEmpty { .. } | EvidenceError::NotEvidence { .. })
+    }
+}
+
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EvidenceError + '_ {
     move |error| EvidenceError::Io { path: path.to_path_buf(), error }
 }
