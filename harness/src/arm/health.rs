@@ -18,8 +18,31 @@ pub const HEALTH_POLL: Duration = Duration::from_millis(50);
 /// Longest one health poll may take.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Polls `url` until it answers 200, the process exits, or `timeout` passes.
-/// Returns the study time of the 200 and the number of polls.
+/// How long an external server (no process: `exit` is `None`) may refuse every
+/// connection, or have a name that does not resolve, before it is declared
+/// unreachable: the harness never starts it, so waiting out the whole startup
+/// timeout (600 s by default) would only delay the error.
+pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(3);
+
+/// The error and its causes in one line (reqwest's own message omits the cause,
+/// e.g. "Connection refused").
+fn with_causes(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Polls `url` until it answers 200, the process exits, or `timeout` passes; an
+/// external server (`exit` is `None`) that refuses every connection for
+/// [`UNREACHABLE_AFTER`] is unreachable. Returns the study time of the 200 and the
+/// number of polls.
 pub async fn wait_healthy(
     client: &reqwest::Client,
     url: &str,
@@ -27,9 +50,12 @@ pub async fn wait_healthy(
     timeout: Duration,
     exit: Option<watch::Receiver<Option<String>>>,
 ) -> Result<(u64, u64), ArmError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let start = tokio::time::Instant::now();
+    let deadline = start + timeout;
     let mut polls = 0u64;
     let mut last;
+    // Since when every poll failed to connect (external servers only).
+    let mut refused_since: Option<tokio::time::Instant> = None;
     loop {
         if let Some(d) = exit.as_ref().and_then(|rx| rx.borrow().clone()) {
             return Err(ArmError::ExitedBeforeHealthy { detail: d });
@@ -37,8 +63,22 @@ pub async fn wait_healthy(
         polls += 1;
         match client.get(url).timeout(HEALTH_TIMEOUT).send().await {
             Ok(r) if r.status().as_u16() == 200 => return Ok((clock.now_ns(), polls)),
-            Ok(r) => last = format!("HTTP {}", r.status().as_u16()),
-            Err(e) => last = e.to_string(),
+            Ok(r) => {
+                refused_since = None;
+                last = format!("HTTP {}", r.status().as_u16());
+            }
+            Err(e) => {
+                last = with_causes(&e);
+                if exit.is_none() && e.is_connect() {
+                    let since = *refused_since.get_or_insert_with(tokio::time::Instant::now);
+                    if since.elapsed() >= UNREACHABLE_AFTER {
+                        let after_s = (start.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+                        return Err(ArmError::Unreachable { url: url.to_string(), after_s, cause: last });
+                    }
+                } else {
+                    refused_since = None;
+                }
+            }
         }
         if tokio::time::Instant::now() + HEALTH_POLL > deadline {
             return Err(ArmError::HealthTimeout {

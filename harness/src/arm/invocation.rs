@@ -405,6 +405,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_external_server_that_refuses_connections_is_unreachable_well_before_its_startup_timeout() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A port nothing listens on (bound, then released).
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (mut arm, _) = arm("", 30.0, 600.0);
+        arm.server = Server::External { url: format!("http://127.0.0.1:{port}") };
+        let mut inv = Invocation::new(&arm, None, tmp.path().join("server.log"), StudyClock::start()).unwrap();
+        // Bounded only so that a regression cannot hang the suite (600 s before).
+        let err = tokio::time::timeout(Duration::from_secs(120), inv.start()).await.expect("gave up").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ArmError::Unreachable { .. }), "{text}");
+        assert!(err.is_arm_fault());
+        assert!(text.contains(&format!("127.0.0.1:{port}/health")) && text.contains("refused"), "{text}");
+        assert!(text.contains("start the server first"), "{text}");
+    }
+
+    #[tokio::test]
     async fn dropping_an_unstopped_invocation_kills_its_server() {
         let tmp = tempfile::tempdir().unwrap();
         let (arm, cmd) = arm("trap '' TERM; exec sleep 30", 30.0, 5.0);

@@ -37,6 +37,11 @@ pub enum ArmError {
     /// `log`: the tail of the server's log, as `with_log_tail` words it (or empty).
     #[error("{url} did not answer 200 within {after_s} s (last: {last}){log}")]
     HealthTimeout { url: String, after_s: f64, last: String, log: String },
+    #[error(
+        "{url}: no server answers there ({cause}) after {after_s} s of tries; the harness never starts a url \
+         arm: start the server first, or check the host and port"
+    )]
+    Unreachable { url: String, after_s: f64, cause: String },
     #[error("warmup failed: {detail}")]
     Warmup { detail: String },
     #[error("{path}: {error}")]
@@ -64,6 +69,7 @@ impl ArmError {
             ArmError::Spawn { .. }
                 | ArmError::ExitedBeforeHealthy { .. }
                 | ArmError::HealthTimeout { .. }
+                | ArmError::Unreachable { .. }
                 | ArmError::Warmup { .. }
         )
     }

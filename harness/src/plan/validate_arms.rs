@@ -60,7 +60,9 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
                 if !a.env.is_empty() {
                     c.err(format!("{k}.env"), "only a server the harness starts takes env");
                 }
-                let url = url.trim_end_matches('/').to_string();
+                // The OpenAI SDK habit: a base URL ending in /v1 names the same server.
+                let url = url.trim_end_matches('/');
+                let url = url.strip_suffix("/v1").unwrap_or(url).trim_end_matches('/').to_string();
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     c.err(format!("{k}.url"), format!("{url:?} must start with http:// or https://"));
                 }

@@ -336,3 +336,13 @@ fn every_duration_and_rate_is_bounded_so_nothing_overflows_later() {
     let week = edit("request_timeout_s = 30", "request_timeout_s = 604800.0").replace("rate = 2.5", "rate = 0.001");
     parse(&week).unwrap();
 }
+
+#[test]
+fn an_external_url_ending_in_v1_names_the_same_server() {
+    // The OpenAI SDK habit: base_url = ".../v1". Health polls went to /v1/health.
+    for url in ["http://127.0.0.1:9", "http://127.0.0.1:9/", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/"] {
+        let text = edit("argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18001", &format!("url = {url:?}"));
+        let plan = parse(&text).unwrap();
+        assert_eq!(plan.arms[0].base_url(), "http://127.0.0.1:9", "{url}");
+    }
+}
