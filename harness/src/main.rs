@@ -194,8 +194,17 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
     let frozen = freeze(path)?;
     let p = &frozen.plan;
     print!("{}", p.render_check(&frozen.sha256));
-    for (key, missing) in p.missing_inputs(Path::new(".")) {
-        println!("warning: {key}: {} does not exist (yet)", missing.display());
+    let mut wrong = Vec::new();
+    for (key, path, problem) in p.input_problems(Path::new(".")) {
+        match problem {
+            plan::InputProblem::Missing => println!("warning: {key}: {} does not exist (yet)", path.display()),
+            plan::InputProblem::WrongKind(want) => {
+                wrong.push(plan::Issue::new(key, format!("{} is not {want}", path.display())));
+            }
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(anyhow::Error::new(PlanError::Invalid(wrong)).context(format!("plan {}", path.display())));
     }
     for w in p.warnings() {
         println!("warning: {w}");

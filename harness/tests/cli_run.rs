@@ -234,3 +234,43 @@ fn fifo_inputs_are_refused_at_once_not_waited_on() {
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
 }
+
+/// `plan check` names an input of the wrong kind (a texts "directory" that is a
+/// file, a tokenizer that is a directory) as an error, and a missing qualification
+/// tokenizer as a warning (each passed without a word).
+#[test]
+fn plan_check_names_inputs_of_the_wrong_kind_and_missing_qualification_inputs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    std::fs::write(dir.join("texts.txt"), "not a directory").expect("write");
+    std::fs::create_dir_all(dir.join("tok-dir")).expect("mkdir");
+    let derived = format!("{PLAN}\n[derived]\nnear = 4.5\n");
+    let random = "source = \"random\"\nmax_token_id = 99\nlengths = [8]\ndocuments = 2\n";
+    let text = format!(
+        "source = \"text\"\ntexts = {:?}\ntokenizer = {:?}\nlengths = [8]\ndocuments = 2\n",
+        dir.join("texts.txt").display().to_string(),
+        dir.join("tok-dir").display().to_string()
+    );
+    let plan = dir.join("wrong-kind.toml");
+    std::fs::write(&plan, derived.replacen(random, &text, 1)).expect("write");
+    let o = Command::new(harness_bin()).args(["plan", "check"]).arg(&plan).output().expect("plan check");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("prompts.texts: ") && err.contains("texts.txt is not a directory of texts"), "{err}");
+    assert!(err.contains("prompts.tokenizer: ") && err.contains("tok-dir is not a regular file"), "{err}");
+
+    let qualified = format!(
+        "{derived}\n[qualification]\ntokenizer = {:?}\n\n[qualification.parity]\nprompts = 2\ninput_tokens = 8\n\
+         output_tokens = 2\n\n[qualification.parity.reference]\next = [\"engine\", \"generate\"]\n",
+        dir.join("no-such-tokenizer.json").display().to_string()
+    );
+    let plan = dir.join("qualified.toml");
+    std::fs::write(&plan, qualified).expect("write");
+    let o = Command::new(harness_bin()).args(["plan", "check"]).arg(&plan).output().expect("plan check");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("warning: qualification.tokenizer: ") && out.contains("no-such-tokenizer.json does not exist"),
+        "{out}"
+    );
+}

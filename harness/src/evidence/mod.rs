@@ -32,7 +32,7 @@ pub use jsonl::JsonlStream;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
-pub use open::{kind_in_words, open_regular, read_input, read_input_text};
+pub use open::{BOM, kind_in_words, open_regular, read_input, read_input_text};
 
 /// Everything that can go wrong while laying out or writing evidence.
 #[derive(Debug, thiserror::Error)]

@@ -99,12 +99,21 @@ pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_input`] as UTF-8 text.
+/// [`read_input`] as UTF-8 text, without a leading byte order mark (the one rule
+/// for every text input, JSON, JSONL, CSV and plain text alike: Windows tools write
+/// one, and it is never content).
 pub fn read_input_text(path: &Path) -> io::Result<String> {
-    String::from_utf8(read_input(path)?).map_err(|e| {
+    let text = String::from_utf8(read_input(path)?).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("{}: not UTF-8 text: {}", path.display(), e.utf8_error()))
+    })?;
+    Ok(match text.strip_prefix(BOM) {
+        Some(rest) => rest.to_string(),
+        None => text,
     })
 }
+
+/// The UTF-8 byte order mark, U+FEFF.
+pub const BOM: char = '\u{feff}';
 
 #[cfg(test)]
 mod tests {
@@ -158,6 +167,8 @@ mod tests {
         assert!(err.contains("is a FIFO (named pipe): inputs are read only from regular files"), "{err}");
         let err = read_input(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("is a directory"), "{err}");
+        std::fs::write(&file, "\u{feff}[1]\n").unwrap();
+        assert_eq!(read_input_text(&file).unwrap(), "[1]\n", "a byte order mark is not content");
         std::fs::write(&file, [0xff, 0xfe]).unwrap();
         assert!(read_input_text(&file).unwrap_err().to_string().contains("not UTF-8"));
     }

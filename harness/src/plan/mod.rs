@@ -97,42 +97,91 @@ pub fn derive_text(text: &str) -> Result<(Plan, DerivedLoads), PlanError> {
     Ok((plan, loads))
 }
 
+/// Whether an input path names a file or a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    File,
+    Dir,
+}
+
+/// What is wrong with an input path of a plan, as `plan check` finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputProblem {
+    /// Not there (yet): assets may be fetched after the check; a warning.
+    Missing,
+    /// There, but not the kind of entry the key needs: an error.
+    WrongKind(&'static str),
+}
+
 impl Plan {
-    /// Input files and directories the plan reads (prompt sources), relative to the
-    /// working directory, that do not exist under `base`. Advisory: validation does
-    /// not touch the filesystem.
-    pub fn missing_inputs(&self, base: &Path) -> Vec<(String, PathBuf)> {
-        let mut wanted: Vec<(String, &str)> = Vec::new();
+    /// Input files and directories the plan reads (prompt sources, trace files,
+    /// the qualification's tokenizer, texts and data), relative to the working
+    /// directory, each with the kind of entry its key needs.
+    pub fn input_paths(&self) -> Vec<(String, &str, InputKind)> {
+        use InputKind::{Dir, File};
+        let mut wanted: Vec<(String, &str, InputKind)> = Vec::new();
         match &self.prompts.source {
             PanelSource::Text { dir, tokenizer, .. } => {
-                wanted.push(("prompts.texts".into(), dir));
-                wanted.push(("prompts.tokenizer".into(), tokenizer));
+                wanted.push(("prompts.texts".into(), dir, Dir));
+                wanted.push(("prompts.tokenizer".into(), tokenizer, File));
             }
-            PanelSource::Jsonl { path } => wanted.push(("prompts.path".into(), path)),
+            PanelSource::Jsonl { path } => wanted.push(("prompts.path".into(), path, File)),
             PanelSource::Random { .. } => {}
             PanelSource::ShareGpt(s) => {
-                wanted.push(("prompts.path".into(), &s.path));
-                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+                wanted.push(("prompts.path".into(), &s.path, File));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File));
             }
             PanelSource::Requests { path, tokenizer } => {
-                wanted.push(("prompts.path".into(), path));
-                wanted.extend(tokenizer.iter().map(|t| ("prompts.tokenizer".to_string(), t.as_str())));
+                wanted.push(("prompts.path".into(), path, File));
+                wanted.extend(tokenizer.iter().map(|t| ("prompts.tokenizer".to_string(), t.as_str(), File)));
             }
             PanelSource::Synthetic(s) => {
-                wanted.push(("prompts.texts".into(), &s.texts));
-                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+                wanted.push(("prompts.texts".into(), &s.texts, Dir));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File));
             }
             PanelSource::SharedPrefix(s) => {
-                wanted.push(("prompts.texts".into(), &s.texts));
-                wanted.push(("prompts.tokenizer".into(), &s.tokenizer));
+                wanted.push(("prompts.texts".into(), &s.texts, Dir));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File));
             }
         }
         for cell in &self.cells {
             if let Load::Trace { path, .. } = &cell.load {
-                wanted.push((format!("cells.{}.trace", cell.name), path));
+                wanted.push((format!("cells.{}.trace", cell.name), path, File));
             }
         }
-        wanted.into_iter().map(|(k, p)| (k, base.join(p))).filter(|(_, p)| !p.exists()).collect()
+        if let Some(q) = &self.qualification {
+            wanted.push(("qualification.tokenizer".into(), &q.tokenizer, File));
+            // The texts feed the NLL, retrieval and parity gates, not GSM.
+            if q.nll.is_some() || q.retrieval.is_some() || q.parity.is_some() {
+                wanted.push(("qualification.texts".into(), &q.texts, Dir));
+            }
+            if let Some(g) = &q.gsm {
+                wanted.push(("qualification.gsm.path".into(), &g.path, File));
+                wanted.extend(
+                    g.fewshot_path.iter().map(|f| ("qualification.gsm.fewshot_path".to_string(), f.as_str(), File)),
+                );
+            }
+        }
+        wanted
+    }
+
+    /// The input paths (under `base`) that are missing or of the wrong kind (a
+    /// texts directory that is a file, a tokenizer that is a directory or a FIFO).
+    /// Advisory as far as missing files go: validation does not touch the
+    /// filesystem.
+    pub fn input_problems(&self, base: &Path) -> Vec<(String, PathBuf, InputProblem)> {
+        let mut out = Vec::new();
+        for (key, path, kind) in self.input_paths() {
+            let full = base.join(path);
+            let problem = match (std::fs::metadata(&full), kind) {
+                (Err(_), _) => InputProblem::Missing,
+                (Ok(m), InputKind::Dir) if !m.is_dir() => InputProblem::WrongKind("a directory of texts"),
+                (Ok(m), InputKind::File) if !m.is_file() => InputProblem::WrongKind("a regular file"),
+                (Ok(_), _) => continue,
+            };
+            out.push((key, full, problem));
+        }
+        out
     }
 }
 

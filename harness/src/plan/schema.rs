@@ -98,8 +98,8 @@ pub struct RequestFile {
 pub struct PromptsFile {
     /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic" or "shared_prefix".
     pub source: String,
-    #[serde(default)]
-    pub lengths: Vec<i64>,
+    /// Absent and `[]` differ: a dataset panel refuses the key even when empty.
+    pub lengths: Option<Vec<i64>>,
     pub documents: Option<i64>,
     pub texts: Option<String>,
     pub pattern: Option<String>,

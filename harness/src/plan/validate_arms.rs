@@ -121,7 +121,32 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             headers: a.headers,
         });
     }
+    same_server(c, &out);
     out
+}
+
+/// Two arms may not share a port (a server still shutting down would answer the
+/// next arm's requests) or a url (both names would measure one server).
+fn same_server(c: &mut Checker, arms: &[Arm]) {
+    for (i, a) in arms.iter().enumerate() {
+        let Some(first) = arms[..i].iter().position(|b| match (&a.server, &b.server) {
+            (Server::Spawn { port: p, .. }, Server::Spawn { port: q, .. }) => p == q,
+            (Server::External { url: u }, Server::External { url: v }) => !u.is_empty() && u == v,
+            _ => false,
+        }) else {
+            continue;
+        };
+        match &a.server {
+            Server::Spawn { port, .. } => c.err(
+                format!("arms[{i}].port"),
+                format!("{port} is also arms[{first}]'s port: a server still shutting down would answer this arm"),
+            ),
+            Server::External { url } => c.err(
+                format!("arms[{i}].url"),
+                format!("{url} is also arms[{first}]'s url: both arms would measure one server under two names"),
+            ),
+        }
+    }
 }
 
 /// `api_key_env` names a variable (never holds a key); `headers` are valid HTTP
@@ -170,10 +195,11 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
     super::validate_panel::forbid_dataset_keys(c, &p);
     c.forbid("prompts.max_turns", &p.max_turns, "only sharegpt and requests panels hold sessions");
     let mut lengths = Vec::new();
-    if p.lengths.is_empty() {
+    let listed = p.lengths.as_deref().unwrap_or_default();
+    if listed.is_empty() {
         c.err("prompts.lengths", "must list at least one prompt length");
     }
-    for (i, &l) in p.lengths.iter().enumerate() {
+    for (i, &l) in listed.iter().enumerate() {
         if let Some(l) = c.int(&format!("prompts.lengths[{i}]"), l, 1, 1 << 24) {
             if lengths.contains(&(l as u32)) {
                 c.err(format!("prompts.lengths[{i}]"), format!("duplicate length {l}"));

@@ -98,7 +98,7 @@ fn shared_prefix(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
 pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
     let src = p.source.clone();
     let only = |what: &str| format!("only {what} panels take this key (prompts.source = {src:?})");
-    if !p.lengths.is_empty() {
+    if p.lengths.is_some() {
         c.err("prompts.lengths", "a dataset panel's entries have their own lengths; leave it out");
     }
     c.forbid("prompts.documents", &p.documents, "a dataset panel counts entries in prompts.num_requests");

@@ -341,8 +341,36 @@ fn every_duration_and_rate_is_bounded_so_nothing_overflows_later() {
 fn an_external_url_ending_in_v1_names_the_same_server() {
     // The OpenAI SDK habit: base_url = ".../v1". Health polls went to /v1/health.
     for url in ["http://127.0.0.1:9", "http://127.0.0.1:9/", "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/"] {
-        let text = edit("argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18001", &format!("url = {url:?}"));
+        let text =
+            edit("argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18001", &format!("url = {url:?}"));
         let plan = parse(&text).unwrap();
         assert_eq!(plan.arms[0].base_url(), "http://127.0.0.1:9", "{url}");
+    }
+}
+
+#[test]
+fn two_arms_on_one_port_or_url_and_empty_lengths_on_a_dataset_panel_are_refused() {
+    // Each passed `plan check` without a word.
+    let cases: Vec<(String, &str)> = vec![
+        (edit("port = 18002", "port = 18001"), "arms[1].port: 18001 is also arms[0]'s port"),
+        (
+            edit("argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18001", "url = \"http://h:1/v1\"")
+                .replace(
+                    "argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18002",
+                    "url = \"http://h:1\"",
+                ),
+            "arms[1].url: http://h:1 is also arms[0]'s url",
+        ),
+        (
+            edit(
+                "source = \"random\"\nlengths = [64]\ndocuments = 4\nmax_token_id = 255",
+                "source = \"requests\"\npath = \"r.jsonl\"\nlengths = []\nnum_requests = 4",
+            ),
+            "prompts.lengths: a dataset panel's entries have their own lengths",
+        ),
+    ];
+    for (text, want) in cases {
+        let msg = parse(&text).map(|_| String::new()).unwrap_or_else(|e| e.to_string());
+        assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
     }
 }

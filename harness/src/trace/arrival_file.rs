@@ -62,6 +62,8 @@ fn bad(file: &str, line: usize, message: impl Into<String>) -> TraceError {
 
 /// Parses `text`, the content of `file` (named in errors), as `format`.
 pub fn parse_arrivals(file: &str, text: &str, format: ArrivalFormat) -> Result<Vec<ArrivalRow>, TraceError> {
+    // A leading byte order mark is not content, in either format (`read_input_text`).
+    let text = text.strip_prefix(crate::evidence::BOM).unwrap_or(text);
     let stamps = match format {
         ArrivalFormat::Mooncake => mooncake(file, text)?,
         ArrivalFormat::Azure => azure(file, text)?,
@@ -126,8 +128,7 @@ fn mooncake(file: &str, text: &str) -> Result<Vec<Stamp>, TraceError> {
 fn azure(file: &str, text: &str) -> Result<Vec<Stamp>, TraceError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let Some((_, header)) = lines.next() else { return Ok(Vec::new()) };
-    let names: Vec<&str> =
-        header.split(',').map(|h| h.trim().trim_matches('"').trim_start_matches('\u{feff}')).collect();
+    let names: Vec<&str> = header.split(',').map(|h| h.trim().trim_matches('"')).collect();
     let column = |name: &str| {
         names
             .iter()
@@ -232,6 +233,23 @@ mod tests {
         assert_eq!(rows[1], ArrivalRow { offset_ns: 1_500_000_000, input_length: 4, output_length: 3 });
         assert_eq!(datetime_ns("1970-01-02 00:00:00").unwrap(), 86_400_000_000_000);
         assert_eq!(datetime_ns("2000-03-01 00:00:00").unwrap(), 951_868_800 * 1_000_000_000);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_ignored_in_both_formats() {
+        // One rule for every text input: the Mooncake JSONL reader refused it while
+        // the Azure CSV reader accepted it.
+        let with_bom = format!("\u{feff}{MOONCAKE}");
+        assert_eq!(
+            parse_arrivals("m.jsonl", &with_bom, ArrivalFormat::Mooncake).unwrap(),
+            parse_arrivals("m.jsonl", MOONCAKE, ArrivalFormat::Mooncake).unwrap()
+        );
+        let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10T00:00:01Z,9,7\n2024-05-10T00:00:02Z,4,3\n";
+        let with_bom = format!("\u{feff}{csv}");
+        assert_eq!(
+            parse_arrivals("a.csv", &with_bom, ArrivalFormat::Azure).unwrap(),
+            parse_arrivals("a.csv", csv, ArrivalFormat::Azure).unwrap()
+        );
     }
 
     fn err(text: &str, format: ArrivalFormat) -> String {

@@ -146,11 +146,7 @@ pub(super) fn text_docs(dir: &Path, pattern: &str, enc: &dyn Encoder) -> Result<
     let mut docs = Vec::with_capacity(names.len());
     for name in names {
         let path = dir.join(&name);
-        let bytes = crate::evidence::read_input(&path).map_err(io_err(&path))?;
-        let text = String::from_utf8(bytes).map_err(|e| TraceError::Malformed {
-            what: path.display().to_string(),
-            message: format!("not UTF-8: {e}"),
-        })?;
+        let text = crate::evidence::read_input_text(&path).map_err(io_err(&path))?;
         let tokens = enc.encode(&text).map_err(|message| TraceError::Encode { file: name.clone(), message })?;
         docs.push(Doc { name, tokens });
     }
