@@ -145,6 +145,13 @@ struct ServeArgs {
     /// vLLM's default is 5).
     #[arg(long, default_value_t = 5.0)]
     keep_alive_timeout_s: f64,
+    /// Seconds a client may take to send a whole request body once its head
+    /// is in; a slower one gets 408 and the connection closes.
+    #[arg(long, default_value_t = 10.0)]
+    body_read_timeout_s: f64,
+    /// Most connections open at once; one accepted past it is closed at once.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
 }
 
 /// Options shared by every command that loads a model.
@@ -521,8 +528,15 @@ fn positive_secs(flag: &str, s: f64) -> Result<std::time::Duration> {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
-    if a.max_num_seqs == 0 || a.max_num_batched_tokens == 0 || a.stream_interval == 0 || a.max_waiting == 0 {
-        bail!("--max-num-seqs, --max-num-batched-tokens, --stream-interval and --max-waiting must be positive");
+    if a.max_num_seqs == 0
+        || a.max_num_batched_tokens == 0
+        || a.stream_interval == 0
+        || a.max_waiting == 0
+        || a.max_connections == 0
+    {
+        bail!(
+            "--max-num-seqs, --max-num-batched-tokens, --stream-interval, --max-waiting and --max-connections must be positive"
+        );
     }
     // Resolved here so that a bad --cpu-path or environment value is bad input
     // (exit 2) before the server binds; the flags override the environment.
@@ -556,6 +570,8 @@ fn serve(a: ServeArgs) -> Result<()> {
         max_waiting: a.max_waiting,
         header_read_timeout: positive_secs("--header-read-timeout-s", a.header_read_timeout_s)?,
         keep_alive_timeout: positive_secs("--keep-alive-timeout-s", a.keep_alive_timeout_s)?,
+        body_read_timeout: positive_secs("--body-read-timeout-s", a.body_read_timeout_s)?,
+        max_connections: a.max_connections,
     };
     engine::serve::run(opts)?;
     Ok(())

@@ -1,7 +1,9 @@
 //! Reliability of the server over real HTTP (issue 12): stop strings finish as
 //! `stop` everywhere, a failed forward pass is a server error (HTTP 500 or an
 //! error event) counted apart from successes, a full admission queue answers
-//! 503, and half-sent or idle connections are closed.
+//! 503, half-sent or idle connections are closed, a stalled request body gets
+//! 408 within `--body-read-timeout-s`, and connections past
+//! `--max-connections` are closed at once.
 
 mod common;
 
@@ -200,4 +202,77 @@ async fn a_silent_in_flight_request_outlives_the_keep_alive_timeout() {
     let (status, v) = post(&s, "/v1/completions", greedy("abc", 30)).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 30);
+}
+
+/// Sends the head of a POST with `Content-Length: 100` and only 9 body bytes.
+fn stalled_body(port: u16, path: &str) -> std::net::TcpStream {
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"prompt\""
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    c
+}
+
+#[test]
+fn stalled_request_bodies_get_408_within_the_body_read_timeout() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "1", "--body-read-timeout-s", "1"]);
+    let paths = ["/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/v1/completions"];
+    let mut stalled: Vec<_> = paths.iter().map(|p| stalled_body(s.port, p)).collect();
+    for (c, path) in stalled.iter_mut().zip(paths) {
+        // Bounds against hanging (the body would never come), not speed.
+        let got = read_until_closed(c, Duration::from_secs(30));
+        assert!(got.starts_with("HTTP/1.1 408"), "{path}: {got}");
+        assert!(got.contains("request_timeout") && got.contains("--body-read-timeout-s"), "{path}: {got}");
+    }
+    let h = health_on(&mut std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap());
+    assert!(h.starts_with("HTTP/1.1 200"), "the server keeps serving: {h}");
+}
+
+/// Sends `GET /health` on a kept-alive connection and reads one answer; what
+/// arrived before the server closed the connection when it refuses it.
+fn health_on(c: &mut std::net::TcpStream) -> String {
+    let _ = c.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"\r\n\r\nok") {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A connection the server keeps: retried until one is answered (the startup
+/// health check's connection may still hold its place for a moment).
+fn held_connection(port: u16) -> std::net::TcpStream {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let got = health_on(&mut c);
+        if got.starts_with("HTTP/1.1 200") {
+            return c;
+        }
+        assert!(std::time::Instant::now() < deadline, "no connection was kept: {got:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn connections_past_max_connections_are_closed_and_the_server_serves_once_they_go() {
+    let dir = synth();
+    let args = ["--max-connections", "4", "--header-read-timeout-s", "120", "--keep-alive-timeout-s", "120"];
+    let s = Server::start(dir.path(), &args);
+    let held: Vec<_> = (0..4).map(|_| held_connection(s.port)).collect();
+    let mut fifth = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    let _ = fifth.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    let got = read_until_closed(&mut fifth, Duration::from_secs(30));
+    assert!(got.is_empty(), "the fifth connection is closed unanswered: {got}");
+    drop(held);
+    // Their places come back once the server sees them closed.
+    let again = held_connection(s.port);
+    drop(again);
 }

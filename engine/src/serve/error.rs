@@ -23,6 +23,9 @@ pub enum ApiError {
     /// 405: a route that exists, with another method.
     #[error("{0}")]
     MethodNotAllowed(String),
+    /// 408: the request body did not arrive in time; the connection closes.
+    #[error("{0}")]
+    Timeout(String),
     /// 413: body over the size limit.
     #[error("{0}")]
     TooLarge(String),
@@ -52,6 +55,7 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::ModelNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -75,6 +79,7 @@ impl ApiError {
             ),
             ApiError::NotFound(m) => (m.clone(), "invalid_request_error", None, Some("not_found")),
             ApiError::MethodNotAllowed(m) => (m.clone(), "invalid_request_error", None, Some("method_not_allowed")),
+            ApiError::Timeout(m) => (m.clone(), "invalid_request_error", None, Some("request_timeout")),
             ApiError::TooLarge(m) => (m.clone(), "invalid_request_error", None, Some("request_too_large")),
             ApiError::Unavailable(m) | ApiError::Overloaded(m) => {
                 (m.clone(), "server_error", None, Some("service_unavailable"))
@@ -87,10 +92,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if matches!(self, ApiError::Overloaded(_)) {
-            return (self.status(), [(axum::http::header::RETRY_AFTER, "1")], Json(self.body())).into_response();
+        use axum::http::header::{CONNECTION, RETRY_AFTER};
+        match self {
+            ApiError::Overloaded(_) => (self.status(), [(RETRY_AFTER, "1")], Json(self.body())).into_response(),
+            // The rest of the body may never come: the connection cannot be reused.
+            ApiError::Timeout(_) => (self.status(), [(CONNECTION, "close")], Json(self.body())).into_response(),
+            _ => (self.status(), Json(self.body())).into_response(),
         }
-        (self.status(), Json(self.body())).into_response()
     }
 }
 

@@ -4,8 +4,12 @@
 //! has not sent a whole request head in time is disconnected), an idle
 //! keep-alive timeout (a connection with no bytes in or out for that long stops
 //! keeping alive: closed at once when between requests, after its response
-//! otherwise), and graceful shutdown (stop accepting, let every connection
-//! finish its in-flight exchange, then return).
+//! otherwise), a connection cap (`--max-connections`: a connection accepted
+//! while that many are open is closed at once, so stalled clients cannot pile
+//! up sockets and tasks without bound), and graceful shutdown (stop accepting,
+//! let every connection finish its in-flight exchange, then return). The
+//! body-read timeout is applied where bodies are read (`routes::read_body`),
+//! which can answer 408.
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -19,11 +23,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {
     pub header_read_timeout: Duration,
     pub keep_alive_timeout: Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves and every connection
@@ -34,6 +41,8 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnLimits, shutd
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     let mut shutdown = std::pin::pin!(shutdown);
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let mut refused = Refusals::default();
     loop {
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -47,11 +56,21 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnLimits, shutd
             },
             _ = &mut shutdown => break,
         };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            refused.refuse(tcp, limits.max_connections);
+            continue;
+        };
         // Every SSE event is a small write: without TCP_NODELAY, Nagle's
         // algorithm and the client's delayed ACK can hold an event back ~40 ms.
         let _ = tcp.set_nodelay(true);
-        let conn =
-            Connection { http: http.clone(), app: app.clone(), limits, stop: stop_rx.clone(), done: done_tx.clone() };
+        let conn = Connection {
+            http: http.clone(),
+            app: app.clone(),
+            limits,
+            stop: stop_rx.clone(),
+            done: done_tx.clone(),
+            _permit: permit,
+        };
         tokio::spawn(conn.run(tcp));
     }
     drop(listener);
@@ -61,12 +80,64 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ConnLimits, shutd
     let _ = done_rx.recv().await;
 }
 
+/// Connections closed at accept because `max_connections` were open; warns at
+/// most once a second, so a flood of them does not flood the log.
+#[derive(Default)]
+struct Refusals {
+    since_warning: u64,
+    warned: Option<Instant>,
+}
+
+impl Refusals {
+    fn refuse(&mut self, tcp: TcpStream, max: usize) {
+        drop(tcp);
+        self.since_warning += 1;
+        if self.warned.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            tracing::warn!("{max} connections open (--max-connections {max}): closed {} more", self.since_warning);
+            self.since_warning = 0;
+            self.warned = Some(Instant::now());
+        }
+    }
+}
+
+/// Raises the soft open-file limit toward the hard one so that
+/// `max_connections` sockets fit beside the server's own files; warns when
+/// they cannot (accepts past the limit fail and wait in the backlog instead
+/// of being closed).
+#[cfg(unix)]
+pub fn raise_fd_limit(max_connections: usize) {
+    const OWN_FILES: u64 = 256;
+    let want = (max_connections as u64).saturating_add(OWN_FILES);
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= want {
+            return;
+        }
+        let raised = libc::rlimit { rlim_cur: want.min(lim.rlim_max), rlim_max: lim.rlim_max };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            lim = raised;
+        }
+    }
+    if lim.rlim_cur < want {
+        tracing::warn!(
+            "the open-file limit ({}) is below --max-connections ({max_connections}) plus {OWN_FILES} for the server",
+            lim.rlim_cur
+        );
+    }
+}
+
+#[cfg(not(unix))]
+pub fn raise_fd_limit(_max_connections: usize) {}
+
 struct Connection {
     http: hyper::server::conn::http1::Builder,
     app: Router,
     limits: ConnLimits,
     stop: tokio::sync::watch::Receiver<bool>,
     done: tokio::sync::mpsc::Sender<()>,
+    /// This connection's place under `max_connections`, given back on drop.
+    _permit: OwnedSemaphorePermit,
 }
 
 impl Connection {

@@ -66,6 +66,10 @@ pub struct ServeOptions {
     pub header_read_timeout: Duration,
     /// Closes a keep-alive connection idle for this long.
     pub keep_alive_timeout: Duration,
+    /// Answers 408 (and closes) when a request body is not complete in this time.
+    pub body_read_timeout: Duration,
+    /// Most connections open at once; more are closed when accepted.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +122,7 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
         metrics: metrics.clone(),
         api_key: opts.api_key.clone(),
         body_limit: opts.body_limit_bytes,
+        body_read_timeout: opts.body_read_timeout,
         stream_interval: opts.stream_interval,
         accepting: AtomicBool::new(true),
         next_id: AtomicU64::new(1),
@@ -193,7 +198,9 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
     let limits = listen::ConnLimits {
         header_read_timeout: opts.header_read_timeout,
         keep_alive_timeout: opts.keep_alive_timeout,
+        max_connections: opts.max_connections,
     };
+    listen::raise_fd_limit(opts.max_connections);
     listen::serve(listener, app, limits, async move {
         shutdown_signal().await;
         tracing::info!("shutdown requested: no new requests; in-flight ones get {grace:?}");

@@ -27,7 +27,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// Set once the model is loaded.
@@ -46,6 +46,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub api_key: Option<String>,
     pub body_limit: usize,
+    /// Time a request body may take to arrive once its head is in.
+    pub body_read_timeout: Duration,
     pub stream_interval: usize,
     pub accepting: AtomicBool,
     pub next_id: AtomicU64,
@@ -146,10 +148,19 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
+/// Reads a whole request body: 413 past `--max-body`, 408 when it has not
+/// all arrived within `--body-read-timeout-s` (a client that sends its head
+/// and stalls would otherwise hold the connection forever).
 pub async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
-    axum::body::to_bytes(body, state.body_limit)
-        .await
-        .map_err(|_| ApiError::TooLarge(format!("the request body exceeds {} bytes", state.body_limit)))
+    let read = axum::body::to_bytes(body, state.body_limit);
+    match tokio::time::timeout(state.body_read_timeout, read).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(ApiError::TooLarge(format!("the request body exceeds {} bytes", state.body_limit))),
+        Err(_) => Err(ApiError::Timeout(format!(
+            "the request body did not arrive within {} s (--body-read-timeout-s)",
+            state.body_read_timeout.as_secs_f64()
+        ))),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
