@@ -1,8 +1,9 @@
 //! API fidelity against OpenAI and vLLM over real HTTP (issue 12): unsupported
 //! fields are refused by name, `continuous_usage_stats` and cached prompt
 //! tokens in usage, the sampled token in completions `top_logprobs`, 404/405
-//! answers, and vLLM's `/version`, `/tokenize`, `/detokenize`,
-//! `/v1/models/{id}`.
+//! answers, vLLM's `/version`, `/tokenize`, `/detokenize`,
+//! `/v1/models/{id}`, and out-of-range requests refused with 400 naming the
+//! field and its limit.
 
 mod common;
 
@@ -144,4 +145,85 @@ async fn unknown_routes_404_wrong_methods_405_and_vllms_extra_routes() {
     assert!(v["count"].as_u64().unwrap() > 0);
     let (status, v) = post(&s, "/tokenize", json!({"prompt": "x", "model": "other"})).await;
     assert_eq!(status, 404, "{v}");
+}
+
+/// Posts `body` as `content_type` (none when empty).
+async fn post_as(s: &Server, path: &str, content_type: &str, body: &Value) -> (u16, Value) {
+    let mut r = reqwest::Client::new().post(s.url(path)).body(body.to_string());
+    if !content_type.is_empty() {
+        r = r.header("content-type", content_type);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn with(mut base: Value, extra: Value) -> Value {
+    for (k, v) in extra.as_object().unwrap() {
+        base[k] = v.clone();
+    }
+    base
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_range_requests_are_refused_with_400_naming_the_field_and_its_limit() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "1"]);
+    let chat = |extra: Value| with(json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}), extra);
+    let cmpl = |extra: Value| with(json!({"prompt": "hi", "max_tokens": 1}), extra);
+    let (c, t, j) = ("/v1/chat/completions", "/v1/completions", "application/json");
+    let wizard = json!({"messages": [{"role": "wizard", "content": "hi"}]});
+    let null_content = json!({"messages": [{"role": "user", "content": null}]});
+    // (path, content type, body, the field the message names, words of the limit it states)
+    let refused = [
+        (c, j, chat(wizard.clone()), "messages[0].role", "system, user or assistant"),
+        ("/tokenize", j, wizard, "messages[0].role", "system, user or assistant"),
+        (c, j, chat(null_content), "messages[0].content", "a string or a list of text parts"),
+        (c, j, chat(json!({"top_logprobs": 2})), "top_logprobs", "logprobs: true"),
+        (c, j, chat(json!({"top_k": -2})), "top_k", "-1 or 0 (no limit)"),
+        (t, j, cmpl(json!({"top_k": -2})), "top_k", "-1 or 0 (no limit)"),
+        (t, j, cmpl(json!({"stop_token_ids": [5, 1_000_000]})), "stop_token_ids", "vocabulary (size"),
+        (t, "text/plain", cmpl(json!({})), "Content-Type", "application/json"),
+        (c, "application/x-www-form-urlencoded", chat(json!({})), "Content-Type", "application/json"),
+        (t, j, cmpl(json!({ "stop": vec!["x"; 10_000] })), "stop", "at most 64"),
+        (t, j, cmpl(json!({ "stop": "y".repeat(1 << 20) })), "stop", "at most 1024 bytes"),
+        (c, j, chat(json!({ "stop": ["ok", "z".repeat(1025)] })), "stop", "at most 1024 bytes"),
+        (t, j, cmpl(json!({"temperature": 1e308})), "temperature", "[0, 2]"),
+        (c, j, chat(json!({"temperature": 2.5})), "temperature", "[0, 2]"),
+    ];
+    // Every case is tried; the failures are listed together.
+    let mut wrong = Vec::new();
+    for (path, content_type, body, field, limit) in refused {
+        let (status, v) = post_as(&s, path, content_type, &body).await;
+        let shown: String = body.to_string().chars().take(100).collect();
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        let param_ok = field == "Content-Type" || v["error"]["param"] == field;
+        if status != 400
+            || v["error"]["type"] != "invalid_request_error"
+            || !(message.contains(field) && message.contains(limit) && param_ok)
+        {
+            let v: String = v.to_string().chars().take(200).collect();
+            wrong.push(format!(
+                "{path} {content_type} {shown}: want 400 naming {field} and {limit:?}, got {status} {v}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{} not refused as they should be:\n{}", wrong.len(), wrong.join("\n"));
+    // The limits' own edges are accepted.
+    let assistant_null = json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null},
+                                             {"role": "user", "content": "again"}]});
+    let accepted = [
+        (t, j, cmpl(json!({"top_k": -1}))),
+        (t, j, cmpl(json!({"top_k": 0, "temperature": 2}))),
+        (t, j, cmpl(json!({ "stop": vec!["s".repeat(1024); 64] }))),
+        (c, j, chat(json!({"logprobs": true, "top_logprobs": 2}))),
+        (c, j, chat(assistant_null)),
+        (t, "application/json; charset=utf-8", cmpl(json!({}))),
+        (t, "", cmpl(json!({}))),
+    ];
+    for (path, content_type, body) in accepted {
+        let (status, v) = post_as(&s, path, content_type, &body).await;
+        let shown: String = body.to_string().chars().take(120).collect();
+        assert_eq!(status, 200, "{path} {content_type} {shown}: {v}");
+    }
 }

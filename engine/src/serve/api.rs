@@ -4,7 +4,9 @@
 //! `prompt_logprobs`, `top_k`). Fields the engine does not implement (tools,
 //! response formats, penalties, ...) are refused with 400 naming the field
 //! (`UNSUPPORTED`) rather than silently ignored; other unknown fields (`user`,
-//! `metadata`, ...) are ignored, as OpenAI does.
+//! `metadata`, ...) are ignored, as OpenAI does. Values outside the limits
+//! below (vLLM's where it has one) are refused with 400 naming the field and
+//! the limit.
 
 use super::error::{ApiError, fields, parse_object};
 use super::sampling::SamplingParams;
@@ -16,6 +18,15 @@ use serde_json::Value;
 pub const MAX_PROMPTS_PER_REQUEST: usize = 256;
 /// Most alternatives per token for logprobs and prompt_logprobs.
 pub const MAX_LOGPROBS: usize = 20;
+/// Highest temperature (OpenAI's and vLLM's: [0, 2]).
+pub const MAX_TEMPERATURE: f64 = 2.0;
+/// Most stop strings in one request (OpenAI allows 4, vLLM sets no limit):
+/// each is searched for after every generated token.
+pub const MAX_STOP_STRINGS: usize = 64;
+/// Longest stop string, in bytes (the engine holds back that much text).
+pub const MAX_STOP_BYTES: usize = 1024;
+/// Chat message roles the engine renders.
+pub const CHAT_ROLES: [&str; 3] = ["system", "user", "assistant"];
 
 #[derive(Debug, Deserialize, Default)]
 pub struct StreamOptions {
@@ -73,8 +84,8 @@ fn reject_unsupported(body: &Value) -> Result<(), ApiError> {
 pub struct CommonFields {
     pub model: Option<String>,
     pub max_tokens: Option<i64>,
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
     pub top_k: Option<i64>,
     pub seed: Option<u64>,
     pub stop: Option<Value>,
@@ -209,26 +220,75 @@ fn parse_prompts(v: &Value, tok: &Tokenizer) -> Result<Vec<Vec<u32>>, ApiError> 
 }
 
 fn parse_stop(v: &Option<Value>) -> Result<Vec<String>, ApiError> {
-    match v {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::String(s)) => Ok(vec![s.clone()]),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| {
-                x.as_str()
-                    .map(String::from)
-                    .ok_or_else(|| ApiError::bad_param("stop", "stop must be a string or a list of strings"))
-            })
-            .collect(),
-        _ => Err(ApiError::bad_param("stop", "stop must be a string or a list of strings")),
-    }
-    .and_then(|s: Vec<String>| {
-        if s.iter().any(|x| x.is_empty()) {
-            Err(ApiError::bad_param("stop", "stop strings must not be empty"))
-        } else {
-            Ok(s)
+    let not_strings = || ApiError::bad_param("stop", "stop must be a string or a list of strings");
+    let stops: Vec<&str> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(a)) if a.len() > MAX_STOP_STRINGS => {
+            return Err(ApiError::bad_param(
+                "stop",
+                format!("stop has {} strings; at most {MAX_STOP_STRINGS} are allowed", a.len()),
+            ));
         }
-    })
+        Some(Value::Array(a)) => a.iter().map(|x| x.as_str().ok_or_else(not_strings)).collect::<Result<_, _>>()?,
+        _ => return Err(not_strings()),
+    };
+    if stops.iter().any(|x| x.is_empty()) {
+        return Err(ApiError::bad_param("stop", "stop strings must not be empty"));
+    }
+    if let Some(long) = stops.iter().find(|x| x.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::bad_param(
+            "stop",
+            format!("stop strings must be at most {MAX_STOP_BYTES} bytes; one has {}", long.len()),
+        ));
+    }
+    Ok(stops.into_iter().map(String::from).collect())
+}
+
+/// A number as a message shows it (1e308 as such, not 309 digits).
+fn shown(x: f64) -> String {
+    if x.abs() < 1e9 { x.to_string() } else { format!("{x:e}") }
+}
+
+/// Temperature in [0, `MAX_TEMPERATURE`] (default 1) and top_p in (0, 1]
+/// (default 1).
+fn temperature_and_top_p(c: &CommonFields) -> Result<(f32, f32), ApiError> {
+    let temperature = c.temperature.unwrap_or(1.0);
+    if !(0.0..=MAX_TEMPERATURE).contains(&temperature) {
+        return Err(ApiError::bad_param(
+            "temperature",
+            format!("temperature must be in [0, {MAX_TEMPERATURE}], got {}", shown(temperature)),
+        ));
+    }
+    let top_p = c.top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::bad_param("top_p", format!("top_p must be in (0, 1], got {}", shown(top_p))));
+    }
+    Ok((temperature as f32, top_p as f32))
+}
+
+/// top_k: -1 or 0 mean no limit (vLLM accepts both), else 1..=vocabulary size.
+fn top_k(c: &CommonFields, vocab_size: usize) -> Result<i64, ApiError> {
+    match c.top_k {
+        None => Ok(0),
+        Some(k) if k >= -1 && k <= vocab_size as i64 => Ok(k),
+        Some(k) => Err(ApiError::bad_param(
+            "top_k",
+            format!("top_k must be -1 or 0 (no limit), or from 1 to the vocabulary size ({vocab_size}); got {k}"),
+        )),
+    }
+}
+
+/// stop_token_ids, each inside the vocabulary.
+fn stop_token_ids(c: &CommonFields, vocab_size: usize) -> Result<Vec<u32>, ApiError> {
+    let ids = c.stop_token_ids.clone().unwrap_or_default();
+    match ids.iter().find(|&&t| t as usize >= vocab_size) {
+        Some(t) => Err(ApiError::bad_param(
+            "stop_token_ids",
+            format!("stop_token_ids: token id {t} is outside the vocabulary (size {vocab_size})"),
+        )),
+        None => Ok(ids),
+    }
 }
 
 /// Validates the shared fields for prompts that are already tokenized.
@@ -250,14 +310,7 @@ fn build(
             format!("{} prompts in one request; at most {MAX_PROMPTS_PER_REQUEST}", prompts.len()),
         ));
     }
-    let temperature = c.temperature.unwrap_or(1.0);
-    if !(temperature.is_finite() && temperature >= 0.0) {
-        return Err(ApiError::bad_param("temperature", "temperature must be >= 0"));
-    }
-    let top_p = c.top_p.unwrap_or(1.0);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ApiError::bad_param("top_p", "top_p must be in (0, 1]"));
-    }
+    let (temperature, top_p) = temperature_and_top_p(c)?;
     for (name, v) in [("logprobs", logprobs), ("prompt_logprobs", c.prompt_logprobs)] {
         if let Some(k) = v
             && k > MAX_LOGPROBS
@@ -301,11 +354,11 @@ fn build(
         params: SamplingParams {
             temperature,
             top_p,
-            top_k: c.top_k.unwrap_or(0),
+            top_k: top_k(c, limits.vocab_size)?,
             max_tokens,
             min_tokens: c.min_tokens,
             ignore_eos: c.ignore_eos,
-            stop_token_ids: c.stop_token_ids.clone().unwrap_or_default(),
+            stop_token_ids: stop_token_ids(c, limits.vocab_size)?,
             logprobs,
             prompt_logprobs: c.prompt_logprobs,
         },
@@ -349,6 +402,9 @@ impl ChatRequest {
         if f.messages.is_empty() {
             return Err(ApiError::bad_param("messages", "messages must not be empty"));
         }
+        if f.top_logprobs.is_some() && !f.logprobs {
+            return Err(ApiError::bad_param("top_logprobs", "top_logprobs requires logprobs: true"));
+        }
         let ids = chat_prompt_ids(&f.messages, f.add_generation_prompt, limits.tokenizer)?;
         let logprobs = if f.logprobs { Some(f.top_logprobs.unwrap_or(0)) } else { None };
         let max = f.max_completion_tokens.or(self.common.max_tokens);
@@ -363,34 +419,37 @@ pub fn chat_prompt_ids(
     add_generation_prompt: bool,
     tok: &Tokenizer,
 ) -> Result<Vec<u32>, ApiError> {
-    let mut msgs = Vec::with_capacity(messages.len());
-    for (i, m) in messages.iter().enumerate() {
-        let content = match &m.content {
-            Value::String(s) => s.clone(),
-            Value::Array(parts) => parts
-                .iter()
-                .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
-                    (Some("text"), Some(t)) => Ok(t.to_string()),
-                    _ => Err(ApiError::bad_param(
-                        format!("messages[{i}].content"),
-                        "only text content parts are supported",
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>()?
-                .join(""),
-            Value::Null => String::new(),
-            _ => {
-                return Err(ApiError::bad_param(
-                    format!("messages[{i}].content"),
-                    "content must be a string or a list of parts",
-                ));
-            }
-        };
-        msgs.push(ChatMessage { role: m.role.clone(), content });
-    }
+    let msgs = messages.iter().enumerate().map(|(i, m)| chat_message(i, m)).collect::<Result<Vec<_>, _>>()?;
     let text = tok
         .apply_chat_template(&msgs, add_generation_prompt)
         .map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
     let ids = tok.encode(&text, false).map_err(|e| ApiError::bad_param("messages", e.to_string()))?;
     Ok(ids)
+}
+
+/// Message `i` with a role in `CHAT_ROLES` and its text: a string or text
+/// parts; no content (null) only for an assistant message, as OpenAI allows.
+fn chat_message(i: usize, m: &ChatMessageIn) -> Result<ChatMessage, ApiError> {
+    if !CHAT_ROLES.contains(&m.role.as_str()) {
+        let field = format!("messages[{i}].role");
+        return Err(ApiError::bad_param(&field, format!("{field} must be system, user or assistant")));
+    }
+    let field = format!("messages[{i}].content");
+    let content = match &m.content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|p| match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                (Some("text"), Some(t)) => Ok(t),
+                _ => Err(ApiError::bad_param(&field, format!("{field}: only text content parts are supported"))),
+            })
+            .collect::<Result<Vec<_>, _>>()?
+            .join(""),
+        Value::Null if m.role == "assistant" => String::new(),
+        _ => {
+            let message = format!("{field} must be a string or a list of text parts (null only for an assistant)");
+            return Err(ApiError::bad_param(&field, message));
+        }
+    };
+    Ok(ChatMessage { role: m.role.clone(), content })
 }

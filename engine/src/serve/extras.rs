@@ -13,7 +13,7 @@ use super::routes::{AppState, read_body};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{Method, Uri};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -69,9 +69,9 @@ fn check_model(state: &AppState, model: &Option<String>) -> Result<(), ApiError>
     }
 }
 
-pub async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Response {
+pub async fn tokenize(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
-        let bytes = read_body(&state, body).await?;
+        let bytes = read_body(&state, &headers, body).await?;
         let ready = state.ready()?;
         let req: TokenizeRequest = fields(&parse_object(&bytes)?)?;
         check_model(&state, &req.model)?;
@@ -92,9 +92,9 @@ pub async fn tokenize(State(state): State<Arc<AppState>>, body: Body) -> Respons
     r.map(IntoResponse::into_response).unwrap_or_else(|e| e.into_response())
 }
 
-pub async fn detokenize(State(state): State<Arc<AppState>>, body: Body) -> Response {
+pub async fn detokenize(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
-        let bytes = read_body(&state, body).await?;
+        let bytes = read_body(&state, &headers, body).await?;
         let ready = state.ready()?;
         let req: DetokenizeRequest = fields(&parse_object(&bytes)?)?;
         check_model(&state, &req.model)?;

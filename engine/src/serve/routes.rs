@@ -148,10 +148,12 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Reads a whole request body: 413 past `--max-body`, 408 when it has not
-/// all arrived within `--body-read-timeout-s` (a client that sends its head
-/// and stalls would otherwise hold the connection forever).
-pub async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, ApiError> {
+/// Reads a whole JSON request body: 400 for a Content-Type other than JSON
+/// (`json_content_type`), 413 past `--max-body`, 408 when it has not all
+/// arrived within `--body-read-timeout-s` (a client that sends its head and
+/// stalls would otherwise hold the connection forever).
+pub async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, ApiError> {
+    json_content_type(headers)?;
     let read = axum::body::to_bytes(body, state.body_limit);
     match tokio::time::timeout(state.body_read_timeout, read).await {
         Ok(Ok(bytes)) => Ok(bytes),
@@ -163,15 +165,31 @@ pub async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes
     }
 }
 
+/// A body is JSON when its Content-Type is absent, `application/json` or
+/// `application/*+json` (FastAPI's rule, so vLLM's); anything else is 400.
+fn json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let value = String::from_utf8_lossy(value.as_bytes());
+    let mime = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let json = mime.strip_prefix("application/").is_some_and(|sub| sub == "json" || sub.ends_with("+json"));
+    if json {
+        return Ok(());
+    }
+    let got: String = mime.chars().take(64).collect();
+    Err(ApiError::bad(format!("Content-Type must be application/json, got {got:?}")))
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     Completions,
     Chat,
 }
 
-async fn completions(State(state): State<Arc<AppState>>, _h: HeaderMap, body: Body) -> Response {
+async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
-        let bytes = read_body(&state, body).await?;
+        let bytes = read_body(&state, &headers, body).await?;
         let ready = state.ready()?;
         let req = CompletionRequest::parse(&bytes)?;
         let spec = req.validate(&limits(&state, ready))?;
@@ -181,9 +199,9 @@ async fn completions(State(state): State<Arc<AppState>>, _h: HeaderMap, body: Bo
     r.unwrap_or_else(|e| e.into_response())
 }
 
-async fn chat_completions(State(state): State<Arc<AppState>>, body: Body) -> Response {
+async fn chat_completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
-        let bytes = read_body(&state, body).await?;
+        let bytes = read_body(&state, &headers, body).await?;
         let ready = state.ready()?;
         let req = ChatRequest::parse(&bytes)?;
         let spec = req.validate(&limits(&state, ready))?;
