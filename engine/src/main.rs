@@ -99,9 +99,15 @@ struct ServeArgs {
     /// Share full KV pages of identical prompt prefixes.
     #[arg(long)]
     enable_prefix_caching: bool,
-    /// Require `Authorization: Bearer KEY` on /v1/* (health and metrics stay open).
-    #[arg(long)]
+    /// Require `Authorization: Bearer KEY` on /v1/* (health and metrics stay
+    /// open). Every user can read it in `ps`: prefer --api-key-env.
+    #[arg(long, conflicts_with = "api_key_env")]
     api_key: Option<String>,
+    /// Name of an environment variable holding the API key (kept off the
+    /// command line; unset or empty is an error). With neither flag,
+    /// VLLM_API_KEY is the key when set and not empty, as in vLLM.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
     /// Write one JSON line per scheduler step to FILE.
     #[arg(long)]
     receipts: Option<PathBuf>,
@@ -527,6 +533,29 @@ fn positive_secs(flag: &str, s: f64) -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_secs_f64(s))
 }
 
+/// The variable vLLM reads its API key from when `--api-key` is not given.
+const VLLM_API_KEY: &str = "VLLM_API_KEY";
+
+/// The API key: `--api-key`, else the variable `--api-key-env` names (unset or
+/// empty is bad input), else `VLLM_API_KEY` when set and not empty (vLLM's
+/// fallback). Logs where it came from, never the key.
+fn api_key(flag: Option<String>, env_name: Option<&str>) -> Result<Option<engine::serve::routes::ApiKey>> {
+    let bad = |m: String| engine::error::EngineError::InvalidRequest(m);
+    let (key, from) = match (flag, env_name) {
+        (Some(k), _) if k.is_empty() => return Err(bad("--api-key must not be empty".into()).into()),
+        (Some(k), _) => (Some(k), "--api-key".to_string()),
+        (None, Some(var)) => match std::env::var(var) {
+            Ok(k) if !k.is_empty() => (Some(k), format!("the environment variable {var}")),
+            _ => return Err(bad(format!("--api-key-env: the environment variable {var} is unset or empty")).into()),
+        },
+        (None, None) => (std::env::var(VLLM_API_KEY).ok().filter(|k| !k.is_empty()), VLLM_API_KEY.to_string()),
+    };
+    if key.is_some() {
+        tracing::info!("/v1/* requires the API key from {from}");
+    }
+    Ok(key.map(engine::serve::routes::ApiKey::new))
+}
+
 fn serve(a: ServeArgs) -> Result<()> {
     if a.max_num_seqs == 0
         || a.max_num_batched_tokens == 0
@@ -558,7 +587,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         chunked_prefill: a.enable_chunked_prefill,
         prefix_caching: a.enable_prefix_caching,
         threads: a.model.threads,
-        api_key: a.api_key,
+        api_key: api_key(a.api_key, a.api_key_env.as_deref())?,
         receipts: a.receipts,
         stream_interval: a.stream_interval,
         debug_step_delay_us: a.debug_step_delay_us,

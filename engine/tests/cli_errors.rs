@@ -158,3 +158,26 @@ fn serve_refuses_an_unknown_or_unsupported_cpu_path_before_loading() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("ENGINE_CPU_PATH") && err.contains("sse9"), "{err}");
 }
+
+#[test]
+fn api_key_flags_conflict_and_an_unset_or_empty_key_variable_is_named() {
+    let (code, err) = engine(&["serve", "--model", "/nonexistent", "--api-key", "k", "--api-key-env", "K"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--api-key <API_KEY>") && err.contains("--api-key-env <VAR>"), "{err}");
+    let (code, err) = engine(&["serve", "--model", "/nonexistent", "--api-key", ""]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--api-key must not be empty"), "{err}");
+    for value in [None, Some("")] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_engine"));
+        cmd.args(["serve", "--model", "/nonexistent", "--api-key-env", "ENGINE_TEST_NO_KEY"]);
+        match value {
+            None => cmd.env_remove("ENGINE_TEST_NO_KEY"),
+            Some(v) => cmd.env("ENGINE_TEST_NO_KEY", v),
+        };
+        let out = cmd.output().expect("run engine");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value:?}: {err}");
+        // Refused before the server binds or the model loads.
+        assert!(err.contains("ENGINE_TEST_NO_KEY") && !err.contains("/nonexistent"), "{value:?}: {err}");
+    }
+}

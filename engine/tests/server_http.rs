@@ -1,7 +1,8 @@
 //! The server over real HTTP, against the `engine` binary: streaming framing,
 //! forced lengths, isolation under batching, preemption, long-then-short
 //! scheduling, requests sent together prefilled together, disconnects, bad
-//! input, API keys, k16v8 inventory, SIGTERM.
+//! input, API keys (from the command line or the environment, never logged),
+//! k16v8 inventory, SIGTERM.
 
 mod common;
 
@@ -345,6 +346,34 @@ async fn api_key_guards_the_api_but_not_health() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_key_from_the_environment_guards_the_api_and_stays_out_of_the_log() {
+    let dir = synth();
+    let key = "env-sekret-4f2a9c";
+    let log = dir.path().join("serve.log");
+    // --api-key-env names the variable; with no flag, vLLM's VLLM_API_KEY.
+    let starts: [(&[&str], (&str, &str)); 2] =
+        [(&["--api-key-env", "ENGINE_TEST_API_KEY"], ("ENGINE_TEST_API_KEY", key)), (&[], ("VLLM_API_KEY", key))];
+    for (args, var) in starts {
+        let mut s = Server::start_logged(dir.path(), args, &[var], &log);
+        let body = json!({"prompt": "a", "max_tokens": 1});
+        let post = |auth: Option<&str>| {
+            let mut r = client().post(s.url("/v1/completions")).json(&body);
+            if let Some(k) = auth {
+                r = r.bearer_auth(k);
+            }
+            async move { r.send().await.unwrap().status().as_u16() }
+        };
+        assert_eq!(post(None).await, 401, "{args:?}: no key");
+        assert_eq!(post(Some("env-sekret-4f2a9d")).await, 401, "{args:?}: a wrong key");
+        assert_eq!(post(Some(key)).await, 200, "{args:?}: the key");
+        s.terminate();
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("requires the API key from") && text.contains(var.0), "{args:?}: {text}");
+        assert!(!text.contains(key), "{args:?}: the key is in the log:\n{text}");
+    }
 }
 
 fn calibrate(model: &Path, out: &Path) {

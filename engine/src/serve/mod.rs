@@ -49,7 +49,9 @@ pub struct ServeOptions {
     pub chunked_prefill: bool,
     pub prefix_caching: bool,
     pub threads: usize,
-    pub api_key: Option<String>,
+    /// Required on /v1/* when set (from `--api-key`, `--api-key-env` or
+    /// `VLLM_API_KEY`; the CLI resolves which).
+    pub api_key: Option<routes::ApiKey>,
     pub receipts: Option<PathBuf>,
     pub stream_interval: usize,
     pub debug_step_delay_us: u64,

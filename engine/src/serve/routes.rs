@@ -39,12 +39,35 @@ pub struct Ready {
     pub fit: FitLimits,
 }
 
+/// The key clients must send as `Authorization: Bearer KEY`. Its Debug never
+/// shows it, and a presented key is compared in time that does not depend on
+/// where it differs.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: String) -> Self {
+        ApiKey(key)
+    }
+
+    fn admits(&self, presented: &str) -> bool {
+        let (want, got) = (self.0.as_bytes(), presented.as_bytes());
+        want.len() == got.len() && want.iter().zip(got).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
 pub struct AppState {
     pub served_model_name: String,
     pub ready: OnceLock<Ready>,
     pub commands: Mutex<std::sync::mpsc::Sender<Command>>,
     pub metrics: Arc<Metrics>,
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     pub body_limit: usize,
     /// Time a request body may take to arrive once its head is in.
     pub body_read_timeout: Duration,
@@ -94,7 +117,7 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|v| v == key);
+            .is_some_and(|v| key.admits(v));
         if !ok {
             return ApiError::Unauthorized.into_response();
         }

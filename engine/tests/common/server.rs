@@ -1,5 +1,6 @@
 //! A real `engine serve` process for integration tests: picks a free loopback
 //! port, waits for /health, and stops the server (SIGTERM, then SIGKILL) on drop.
+//! Its output goes to the test's (stderr) or, with `start_logged`, to a file.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -19,17 +20,30 @@ pub fn free_port() -> u16 {
 impl Server {
     /// Starts `engine serve --model MODEL --port P ARGS...` and waits until healthy.
     pub fn start(model: &Path, args: &[&str]) -> Server {
+        Self::launch(model, args, |c| {
+            c.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        })
+    }
+
+    /// As `start`, with extra environment variables and the server's stdout
+    /// and stderr both written to `log`.
+    pub fn start_logged(model: &Path, args: &[&str], env: &[(&str, &str)], log: &Path) -> Server {
+        let out = std::fs::File::create(log).expect("create the server log");
+        let err = out.try_clone().expect("clone the log file");
+        Self::launch(model, args, |c| {
+            c.envs(env.iter().copied()).stdout(out).stderr(err);
+        })
+    }
+
+    /// The server never sees the caller's `VLLM_API_KEY` (it would guard
+    /// every test's API); `setup` adds what one test needs.
+    fn launch(model: &Path, args: &[&str], setup: impl FnOnce(&mut Command)) -> Server {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_engine"))
-            .arg("serve")
-            .arg("--model")
-            .arg(model)
-            .args(["--port", &port.to_string()])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn engine serve");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_engine"));
+        cmd.arg("serve").arg("--model").arg(model).args(["--port", &port.to_string()]).args(args);
+        cmd.env_remove("VLLM_API_KEY");
+        setup(&mut cmd);
+        let child = cmd.spawn().expect("spawn engine serve");
         let mut s = Server { child, port, base: format!("http://127.0.0.1:{port}") };
         s.wait_healthy(Duration::from_secs(120));
         s
