@@ -307,6 +307,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     }
     // A missing key is bad input: refused before anything is written.
     crate::arm::check_api_keys(&frozen.plan, |v| std::env::var(v).ok())?;
+    let secrets = crate::arm::plan_secrets(&frozen.plan, |v| std::env::var(v).ok());
     crate::trace::check_trace_files(&frozen.plan, &opts.base_dir, false)?;
     // Every input read and used once before anything is written: a bad dataset,
     // tokenizer or trace file (or a FIFO in its place) leaves no directory behind.
@@ -343,6 +344,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             base_dir: &opts.base_dir,
             quiet: opts.quiet,
             nvidia_smi: nvidia_smi.clone(),
+            secrets: &secrets,
         };
         pilots::run_phase(&frozen, &pilot_state, &cx).await?.0
     } else {
@@ -398,7 +400,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         if state.qualification_done {
             println!("resume: qualification verified (qualification/unit.json)");
         } else {
-            qualify::run(&frozen, &ev, &opts.base_dir, index, opts.quiet).await?;
+            qualify::run(&frozen, &ev, &opts.base_dir, index, opts.quiet, &secrets).await?;
             if let Some(s) = sessions.last_mut() {
                 s.qualification_run = true;
             }
@@ -444,10 +446,18 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 verified_units += 1;
                 continue;
             }
-            let (unit, cell_summaries) = unit::run_unit(&study, block, arm, &mut done).await?;
+            let (mut unit, cell_summaries) = unit::run_unit(&study, block, arm, &mut done).await?;
             let dir = ev.unit_dir(block.index, arm_name);
             let extra = resume::summary_paths(&ev, block, arm_name);
-            record::write_record(ev.root(), &dir, &extra, &name, Some(block.index), index, &unit.status)?;
+            record::write_record(
+                ev.root(),
+                &dir,
+                &extra,
+                record::Completion { unit: &name, block: Some(block.index), session: index, status: &unit.status },
+                &secrets,
+            )?;
+            // As its arm_outcome.json now says (run.json repeats the detail).
+            unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
             if let Some(s) = sessions.last_mut() {
                 s.units_run.push(name);
             }

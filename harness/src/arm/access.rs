@@ -2,8 +2,9 @@
 //! environment variable whose value is sent as `Authorization: Bearer <value>`, and
 //! `headers` are extra headers with literal values, both on every request of the
 //! arm's client (and of `harness accept`'s, through `client_headers`). Owns building that header map and checking, before anything is
-//! written, that every named variable is set. Must not write, print or record the
-//! key: it lives only in the header map (marked sensitive, so `Debug` hides it).
+//! written, that every named variable is set, and the study's `Secrets` (the keys
+//! the evidence is scrubbed of). Must not write, print or record the key: it lives
+//! only in the header map (marked sensitive, so `Debug` hides it) and `Secrets`.
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 
@@ -41,6 +42,12 @@ pub fn client_headers<'a>(
         map.insert(AUTHORIZATION, value);
     }
     Ok(map)
+}
+
+/// The keys of every arm's `api_key_env` that is set: what the evidence must never
+/// hold (`evidence::Secrets`).
+pub fn plan_secrets(plan: &Plan, env: impl Fn(&str) -> Option<String>) -> crate::evidence::Secrets {
+    crate::evidence::Secrets::new(plan.arms.iter().filter_map(|a| a.api_key_env.as_deref()).filter_map(env))
 }
 
 /// Every arm's `api_key_env` is set (what `run` checks before it writes anything).

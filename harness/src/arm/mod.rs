@@ -17,7 +17,7 @@ mod sampler;
 
 use std::path::PathBuf;
 
-pub use access::{arm_headers, check_api_keys, client_headers};
+pub use access::{arm_headers, check_api_keys, client_headers, plan_secrets};
 pub use dialect::{Adapter, ServerKind, ServerKindArg};
 pub use health::{HEALTH_POLL, WarmupRecord, wait_healthy, warmup};
 pub use invocation::{Invocation, Startup, Stopped};

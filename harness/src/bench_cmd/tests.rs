@@ -25,7 +25,8 @@ fn prepared(flags: &[&str]) -> BenchPlan {
 fn error(flags: &[&str]) -> String {
     match prepare(&args(flags), || 18555, 0) {
         Ok(p) => panic!("expected an error, got the plan\n{}", p.text),
-        Err(e) => e.to_string(),
+        // As the command line prints it: the error and its causes.
+        Err(e) => format!("{:#}", anyhow::Error::new(e)),
     }
 }
 

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::inputs;
-use super::record::{Check, RECORD_NAME, check_record, files_under, write_record};
+use super::record::{Check, Completion, RECORD_NAME, check_record, files_under, write_record};
 use super::{Progress, RunError, Study, unit};
 use crate::evidence::{Evidence, write_json};
 use crate::load::StudyClock;
@@ -142,6 +142,8 @@ pub struct PhaseCtx<'a> {
     pub base_dir: &'a Path,
     pub quiet: bool,
     pub nvidia_smi: Option<PathBuf>,
+    /// What the pilots' files are scrubbed of before their records.
+    pub secrets: &'a crate::evidence::Secrets,
 }
 
 /// Runs (or, resuming, completes) the pilot phase; returns the frozen plan with the
@@ -214,7 +216,18 @@ pub async fn run_phase(
                     let (outcome, _) = unit::run_unit(&study, block, arm, &mut done).await?;
                     let dir = pev.unit_dir(block.index, arm_name);
                     let extra = summary_paths(&pev, block, arm_name);
-                    write_record(root, &dir, &extra, &name, Some(block.index), cx.session, &outcome.status)?;
+                    write_record(
+                        root,
+                        &dir,
+                        &extra,
+                        Completion {
+                            unit: &name,
+                            block: Some(block.index),
+                            session: cx.session,
+                            status: &outcome.status,
+                        },
+                        cx.secrets,
+                    )?;
                     let detail = outcome.detail.clone().unwrap_or_default();
                     if outcome.status != "completed" {
                         progress.finish();

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use super::RunError;
-use super::record::{QUALIFICATION_UNIT, write_record};
+use super::record::{Completion, QUALIFICATION_UNIT, write_record};
 use crate::evidence::{Evidence, write_json};
 use crate::plan::FrozenPlan;
 use crate::quality::{self, QualifyOutcome};
@@ -40,6 +40,7 @@ pub async fn run(
     base_dir: &Path,
     session: u32,
     quiet: bool,
+    secrets: &crate::evidence::Secrets,
 ) -> Result<QualifyOutcome, RunError> {
     let plan = &frozen.plan;
     println!(
@@ -58,6 +59,12 @@ pub async fn run(
     }
     let extra = [outcome_path(ev)];
     let status = if outcome.all_qualified() { "all_qualified" } else { "not_all_qualified" };
-    write_record(ev.root(), &dir, &extra, QUALIFICATION_UNIT, None, session, status)?;
+    write_record(
+        ev.root(),
+        &dir,
+        &extra,
+        Completion { unit: QUALIFICATION_UNIT, block: None, session, status },
+        secrets,
+    )?;
     Ok(outcome)
 }

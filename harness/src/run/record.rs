@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::sha256_hex;
-use crate::evidence::{EvidenceError, ManifestFile, write_json};
+use crate::evidence::{EvidenceError, ManifestFile, Secrets, write_json};
 
 /// The `format` of `unit.json`.
 pub const UNIT_FORMAT: &str = "harness-unit/1";
@@ -69,21 +69,32 @@ fn hash(root: &Path, path: &Path) -> Result<ManifestFile, EvidenceError> {
     Ok(ManifestFile { path: rel(root, path), bytes: bytes.len() as u64, sha256: sha256_hex(&bytes) })
 }
 
-/// Hashes every file of `dir` and the existing files of `extra`, then writes
-/// `dir/unit.json` atomically (the last write of the unit).
+/// Who completed a unit and how: the fields of its record besides the files.
+#[derive(Debug, Clone, Copy)]
+pub struct Completion<'a> {
+    /// `b<block>/<arm>` or `qualification`.
+    pub unit: &'a str,
+    pub block: Option<u32>,
+    pub session: u32,
+    pub status: &'a str,
+}
+
+/// Scrubs `secrets` from every file of `dir` and the existing files of `extra`,
+/// hashes them, then writes `dir/unit.json` atomically (the last write of the unit).
 pub fn write_record(
     root: &Path,
     dir: &Path,
     extra: &[PathBuf],
-    unit: &str,
-    block: Option<u32>,
-    session: u32,
-    status: &str,
+    done: Completion<'_>,
+    secrets: &Secrets,
 ) -> Result<UnitRecord, EvidenceError> {
     let mut paths = files_under(dir)?;
     paths.extend(extra.iter().filter(|p| p.is_file()).cloned());
+    // A key a server echoed (an error body, a log line) never reaches the record.
+    secrets.scrub_files(&paths)?;
     let mut files = paths.iter().map(|p| hash(root, p)).collect::<Result<Vec<_>, _>>()?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    let Completion { unit, block, session, status } = done;
     let record =
         UnitRecord { format: UNIT_FORMAT.into(), unit: unit.into(), block, session, status: status.into(), files };
     write_json(&dir.join(RECORD_NAME), &record)?;
@@ -155,7 +166,14 @@ mod tests {
         let summary = root.join("results/cells/b0-a-x.summary.json");
         std::fs::write(&summary, "{}").unwrap();
         assert!(matches!(check_record(root, &dir, std::slice::from_ref(&summary)), Check::Partial));
-        let rec = write_record(root, &dir, std::slice::from_ref(&summary), "b0/a", Some(0), 0, "completed").unwrap();
+        let rec = write_record(
+            root,
+            &dir,
+            std::slice::from_ref(&summary),
+            Completion { unit: "b0/a", block: Some(0), session: 0, status: "completed" },
+            &Default::default(),
+        )
+        .unwrap();
         let paths: Vec<_> = rec.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["raw/b0/a/x.requests.jsonl", "results/cells/b0-a-x.summary.json"]);
         assert!(matches!(check_record(root, &dir, std::slice::from_ref(&summary)), Check::Complete(_)));

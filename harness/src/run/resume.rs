@@ -297,7 +297,7 @@ pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<D
 mod tests {
     use super::*;
     use crate::plan::freeze;
-    use crate::run::record::write_record;
+    use crate::run::record::{Completion, write_record};
     use crate::run::session::RunRecord;
 
     const PLAN: &str = r#"
@@ -407,10 +407,24 @@ count = 4
         let a = ev.unit_dir(0, "a");
         write(&a.join("server.log"), "error: unexpected argument\n");
         write(&a.join("arm_outcome.json"), "{\"status\":\"start_failed\"}");
-        write_record(ev.root(), &a, &summary_paths(&ev, block, "a"), "b0/a", Some(0), 0, "start_failed").unwrap();
+        write_record(
+            ev.root(),
+            &a,
+            &summary_paths(&ev, block, "a"),
+            Completion { unit: "b0/a", block: Some(0), session: 0, status: "start_failed" },
+            &Default::default(),
+        )
+        .unwrap();
         let b = ev.unit_dir(0, "b");
         write(&b.join("c.requests.jsonl"), "{}\n");
-        write_record(ev.root(), &b, &summary_paths(&ev, block, "b"), "b0/b", Some(0), 0, "completed").unwrap();
+        write_record(
+            ev.root(),
+            &b,
+            &summary_paths(&ev, block, "b"),
+            Completion { unit: "b0/b", block: Some(0), session: 0, status: "completed" },
+            &Default::default(),
+        )
+        .unwrap();
 
         let state = check(&ev, &frozen, &schedule, tmp.path()).unwrap();
         assert!(state.completed(0, "a").is_none(), "run again");
@@ -448,7 +462,14 @@ count = 4
         let a = ev.unit_dir(0, "a");
         write(&a.join("c.requests.jsonl"), "{}\n");
         write(&ev.cell_summary_path(0, "a", "c"), "{}\n");
-        write_record(ev.root(), &a, &summary_paths(&ev, block, "a"), "b0/a", Some(0), 0, "completed").unwrap();
+        write_record(
+            ev.root(),
+            &a,
+            &summary_paths(&ev, block, "a"),
+            Completion { unit: "b0/a", block: Some(0), session: 0, status: "completed" },
+            &Default::default(),
+        )
+        .unwrap();
         write(&ev.unit_dir(0, "b").join("startup.json"), "{}");
         write(&ev.unit_dir(0, "b").join("scrapes.jsonl.partial"), "{\"t_ns\":");
         write(&ev.results_dir().join(".summaries.json.tmp"), "[");
