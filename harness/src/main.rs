@@ -198,8 +198,8 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
     for (key, path, problem) in p.input_problems(Path::new(".")) {
         match problem {
             plan::InputProblem::Missing => println!("warning: {key}: {} does not exist (yet)", path.display()),
-            plan::InputProblem::WrongKind(want) => {
-                wrong.push(plan::Issue::new(key, format!("{} is not {want}", path.display())));
+            plan::InputProblem::WrongKind(what) => {
+                wrong.push(plan::Issue::new(key, format!("{} is {what}", path.display())));
             }
         }
     }

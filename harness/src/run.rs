@@ -297,6 +297,27 @@ fn verified_unit(
     Ok((outcome, summaries))
 }
 
+/// Every input path the study will read (the qualification's only when it is
+/// required) exists and is of the right kind: checked before anything is written,
+/// so a missing texts directory does not stop a study after its pilots.
+fn missing_inputs(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError> {
+    let qualify = qualify::required(frozen);
+    let issues: Vec<crate::plan::Issue> = frozen
+        .plan
+        .input_problems(base)
+        .into_iter()
+        .filter(|(key, _, _)| qualify || !key.starts_with("qualification."))
+        .map(|(key, path, problem)| {
+            let why = match problem {
+                crate::plan::InputProblem::Missing => "does not exist".to_string(),
+                crate::plan::InputProblem::WrongKind(what) => format!("is {what}"),
+            };
+            crate::plan::Issue::new(key, format!("{} {why}", path.display()))
+        })
+        .collect();
+    if issues.is_empty() { Ok(()) } else { Err(RunError::input(PlanError::Invalid(issues))) }
+}
+
 /// The study itself. `dir_out` receives the evidence directory as soon as it is known.
 pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
     let frozen = freeze_file(&opts.plan)?;
@@ -314,6 +335,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let panel = match &opts.resume {
         Some(_) => None,
         None => {
+            missing_inputs(&frozen, &opts.base_dir)?;
             let panel = inputs::build_panel(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
             if frozen.plan.pilots.is_none() {
                 crate::trace::generate_traces_in(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;

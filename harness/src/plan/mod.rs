@@ -109,8 +109,9 @@ pub enum InputKind {
 pub enum InputProblem {
     /// Not there (yet): assets may be fetched after the check; a warning.
     Missing,
-    /// There, but not the kind of entry the key needs: an error.
-    WrongKind(&'static str),
+    /// There, but not the kind of entry the key needs: an error. What it is and
+    /// what the key needs, in words ("a FIFO (named pipe), not a regular file").
+    WrongKind(String),
 }
 
 impl Plan {
@@ -173,10 +174,15 @@ impl Plan {
         let mut out = Vec::new();
         for (key, path, kind) in self.input_paths() {
             let full = base.join(path);
+            let is = |m: &std::fs::Metadata| crate::evidence::kind_in_words(&m.file_type());
             let problem = match (std::fs::metadata(&full), kind) {
                 (Err(_), _) => InputProblem::Missing,
-                (Ok(m), InputKind::Dir) if !m.is_dir() => InputProblem::WrongKind("a directory of texts"),
-                (Ok(m), InputKind::File) if !m.is_file() => InputProblem::WrongKind("a regular file"),
+                (Ok(m), InputKind::Dir) if !m.is_dir() => {
+                    InputProblem::WrongKind(format!("{}, not a directory of texts", is(&m)))
+                }
+                (Ok(m), InputKind::File) if !m.is_file() => {
+                    InputProblem::WrongKind(format!("{}, not a regular file", is(&m)))
+                }
                 (Ok(_), _) => continue,
             };
             out.push((key, full, problem));
