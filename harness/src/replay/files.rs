@@ -127,10 +127,16 @@ fn read_one(root: &Path, rel: &str) -> (Result<FileDigest, String>, Parsed, Opti
     }
 }
 
-/// Reads every listed entry once, in parallel (largest files first). A file whose
-/// size on disk differs from the size `manifest` lists for it is not read at all
-/// (it is unreadable, with both sizes): a sparse 100 GB file put in place of a
-/// records file is refused at once instead of after hashing it.
+/// How far a file may outgrow the size the manifest lists for it (or, unlisted,
+/// how large it may be) and still be read: 64 MiB. A file that differs by less is
+/// read, so that content checks can name what changed in it.
+pub const UNREAD_EXCESS: u64 = 64 << 20;
+
+/// Reads every listed entry once, in parallel (largest files first). A file more
+/// than [`UNREAD_EXCESS`] larger than the size `manifest` lists for it (or an
+/// unlisted file larger than that) is not read at all: it is unreadable, with both
+/// sizes, so a sparse 100 GB file put in place of a records file is refused at once
+/// instead of after minutes of hashing.
 pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)], manifest: &Manifest) -> Scan {
     let listed: HashMap<&str, u64> = manifest.files.iter().map(|f| (f.path.as_str(), f.bytes)).collect();
     let mut out = Scan::default();
@@ -138,8 +144,10 @@ pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)], manifest: &Manifes
     for (rel, path, plain) in listing {
         if *plain {
             let size = path.symlink_metadata().map(|m| m.len()).unwrap_or(0);
-            if let Some(&want) = listed.get(rel.as_str()).filter(|&&want| want != size) {
-                out.unreadable.push((rel.clone(), format!("{size} bytes on disk, {want} in manifest.json: not read")));
+            let want = listed.get(rel.as_str()).copied();
+            if size > want.unwrap_or(0).saturating_add(UNREAD_EXCESS) {
+                let listed = want.map_or("not in manifest.json".to_string(), |w| format!("{w} in manifest.json"));
+                out.unreadable.push((rel.clone(), format!("{size} bytes on disk, {listed}: not read")));
                 continue;
             }
             work.push((size, rel, path));
@@ -269,7 +277,7 @@ mod tests {
     use crate::evidence::{GitInfo, ManifestFile};
 
     #[test]
-    fn a_file_whose_size_differs_from_the_manifest_is_refused_without_being_read() {
+    fn a_file_far_larger_than_the_manifest_says_is_refused_without_being_read() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         std::fs::create_dir_all(root.join("raw/b0/a")).unwrap();
@@ -277,6 +285,9 @@ mod tests {
         // A sparse file far larger than the records file the manifest names.
         let fake = std::fs::File::create(root.join("raw/b0/a/c.requests.jsonl")).unwrap();
         fake.set_len(4 << 30).unwrap();
+        // Unlisted and as large: not read either. Slightly larger than listed: read.
+        std::fs::File::create(root.join("raw/b0/a/extra.bin")).unwrap().set_len(4 << 30).unwrap();
+        std::fs::write(root.join("raw/b0/a/grown.json"), "{\"a\": 12}").unwrap();
         let entry = |path: &str, bytes: u64| ManifestFile { path: path.into(), bytes, sha256: "0".repeat(64) };
         let manifest = Manifest {
             format: String::new(),
@@ -284,14 +295,26 @@ mod tests {
             plan_sha256: String::new(),
             harness_version: String::new(),
             git: GitInfo { revision: "unknown".into(), dirty: None },
-            files: vec![entry("plan.toml", 6), entry("raw/b0/a/c.requests.jsonl", 120)],
+            files: vec![
+                entry("plan.toml", 6),
+                entry("raw/b0/a/c.requests.jsonl", 120),
+                entry("raw/b0/a/grown.json", 8),
+            ],
         };
         let s = scan(root, &walk(root).unwrap(), &manifest);
         assert!(s.files.contains_key("plan.toml"), "a file of the listed size is read");
+        assert_eq!(s.files["raw/b0/a/grown.json"].bytes, 9, "a file a little larger is read (content checks see it)");
         assert!(!s.files.contains_key("raw/b0/a/c.requests.jsonl") && s.requests.is_empty(), "never read");
-        let (path, why) = &s.unreadable[0];
-        assert_eq!(path, "raw/b0/a/c.requests.jsonl");
-        assert_eq!(why, "4294967296 bytes on disk, 120 in manifest.json: not read");
+        assert_eq!(
+            s.unreadable,
+            [
+                (
+                    "raw/b0/a/c.requests.jsonl".to_string(),
+                    "4294967296 bytes on disk, 120 in manifest.json: not read".into()
+                ),
+                ("raw/b0/a/extra.bin".to_string(), "4294967296 bytes on disk, not in manifest.json: not read".into()),
+            ]
+        );
         let check = manifest_check(&manifest, &s);
         let text = format!("{:?}", check);
         assert!(text.contains("4294967296 bytes on disk, 120 in manifest.json"), "{text}");
