@@ -12,6 +12,16 @@ use super::validate::Checker;
 /// `stop_grace_s` when an arm does not set it.
 pub const DEFAULT_STOP_GRACE_S: f64 = 30.0;
 
+/// Environment variables older vLLM releases read and vLLM 0.34 ignores (it only
+/// logs "Unknown vLLM environment variable"), with what to pass instead.
+const IGNORED_VLLM_ENV: [(&str, &str); 2] = [
+    ("VLLM_ATTENTION_BACKEND", "pass `--attention-backend NAME` (e.g. FLASHINFER, FLASH_ATTN) in argv"),
+    (
+        "VLLM_FLASH_ATTN_VERSION",
+        "pass `--attention-backend FLASH_ATTN --attention-config.flash_attn_version=3` in argv",
+    ),
+];
+
 /// `max_start_failures` when an arm does not set it.
 pub const DEFAULT_MAX_START_FAILURES: u32 = 2;
 
@@ -80,6 +90,15 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             }
             if let Err(m) = placeholders::check(value, a.receipts.is_some()) {
                 c.err(format!("{k}.env.{key}"), m);
+            }
+            if let Some((_, instead)) = IGNORED_VLLM_ENV.iter().find(|(v, _)| v == key) {
+                c.err(
+                    format!("{k}.env.{key}"),
+                    format!(
+                        "current vLLM (0.34) no longer reads {key} (an unknown VLLM_* variable only logs a \
+                         warning), so the arm would run vLLM's default and not what its name says: {instead}"
+                    ),
+                );
             }
         }
         if let Some(r) = &a.receipts {

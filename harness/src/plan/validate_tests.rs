@@ -374,3 +374,17 @@ fn two_arms_on_one_port_or_url_and_empty_lengths_on_a_dataset_panel_are_refused(
         assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
     }
 }
+
+#[test]
+fn vllm_variables_that_current_vllm_ignores_are_refused_with_the_flag_to_use() {
+    // The FlashInfer control of a GPU plan set VLLM_ATTENTION_BACKEND: vLLM 0.34
+    // ignores it and runs its default backend under the arm's name.
+    let text = edit("port = 18002", "port = 18002\nenv = { VLLM_ATTENTION_BACKEND = \"FLASHINFER\" }");
+    let msg = parse(&text).unwrap_err().to_string();
+    assert!(msg.contains("arms[1].env.VLLM_ATTENTION_BACKEND: current vLLM (0.34) no longer reads"), "{msg}");
+    assert!(msg.contains("--attention-backend NAME"), "{msg}");
+    let text = edit("port = 18002", "port = 18002\nenv = { VLLM_FLASH_ATTN_VERSION = \"3\" }");
+    let msg = parse(&text).unwrap_err().to_string();
+    assert!(msg.contains("--attention-config.flash_attn_version=3"), "{msg}");
+    parse(&edit("port = 18002", "port = 18002\nenv = { VLLM_USE_V1 = \"1\" }")).unwrap();
+}
