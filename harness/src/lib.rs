@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod pilot;
 pub mod plan;
 pub mod power;
+pub mod prom;
 pub mod quality;
 pub mod record;
 pub mod replay;

@@ -53,6 +53,10 @@ fn e2e_study_writes_complete_evidence() {
             let unit = out.join(format!("raw/b{}/{arm}", block.index));
             let startup = read_json(&unit.join("startup.json"));
             assert_eq!(startup["ok"], true, "{startup}");
+            // What the healthy server said it is, asked before the warmup.
+            let identity = &startup["identity"];
+            assert!(identity["version"]["version"].is_string(), "{identity}");
+            assert_eq!(identity["models"]["data"][0]["id"], plan.request.model.as_str(), "{identity}");
             pids.insert(startup["pid"].as_u64().expect("pid"));
             starts.push((startup["spawned_ns"].as_u64().expect("spawned_ns"), block.index, arm.clone()));
             let outcome = read_json(&unit.join("arm_outcome.json"));
@@ -190,6 +194,11 @@ fn an_external_arm_is_checked_but_never_started_or_stopped() {
     let startup = read_json(&unit.join("startup.json"));
     assert_eq!((startup["kind"].as_str(), startup["ok"].as_bool()), (Some("external"), Some(true)));
     assert!(startup["pid"].is_null());
+    // An external server says what it is too, and the report repeats it.
+    let version = startup["identity"]["version"]["version"].as_str().expect("the engine answers /version");
+    let report = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
+    let said = format!("server says (block 0): /version `{version}`; /v1/models synth (max_model_len ");
+    assert!(report.contains(&said), "{said:?} not in report.md:\n{report}");
     let outcome = read_json(&unit.join("arm_outcome.json"));
     assert_eq!(outcome["status"], "completed");
     assert!(outcome["stop"].is_null(), "an external server is never stopped");

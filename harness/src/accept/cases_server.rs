@@ -13,8 +13,8 @@ use super::check::Api;
 use super::http::clip;
 use super::outcome::CaseResult;
 use super::payload::Prompt;
-use super::prom;
 use super::suite::Suite;
+use crate::prom;
 
 /// Prompt length used when the server publishes no context length.
 const UNKNOWN_CONTEXT_PROMPT: usize = 100_000;

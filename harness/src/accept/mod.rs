@@ -20,7 +20,6 @@ mod headers;
 mod http;
 mod outcome;
 mod payload;
-pub mod prom;
 mod suite;
 
 use std::path::PathBuf;

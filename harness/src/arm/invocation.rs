@@ -39,6 +39,15 @@ pub struct Startup {
     pub startup_s: Option<f64>,
 }
 
+/// What a healthy server said it is (`Invocation::identity`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ServerIdentity {
+    /// `GET /version` (vLLM and this engine: `{"version": ...}`).
+    pub version: Option<serde_json::Value>,
+    /// `GET /v1/models`: the served model names and their `max_model_len`.
+    pub models: Option<serde_json::Value>,
+}
+
 /// What stopping an invocation found and did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stopped {
@@ -251,6 +260,21 @@ impl Invocation {
     /// Where the timed requests of a cell on the chat endpoint go.
     pub fn chat_url(&self) -> String {
         format!("{}{}", self.base_url, super::dialect::CHAT_COMPLETIONS_PATH)
+    }
+
+    /// What the server says it is, asked once it is healthy: the JSON of
+    /// `GET /version` and of `GET /v1/models` (served names, `max_model_len`), each
+    /// `None` when the route does not answer 200 with JSON within 5 s (llama.cpp's
+    /// server has no /version). Recorded in `startup.json`, shown in the report.
+    pub async fn identity(&self) -> ServerIdentity {
+        let get = |path: &'static str| async move {
+            let r = self.client.get(format!("{}{path}", self.base_url)).timeout(Duration::from_secs(5)).send().await;
+            match r {
+                Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await.ok(),
+                _ => None,
+            }
+        };
+        ServerIdentity { version: get("/version").await, models: get("/v1/models").await }
     }
 
     /// The client the health polls and the warmup used.

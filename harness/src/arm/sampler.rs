@@ -1,7 +1,10 @@
 //! Once-a-second observation of a running server: a Prometheus scrape of `/metrics`
 //! (raw text, `scrapes.jsonl`) and its memory (`memory.jsonl`: VmRSS and VmHWM of
-//! the server PID from `/proc/PID/status`, and the GPU memory of its process group
-//! from `nvidia-smi` where that exists). Every line carries the study time and the
+//! the server PID from `/proc/PID/status`, VmRSS summed over its whole process
+//! group (vLLM runs the model in a separate EngineCore process the server PID's RSS
+//! misses), and the GPU memory of that group from `nvidia-smi` where that exists,
+//! with an error when compute apps are listed but none is in the group: a container
+//! without the host PID namespace sees other PIDs, and 0 MiB would be a lie). Every line carries the study time and the
 //! phase (`warmup`, `settle:<cell>`, `cell:<cell>`, `idle`). Must not parse metrics
 //! into measures (replay and report do) and must not block the load: it runs in its
 //! own task and only reads.
@@ -45,6 +48,10 @@ struct MemoryLine<'a> {
     pid: u32,
     rss_bytes: Option<u64>,
     hwm_bytes: Option<u64>,
+    /// VmRSS summed over every process of the server's process group, and how many
+    /// processes that is (the server and its workers).
+    group_rss_bytes: Option<u64>,
+    group_processes: u32,
     /// `None` where nvidia-smi does not exist; compute apps of the server's group.
     gpu: Option<Vec<GpuProcess>>,
     gpu_error: Option<String>,
@@ -63,6 +70,33 @@ pub fn read_rss(pid: u32) -> (Option<u64>, Option<u64>) {
             .map(|k| k * 1024)
     };
     (kb("VmRSS:"), kb("VmHWM:"))
+}
+
+/// VmRSS summed over the processes of process group `group` (under `proc`, the
+/// `/proc` directory), and how many there are; `None` when none is found.
+pub fn group_rss(proc: &Path, group: u32) -> (Option<u64>, u32) {
+    let Ok(entries) = std::fs::read_dir(proc) else { return (None, 0) };
+    let (mut total, mut n) = (0u64, 0u32);
+    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        if pgrp_in(proc, pid) != Some(group) {
+            continue;
+        }
+        let status = std::fs::read_to_string(proc.join(pid.to_string()).join("status")).unwrap_or_default();
+        let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|r| r.split_whitespace().next());
+        // A kernel thread or a process that exited meanwhile has no VmRSS.
+        if let Some(kb) = kb.and_then(|k| k.parse::<u64>().ok()) {
+            total += kb * 1024;
+            n += 1;
+        }
+    }
+    ((n > 0).then_some(total), n)
+}
+
+/// The process group of `pid` (field 5 of `PROC/PID/stat`).
+fn pgrp_in(proc: &Path, pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(proc.join(pid.to_string()).join("stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The process group of `pid` (field 5 of `/proc/PID/stat`).
@@ -91,15 +125,29 @@ async fn gpu_usage(smi: &Path, group: u32) -> Result<Vec<GpuProcess>, String> {
     if !out.status.success() {
         return Err(format!("nvidia-smi: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text
+    group_apps(&String::from_utf8_lossy(&out.stdout), group, pgrp)
+}
+
+/// The compute apps (nvidia-smi CSV rows `pid, used MiB`) in process group `group`
+/// (`pgrp_of` finds a PID's group); an error when rows exist but none matches.
+fn group_apps(csv: &str, group: u32, pgrp_of: impl Fn(u32) -> Option<u32>) -> Result<Vec<GpuProcess>, String> {
+    let all: Vec<GpuProcess> = csv
         .lines()
         .filter_map(|l| {
             let (pid, mib) = l.split_once(',')?;
             Some(GpuProcess { pid: pid.trim().parse().ok()?, used_mib: mib.trim().parse().ok()? })
         })
-        .filter(|g| g.pid == group || pgrp(g.pid) == Some(group))
-        .collect())
+        .collect();
+    let n = all.len();
+    let mine: Vec<GpuProcess> = all.into_iter().filter(|g| g.pid == group || pgrp_of(g.pid) == Some(group)).collect();
+    if n > 0 && mine.is_empty() {
+        return Err(format!(
+            "nvidia-smi lists {n} compute app(s), none in the server's process group {group}: their PIDs are \
+             not this machine's view (a container without the host PID namespace?), so the server's GPU memory \
+             is unknown, not 0"
+        ));
+    }
+    Ok(mine)
 }
 
 /// What the sampler needs.
@@ -163,7 +211,19 @@ impl Sampler {
                             Err(e) => (None, Some(e)),
                         },
                     };
-                    mem.push(&MemoryLine { t_ns, phase: &phase, pid, rss_bytes, hwm_bytes, gpu, gpu_error })?;
+                    let (group_rss_bytes, group_processes) = group_rss(Path::new("/proc"), pid);
+                    let line = MemoryLine {
+                        t_ns,
+                        phase: &phase,
+                        pid,
+                        rss_bytes,
+                        hwm_bytes,
+                        group_rss_bytes,
+                        group_processes,
+                        gpu,
+                        gpu_error,
+                    };
+                    mem.push(&line)?;
                 }
             }
             let n_scrapes = scrapes.finish()?;
@@ -185,7 +245,40 @@ impl Sampler {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::CommandExt;
+
     use super::*;
+
+    #[test]
+    fn a_process_group_s_rss_sums_its_processes() {
+        // This test process and a child in its own new group: the group is the
+        // child alone; our own group holds at least this process.
+        let mut child = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let pid = child.id();
+        let (rss, n) = group_rss(Path::new("/proc"), pid);
+        // Its own VmRSS (the value moves while the child execs, so only its presence).
+        assert_eq!(n, 1, "the child alone");
+        assert!(rss.is_some_and(|b| b > 0), "{rss:?}");
+        let own = pgrp(std::process::id()).unwrap();
+        let (sum, k) = group_rss(Path::new("/proc"), own);
+        assert!(k >= 1 && sum.unwrap() >= read_rss(std::process::id()).0.unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(group_rss(Path::new("/nonexistent"), 1), (None, 0));
+    }
+
+    #[test]
+    fn gpu_rows_of_other_groups_are_an_error_not_zero() {
+        let groups = |pid: u32| Some(if pid == 11 || pid == 12 { 10 } else { pid });
+        let csv = "11, 300\n12, 7000\n99, 5\n";
+        let mine = group_apps(csv, 10, groups).unwrap();
+        assert_eq!(mine, [GpuProcess { pid: 11, used_mib: 300 }, GpuProcess { pid: 12, used_mib: 7000 }]);
+        // Rows exist, none in the group (a container's PID namespace): an error.
+        let err = group_apps(csv, 42, groups).unwrap_err();
+        assert!(err.contains("lists 3 compute app(s), none in the server's process group 42"), "{err}");
+        // No rows at all: no GPU process, truly none.
+        assert_eq!(group_apps("", 42, groups).unwrap(), []);
+    }
 
     #[test]
     fn reads_own_rss_and_group() {

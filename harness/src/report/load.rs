@@ -26,9 +26,18 @@ pub struct UnitInfo {
     /// The expanded argv from `startup.json`, when spawned.
     pub argv: Option<Vec<String>>,
     pub program_sha256: Option<String>,
+    /// Whether `startup.json` records what the server said it is (studies before
+    /// that was asked do not).
+    pub identity_recorded: bool,
+    /// `/version`'s `version` as the server answered it after startup.
+    pub server_version: Option<String>,
+    /// `/v1/models`: each served name with its `max_model_len` when given.
+    pub served_models: Vec<String>,
     pub startup_s: Option<f64>,
     /// Lines of `server.log` that mention a version (at most a few).
     pub version_lines: Vec<String>,
+    /// What the server's own `/metrics` said per cell (`scrapes.jsonl`).
+    pub server_metrics: Vec<super::server_metrics::CellServerMetrics>,
 }
 
 /// One (block, arm, cell) with a raw requests file.
@@ -158,7 +167,41 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
             }
         }
     }
-    Ok(UnitInfo { status, argv, program_sha256, startup_s, version_lines })
+    let identity = startup.as_ref().and_then(|v| v.get("identity")).filter(|i| !i.is_null());
+    let identity_recorded = identity.is_some();
+    let server_version = identity
+        .and_then(|i| i.get("version"))
+        .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_string).or_else(|| Some(v.to_string())))
+        .filter(|v| v != "null");
+    let served_models = identity
+        .and_then(|i| i.get("models"))
+        .and_then(|m| m.get("data"))
+        .and_then(Value::as_array)
+        .map(|data| {
+            data.iter()
+                .filter_map(|d| {
+                    let id = d.get("id").and_then(Value::as_str)?;
+                    Some(match d.get("max_model_len").and_then(Value::as_u64) {
+                        Some(len) => format!("{id} (max_model_len {len})"),
+                        None => id.to_string(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let scrapes = std::fs::read(dir.join("scrapes.jsonl")).unwrap_or_default();
+    let server_metrics = super::server_metrics::per_cell(&String::from_utf8_lossy(&scrapes));
+    Ok(UnitInfo {
+        status,
+        argv,
+        program_sha256,
+        startup_s,
+        version_lines,
+        identity_recorded,
+        server_version,
+        served_models,
+        server_metrics,
+    })
 }
 
 pub(super) fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportError> {

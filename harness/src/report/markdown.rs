@@ -94,6 +94,13 @@ fn what_was_run(o: &mut String, l: &Loaded) {
             if let Some(sha) = &u.program_sha256 {
                 let _ = writeln!(o, "  - program SHA-256 (block {}): `{sha}`", u.status.block);
             }
+            if u.identity_recorded {
+                let version = u.server_version.as_deref().map_or("no answer".to_string(), code);
+                let models =
+                    if u.served_models.is_empty() { "no answer".to_string() } else { u.served_models.join(", ") };
+                let _ =
+                    writeln!(o, "  - server says (block {}): /version {version}; /v1/models {models}", u.status.block);
+            }
             for v in &u.version_lines {
                 let _ = writeln!(o, "  - version line (block {} server.log): {}", u.status.block, code(v));
             }
@@ -312,6 +319,65 @@ fn cells(o: &mut String, l: &Loaded, a: &Analysis) {
     }
 }
 
+/// Each unit's cells as its server's own `/metrics` saw them (a receipt, never a
+/// measure: the claims use the client's records only).
+fn server_metrics(o: &mut String, l: &Loaded) {
+    let rows: Vec<String> = l
+        .units
+        .iter()
+        .flat_map(|u| {
+            u.server_metrics.iter().map(move |m| {
+                let n = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x}"));
+                let kv = m.kv_usage_max.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0));
+                format!(
+                    "{:>5}  {:<20} {:<20} {:>7}  {:>11}  {:>11}  {:>11}  {:>11}",
+                    u.status.block,
+                    u.status.arm,
+                    m.cell,
+                    m.scrapes,
+                    n(m.preemptions),
+                    kv,
+                    n(m.running_max),
+                    n(m.waiting_max)
+                )
+            })
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "## Server metrics per cell
+"
+    );
+    if rows.is_empty() {
+        let _ = writeln!(
+            o,
+            "No scrape of any server's /metrics during a cell.
+"
+        );
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "From each server's own /metrics, scraped once a second during the cell (scrapes.jsonl): the increase \
+         of its preemption counter over the cell, and the highest KV-cache usage and running and waiting \
+         request counts seen (vLLM's names; this engine uses the same). A receipt beside the client's \
+         measures, never part of a claim; `-` where the server has no such metric.\n"
+    );
+    let _ = writeln!(
+        o,
+        "```\n{:>5}  {:<20} {:<20} {:>7}  {:>11}  {:>11}  {:>11}  {:>11}\n{}\n```\n",
+        "block",
+        "arm",
+        "cell",
+        "scrapes",
+        "preemptions",
+        "KV use max",
+        "running max",
+        "waiting max",
+        rows.join("\n")
+    );
+}
+
 fn failures(o: &mut String, l: &Loaded) {
     let _ = writeln!(o, "## Failures\n");
     let faults: Vec<_> = l.units.iter().filter(|u| u.status.status != "completed").collect();
@@ -404,6 +470,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     }
     claims(&mut o, l, a);
     cells(&mut o, l, a);
+    server_metrics(&mut o, l);
     super::observer::markdown(&mut o, l, a);
     failures(&mut o, l);
     let _ = writeln!(o, "## Figures\n");

@@ -64,6 +64,8 @@ struct StartupRecord<'a> {
     error: Option<String>,
     /// The engine's startup JSON line (`"event": "kv_inventory"`), when its log has one.
     kv_inventory: Option<serde_json::Value>,
+    /// What the healthy server says it is: `/version` and `/v1/models` answers.
+    identity: Option<crate::arm::ServerIdentity>,
 }
 
 fn program_sha256(program: &str, base: &Path) -> Option<String> {
@@ -134,6 +136,7 @@ pub(super) async fn run_unit(
         ok: false,
         error: None,
         kv_inventory: None,
+        identity: None,
     };
     let mut server = Invocation::new(arm, cmd.clone(), log.clone(), s.clock)?;
     let spawned = server.spawn();
@@ -166,6 +169,7 @@ pub(super) async fn run_unit(
         Err(e) => return Err(e.into()),
     }
     startup.kv_inventory = kv_inventory(&log);
+    startup.identity = Some(server.identity().await);
     out.startup_s = startup.startup_s;
     write_json(&dir.join("startup.json"), &startup)?;
 

@@ -1,7 +1,9 @@
 //! A small parser of the Prometheus text exposition format (and OpenMetrics text):
 //! `name{label="value",...} value [timestamp]` samples, `#` comment lines (HELP,
-//! TYPE, UNIT) and an optional terminal `# EOF`. Owns the format's syntax only.
-//! Must not fetch anything or interpret what a metric means.
+//! TYPE, UNIT) and an optional terminal `# EOF`. Owns the format's syntax only; a
+//! ground floor under `accept` (its server checks) and `report` (per-cell server
+//! metrics from the scrapes). Must not fetch anything or interpret what a metric
+//! means.
 
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,9 +34,17 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, String> {
             }
             continue;
         }
-        out.push(sample(line).map_err(|e| format!("line {n}: {e}: {:?}", super::http::clip(line, 120)))?);
+        out.push(sample(line).map_err(|e| format!("line {n}: {e}: {:?}", clip(line, 120)))?);
     }
     Ok(out)
+}
+
+/// `s` cut to `n` characters, saying how long it was.
+fn clip(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}... ({} bytes in all)", &s[..i], s.len()),
+        None => s.to_string(),
+    }
 }
 
 fn is_name_start(c: char) -> bool {
