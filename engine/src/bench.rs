@@ -32,11 +32,22 @@ pub struct KernelArgs {
     /// studies), instead of the default 8-bit activations (llama.cpp's numerics).
     #[arg(long)]
     pub exact_quant_matmul: bool,
+    /// Where the kernels run: `cpu`. `cuda` is refused (exit 2) until the CUDA
+    /// backend exists, so that a GPU plan never times the CPU path by mistake.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+    pub device: String,
 }
 
 impl KernelArgs {
     /// `current` with these flags applied.
     pub fn kernels(&self, current: Kernels) -> Result<Kernels, EngineError> {
+        if self.device != "cpu" {
+            return Err(EngineError::Config(format!(
+                "--device {}: this build has no CUDA backend yet (every kernel sits behind one seam whose only \
+                 implementation is the CPU's); use --device cpu",
+                self.device
+            )));
+        }
         let config = |e: engine::kernels::KernelError| EngineError::Config(e.to_string());
         let path = match &self.cpu_path {
             Some(s) => CpuPath::parse_supported(s).map_err(config)?,

@@ -144,6 +144,18 @@ fn serve_help_lists_the_kv_formats_and_a_bad_one_is_refused() {
 }
 
 #[test]
+fn serve_refuses_device_cuda_before_loading_until_a_cuda_backend_exists() {
+    // A GPU plan that starts this engine must fail at once, not time the CPU path.
+    let (code, err) = engine(&["serve", "--model", "/nonexistent", "--device", "cuda"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--device cuda: this build has no CUDA backend yet"), "{err}");
+    assert!(!err.contains("/nonexistent"), "refused before the model is read: {err}");
+    let (code, err) = engine(&["serve", "--model", "/nonexistent", "--device", "tpu"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("tpu"), "{err}");
+}
+
+#[test]
 fn serve_refuses_an_unknown_or_unsupported_cpu_path_before_loading() {
     // The model path does not exist: the kernel choice must be refused first.
     let (code, err) = engine(&["serve", "--model", "/nonexistent", "--cpu-path", "sse9"]);

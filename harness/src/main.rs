@@ -203,6 +203,7 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
             }
         }
     }
+    wrong.extend(p.engine_device_problems());
     if !wrong.is_empty() {
         return Err(anyhow::Error::new(PlanError::Invalid(wrong)).context(format!("plan {}", path.display())));
     }

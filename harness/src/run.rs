@@ -298,11 +298,12 @@ fn verified_unit(
 }
 
 /// Every input path the study will read (the qualification's only when it is
-/// required) exists and is of the right kind: checked before anything is written,
-/// so a missing texts directory does not stop a study after its pilots.
+/// required) exists and is of the right kind, and no arm asks this engine for a
+/// device it lacks: checked before anything is written, so a missing texts
+/// directory does not stop a study after its pilots.
 fn missing_inputs(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError> {
     let qualify = qualify::required(frozen);
-    let issues: Vec<crate::plan::Issue> = frozen
+    let mut issues: Vec<crate::plan::Issue> = frozen
         .plan
         .input_problems(base)
         .into_iter()
@@ -315,6 +316,7 @@ fn missing_inputs(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError> {
             crate::plan::Issue::new(key, format!("{} {why}", path.display()))
         })
         .collect();
+    issues.extend(frozen.plan.engine_device_problems());
     if issues.is_empty() { Ok(()) } else { Err(RunError::input(PlanError::Invalid(issues))) }
 }
 

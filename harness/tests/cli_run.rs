@@ -306,3 +306,24 @@ fn run_refuses_a_missing_qualification_input_before_writing_anything() {
     assert!(err.contains("qualification.texts: ") && err.contains("no-texts does not exist"), "{err}");
     assert!(!out.exists(), "nothing is written");
 }
+
+/// The GPU plans that start this engine ask it for `--device cuda`, which it does
+/// not have yet: `plan check` refuses them with the reason (they once validated and
+/// would have timed the CPU path against H100 loads), and so does `run`, writing
+/// nothing.
+#[test]
+fn plans_that_ask_this_engine_for_cuda_are_refused_until_it_has_a_cuda_backend() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for name in ["gpu-engine-1k", "gpu-engine-8k", "gpu-vllm-1k", "gpu-vllm-8k"] {
+        let plan = workspace().join(format!("plans/{name}.toml"));
+        let o = Command::new(harness_bin()).args(["plan", "check"]).arg(&plan).output().expect("plan check");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains("starts this engine with --device cuda, and the engine has no CUDA backend yet"), "{err}");
+        let out = tmp.path().join(name);
+        let o = harness(&["--quiet", "--out", out.to_str().expect("utf-8")], &plan);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains("no CUDA backend yet") && !out.exists(), "{name}: {err}");
+    }
+}

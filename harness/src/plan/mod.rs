@@ -166,6 +166,33 @@ impl Plan {
         wanted
     }
 
+    /// Arms that start this workspace's engine (`argv[0]` named `engine`) asking it
+    /// for `--device cuda`: it has no CUDA backend yet and refuses to start, so a
+    /// GPU plan that names it cannot run here. Not a validation error (the plan is
+    /// well formed and will run once the backend exists); `plan check` and `run`
+    /// refuse it with this message.
+    pub fn engine_device_problems(&self) -> Vec<Issue> {
+        let mut out = Vec::new();
+        for (i, a) in self.arms.iter().enumerate() {
+            let Server::Spawn { argv, .. } = &a.server else { continue };
+            let is_engine = argv.first().is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "engine"));
+            let cuda = argv.windows(2).any(|w| w[0] == "--device" && w[1] == "cuda")
+                || argv.iter().any(|x| x == "--device=cuda");
+            if is_engine && cuda {
+                out.push(Issue::new(
+                    format!("arms[{i}].argv"),
+                    format!(
+                        "arm {:?} starts this engine with --device cuda, and the engine has no CUDA backend yet \
+                         (one kernel seam, a CPU implementation only): it would refuse to start, and without the \
+                         flag it would time its CPU path against GPU loads. The plan waits for the CUDA backend",
+                        a.name
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
     /// The input paths (under `base`) that are missing or of the wrong kind (a
     /// texts directory that is a file, a tokenizer that is a directory or a FIFO).
     /// Advisory as far as missing files go: validation does not touch the
