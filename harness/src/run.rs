@@ -301,7 +301,7 @@ fn verified_unit(
 /// required) exists and is of the right kind, and no arm asks this engine for a
 /// device it lacks: checked before anything is written, so a missing texts
 /// directory does not stop a study after its pilots.
-fn missing_inputs(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError> {
+fn check_inputs_usable(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError> {
     let qualify = qualify::required(frozen);
     let mut issues: Vec<crate::plan::Issue> = frozen
         .plan
@@ -337,7 +337,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let panel = match &opts.resume {
         Some(_) => None,
         None => {
-            missing_inputs(&frozen, &opts.base_dir)?;
+            check_inputs_usable(&frozen, &opts.base_dir)?;
             let panel = inputs::build_panel(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
             if frozen.plan.pilots.is_none() {
                 crate::trace::generate_traces_in(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;

@@ -10,10 +10,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
-use common::harness_bin;
+use common::harness_within;
 
 /// Cases per input kind (four kinds): 800 cases, 1,600 runs, seconds in all.
 const CASES: u64 = 200;
@@ -153,25 +153,7 @@ fn number_spans(line: &str) -> Vec<(usize, usize)> {
 
 /// Runs `harness args` in `dir`; kills it after 30 s.
 fn run(dir: &Path, args: &[&str]) -> Result<Output, String> {
-    let mut child = Command::new(harness_bin())
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
-            Ok(None) if Instant::now() > deadline => {
-                let _ = child.kill();
-                return Err("hung: no exit within 30 s".into());
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
+    harness_within(Some(dir), args, Duration::from_secs(30))
 }
 
 /// Exit 0, or exit 2 with a `harness:` message; anything else is the problem.

@@ -24,21 +24,6 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 /// timeout (600 s by default) would only delay the error.
 pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(3);
 
-/// The error and its causes in one line (reqwest's own message omits the cause,
-/// e.g. "Connection refused").
-fn with_causes(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text = format!("{text}: {part}");
-        }
-        source = s.source();
-    }
-    text
-}
-
 /// Polls `url` until it answers 200, the process exits, or `timeout` passes; an
 /// external server (`exit` is `None`) that refuses every connection for
 /// [`UNREACHABLE_AFTER`] is unreachable. Returns the study time of the 200 and the
@@ -68,7 +53,7 @@ pub async fn wait_healthy(
                 last = format!("HTTP {}", r.status().as_u16());
             }
             Err(e) => {
-                last = with_causes(&e);
+                last = crate::load::error_chain(&e);
                 if exit.is_none() && e.is_connect() {
                     let since = *refused_since.get_or_insert_with(tokio::time::Instant::now);
                     if since.elapsed() >= UNREACHABLE_AFTER {

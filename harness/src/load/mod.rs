@@ -19,7 +19,7 @@ pub use dispatch::{
     CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
 };
 pub use payload::{chat_body, prepare, stream_body, stream_body_with, warmup_body, warmup_chat_bodies};
-pub use recorder::{DEATH_GRACE, RequestCtx, execute, exited};
+pub use recorder::{DEATH_GRACE, RequestCtx, chain as error_chain, execute, exited};
 pub use session::SessionScript;
 pub use sse::{Chunk, parse_chunk};
 

@@ -66,7 +66,9 @@ async fn expired(mut rx: watch::Receiver<bool>) {
     }
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+/// An error and every cause below it, joined by `: ` (reqwest's own message omits
+/// the cause, e.g. "Connection refused").
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(cause) = src {

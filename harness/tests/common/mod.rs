@@ -192,3 +192,29 @@ pub fn scaled_scales(src: &Path, dst: &Path, factor: f64) {
     v["scales"] = serde_json::json!(scaled);
     std::fs::write(dst, v.to_string()).unwrap();
 }
+
+/// Runs `harness args` in `dir` (the workspace when `None`), killing it after
+/// `limit`: `Err` says it hung (what a FIFO input or an unbounded trace once did).
+pub fn harness_within<S: AsRef<std::ffi::OsStr>>(
+    dir: Option<&Path>,
+    args: &[S],
+    limit: std::time::Duration,
+) -> Result<Output, String> {
+    let mut cmd = Command::new(harness_bin());
+    cmd.args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.current_dir(dir.map_or_else(workspace, Path::to_path_buf));
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("hung: no exit within {} s", limit.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
