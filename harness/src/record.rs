@@ -105,6 +105,10 @@ pub struct RequestRecord {
     /// A turn of a multi-turn session (`prompts.max_turns`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnRecord>,
+    /// Interleaved blocks (`blocks.rounds` >= 1): the round of the cell that sent
+    /// it; the cell's duration is the sum of its rounds' spans. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
 }
 
 /// Where a request sits in its multi-turn session, what it sent and what came back.

@@ -21,6 +21,7 @@
 
 mod cell;
 mod inputs;
+mod interleave;
 mod pilots;
 mod probe;
 mod progress;
@@ -455,7 +456,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let mut summaries = Vec::new();
     let mut done = 0u64;
     let mut verified_units = 0;
-    let mut start_failures: std::collections::BTreeMap<&str, u32> = std::collections::BTreeMap::new();
+    let mut start_failures: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
     for block in &schedule.blocks {
         for arm_name in &block.arms {
             let Some(arm) = plan.arm(arm_name) else { continue };
@@ -470,43 +471,58 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 verified_units += 1;
                 continue;
             }
-            let (mut unit, cell_summaries) = unit::run_unit(&study, block, arm, &mut done).await?;
-            let dir = ev.unit_dir(block.index, arm_name);
-            let extra = resume::summary_paths(&ev, block, arm_name);
-            record::write_record(
-                ev.root(),
-                &dir,
-                &extra,
-                record::Completion { unit: &name, block: Some(block.index), session: index, status: &unit.status },
-                &secrets,
-            )?;
-            // As its arm_outcome.json now says (run.json repeats the detail).
-            unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
-            if let Some(s) = sessions.last_mut() {
-                s.units_run.push(name);
-            }
-            summaries.extend(cell_summaries);
-            let failed_start = unit.status == "start_failed";
-            let last = unit.detail.clone().unwrap_or_default();
-            units.push(unit);
-            if failed_start {
-                let n = start_failures.entry(arm_name.as_str()).or_insert(0);
-                *n += 1;
-                if *n >= arm.max_start_failures {
-                    progress.finish();
-                    if let Some(s) = sessions.last_mut() {
-                        s.state = "stopped".into();
-                        s.finished_unix_ms = Some(session::unix_ms());
-                    }
-                    write_run(&sessions, &units, false)?;
-                    return Err(RunError::StartFailures {
-                        arm: arm_name.clone(),
-                        failures: *n,
-                        max: arm.max_start_failures,
-                        last,
-                        dir: ev.root().to_path_buf(),
-                    });
+            let ran = if plan.blocks.rounds > 0 {
+                // Interleaved: the whole block at once, its units closed in arm order.
+                let arms: Vec<&crate::plan::Arm> = block.arms.iter().filter_map(|n| plan.arm(n)).collect();
+                interleave::run_block(&study, block, &arms, &mut done).await?
+            } else {
+                vec![unit::run_unit(&study, block, arm, &mut done).await?]
+            };
+            for (mut unit, cell_summaries) in ran {
+                let arm_name = unit.arm.clone();
+                let arm_name = &arm_name;
+                let Some(arm) = plan.arm(arm_name) else { continue };
+                let name = record::unit_name(block.index, arm_name);
+                let dir = ev.unit_dir(block.index, arm_name);
+                let extra = resume::summary_paths(&ev, block, arm_name);
+                record::write_record(
+                    ev.root(),
+                    &dir,
+                    &extra,
+                    record::Completion { unit: &name, block: Some(block.index), session: index, status: &unit.status },
+                    &secrets,
+                )?;
+                // As its arm_outcome.json now says (run.json repeats the detail).
+                unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
+                if let Some(s) = sessions.last_mut() {
+                    s.units_run.push(name);
                 }
+                summaries.extend(cell_summaries);
+                let failed_start = unit.status == "start_failed";
+                let last = unit.detail.clone().unwrap_or_default();
+                units.push(unit);
+                if failed_start {
+                    let n = start_failures.entry(arm_name.clone()).or_insert(0);
+                    *n += 1;
+                    if *n >= arm.max_start_failures {
+                        progress.finish();
+                        if let Some(s) = sessions.last_mut() {
+                            s.state = "stopped".into();
+                            s.finished_unix_ms = Some(session::unix_ms());
+                        }
+                        write_run(&sessions, &units, false)?;
+                        return Err(RunError::StartFailures {
+                            arm: arm_name.clone(),
+                            failures: *n,
+                            max: arm.max_start_failures,
+                            last,
+                            dir: ev.root().to_path_buf(),
+                        });
+                    }
+                }
+            }
+            if plan.blocks.rounds > 0 {
+                break;
             }
         }
     }

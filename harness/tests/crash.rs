@@ -56,6 +56,15 @@ fn reap_servers(dir: &Path) {
     }
 }
 
+/// Interleaved (`blocks.rounds = 2`): both arms' servers up at once, the cell in
+/// two rounds; a kill leaves at most part of the block, which runs again whole.
+fn interleaved_plan_text(model: &Path) -> String {
+    let argv = serve_argv(model, &["--kv-format", "f16"], &[]);
+    let plan =
+        TestPlan { blocks: 1, warmup_prompts: 1, output_tokens: 4, rounds: 2, ..TestPlan::new("crash-interleaved", 6) };
+    plan.arm("a", "control", &argv).arm("b", "candidate", &argv).closed("c", "confirmation", 1, 3).render()
+}
+
 /// Two arms, one block, pilots of the control arm (one run) deriving the
 /// confirmation cell's count, and a required qualification (the parity gate) before
 /// any timing: every phase of a study writes.
@@ -133,6 +142,11 @@ fn kill_after_every_write(tmp: &Path, text: &str) -> usize {
         }
         let r = Command::new(harness_bin()).arg("replay").arg(&dir).output().expect("replay");
         assert_eq!(r.status.code(), Some(0), "write {n} ({what}): replay failed:\n{}", text_of(&r));
+        if text.contains("\nrounds = ") {
+            // An interleaved block is measured by one session, all its arms together.
+            let session = |arm: &str| read_json(&dir.join(format!("raw/b0/{arm}/unit.json")))["session"].clone();
+            assert_eq!(session("a"), session("b"), "write {n} ({what}): the block's arms ran in different sessions");
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
     eprintln!("{total} write boundaries: killed after each, {resumed} resumed, every one replayed clean");
@@ -156,5 +170,17 @@ fn a_study_with_pilots_and_qualification_killed_after_any_write_resumes_and_repl
     let model = synth_model(tmp.path());
     let text = phases_plan_text(&model);
     assert!(text.contains("[pilots]") && text.contains("required = true"));
+    kill_after_every_write(tmp.path(), &text);
+}
+
+/// The same for an interleaved block: a kill after one arm's completion record and
+/// before the other's must not leave a block half from one session and half from
+/// another (the completed arm is moved aside and the whole block runs again).
+#[test]
+fn an_interleaved_study_killed_after_any_write_resumes_and_replays_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let text = interleaved_plan_text(&model);
+    assert!(text.contains("rounds = 2"));
     kill_after_every_write(tmp.path(), &text);
 }

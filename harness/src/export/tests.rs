@@ -50,6 +50,7 @@ fn rec(i: u64, tokens_at: &[u64], done: u64) -> RequestRecord {
         server_request_id: None,
         light: false,
         turn: None,
+        round: None,
     }
 }
 

@@ -274,9 +274,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
             lines.push((send, done.max(send), r.events.iter().filter(|e| e.tokens > 0).map(|e| e.t_ns).collect()));
         }
         let total_output: u64 = output_lens.iter().sum();
-        let start = c.records.iter().map(|r| r.intended_ns).min().unwrap_or(0);
-        let end = c.records.iter().map(crate::metrics::last_seen_ns).max().unwrap_or(start);
-        let duration = (end.saturating_sub(start)) as f64 / 1e9;
+        let duration = crate::metrics::active_ns(&c.records) as f64 / 1e9;
         let per_s = |x: f64| if duration > 0.0 { x / duration } else { 0.0 };
         let intended: Vec<u64> = c.records.iter().map(|r| r.intended_ns).collect();
         let (request_rate, burstiness, max_concurrency) = traffic(rc.load, &intended);

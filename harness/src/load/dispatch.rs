@@ -103,6 +103,7 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
         server_request_id: None,
         light: false,
         turn: None,
+        round: None,
     }
 }
 
@@ -158,6 +159,8 @@ pub async fn drive_cell(
     let ctx = &RequestCtx { drain_expired: drain_rx, ..ctx.clone() };
     let clock = ctx.clock;
     let mut out: Vec<Option<RequestRecord>> = vec![None; d.planned_records()];
+    // Session records count from 0 across the cell (sessions are never sliced).
+    let base = if d.sessions.is_none() { d.entries.first().map_or(0, |e| e.index) } else { 0 };
     let died = |detail: String, stage: &str| Failure::ServerDied { detail: format!("{detail} before {stage}") };
     let (tx, mut rx) = mpsc::unbounded_channel::<Dispatched>();
     let mut set: JoinSet<Vec<RequestRecord>> = JoinSet::new();
@@ -244,7 +247,7 @@ pub async fn drive_cell(
         let session = sessions.get(&rec.index).map(|s| &**s);
         for rec in with_unsent_turns(rec, session) {
             counters.failed.fetch_add(1, Ordering::Relaxed);
-            place(&mut out, rec)?;
+            place(&mut out, base, rec)?;
         }
     }
 
@@ -269,7 +272,7 @@ pub async fn drive_cell(
             None => break,
             Some(Ok(recs)) => {
                 for rec in recs {
-                    place(&mut out, rec)?;
+                    place(&mut out, base, rec)?;
                 }
             }
             Some(Err(e)) => return Err(LoadError::Task(e.to_string())),
@@ -349,8 +352,10 @@ fn dispatch_on_thread(
     Vec::new()
 }
 
-fn place(out: &mut [Option<RequestRecord>], rec: RequestRecord) -> Result<(), LoadError> {
-    let slot = usize::try_from(rec.index).ok().and_then(|i| out.get_mut(i));
+/// Puts `rec` in its slot: record index minus `base`, the first entry's index (a
+/// slice of a trace, as a round of an interleaved block drives, starts past 0).
+fn place(out: &mut [Option<RequestRecord>], base: u64, rec: RequestRecord) -> Result<(), LoadError> {
+    let slot = rec.index.checked_sub(base).and_then(|i| usize::try_from(i).ok()).and_then(|i| out.get_mut(i));
     match slot {
         Some(s @ None) => {
             *s = Some(rec);

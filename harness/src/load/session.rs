@@ -123,6 +123,7 @@ fn turn_record(first: &RequestRecord, script: &SessionScript, turn: u32, intende
         finish_reason: None,
         server_request_id: None,
         turn: Some(TurnRecord { session, turn, body_sha256: None, reply: None }),
+        round: None,
         ..first.clone()
     }
 }
@@ -266,6 +267,7 @@ mod tests {
             server_request_id: None,
             light: false,
             turn: Some(TurnRecord { session: 4, turn: 0, body_sha256: Some("h".into()), reply: None }),
+            round: None,
         };
         let rest = not_sent(&first, &first, &s, 0);
         let shape: Vec<(String, u64, u32, u64, Option<u64>)> = rest

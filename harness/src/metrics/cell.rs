@@ -188,6 +188,20 @@ fn peak_concurrency(records: &[RequestRecord]) -> u64 {
     peak.max(0) as u64
 }
 
+/// The cell's observation time, in nanoseconds: from the earliest intended arrival
+/// to the last thing seen; in an interleaved block (records with a `round`), the
+/// sum of that span over the cell's rounds, so the other arms' turns between them
+/// do not count as this arm's time.
+pub fn active_ns(records: &[RequestRecord]) -> u64 {
+    let mut spans: BTreeMap<Option<u32>, (u64, u64)> = BTreeMap::new();
+    for r in records {
+        let (lo, hi) = spans.entry(r.round).or_insert((u64::MAX, 0));
+        *lo = (*lo).min(r.intended_ns);
+        *hi = (*hi).max(last_seen_ns(r));
+    }
+    spans.values().map(|&(lo, hi)| hi.saturating_sub(lo)).sum()
+}
+
 /// Summarizes the records of one arm in one block of one cell. Errors when the slice
 /// is empty, mixes cells/blocks/arms, repeats a trace index, spans an empty
 /// observation interval, or holds a valid record with inconsistent timestamps.
@@ -212,7 +226,7 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
     if end <= start {
         return Err(MetricsError::EmptyInterval { start_ns: start, end_ns: end });
     }
-    let duration_s = (end - start) as f64 / 1e9;
+    let duration_s = active_ns(records) as f64 / 1e9;
 
     let mut valid: Vec<RequestMeasures> = Vec::with_capacity(records.len());
     let mut failed_by_class: BTreeMap<String, u64> = BTreeMap::new();

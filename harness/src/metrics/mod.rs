@@ -45,7 +45,7 @@ mod turns;
 #[cfg(test)]
 mod tests;
 
-pub use cell::{CellSummary, PERCENTILE_METHOD, summarize_cell, summarize_cell_with_slo};
+pub use cell::{CellSummary, PERCENTILE_METHOD, active_ns, summarize_cell, summarize_cell_with_slo};
 pub use goodput::{goodput, request_meets_slo};
 pub use request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 pub use table::render_table;

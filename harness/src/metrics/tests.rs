@@ -32,6 +32,7 @@ fn bare(index: u64, intended_ns: u64) -> RequestRecord {
         server_request_id: None,
         light: false,
         turn: None,
+        round: None,
     }
 }
 

@@ -47,7 +47,7 @@ pub use limits::{MAX_RATE_RPS, MAX_SECONDS, MAX_TRACE_NS, MIN_RATE_RPS, check_tr
 pub use pilots::PILOT_CELL;
 pub use placeholders::{ArmCommand, PLACEHOLDERS, Vars, expand, placeholders_in};
 pub use resolve::{ResolvedCell, ResolvedLoad};
-pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows};
+pub use schedule::{Schedule, ScheduledBlock, arrange, cycle_len, latin_rows, round_arms, round_range};
 pub use sweep::{concurrency_cell_name, rate_cell_name};
 pub use tuning::{DEFAULT_TUNING_METRIC, Tuning};
 pub use types::Pilots;

@@ -110,7 +110,8 @@ impl Plan {
             recorder: Recorder::Full,
             endpoint: self.request.endpoint,
         }];
-        v.blocks = Blocks { count: 0, descriptive: p.runs, arm_order: Order::Fixed, cell_order: Order::Fixed };
+        v.blocks =
+            Blocks { count: 0, descriptive: p.runs, arm_order: Order::Fixed, cell_order: Order::Fixed, rounds: 0 };
         v.alpha = None;
         v.hypotheses.clear();
         v.derive = None;

@@ -52,6 +52,23 @@ pub fn latin_rows(n: usize) -> Vec<Vec<usize>> {
     rows
 }
 
+/// The arm order of round `k` of an interleaved block (`blocks.rounds` >= 1): the
+/// block's arm order in even rounds, reversed in odd ones (ABBA ABBA ...), so that
+/// over two rounds every arm runs first once and a drift within a round pair
+/// weighs on both arms alike.
+pub fn round_arms(block_arms: &[String], k: u32) -> Vec<String> {
+    if k % 2 == 1 { block_arms.iter().rev().cloned().collect() } else { block_arms.to_vec() }
+}
+
+/// The entries of round `k` of `rounds` of a trace of `n` entries: the k-th of
+/// `rounds` contiguous slices, as equal as integers allow (sizes differ by at
+/// most one; an empty range when `n < rounds` leaves that round out).
+pub fn round_range(n: usize, rounds: u32, k: u32) -> std::ops::Range<usize> {
+    let r = rounds.max(1) as usize;
+    let k = (k as usize).min(r);
+    (n * k / r)..(n * (k + 1).min(r) / r)
+}
+
 /// How many blocks one full cycle of `order` over `n` items takes.
 pub fn cycle_len(order: &Order, n: usize) -> usize {
     match order {
@@ -151,6 +168,26 @@ mod tests {
             vec![vec![0, 1, 2], vec![1, 2, 0], vec![2, 0, 1], vec![2, 1, 0], vec![0, 2, 1], vec![1, 0, 2],]
         );
         assert_eq!(latin_rows(4), vec![vec![0, 1, 3, 2], vec![1, 2, 0, 3], vec![2, 3, 1, 0], vec![3, 0, 2, 1]]);
+    }
+
+    #[test]
+    fn rounds_alternate_the_arm_order_and_cover_the_trace_once() {
+        let arms = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(round_arms(&arms, 0), ["a", "b"]);
+        assert_eq!(round_arms(&arms, 1), ["b", "a"]);
+        assert_eq!(round_arms(&arms, 2), ["a", "b"]);
+        for (n, rounds) in [(96, 4), (97, 4), (3, 4), (0, 2), (10, 1), (7, 3)] {
+            let ranges: Vec<_> = (0..rounds).map(|k| round_range(n, rounds, k)).collect();
+            assert_eq!(ranges.first().map(|r| r.start), Some(0));
+            assert_eq!(ranges.last().map(|r| r.end), Some(n));
+            for w in ranges.windows(2) {
+                assert_eq!(w[0].end, w[1].start, "{n} in {rounds}: contiguous");
+            }
+            let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{n} in {rounds}: {sizes:?}");
+        }
+        assert_eq!(round_range(96, 4, 1), 24..48);
     }
 
     #[test]

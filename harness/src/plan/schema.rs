@@ -164,6 +164,7 @@ pub struct BlocksFile {
     pub descriptive: Option<i64>,
     pub arm_order: OrderFile,
     pub cell_order: OrderFile,
+    pub rounds: Option<i64>,
 }
 
 /// A counterbalancing scheme by name, or an explicit list of orders cycled over blocks.

@@ -393,6 +393,13 @@ pub struct Blocks {
     pub descriptive: u32,
     pub arm_order: Order,
     pub cell_order: Order,
+    /// 0: each arm's server runs alone in its turn (start, warm up, every cell,
+    /// stop). R >= 1: interleaved: every arm's server of the block is up at once,
+    /// and each cell runs in R rounds; round k sends the k-th of R contiguous
+    /// slices of the cell's trace to every arm in turn, in the block's arm order
+    /// in even rounds and reversed in odd ones, so both arms of a pair meet the
+    /// same minutes of the machine (see `schedule::round_arms`).
+    pub rounds: u32,
 }
 
 /// A counterbalancing scheme (see `schedule`).

@@ -124,6 +124,9 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let routes = validate_cells::Routes { default: request.endpoint, chat_source, session_panel };
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref(), routes);
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
+    if blocks.rounds > 0 && session_panel {
+        c.err("blocks.rounds", "multi-turn sessions (prompts.max_turns) cannot be cut into rounds: leave rounds at 0");
+    }
     let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
     let (alpha, mut hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
@@ -278,11 +281,16 @@ fn blocks(c: &mut Checker, b: BlocksFile, arms: &[Arm], cells: &[Cell]) -> Block
     }
     let arm_names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
     let cell_names: Vec<&str> = cells.iter().map(|x| x.name.as_str()).collect();
+    let rounds = match b.rounds {
+        Some(r) => c.int("blocks.rounds", r, 0, 1000).unwrap_or(0) as u32,
+        None => 0,
+    };
     Blocks {
         count,
         descriptive,
         arm_order: order(c, "blocks.arm_order", b.arm_order, &arm_names, "arm"),
         cell_order: order(c, "blocks.cell_order", b.cell_order, &cell_names, "cell"),
+        rounds,
     }
 }
 

@@ -258,8 +258,25 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
             }
             None => continue,
         };
-        let mut base: Option<i128> = None;
+        // Each round of an interleaved block starts anew: one cell start per round.
+        let mut base: std::collections::BTreeMap<Option<u32>, i128> = std::collections::BTreeMap::new();
+        let rounds = u64::from(s.plan.blocks.rounds);
+        let n = entries.len() as u64;
         for r in records {
+            // The round a record belongs to: the k-th of R contiguous slices,
+            // entries n*k/R .. n*(k+1)/R (none when the block is not interleaved).
+            let round = (rounds > 0 && r.turn.is_none())
+                .then(|| (0..rounds).find(|&k| n * k / rounds <= r.index && r.index < n * (k + 1) / rounds))
+                .flatten()
+                .and_then(|k| u32::try_from(k).ok());
+            if round != r.round {
+                m.push(Mismatch::new(
+                    &c.path,
+                    format!("request {} round", r.index),
+                    format!("{:?}", r.round),
+                    format!("{round:?} (blocks.rounds = {rounds})"),
+                ));
+            }
             // A session's later turns are checked by `turns`; its first against the trace
             // entry of the session.
             let at = match &r.turn {
@@ -298,8 +315,10 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
                 ));
             }
             let start = i128::from(r.intended_ns) - i128::from(e.offset_ns);
-            match base {
-                None => base = Some(start),
+            match base.get(&r.round).copied() {
+                None => {
+                    base.insert(r.round, start);
+                }
                 Some(b) if b != start => m.push(Mismatch::new(
                     &c.path,
                     field("intended_ns"),

@@ -272,7 +272,16 @@ pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String>
     if end <= start {
         return Err(format!("empty observation interval {start}..{end}"));
     }
-    let dur = (end - start) as f64 / 1e9;
+    // Interleaved blocks: each round's own span, summed.
+    let mut rounds: Vec<Option<u32>> = records.iter().map(|r| r.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let span = |k: Option<u32>| {
+        let of = || records.iter().filter(move |r| r.round == k);
+        let lo = of().map(|r| r.intended_ns).min().unwrap_or(0);
+        of().map(last_seen).max().unwrap_or(lo).saturating_sub(lo)
+    };
+    let dur = rounds.into_iter().map(span).sum::<u64>() as f64 / 1e9;
     let valid: Vec<One> = records.iter().filter(|r| r.valid()).map(one).collect::<Result<_, _>>()?;
     let completed = valid.len() as u64;
     let input: u64 = valid.iter().map(|o| o.prompt).sum();

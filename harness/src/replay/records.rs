@@ -57,6 +57,9 @@ pub struct Rec {
     /// A multi-turn session's turn (`record::TurnRecord`).
     #[serde(default)]
     pub turn: Option<crate::record::TurnRecord>,
+    /// The round of an interleaved block that sent it.
+    #[serde(default)]
+    pub round: Option<u32>,
 }
 
 impl Rec {

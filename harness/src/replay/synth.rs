@@ -289,6 +289,7 @@ fn simulate(
                 server_request_id: Some(id),
                 light: false,
                 turn: None,
+                round: None,
             };
             if timeout {
                 r.events.truncate(2);

@@ -223,6 +223,7 @@ mod tests {
             server_request_id: None,
             light: false,
             turn: None,
+            round: None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! One cell on one server invocation: settle, drive the trace through `load`, write
+//! One cell on one server invocation: settle, drive the trace through `load` (the
+//! whole trace, or in an interleaved block one round's slice at a time), write
 //! `<cell>.requests.jsonl` as a whole, then summarize through `metrics` (stored as
 //! `results/cells/b<block>-<arm>-<cell>.summary.json`, printed as a table, or one
 //! line with `--quiet`). Must not retry, and must not skip a record or a failure.
@@ -79,6 +80,15 @@ pub struct CellRun<'a> {
     pub phase: &'a watch::Sender<String>,
 }
 
+/// The records one drive of a cell (the whole cell, or one round of it) produced.
+pub struct Driven {
+    pub records: Vec<RequestRecord>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// How the server died during it, when it did.
+    pub died: Option<String>,
+}
+
 impl CellRun<'_> {
     /// Settles and runs `cell`. `None` when the server was already dead before the
     /// first dispatch (the cell does not run); else its outcome, its summary (JSON)
@@ -89,11 +99,25 @@ impl CellRun<'_> {
         entries: &[TraceEntry],
         done: &mut u64,
     ) -> Result<Option<(CellOutcome, serde_json::Value, Option<String>)>, RunError> {
+        let Some(d) = self.drive(cell, entries, None, true, done).await? else { return Ok(None) };
+        self.finish(&cell.name, d).map(Some)
+    }
+
+    /// Settles (when `settle`) and drives `entries` of `cell` from now; records of a
+    /// round carry it. `None` when the server was dead before the first dispatch.
+    pub async fn drive(
+        &self,
+        cell: &ResolvedCell,
+        entries: &[TraceEntry],
+        round: Option<u32>,
+        settle: bool,
+        done: &mut u64,
+    ) -> Result<Option<Driven>, RunError> {
         let s = self.study;
         let plan = &s.frozen.plan;
         let name = &cell.name;
         let dead = || self.ctx.server_exit.borrow().clone();
-        if dead().is_none() {
+        if settle && dead().is_none() {
             let _ = self.phase.send(format!("settle:{name}"));
             s.progress.status(self.label, &format!("{name}: settle {} s", plan.timing.settle_s));
             let settle = tokio::time::sleep(Duration::from_secs_f64(plan.timing.settle_s));
@@ -111,7 +135,11 @@ impl CellRun<'_> {
         let endpoint = plan.endpoint_of(name);
         let _ = self.phase.send(format!("cell:{name}"));
         let counters = Arc::new(Counters::default());
-        let ticker = s.progress.cell(format!("{} {name}", self.label), counters.clone(), *done);
+        let what = match round {
+            Some(k) => format!("{} {name} round {}/{}", self.label, k + 1, plan.blocks.rounds),
+            None => format!("{} {name}", self.label),
+        };
+        let ticker = s.progress.cell(what, counters.clone(), *done);
         let start_ns = s.clock.now_ns() + CELL_LEAD_NS;
         let drive = CellDrive {
             block: self.block,
@@ -131,26 +159,35 @@ impl CellRun<'_> {
         let light = plan.cell(name).is_some_and(|c| c.recorder == crate::plan::Recorder::Light);
         let url = self.urls.of(endpoint).to_string();
         let ctx = crate::load::RequestCtx { light, url, ..self.ctx.clone() };
-        let records = drive_cell(&drive, &ctx, &counters).await?;
+        let mut records = drive_cell(&drive, &ctx, &counters).await?;
         drop(ticker);
         let _ = self.phase.send("idle".to_string());
         let end_ns = s.clock.now_ns();
         *done += records.len() as u64;
         s.progress.set_done(*done);
-        write_jsonl(&s.ev.requests_path(self.block, self.arm, name), &records)?;
-        let died = dead();
-        let completed = records.iter().filter(|r| r.is_valid()).count() as u64;
+        for r in &mut records {
+            r.round = round;
+        }
+        Ok(Some(Driven { records, start_ns, end_ns, died: dead() }))
+    }
+
+    /// Writes `<cell>.requests.jsonl` (every round's records, in round order) as a
+    /// whole and summarizes the cell.
+    pub fn finish(&self, name: &str, d: Driven) -> Result<(CellOutcome, serde_json::Value, Option<String>), RunError> {
+        let s = self.study;
+        write_jsonl(&s.ev.requests_path(self.block, self.arm, name), &d.records)?;
+        let completed = d.records.iter().filter(|r| r.is_valid()).count() as u64;
         let outcome = CellOutcome {
-            cell: name.clone(),
-            status: if died.is_some() { "interrupted" } else { "completed" }.into(),
-            requests: records.len() as u64,
+            cell: name.to_string(),
+            status: if d.died.is_some() { "interrupted" } else { "completed" }.into(),
+            requests: d.records.len() as u64,
             completed,
-            failed: records.len() as u64 - completed,
-            start_ns: Some(start_ns),
-            end_ns: Some(end_ns),
+            failed: d.records.len() as u64 - completed,
+            start_ns: Some(d.start_ns),
+            end_ns: Some(d.end_ns),
         };
-        let summary = summarize(s, self.block, self.arm, name, &records, (end_ns - start_ns) as f64 / 1e9)?;
-        Ok(Some((outcome, summary, died)))
+        let summary = summarize(s, self.block, self.arm, name, &d.records, (d.end_ns - d.start_ns) as f64 / 1e9)?;
+        Ok((outcome, summary, d.died))
     }
 }
 

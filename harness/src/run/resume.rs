@@ -214,6 +214,34 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
             consider(&mut state, &name, &ev.unit_dir(block.index, arm), &summary_paths(ev, block, arm))?;
         }
     }
+    // An interleaved block (`blocks.rounds` >= 1) ran its arms together: one whose
+    // units did not all complete runs again whole, its completed units moved aside.
+    if frozen.plan.blocks.rounds > 0 {
+        for block in &schedule.blocks {
+            let done = |arm: &String| state.completed(block.index, arm).is_some();
+            if block.arms.iter().all(done) || !block.arms.iter().any(done) {
+                continue;
+            }
+            for arm in &block.arms {
+                let Some(pos) = state.completed.iter().position(|(b, a, _)| *b == block.index && a == arm) else {
+                    continue;
+                };
+                let (_, _, record) = state.completed.remove(pos);
+                let dir = ev.unit_dir(block.index, arm);
+                let mut files = files_under(&dir)?;
+                files.push(dir.join(RECORD_NAME));
+                files.extend(summary_paths(ev, block, arm).into_iter().filter(|p| p.is_file()));
+                let name = unit_name(block.index, arm);
+                let why = format!(
+                    "completed in session {}, but its interleaved block (blocks.rounds = {}) did not finish: the \
+                     block's arms run together, so the whole block runs again",
+                    record.session, frozen.plan.blocks.rounds
+                );
+                state.rerun.push(name.clone());
+                state.partial.push((name, files, why));
+            }
+        }
+    }
     state.qualification_done = state.completed.iter().any(|(_, a, r)| a.is_empty() && r.unit == QUALIFICATION_UNIT);
     // The interrupted session's units: those whose record names it. Its run.json
     // entry was last written when it started, so what it completed since (the

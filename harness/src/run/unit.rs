@@ -43,6 +43,28 @@ pub struct UnitOutcome {
     pub receipts_kept: bool,
 }
 
+impl UnitOutcome {
+    /// A unit of `arm` in `block` that has not run yet (status `completed` until
+    /// something says otherwise).
+    pub fn new(block: u32, arm: &str, session: u32) -> UnitOutcome {
+        UnitOutcome {
+            block,
+            arm: arm.to_string(),
+            session,
+            status: "completed".into(),
+            detail: None,
+            pid: None,
+            startup_s: None,
+            cells: Vec::new(),
+            stop: None,
+            scrapes: 0,
+            memory_samples: 0,
+            receipts_source: None,
+            receipts_kept: false,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct StartupRecord<'a> {
     block: u32,
@@ -85,13 +107,92 @@ fn kv_inventory(log: &Path) -> Option<serde_json::Value> {
         .find(|v| v.get("event").and_then(|e| e.as_str()) == Some("kv_inventory"))
 }
 
-/// Runs one invocation; returns its outcome and its cells' summaries (JSON).
+/// A started unit: its server healthy, warmed up and sampled; cells run on it
+/// until [`Live::finish`] stops it.
+pub(super) struct Live {
+    pub dir: PathBuf,
+    pub out: UnitOutcome,
+    server: Invocation,
+    pub ctx: RequestCtx,
+    pub urls: EndpointUrls,
+    /// `b<block> <arm>`, for progress lines.
+    pub label: String,
+    receipts: Option<PathBuf>,
+    arm: Arm,
+}
+
+/// What starting a unit came to: a live server, or an arm fault already recorded
+/// (`arm_outcome.json` written, the server stopped).
+pub(super) enum Started {
+    Live(Box<Live>),
+    Fault(UnitOutcome),
+}
+
+impl Live {
+    /// The cell runner of this unit in `block`.
+    pub fn cell_run<'a>(&'a self, s: &'a Study<'a>, block: u32) -> CellRun<'a> {
+        CellRun {
+            study: s,
+            ctx: &self.ctx,
+            urls: &self.urls,
+            block,
+            arm: &self.out.arm,
+            label: &self.label,
+            phase: self.server.phase(),
+        }
+    }
+
+    /// Stops the server, keeps its receipts and writes `arm_outcome.json`.
+    pub async fn finish(self, s: &Study<'_>) -> Result<UnitOutcome, RunError> {
+        let Live { dir, out, server, receipts, arm, .. } = self;
+        stop_and_keep(s, &dir, out, Some(server), receipts, &arm).await
+    }
+}
+
+/// Runs one invocation alone (`blocks.rounds` = 0); returns its outcome and its
+/// cells' summaries (JSON).
 pub(super) async fn run_unit(
     s: &Study<'_>,
     block: &ScheduledBlock,
     arm: &Arm,
     done: &mut u64,
 ) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
+    let mut live = match start_unit(s, block, arm).await? {
+        Started::Fault(out) => return Ok((out, Vec::new())),
+        Started::Live(live) => live,
+    };
+    let mut summaries = Vec::new();
+    for (ci, cell_name) in block.cells.iter().enumerate() {
+        let (Some(cell), Some(trace)) = (s.resolved.iter().find(|c| &c.name == cell_name), s.inputs.trace(cell_name))
+        else {
+            continue;
+        };
+        match live.cell_run(s, block.index).run(cell, &trace.entries, done).await? {
+            None => {
+                live.out.status = "server_died".into();
+                live.out.detail = live.ctx.server_exit.borrow().clone();
+                live.out.cells.extend(not_run(&block.cells[ci..]));
+                break;
+            }
+            Some((cell_outcome, summary, died)) => {
+                live.out.cells.push(cell_outcome);
+                summaries.push(summary);
+                if let Some(detail) = died {
+                    live.out.status = "server_died".into();
+                    live.out.detail = Some(detail);
+                    live.out.cells.extend(not_run(&block.cells[ci + 1..]));
+                    break;
+                }
+            }
+        }
+    }
+    Ok((live.finish(s).await?, summaries))
+}
+
+/// Starts one invocation: spawn (or check) the server, wait for health, write
+/// `startup.json`, start sampling, warm up (`warmup.json`). A fault on the way is
+/// recorded and returned as [`Started::Fault`].
+pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm) -> Result<Started, RunError> {
     let plan = &s.frozen.plan;
     let b = block.index;
     let label = format!("b{b} {}", arm.name);
@@ -99,21 +200,7 @@ pub(super) async fn run_unit(
     s.ev.ensure_dir(&dir)?;
     let cmd = plan.arm_command(arm, b, &dir)?;
     let base = arm.base_url();
-    let mut out = UnitOutcome {
-        block: b,
-        arm: arm.name.clone(),
-        session: s.session,
-        status: "completed".into(),
-        detail: None,
-        pid: None,
-        startup_s: None,
-        cells: Vec::new(),
-        stop: None,
-        scrapes: 0,
-        memory_samples: 0,
-        receipts_source: None,
-        receipts_kept: false,
-    };
+    let mut out = UnitOutcome::new(b, &arm.name, s.session);
     // Start and health.
     s.progress.status(&label, "starting server");
     let log = dir.join("server.log");
@@ -146,7 +233,9 @@ pub(super) async fn run_unit(
         Err(e) if e.is_arm_fault() => {
             startup.error = Some(e.to_string());
             write_json(&dir.join("startup.json"), &startup)?;
-            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), None).await;
+            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), None)
+                .await
+                .map(Started::Fault);
         }
         Err(e) => return Err(e.into()),
     }
@@ -164,7 +253,9 @@ pub(super) async fn run_unit(
             startup.error = Some(e.to_string());
             startup.kv_inventory = kv_inventory(&log);
             write_json(&dir.join("startup.json"), &startup)?;
-            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), Some(server)).await;
+            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), Some(server))
+                .await
+                .map(Started::Fault);
         }
         Err(e) => return Err(e.into()),
     }
@@ -185,11 +276,12 @@ pub(super) async fn run_unit(
         write_json(&dir.join("warmup.json"), &rec)?;
         if !rec.ok {
             let e = ArmError::Warmup { detail: rec.detail.clone().unwrap_or_default() };
-            return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), Some(server)).await;
+            return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), Some(server))
+                .await
+                .map(Started::Fault);
         }
     }
 
-    // Cells.
     let exit_rx = server.exit_watch();
     // Each cell sends to its own endpoint (`CellRun` sets the URL per cell).
     let urls = EndpointUrls { completions: server.completions_url(), chat: server.chat_url() };
@@ -203,42 +295,8 @@ pub(super) async fn run_unit(
         forced_output: plan.request.forced(),
         light: false,
     };
-    let mut summaries = Vec::new();
-    for (ci, cell_name) in block.cells.iter().enumerate() {
-        let (Some(cell), Some(trace)) = (s.resolved.iter().find(|c| &c.name == cell_name), s.inputs.trace(cell_name))
-        else {
-            continue;
-        };
-        let run = CellRun {
-            study: s,
-            ctx: &ctx,
-            urls: &urls,
-            block: b,
-            arm: &arm.name,
-            label: &label,
-            phase: server.phase(),
-        };
-        match run.run(cell, &trace.entries, done).await? {
-            None => {
-                out.status = "server_died".into();
-                out.detail = ctx.server_exit.borrow().clone();
-                out.cells.extend(not_run(&block.cells[ci..]));
-                break;
-            }
-            Some((cell_outcome, summary, died)) => {
-                out.cells.push(cell_outcome);
-                summaries.push(summary);
-                if let Some(detail) = died {
-                    out.status = "server_died".into();
-                    out.detail = Some(detail);
-                    out.cells.extend(not_run(&block.cells[ci + 1..]));
-                    break;
-                }
-            }
-        }
-    }
-    let out = stop_and_keep(s, &dir, out, Some(server), cmd.and_then(|c| c.receipts), arm).await?;
-    Ok((out, summaries))
+    let receipts = cmd.and_then(|c| c.receipts);
+    Ok(Started::Live(Box::new(Live { dir, out, server, ctx, urls, label, receipts, arm: arm.clone() })))
 }
 
 /// Records an arm fault: stops what was started and writes `arm_outcome.json`.
@@ -250,7 +308,7 @@ async fn finish_fault(
     e: ArmError,
     cells: Vec<CellOutcome>,
     server: Option<Invocation>,
-) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
+) -> Result<UnitOutcome, RunError> {
     out.status = status.into();
     out.detail = Some(e.to_string());
     out.cells = cells;
@@ -262,8 +320,8 @@ async fn finish_fault(
     let arm = s.frozen.plan.arm(&out.arm).cloned();
     let receipts = arm.as_ref().and_then(|a| s.frozen.plan.arm_command(a, out.block, dir).ok().flatten()?.receipts);
     match arm {
-        Some(arm) => Ok((stop_and_keep(s, dir, out, server, receipts, &arm).await?, Vec::new())),
-        None => Ok((out, Vec::new())),
+        Some(arm) => stop_and_keep(s, dir, out, server, receipts, &arm).await,
+        None => Ok(out),
     }
 }
 

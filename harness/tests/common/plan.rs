@@ -18,6 +18,8 @@ pub struct TestPlan {
     pub descriptive_blocks: u32,
     pub arm_order: &'static str,
     pub cell_order: &'static str,
+    /// `blocks.rounds` (rendered when above 0: interleaved blocks).
+    pub rounds: u32,
     /// Rendered sections; add them with the methods below.
     pub arms: Vec<String>,
     pub cells: Vec<String>,
@@ -40,6 +42,7 @@ impl TestPlan {
             descriptive_blocks: 0,
             arm_order: "fixed",
             cell_order: "fixed",
+            rounds: 0,
             arms: Vec::new(),
             cells: Vec::new(),
             tail: String::new(),
@@ -109,6 +112,9 @@ impl TestPlan {
             t.push_str(&format!("descriptive = {}\n", self.descriptive_blocks));
         }
         t.push_str(&format!("arm_order = {:?}\ncell_order = {:?}\n", self.arm_order, self.cell_order));
+        if self.rounds > 0 {
+            t.push_str(&format!("rounds = {}\n", self.rounds));
+        }
         for section in self.arms.iter().chain(&self.cells) {
             t.push('\n');
             t.push_str(section);
