@@ -11,6 +11,7 @@ pub mod export;
 pub mod gate;
 pub mod load;
 pub mod metrics;
+pub mod noise;
 pub mod pilot;
 pub mod plan;
 pub mod power;

@@ -124,6 +124,11 @@ enum Command {
                       harness export reports/quickstart --format guidellm --out /tmp/benchmarks.json"
     )]
     Export(harness::export::ExportArgs),
+    /// Where a finished study's noise comes from: each measure's variance (log units)
+    /// split into blocks (drift), fresh servers within a block, and repeats of a cell
+    /// on one server, with intervals; for A/A plans such as plans/noise-cpu.toml.
+    #[command(after_help = "Example:\n  harness noise reports/noise-cpu --metrics throughput_rps,e2e_p95_intended")]
+    Noise(harness::noise::NoiseArgs),
     /// A quick one-arm measurement with vLLM-bench-like flags: writes a one-arm plan,
     /// runs it as `harness run` does (evidence, report, manifest) and prints the
     /// familiar summary block per cell; `harness replay OUT` audits it.
@@ -557,6 +562,17 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
                 Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
+        Command::Noise(args) => match harness::noise::run(&args) {
+            Ok(report) => {
+                print!("{}", report.render_text());
+                Ok(())
+            }
+            Err(e) if e.is_bad_input() => {
+                eprintln!("harness noise: {e}");
+                return ExitCode::from(2);
             }
             Err(e) => Err(e.into()),
         },

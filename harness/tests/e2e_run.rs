@@ -8,6 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use common::tamper::*;
 use common::*;
 use harness::metrics::CellSummary;
 
@@ -210,4 +211,125 @@ fn an_external_arm_is_checked_but_never_started_or_stopped() {
     // The server is still up after the study.
     let health = std::net::TcpStream::connect(("127.0.0.1", port));
     assert!(health.is_ok(), "the external server was left running");
+}
+
+/// Interleaved blocks (`blocks.rounds = 3`): both servers of a block are up
+/// together, each cell runs in three rounds that alternate the arms (ABA... in
+/// block order, reversed every other round), every record carries its round, a
+/// round's intended arrivals start at the round, the summary's duration is the sum
+/// of the arm's own round spans, and replay recomputes it all; a record moved to
+/// another round is caught.
+#[test]
+fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let f16 = serve_argv(&model, &["--kv-format", "f16"], &[]);
+    let plan = TestPlan {
+        documents: 3,
+        warmup_prompts: 1,
+        arm_order: "alternate",
+        rounds: 3,
+        ..TestPlan::new("interleave-test", 12)
+    };
+    let text = plan
+        .arm("a", "control", &f16)
+        .arm("b", "candidate", &f16)
+        .closed("closed", "confirmation", 2, 7)
+        .open("open", "confirmation", 40.0, 6)
+        .render();
+    let (out, _) = run_study_ok(tmp.path(), &text);
+    let plan = harness::plan::parse(&text).expect("plan");
+    assert_eq!(plan.blocks.rounds, 3);
+    for block in &plan.schedule().blocks {
+        let unit = |arm: &str| out.join(format!("raw/b{}/{arm}", block.index));
+        // Both servers were up before either sent its first request.
+        let healthy = |arm: &str| read_json(&unit(arm).join("startup.json"))["healthy_ns"].as_u64().expect("healthy");
+        let mut spans = Vec::new();
+        for cell in ["closed", "open"] {
+            let trace = harness::trace::read_trace(&out.join("inputs"), cell).expect("trace").entries;
+            for arm in ["a", "b"] {
+                let records = read_records(&unit(arm).join(format!("{cell}.requests.jsonl")));
+                assert_eq!(records.len(), trace.len(), "every entry once, {cell} {arm}");
+                let first_send = records.iter().filter_map(|r| r.send_ns).min().expect("sent");
+                assert!(healthy("a").max(healthy("b")) < first_send, "both servers up first");
+                let mut total = 0u64;
+                for k in 0..3u32 {
+                    let lo = trace.len() * k as usize / 3;
+                    let hi = trace.len() * (k as usize + 1) / 3;
+                    let round: Vec<_> = records.iter().filter(|r| r.round == Some(k)).collect();
+                    let idx: Vec<u64> = round.iter().map(|r| r.index).collect();
+                    assert_eq!(idx, (lo as u64..hi as u64).collect::<Vec<_>>(), "{cell} {arm} round {k}");
+                    // The round's arrivals keep the trace's gaps from its own start.
+                    let start = round[0].intended_ns;
+                    for r in &round {
+                        let e = &trace[r.index as usize];
+                        assert_eq!(r.intended_ns - start, e.offset_ns - trace[lo].offset_ns);
+                    }
+                    let from = round.iter().map(|r| r.intended_ns).min().unwrap();
+                    let to = round.iter().map(|r| harness::metrics::last_seen_ns(r)).max().unwrap();
+                    total += to - from;
+                    spans.push((from, to, k, arm));
+                }
+                let summary: CellSummary = serde_json::from_value(read_json(
+                    &out.join(format!("results/cells/b{}-{arm}-{cell}.summary.json", block.index)),
+                ))
+                .expect("summary");
+                assert!((summary.duration_s - total as f64 / 1e9).abs() < 1e-9, "{cell} {arm}: sum of rounds");
+            }
+        }
+        // In time, the rounds alternate: block order in even rounds, reversed in odd.
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "rounds never overlap: {w:?}");
+        }
+        let order: Vec<&str> = spans.iter().map(|s| s.3).collect();
+        let (x, y) = (block.arms[0].as_str(), block.arms[1].as_str());
+        assert_eq!(order, [x, y, y, x, x, y, x, y, y, x, x, y], "block {}: ABBA by round", block.index);
+    }
+    let replay = std::process::Command::new(harness_bin()).arg("replay").arg(&out).output().expect("replay");
+    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stdout));
+
+    // `harness noise` on this A/A (two identical arms): the closed cell's servers'
+    // variance is the within-block spread of ln(throughput), by hand from the summaries.
+    let json = tmp.path().join("noise.json");
+    let o = std::process::Command::new(harness_bin())
+        .arg("noise")
+        .arg(&out)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("noise");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("blocks.rounds = 3"));
+    let noise = read_json(&json);
+    let groups = noise["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), 4, "two cells of different shapes x two metrics: {noise}");
+    let g = &groups[0];
+    assert_eq!((g["cells"].clone(), g["metric"].as_str()), (serde_json::json!(["closed"]), Some("throughput_rps")));
+    let d = &g["decomposition"];
+    assert_eq!((d["blocks"].as_u64(), d["servers"].as_u64(), d["repeats"].as_u64()), (Some(2), Some(2), Some(1)));
+    let rate = |b: u32, arm: &str| {
+        read_json(&out.join(format!("results/cells/b{b}-{arm}-closed.summary.json")))["request_throughput_rps"]
+            .as_f64()
+            .unwrap()
+            .ln()
+    };
+    let ms: f64 = (0..2).map(|b| (rate(b, "a") - rate(b, "b")).powi(2) / 2.0).sum::<f64>() / 2.0;
+    let server = d["components"].as_array().unwrap().iter().find(|c| c["level"] == "server").expect("server");
+    assert!((server["mean_square"].as_f64().unwrap() - ms).abs() < 1e-12, "{server} vs {ms}");
+    assert!(d["components"].as_array().unwrap().iter().all(|c| c["level"] != "repeat"), "one cell: no repeat level");
+    let o = std::process::Command::new(harness_bin()).arg("noise").arg(tmp.path().join("nothing")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // A record moved to another round: replay names it.
+    let bad = tmp.path().join("bad");
+    copy_dir(&out, &bad);
+    edit_lines(&bad, "raw/b0/a/closed.requests.jsonl", |lines| {
+        lines[0] = lines[0].replace("\"round\":0", "\"round\":1");
+    });
+    reseal_unit(&bad, "raw/b0/a/unit.json");
+    rewrite_manifest(&bad);
+    let replay = std::process::Command::new(harness_bin()).arg("replay").arg(&bad).output().expect("replay");
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert!(!replay.status.success() && text.contains("request 0 round"), "{text}");
 }

@@ -53,6 +53,12 @@ fn replay(dir: &Path) -> ReplayOutcome {
     replay_dir(dir).unwrap_or_else(|e| panic!("replay {}: {e}", dir.display()))
 }
 
+/// The power section's one hypothesis row of `report`.
+fn row_of_power(report: &str) -> &str {
+    let at = report.find("## Power of this study").expect("a power section");
+    report[at..].lines().find(|l| l.contains("(throughput_rps in closed-2)")).unwrap_or_default()
+}
+
 fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).lines().count()
 }
@@ -280,6 +286,32 @@ fn power_beside_every_claim_is_in_evidence_json_and_replay_names_a_changed_value
         report.contains(&format!("this study could detect {} with 80% probability", figure(&det[0]["rule_simulated"])))
     );
 
+    // The realised noise beside the assumption: the SD (n - 1) of the 5 confirmation
+    // blocks' ln(k16v8 / f16) throughputs, from the cell summaries.
+    let logs: Vec<f64> = (0..5)
+        .map(|b| {
+            let rate = |arm: &str| {
+                read_json(&out.join(format!("results/cells/b{b}-{arm}-closed-2.summary.json")))
+                    ["request_throughput_rps"]
+                    .as_f64()
+                    .unwrap()
+            };
+            (rate("k16v8") / rate("f16")).ln()
+        })
+        .collect();
+    let mean = logs.iter().sum::<f64>() / 5.0;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 4.0).sqrt();
+    assert!((h["realised_sd"].as_f64().unwrap() - sd).abs() < 1e-9, "{h} vs {sd}");
+    assert_eq!(h["realised_df"].as_u64(), Some(4), "{h}");
+    let optimistic = sd > 2.0 * h["noise_sd"].as_f64().unwrap();
+    assert_eq!(h["realised_optimistic"].as_bool(), Some(optimistic), "{h}");
+    let realised = figure(&h["realised_detectable_80"]);
+    assert!(
+        row_of_power(&report).contains(&format!("{sd:.4} (5 blocks): {realised} with 80% probability")),
+        "{report}"
+    );
+    assert_eq!(report.contains("**The power statement above was optimistic"), optimistic, "{report}");
+
     let o = replay(&out);
     assert!(o.all_passed(), "{}", o.render_table(10));
     assert_eq!(o.check(POWER_CHECK).map(|c| c.status), Some(Status::Pass), "{}", o.render_table(10));
@@ -289,6 +321,8 @@ fn power_beside_every_claim_is_in_evidence_json_and_replay_names_a_changed_value
         ("/power/hypotheses/0/detectable/0/rule_simulated", "detectable[estimate 0.8].rule_simulated"),
         ("/power/hypotheses/0/noise_sd", "noise_sd"),
         ("/power/hypotheses/0/noise_df", "noise_df"),
+        ("/power/hypotheses/0/realised_sd", "realised_sd"),
+        ("/power/hypotheses/0/realised_df", "realised_df"),
     ] {
         let dir = tmp.path().join(field.replace(['[', ']', ' ', '.'], "_"));
         copy_dir(&out, &dir);

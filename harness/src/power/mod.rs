@@ -112,6 +112,27 @@ pub struct TargetBlocks {
     pub note: Option<String>,
 }
 
+/// The realised SD counts as far above the assumed one beyond this factor: the
+/// power statement made from the assumption was optimistic.
+pub const OPTIMISM_FACTOR: f64 = 2.0;
+/// The probability at which the realised noise's detectable effect is stated.
+pub const REALISED_PROBABILITY: f64 = 0.8;
+
+/// The noise a study's confirmation blocks showed, set beside the noise its power
+/// statement assumed (after the study: `PowerReport::add_realised`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Realised {
+    /// Sample SD (n - 1) of the blocks' paired log-ratios ln(candidate / control).
+    pub sd: f64,
+    /// Its degrees of freedom: blocks with both values - 1.
+    pub df: usize,
+    /// The smallest true effect the whole rule supports with `REALISED_PROBABILITY`
+    /// at this SD and the study's block count (`None`: none within the search).
+    pub detectable: Option<f64>,
+    /// `sd` > `OPTIMISM_FACTOR` x the assumed SD.
+    pub optimistic: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HypothesisPower {
     pub name: String,
@@ -127,6 +148,9 @@ pub struct HypothesisPower {
     /// At the estimated SD, then at its upper bound.
     pub detectable: Vec<Detectable>,
     pub target: Option<TargetBlocks>,
+    /// After a study: the noise its confirmation blocks showed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub realised: Option<Realised>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -244,6 +268,32 @@ impl Family {
     }
 }
 
+impl PowerReport {
+    /// Sets beside hypothesis `name`'s assumed noise the SD of its confirmation
+    /// blocks' paired log-ratios `log_ratios` and what the rule could detect at it
+    /// (the same simulation as the assumed figures: seed, draws, the family's other
+    /// hypotheses at their assumed SDs and null). Fewer than 2 ratios, or no spread,
+    /// leave it unset.
+    pub fn add_realised(&mut self, name: &str, log_ratios: &[f64]) -> Result<(), StatsError> {
+        let Some(i) = self.hypotheses.iter().position(|h| h.name == name) else { return Ok(()) };
+        let n = log_ratios.len();
+        let Some((_, sd, _)) = noise::spread(log_ratios).filter(|&(_, sd, _)| sd.is_finite() && sd > 0.0) else {
+            return Ok(());
+        };
+        let sims = self
+            .hypotheses
+            .iter()
+            .map(|h| SimHypothesis { kind: kind_of(h.metric.kind()), sd: h.noise.sd, threshold: h.threshold })
+            .collect();
+        let family = Family { sims, alpha: self.alpha, seed: self.seed, draws: self.draws };
+        let draws = NoiseDraws::new(self.seed, self.draws, self.hypotheses.len(), self.blocks as usize);
+        let detectable = family.detectable(i, self.blocks, sd, REALISED_PROBABILITY, &draws)?.rule_simulated;
+        let h = &mut self.hypotheses[i];
+        h.realised = Some(Realised { sd, df: n - 1, detectable, optimistic: sd > OPTIMISM_FACTOR * h.noise.sd });
+        Ok(())
+    }
+}
+
 /// Computes the power report of `frozen` from the noise study (see the module doc).
 pub fn compute(
     frozen: &FrozenPlan,
@@ -312,6 +362,7 @@ pub fn compute(
             curve,
             detectable,
             target,
+            realised: None,
         });
     }
     Ok(PowerReport {
@@ -362,3 +413,84 @@ impl PowerReport {
 }
 
 pub use render::percent;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Metric;
+
+    /// A report of one throughput hypothesis at `blocks` blocks with assumed SD `sd`.
+    fn report(sd: f64, blocks: u32) -> PowerReport {
+        let noise = NoiseEstimate {
+            source: "h".into(),
+            cell: "c".into(),
+            metric: Metric::ThroughputRps,
+            candidate: "b".into(),
+            control: "a".into(),
+            blocks: vec![0, 1],
+            log_ratios: vec![sd / 2.0, -sd / 2.0],
+            mean: 0.0,
+            sd,
+            sd_upper: sd * 3.0,
+            failed_requests: 0,
+            values: Vec::new(),
+        };
+        let h = HypothesisPower {
+            name: "h".into(),
+            metric: Metric::ThroughputRps,
+            cell: "c".into(),
+            threshold: 0.01,
+            noise,
+            level: 0.05,
+            critical_wins: None,
+            curve: Vec::new(),
+            detectable: Vec::new(),
+            target: None,
+            realised: None,
+        };
+        PowerReport {
+            format: POWER_FORMAT,
+            study: "s".into(),
+            plan_sha256: String::new(),
+            noise_dir: String::new(),
+            noise_study: String::new(),
+            noise_plan_sha256: String::new(),
+            alpha: 0.05,
+            blocks,
+            family: 1,
+            seed: 7,
+            draws: 2_000,
+            others_effect: 0.0,
+            assumptions: Vec::new(),
+            hypotheses: vec![h],
+        }
+    }
+
+    #[test]
+    fn the_realised_noise_is_set_beside_the_assumed_one_and_flags_an_optimistic_assumption() {
+        let ratios = [0.1, -0.1, 0.1, -0.1, 0.0, 0.0];
+        let mean = 0.0;
+        let sd = (ratios.iter().map(|x: &f64| (x - mean).powi(2)).sum::<f64>() / 5.0).sqrt();
+        let mut r = report(0.02, 6);
+        r.add_realised("h", &ratios).unwrap();
+        let real = r.hypotheses[0].realised.clone().expect("set");
+        assert!((real.sd - sd).abs() < 1e-15 && real.df == 5);
+        assert!(real.optimistic, "{} > 2 x 0.02", real.sd);
+        // The same noise as assumed: not optimistic, and a larger SD needs a larger effect.
+        let mut calm = report(sd, 6);
+        calm.add_realised("h", &ratios).unwrap();
+        let calm_real = calm.hypotheses[0].realised.clone().unwrap();
+        assert!(!calm_real.optimistic);
+        assert_eq!(calm_real.detectable, real.detectable, "the detectable effect depends on the realised SD only");
+        let mut noisier = report(0.02, 6);
+        noisier.add_realised("h", &ratios.map(|x| x * 2.0)).unwrap();
+        let (lo, hi) = (real.detectable.unwrap(), noisier.hypotheses[0].realised.clone().unwrap().detectable);
+        assert!(hi.is_none_or(|hi| hi > lo), "{lo} vs {hi:?}");
+        // Too few blocks, no spread, or an unknown name: nothing set.
+        for (name, ratios) in [("h", &[0.1][..]), ("h", &[0.05, 0.05][..]), ("other", &ratios[..])] {
+            let mut r = report(0.02, 6);
+            r.add_realised(name, ratios).unwrap();
+            assert!(r.hypotheses[0].realised.is_none(), "{name} {ratios:?}");
+        }
+    }
+}

@@ -9,7 +9,10 @@
 //! supported with 80% and 95% probability at the estimated SD and at its upper bound
 //! (`power_model`: exact sign test, simulated rule with the plan's seed and 10,000
 //! draws). With fewer than 2 pilot runs of a control arm there is no estimate and
-//! `power.unavailable` must say so. Every difference is named by field. Must not
+//! `power.unavailable` must say so. After the study, the realised noise: the SD of
+//! the confirmation blocks' paired log-ratios ln(candidate / control) from each
+//! arm's records, what the rule supports at it with 80% probability, and whether it
+//! is more than twice the pilots' SD. Every difference is named by field. Must not
 //! call the analysis path (`stats`, `power`, `report`) and must not write anything.
 
 use std::path::Path;
@@ -31,6 +34,8 @@ const FILE: &str = "results/evidence.json";
 const DRAWS: usize = 10_000;
 const SD_UPPER_CONFIDENCE: f64 = 0.9;
 const PROBABILITIES: [f64; 2] = [0.8, 0.95];
+/// The realised SD is flagged beyond this multiple of the assumed one.
+const OPTIMISM_FACTOR: f64 = 2.0;
 
 /// One hypothesis's noise as replay recomputes it.
 struct Noise {
@@ -78,6 +83,27 @@ fn noise(root: &Path, plan: &Plan, arm: &str, field: &str) -> Result<Noise, Stri
         return Err(format!("no spread: SD {sd}"));
     }
     Ok(Noise { runs: runs.iter().map(|p| p.run).collect(), values, sd, sd_upper: sd * ((n - 1.0) / chi).sqrt() })
+}
+
+/// The SD (n - 1) of the confirmation blocks' paired log-ratios ln(candidate /
+/// control) of hypothesis `h`, each arm's value from its own records, over the
+/// blocks where both have one, with the number of such blocks; `None` below 2
+/// blocks or without spread.
+fn realised(root: &Path, plan: &Plan, h: &crate::plan::Hypothesis, field: &str) -> Option<(f64, usize)> {
+    let of = |b: u32, arm: &str| {
+        read_doc(root, format!("raw/b{b}/{arm}/{}.requests.jsonl", h.cell))
+            .ok()
+            .and_then(|x| value(&x, field, plan).ok())
+    };
+    let logs: Vec<f64> =
+        (0..plan.blocks.count).filter_map(|b| Some((of(b, &h.candidate)? / of(b, &h.control)?).ln())).collect();
+    let n = logs.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    (sd.is_finite() && sd > 0.0).then_some((sd, n))
 }
 
 struct Cmp<'a> {
@@ -217,6 +243,17 @@ pub fn check(root: &Path, frozen: &FrozenPlan) -> Option<Check> {
         if det.len() != k {
             c.exact("detectable (count)", Some(&json!(det.len())), json!(k));
         }
+        // What the confirmation blocks showed, against the assumption.
+        let real = realised(root, plan, h, metric_field(h.metric));
+        c.float("realised_sd", a.get("realised_sd"), real.map(|r| r.0));
+        c.exact("realised_df", a.get("realised_df").or(Some(&null)), json!(real.map(|r| r.1 - 1)));
+        let found = real.and_then(|(sd, _)| detectable(&family, i, sd, PROBABILITIES[0], alpha, &draws).1);
+        c.float("realised_detectable_80", a.get("realised_detectable_80"), found);
+        c.exact(
+            "realised_optimistic",
+            a.get("realised_optimistic").or(Some(&null)),
+            json!(real.map(|(sd, _)| sd > OPTIMISM_FACTOR * e.sd)),
+        );
     }
     let detail =
         format!("{n} blocks, seed {}, {DRAWS} draws; 80% at the estimate: {}", plan.study.seed, shown.join("; "));

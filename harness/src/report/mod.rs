@@ -171,6 +171,11 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     l.power = crate::pilot::power_summary(root, &l.frozen);
     let unqualified = load::unqualified_arms(l.qualification.as_ref());
     let a = l.analyse(&unqualified)?;
+    if let Some(Ok(power)) = l.power.as_mut() {
+        for h in &a.hypotheses {
+            power.add_realised(&h.name, &power::realised_log_ratios(h))?;
+        }
+    }
     let results = load::results_dir(root);
     let fig_dir = results.join("figures");
     if fig_dir.exists() {

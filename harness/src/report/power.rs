@@ -6,16 +6,19 @@
 //! Three views of one `Loaded::power`: the summary section at the top of
 //! `report.md` ([`section`]), the claims table's column beside every claim
 //! ([`claims_column`]) and `evidence.json`'s `power` ([`evidence`], audited by
-//! `replay::power`). Must not compute anything (it renders `Loaded::power`).
+//! `replay::power`). After the study, each hypothesis also shows the realised noise:
+//! the SD of its confirmation blocks' paired log-ratios and what the rule supports
+//! at it, with a warning when it is more than twice the pilots' assumption. Must
+//! not compute anything but those log-ratios (it renders `Loaded::power`).
 
 use std::fmt::Write;
 
 use serde::Serialize;
 
 use super::Loaded;
-use super::analysis::{Analysis, Claim};
+use super::analysis::{Analysis, Claim, HypothesisReport};
 use crate::power::noise::SD_UPPER_CONFIDENCE;
-use crate::power::{Detectable, HypothesisPower, PowerReport, percent};
+use crate::power::{Detectable, HypothesisPower, OPTIMISM_FACTOR, PowerReport, percent};
 
 /// `evidence.json` `power.noise_source`.
 pub const NOISE_SOURCE: &str = "pilots";
@@ -32,6 +35,25 @@ fn detectable(h: &HypothesisPower, upper: bool, p: f64) -> Option<&Detectable> {
 
 fn rule(h: &HypothesisPower, upper: bool, p: f64) -> Option<f64> {
     detectable(h, upper, p).and_then(|d| d.rule_simulated)
+}
+
+/// The paired log-ratios ln(candidate / control) of `h`'s confirmation blocks that
+/// have both values: what [`crate::power::PowerReport::add_realised`] takes.
+pub fn realised_log_ratios(h: &HypothesisReport) -> Vec<f64> {
+    h.blocks
+        .iter()
+        .filter_map(|b| match (b.control, b.candidate) {
+            (Some(c), Some(x)) if c > 0.0 && x > 0.0 => Some((x / c).ln()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn realised_cell(h: &HypothesisPower) -> String {
+    match &h.realised {
+        None => "n/a (fewer than 2 blocks with both arms, or no spread)".into(),
+        Some(r) => format!("{:.4} ({} blocks): {} with 80% probability", r.sd, r.df + 1, effect(r.detectable)),
+    }
 }
 
 /// Appends the section when the study has pilots and hypotheses.
@@ -57,14 +79,14 @@ fn render(o: &mut String, r: &PowerReport) {
     );
     let _ = writeln!(
         o,
-        "| hypothesis | noise: SD of the paired log-ratio (90% upper bound) | pilot runs | supported with 80% probability | with 95% |"
+        "| hypothesis | noise: SD of the paired log-ratio (90% upper bound) | pilot runs | supported with 80% probability | with 95% | realised: SD of the confirmation blocks' log-ratios, and what it supports |"
     );
-    let _ = writeln!(o, "| --- | --- | --- | --- | --- |");
+    let _ = writeln!(o, "| --- | --- | --- | --- | --- | --- |");
     for h in &r.hypotheses {
         let _ = writeln!(
             o,
             "| {} ({} in {}) | {:.4} ({:.4}) from {} | {} of {} | this study could detect {} with 80% probability at {} \
-             blocks ({} at the SD's upper bound) | {} ({}) |",
+             blocks ({} at the SD's upper bound) | {} ({}) | {} |",
             h.name,
             h.metric.as_str(),
             h.cell,
@@ -78,6 +100,22 @@ fn render(o: &mut String, r: &PowerReport) {
             effect(rule(h, true, 0.8)),
             effect(rule(h, false, 0.95)),
             effect(rule(h, true, 0.95)),
+            realised_cell(h),
+        );
+    }
+    for h in &r.hypotheses {
+        let Some(real) = h.realised.as_ref().filter(|x| x.optimistic) else { continue };
+        let _ = writeln!(
+            o,
+            "\n**The power statement above was optimistic for {}**: its confirmation blocks' paired log-ratios had SD \
+             {:.4} ({} blocks), more than {OPTIMISM_FACTOR} times the pilots' {:.4}; with the realised noise this \
+             study could detect {} with 80% probability. A claim not supported here says little about effects \
+             below that.",
+            h.name,
+            real.sd,
+            real.df + 1,
+            h.noise.sd,
+            effect(real.detectable),
         );
     }
     let _ = writeln!(o, "\nModel and assumptions:\n");
@@ -148,6 +186,14 @@ pub struct HypothesisPowerOut {
     pub level: f64,
     pub critical_wins: Option<u64>,
     pub detectable: Vec<DetectableOut>,
+    /// After the study: the SD of the confirmation blocks' paired log-ratios
+    /// ln(candidate / control) (null: fewer than 2 blocks with both values, or no
+    /// spread), its degrees of freedom, the smallest effect the rule supports with
+    /// 80% probability at it, and whether it is more than twice `noise_sd`.
+    pub realised_sd: Option<f64>,
+    pub realised_df: Option<usize>,
+    pub realised_detectable_80: Option<f64>,
+    pub realised_optimistic: Option<bool>,
 }
 
 /// `evidence.json` `power`: absent without `[pilots]` and hypotheses; `unavailable`
@@ -198,6 +244,10 @@ fn hypothesis_out(l: &Loaded, h: &HypothesisPower) -> HypothesisPowerOut {
                 rule_simulated: d.rule_simulated,
             })
             .collect(),
+        realised_sd: h.realised.as_ref().map(|r| r.sd),
+        realised_df: h.realised.as_ref().map(|r| r.df),
+        realised_detectable_80: h.realised.as_ref().and_then(|r| r.detectable),
+        realised_optimistic: h.realised.as_ref().map(|r| r.optimistic),
     }
 }
 

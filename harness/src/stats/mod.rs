@@ -11,7 +11,8 @@
 //! - `percentile`: the one percentile method (nearest rank) for all layers;
 //! - `power`: the probability that the rule supports a true effect (exact sign
 //!   test, seeded simulation of the whole rule);
-//! - `decision`: supported / not supported (naming failed rules) / blocked.
+//! - `decision`: supported / not supported (naming failed rules) / blocked;
+//! - `nested`: variance components of a nested A/A design (block, server, repeat).
 //!
 //! It must not read files, the plan or raw request records: callers pass
 //! numbers in and get numbers and claims out. Every failure is a `StatsError`.
@@ -23,6 +24,7 @@ mod error;
 mod exact;
 mod holm;
 mod median_interval;
+mod nested;
 mod percentile;
 mod power;
 mod sign_test;
@@ -40,6 +42,7 @@ pub use median_interval::{
     DEFAULT_INTERVAL_COVERAGE, MedianInterval, MedianScreen, median, median_interval, median_interval_rank,
     median_screen,
 };
+pub use nested::{COMPONENT_COVERAGE, Component, Nested, nested};
 pub use percentile::{nearest_rank, percentile, percentile_u64, percentiles};
 pub use power::{
     MAX_LATENCY_EFFECT, MAX_THROUGHPUT_EFFECT, NoiseDraws, SimHypothesis, binomial_upper_tail, critical_wins,

@@ -1,0 +1,224 @@
+//! `harness noise DIR`: where the noise of a finished study comes from. Reads the
+//! frozen plan and the cell summaries, and decomposes each measure's variance (in
+//! log units) into blocks (drift over time), fresh servers within a block (start to
+//! start, and in a sequential block the time between one server's turn and the
+//! next's) and repeats of the same cell on one server (`stats::nested`).
+//!
+//! Meant for an A/A plan whose arms are one build (`plans/noise-cpu.toml`): every
+//! arm is a server of the block, and the confirmation cells that share a load shape
+//! (load, concurrency or rate, count) are repeats. Blocks missing a value of the
+//! design (a fault, a failed cell) are left out and counted. Must not run anything
+//! or write into the evidence directory.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::metrics::CellSummary;
+use crate::plan::{CellKind, FrozenPlan, Metric};
+use crate::stats::Nested;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct NoiseArgs {
+    /// The evidence directory of a finished study (e.g. reports/noise-cpu).
+    pub dir: PathBuf,
+    /// Measures to decompose (plan metric names).
+    #[arg(long, value_delimiter = ',', default_values_t = ["throughput_rps".to_string(), "e2e_p95_intended".to_string()])]
+    pub metrics: Vec<String>,
+    /// Also write the decomposition as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NoiseError {
+    #[error("{dir}: {message}")]
+    Plan { dir: PathBuf, message: String },
+    #[error("unknown metric {0:?} (one of: {1})")]
+    Metric(String, String),
+    #[error("{0}")]
+    Design(String),
+    #[error("cannot write {path}: {message}")]
+    Write { path: PathBuf, message: String },
+}
+
+impl NoiseError {
+    /// Every error here is about the input (the directory, the flags).
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, NoiseError::Write { .. })
+    }
+}
+
+/// One cell group's decomposition of one measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupNoise {
+    /// The cells taken as repeats (one load shape).
+    pub cells: Vec<String>,
+    pub metric: Metric,
+    /// The arms taken as the block's servers.
+    pub servers: Vec<String>,
+    /// Confirmation blocks used, and those left out for a missing value.
+    pub blocks_used: Vec<u32>,
+    pub blocks_left_out: Vec<u32>,
+    pub decomposition: Nested,
+    /// The SD of a paired log-ratio of two servers of one block, one cell each.
+    pub paired_sd_one_cell: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NoiseReport {
+    pub study: String,
+    pub plan_sha256: String,
+    pub rounds: u32,
+    pub coverage: f64,
+    pub groups: Vec<GroupNoise>,
+}
+
+/// What makes two cells repeats of one another.
+fn shape(cell: &crate::plan::Cell) -> String {
+    format!("{:?}|{:?}|{:?}|{:?}|{:?}", cell.load, cell.count, cell.input_tokens, cell.endpoint, cell.recorder)
+}
+
+fn summary(dir: &Path, b: u32, arm: &str, cell: &str) -> Option<CellSummary> {
+    let path = dir.join("results/cells").join(format!("b{b}-{arm}-{cell}.summary.json"));
+    let bytes = crate::evidence::read_input(&path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Decomposes the study in `dir` (see the module doc).
+pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError> {
+    let frozen: FrozenPlan = crate::plan::freeze_file(&dir.join("plan.toml"))
+        .map_err(|e| NoiseError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
+    let plan = &frozen.plan;
+    let servers: Vec<String> = plan.arms.iter().map(|a| a.name.clone()).collect();
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for c in plan.cells.iter().filter(|c| c.kind == CellKind::Confirmation) {
+        let key = shape(c);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, cells)) => cells.push(c.name.clone()),
+            None => groups.push((key, vec![c.name.clone()])),
+        }
+    }
+    if plan.blocks.count < 2 || groups.is_empty() {
+        return Err(NoiseError::Design(format!(
+            "{}: a decomposition needs at least 2 confirmation blocks and a confirmation cell (the plan has {} \
+             blocks)",
+            dir.display(),
+            plan.blocks.count
+        )));
+    }
+    let mut out = Vec::new();
+    for (_, cells) in &groups {
+        for &metric in metrics {
+            let mut y = Vec::new();
+            let (mut used, mut left) = (Vec::new(), Vec::new());
+            for b in 0..plan.blocks.count {
+                let block: Option<Vec<Vec<f64>>> = servers
+                    .iter()
+                    .map(|arm| {
+                        cells
+                            .iter()
+                            .map(|c| summary(dir, b, arm, c)?.metric(metric).filter(|v| *v > 0.0).map(f64::ln))
+                            .collect()
+                    })
+                    .collect();
+                match block {
+                    Some(v) => {
+                        y.push(v);
+                        used.push(b);
+                    }
+                    None => left.push(b),
+                }
+            }
+            let decomposition = crate::stats::nested(&y).map_err(|e| {
+                NoiseError::Design(format!("cells {} metric {}: {e}", cells.join(", "), metric.as_str()))
+            })?;
+            let paired_sd_one_cell = decomposition.paired_sd(1);
+            out.push(GroupNoise {
+                cells: cells.clone(),
+                metric,
+                servers: servers.clone(),
+                blocks_used: used,
+                blocks_left_out: left,
+                decomposition,
+                paired_sd_one_cell,
+            });
+        }
+    }
+    Ok(NoiseReport {
+        study: plan.study.name.clone(),
+        plan_sha256: frozen.sha256.clone(),
+        rounds: plan.blocks.rounds,
+        coverage: crate::stats::COMPONENT_COVERAGE,
+        groups: out,
+    })
+}
+
+impl NoiseReport {
+    pub fn render_text(&self) -> String {
+        let mut o = format!(
+            "noise decomposition of study {} (blocks.rounds = {}; SDs in log units, {:.0}% intervals)\n",
+            self.study,
+            self.rounds,
+            self.coverage * 100.0
+        );
+        for g in &self.groups {
+            let d = &g.decomposition;
+            let total: f64 = d.components.iter().map(|c| c.variance).sum();
+            o.push_str(&format!(
+                "\n{} over cells [{}]: {} blocks x {} servers ({}) x {} repeats{}\n",
+                g.metric.as_str(),
+                g.cells.join(", "),
+                d.blocks,
+                d.servers,
+                g.servers.join(", "),
+                d.repeats,
+                if g.blocks_left_out.is_empty() {
+                    String::new()
+                } else {
+                    format!("; blocks left out for a missing value: {:?}", g.blocks_left_out)
+                }
+            ));
+            o.push_str("  level    SD       interval            df   share\n");
+            for c in &d.components {
+                let share = if total > 0.0 { c.variance / total * 100.0 } else { 0.0 };
+                o.push_str(&format!(
+                    "  {:<8} {:<8.4} [{:.4}, {:.4}]  {:>4}  {:>4.0}%{}\n",
+                    c.level,
+                    c.sd,
+                    c.sd_interval.0,
+                    c.sd_interval.1,
+                    c.df,
+                    share,
+                    if c.clamped { " (estimate below 0, set to 0)" } else { "" }
+                ));
+            }
+            o.push_str(&format!(
+                "  paired log-ratio of two servers in one block, one cell each: SD {:.4} (block drift cancels in the \
+                 pair)\n",
+                g.paired_sd_one_cell
+            ));
+        }
+        o
+    }
+}
+
+/// `harness noise`: analyses, prints, and writes the JSON when asked.
+pub fn run(args: &NoiseArgs) -> Result<NoiseReport, NoiseError> {
+    let metrics = args
+        .metrics
+        .iter()
+        .map(|m| {
+            Metric::ALL.iter().copied().find(|x| x.as_str() == m).ok_or_else(|| {
+                NoiseError::Metric(m.clone(), Metric::ALL.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let report = analyse(&args.dir, &metrics)?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        std::fs::write(path, text + "\n")
+            .map_err(|e| NoiseError::Write { path: path.clone(), message: e.to_string() })?;
+    }
+    Ok(report)
+}
