@@ -186,7 +186,14 @@ impl CellRun<'_> {
             start_ns: Some(d.start_ns),
             end_ns: Some(d.end_ns),
         };
-        let summary = summarize(s, self.block, self.arm, name, &d.records, (d.end_ns - d.start_ns) as f64 / 1e9)?;
+        // An interleaved cell's own time is that of its rounds, not the span that
+        // holds the other arms' turns too.
+        let own_ns = if d.records.iter().any(|r| r.round.is_some()) {
+            crate::metrics::active_ns(&d.records)
+        } else {
+            d.end_ns - d.start_ns
+        };
+        let summary = summarize(s, self.block, self.arm, name, &d.records, own_ns as f64 / 1e9)?;
         Ok((outcome, summary, d.died))
     }
 }
