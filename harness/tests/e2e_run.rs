@@ -236,10 +236,22 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
         .arm("b", "candidate", &f16)
         .closed("closed", "confirmation", 2, 7)
         .open("open", "confirmation", 40.0, 6)
-        .render();
+        .render()
+        .replacen("rounds = 3\n", "rounds = 3\nrandomize_setup = true\n", 1);
     let (out, _) = run_study_ok(tmp.path(), &text);
     let plan = harness::plan::parse(&text).expect("plan");
-    assert_eq!(plan.blocks.rounds, 3);
+    assert_eq!((plan.blocks.rounds, plan.blocks.randomize_setup), (3, true));
+    // Each server's environment carries its own setup pad, by the seed rule.
+    let mut pads = std::collections::BTreeSet::new();
+    for block in &plan.schedule().blocks {
+        for arm in &block.arms {
+            let env = &read_json(&out.join(format!("raw/b{}/{arm}/startup.json", block.index)))["env"];
+            let pad = env["HARNESS_SETUP_PAD"].as_str().expect("a pad");
+            assert_eq!(pad.len(), harness::trace::setup_pad_len(plan.study.seed, block.index, arm));
+            pads.insert(pad.len());
+        }
+    }
+    assert!(pads.len() > 1, "the pads differ between units: {pads:?}");
     for block in &plan.schedule().blocks {
         let unit = |arm: &str| out.join(format!("raw/b{}/{arm}", block.index));
         // Both servers were up before either sent its first request.
@@ -332,4 +344,18 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
     let replay = std::process::Command::new(harness_bin()).arg("replay").arg(&bad).output().expect("replay");
     let text = String::from_utf8_lossy(&replay.stdout);
     assert!(!replay.status.success() && text.contains("request 0 round"), "{text}");
+
+    // A server whose setup pad is not the rule's: replay names it.
+    let bad = tmp.path().join("bad-pad");
+    copy_dir(&out, &bad);
+    let startup = bad.join("raw/b1/b/startup.json");
+    let mut v = read_json(&startup);
+    let pad = v["env"]["HARNESS_SETUP_PAD"].as_str().unwrap().to_string() + "x";
+    v["env"]["HARNESS_SETUP_PAD"] = pad.into();
+    std::fs::write(&startup, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    reseal_unit(&bad, "raw/b1/b/unit.json");
+    rewrite_manifest(&bad);
+    let replay = std::process::Command::new(harness_bin()).arg("replay").arg(&bad).output().expect("replay");
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert!(!replay.status.success() && text.contains("env.HARNESS_SETUP_PAD"), "{text}");
 }

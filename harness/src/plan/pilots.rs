@@ -110,8 +110,14 @@ impl Plan {
             recorder: Recorder::Full,
             endpoint: self.request.endpoint,
         }];
-        v.blocks =
-            Blocks { count: 0, descriptive: p.runs, arm_order: Order::Fixed, cell_order: Order::Fixed, rounds: 0 };
+        v.blocks = Blocks {
+            count: 0,
+            descriptive: p.runs,
+            arm_order: Order::Fixed,
+            cell_order: Order::Fixed,
+            rounds: 0,
+            randomize_setup: v.blocks.randomize_setup,
+        };
         v.alpha = None;
         v.hypotheses.clear();
         v.derive = None;

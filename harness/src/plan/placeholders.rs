@@ -150,6 +150,11 @@ impl Plan {
                 Ok((k.clone(), value))
             })
             .collect::<Result<BTreeMap<_, _>, PlanError>>()?;
+        let mut env = env;
+        if self.blocks.randomize_setup {
+            let len = crate::trace::setup_pad_len(self.study.seed, block, &arm.name);
+            env.insert(super::types::SETUP_PAD_ENV.to_string(), "x".repeat(len));
+        }
         Ok(Some(ArmCommand { argv, env, port: *port, receipts: receipts.map(PathBuf::from) }))
     }
 }

@@ -165,6 +165,8 @@ pub struct BlocksFile {
     pub arm_order: OrderFile,
     pub cell_order: OrderFile,
     pub rounds: Option<i64>,
+    #[serde(default)]
+    pub randomize_setup: bool,
 }
 
 /// A counterbalancing scheme by name, or an explicit list of orders cycled over blocks.

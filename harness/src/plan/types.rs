@@ -400,7 +400,15 @@ pub struct Blocks {
     /// in even rounds and reversed in odd ones, so both arms of a pair meet the
     /// same minutes of the machine (see `schedule::round_arms`).
     pub rounds: u32,
+    /// Each spawned server gets `SETUP_PAD_ENV` in its environment, of a length
+    /// drawn per (block, arm) from the study seed (`trace::setup_pad_len`), so that
+    /// a layout bias tied to one arm's setup (environment size shifts the stack)
+    /// becomes block-to-block noise (Mytkowicz et al. 2009; Stabilizer).
+    pub randomize_setup: bool,
 }
+
+/// The environment variable that carries the setup pad.
+pub const SETUP_PAD_ENV: &str = "HARNESS_SETUP_PAD";
 
 /// A counterbalancing scheme (see `schedule`).
 #[derive(Debug, Clone, PartialEq)]

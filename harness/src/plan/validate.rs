@@ -124,6 +124,16 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let routes = validate_cells::Routes { default: request.endpoint, chat_source, session_panel };
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref(), routes);
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
+    if blocks.randomize_setup {
+        for (i, a) in arms.iter().enumerate() {
+            if a.env.contains_key(super::types::SETUP_PAD_ENV) {
+                c.err(
+                    &format!("arms[{i}].env.{}", super::types::SETUP_PAD_ENV),
+                    "set by the harness when blocks.randomize_setup is true",
+                );
+            }
+        }
+    }
     if blocks.rounds > 0 && session_panel {
         c.err("blocks.rounds", "multi-turn sessions (prompts.max_turns) cannot be cut into rounds: leave rounds at 0");
     }
@@ -291,6 +301,7 @@ fn blocks(c: &mut Checker, b: BlocksFile, arms: &[Arm], cells: &[Cell]) -> Block
         arm_order: order(c, "blocks.arm_order", b.arm_order, &arm_names, "arm"),
         cell_order: order(c, "blocks.cell_order", b.cell_order, &cell_names, "cell"),
         rounds,
+        randomize_setup: b.randomize_setup,
     }
 }
 

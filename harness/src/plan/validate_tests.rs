@@ -192,6 +192,12 @@ fn malformed_plans_are_rejected_with_named_keys() {
             "cells[0].input_tokens: 100 is not one of prompts.lengths [64]",
         ),
         (edit("arm_order = \"alternate\"", "arm_order = \"zigzag\""), "blocks.arm_order: unknown scheme \"zigzag\""),
+        (edit("cell_order = \"alternate\"", "cell_order = \"alternate\"\nrounds = 1001"), "blocks.rounds: "),
+        (
+            edit("cell_order = \"alternate\"", "cell_order = \"alternate\"\nrandomize_setup = true")
+                .replacen("port = 18001\n", "port = 18001\nenv = { HARNESS_SETUP_PAD = \"x\" }\n", 1),
+            "set by the harness when blocks.randomize_setup is true",
+        ),
         (
             edit("arm_order = \"alternate\"", "arm_order = [[\"cand\"]]"),
             "blocks.arm_order[0]: must list every arm exactly once",

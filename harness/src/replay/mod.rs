@@ -70,6 +70,7 @@ mod records;
 mod render;
 mod requests;
 mod sessions;
+mod setup;
 mod spread;
 pub mod synth;
 mod tables;
@@ -320,6 +321,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.push(med);
             checks.extend(tuning::check(root, &frozen.plan));
             checks.extend(power::check(root, frozen));
+            checks.extend(setup::check(root, &frozen.plan));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);
             cell_receipts = per_cell;

@@ -7,6 +7,7 @@
 //!   bytes, then the cell name's UTF-8 bytes.
 //! - Prompt seed: SHA-256 of `b"harness/prompts/v1\0"`, the study seed (8 bytes LE),
 //!   the prompt length (4 bytes LE) and the document index (4 bytes LE).
+//! - Setup pad (`blocks.randomize_setup`): see [`setup_pad_len`].
 //! - The 32 digest bytes seed xoshiro256++ (`rand::rngs::Xoshiro256PlusPlus`,
 //!   state = four little-endian u64 words), a fully specified generator.
 //! - A uniform in [0, 1) is the top 53 bits of one draw times 2^-53; an integer
@@ -36,6 +37,25 @@ pub fn prompt_seed(study_seed: u64, length: u32, doc: u32) -> [u8; 32] {
     h.update(length.to_le_bytes());
     h.update(doc.to_le_bytes());
     h.finalize().into()
+}
+
+/// Longest setup pad (`blocks.randomize_setup`), in bytes; a pad is 0..SETUP_PAD_MAX.
+pub const SETUP_PAD_MAX: usize = 4096;
+
+/// The length of unit (block, arm)'s setup pad: SHA-256 of
+/// `b"harness/setup/v1\0"`, the study seed (8 bytes LE), the block (4 bytes LE)
+/// and the arm name, its first 8 bytes as a little-endian u64, modulo
+/// `SETUP_PAD_MAX` (a power of two: no modulo bias).
+pub fn setup_pad_len(study_seed: u64, block: u32, arm: &str) -> usize {
+    let mut h = Sha256::new();
+    h.update(b"harness/setup/v1\0");
+    h.update(study_seed.to_le_bytes());
+    h.update(block.to_le_bytes());
+    h.update(arm.as_bytes());
+    let d: [u8; 32] = h.finalize().into();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d[..8]);
+    (u64::from_le_bytes(first) % SETUP_PAD_MAX as u64) as usize
 }
 
 pub fn rng(seed: [u8; 32]) -> TraceRng {
