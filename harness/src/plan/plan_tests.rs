@@ -57,6 +57,16 @@ fn schedule_of_the_base_plan_alternates() {
 }
 
 #[test]
+fn plan_check_says_when_blocks_are_interleaved_or_the_setup_randomized() {
+    let plain = parse(BASE).unwrap().render_check("x");
+    assert!(!plain.contains("interleaved") && !plain.contains("setup randomized"), "{plain}");
+    let text = edit("cell_order = \"alternate\"", "cell_order = \"alternate\"\nrounds = 4\nrandomize_setup = true");
+    let shown = parse(&text).unwrap().render_check("x");
+    assert!(shown.contains("interleaved (blocks.rounds = 4)"), "{shown}");
+    assert!(shown.contains("setup randomized (blocks.randomize_setup)"), "{shown}");
+}
+
+#[test]
 fn descriptive_cells_run_in_their_own_blocks() {
     let text = BASE.replace("count = 2\n", "count = 3\n").replace(
         "[analysis]",

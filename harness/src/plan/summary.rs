@@ -256,6 +256,22 @@ impl Plan {
             "schedule: {} confirmation + {} descriptive blocks, {starts} server starts",
             self.blocks.count, self.blocks.descriptive
         );
+        if self.blocks.rounds > 0 {
+            let _ = writeln!(
+                o,
+                "  interleaved (blocks.rounds = {r}): each block starts its servers together, then each cell runs in \
+                 {r} round(s) that alternate the arms (the order below, reversed every other round)",
+                r = self.blocks.rounds
+            );
+        }
+        if self.blocks.randomize_setup {
+            let _ = writeln!(
+                o,
+                "  setup randomized (blocks.randomize_setup): each server gets a {} pad of 0-4095 bytes drawn per block \
+                 and arm from the seed",
+                super::types::SETUP_PAD_ENV
+            );
+        }
         let (mut requests, mut seconds, mut unknown) = (0u64, 0.0, false);
         for b in &schedule.blocks {
             let _ = writeln!(o, "  block {} ({}):", b.index, b.kind.as_str());
