@@ -194,8 +194,11 @@ fn malformed_plans_are_rejected_with_named_keys() {
         (edit("arm_order = \"alternate\"", "arm_order = \"zigzag\""), "blocks.arm_order: unknown scheme \"zigzag\""),
         (edit("cell_order = \"alternate\"", "cell_order = \"alternate\"\nrounds = 1001"), "blocks.rounds: "),
         (
-            edit("cell_order = \"alternate\"", "cell_order = \"alternate\"\nrandomize_setup = true")
-                .replacen("port = 18001\n", "port = 18001\nenv = { HARNESS_SETUP_PAD = \"x\" }\n", 1),
+            edit("cell_order = \"alternate\"", "cell_order = \"alternate\"\nrandomize_setup = true").replacen(
+                "port = 18001\n",
+                "port = 18001\nenv = { HARNESS_SETUP_PAD = \"x\" }\n",
+                1,
+            ),
             "set by the harness when blocks.randomize_setup is true",
         ),
         (
