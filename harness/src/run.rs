@@ -479,8 +479,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 vec![unit::run_unit(&study, block, arm, &mut done).await?]
             };
             for (mut unit, cell_summaries) in ran {
-                let arm_name = unit.arm.clone();
-                let arm_name = &arm_name;
+                let arm_name = &unit.arm.clone();
                 let Some(arm) = plan.arm(arm_name) else { continue };
                 let name = record::unit_name(block.index, arm_name);
                 let dir = ev.unit_dir(block.index, arm_name);

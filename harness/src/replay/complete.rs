@@ -228,6 +228,24 @@ pub fn completeness_check(s: &Study<'_>) -> Check {
     Check::of(NAME, detail, m)
 }
 
+/// The round of entry `i` of `n` cut into `rounds` contiguous slices, entries
+/// n*k/R .. n*(k+1)/R for round k (`None`: past the trace). Starts from i*R/n, at
+/// most one slice off, and steps to the slice that holds `i`.
+fn round_of(i: u64, n: u64, rounds: u64) -> Option<u64> {
+    if i >= n || rounds == 0 {
+        return None;
+    }
+    let lo = |k: u64| n * k / rounds;
+    let mut k = (i * rounds / n).min(rounds - 1);
+    while k > 0 && lo(k) > i {
+        k -= 1;
+    }
+    while k + 1 < rounds && lo(k + 1) <= i {
+        k += 1;
+    }
+    Some(k)
+}
+
 /// Every record's prompt, prompt length, intended output length (a trace_lengths
 /// entry's row `output_length`, else its prompt's `max_tokens`) and intended arrival
 /// follow its trace.
@@ -263,10 +281,8 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
         let rounds = u64::from(s.plan.blocks.rounds);
         let n = entries.len() as u64;
         for r in records {
-            // The round a record belongs to: the k-th of R contiguous slices,
-            // entries n*k/R .. n*(k+1)/R (none when the block is not interleaved).
             let round = (rounds > 0 && r.turn.is_none())
-                .then(|| (0..rounds).find(|&k| n * k / rounds <= r.index && r.index < n * (k + 1) / rounds))
+                .then(|| round_of(r.index, n, rounds))
                 .flatten()
                 .and_then(|k| u32::try_from(k).ok());
             if round != r.round {
@@ -330,4 +346,20 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
         }
     }
     Check::of(TRACE_NAME, format!("{checked} records against their trace entries"), m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_of;
+
+    #[test]
+    fn each_entry_falls_in_the_slice_that_holds_it() {
+        for (n, rounds) in [(96, 4), (97, 4), (3, 4), (10, 1), (7, 3), (1000, 999), (5, 1000)] {
+            for i in 0..n {
+                let k = round_of(i, n, rounds).expect("inside");
+                assert!(n * k / rounds <= i && i < n * (k + 1) / rounds, "{i} of {n} in {rounds}: {k}");
+            }
+            assert_eq!(round_of(n, n, rounds), None);
+        }
+    }
 }

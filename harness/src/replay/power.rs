@@ -75,8 +75,7 @@ fn noise(root: &Path, plan: &Plan, arm: &str, field: &str) -> Result<Noise, Stri
     }
     let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
     let n = logs.len() as f64;
-    let mean = logs.iter().sum::<f64>() / n;
-    let s = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let s = sample_sd(&logs);
     let chi = ChiSquared::new(n - 1.0).map_err(|e| e.to_string())?.inverse_cdf(1.0 - SD_UPPER_CONFIDENCE);
     let sd = s * std::f64::consts::SQRT_2;
     if !(sd.is_finite() && sd > 0.0) {
@@ -101,9 +100,15 @@ fn realised(root: &Path, plan: &Plan, h: &crate::plan::Hypothesis, field: &str) 
     if n < 2 {
         return None;
     }
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    let sd = sample_sd(&logs);
     (sd.is_finite() && sd > 0.0).then_some((sd, n))
+}
+
+/// Sample SD (n - 1) of `x` (at least 2 values).
+fn sample_sd(x: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
 }
 
 struct Cmp<'a> {

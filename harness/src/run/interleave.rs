@@ -15,7 +15,7 @@
 //! the block's arm order after the last cell. A server that dies leaves its later
 //! rounds and cells unrun; the other arms go on. Must not retry or restart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::cell::{Driven, not_run};
 use super::unit::{Live, Started, UnitOutcome, start_unit};
@@ -60,7 +60,8 @@ pub(super) async fn run_block(
         };
         // Per arm: the records so far, the first round's start and the last one's end.
         let mut driven: BTreeMap<String, Driven> = BTreeMap::new();
-        let mut dead_before: BTreeMap<String, bool> = BTreeMap::new();
+        // Arms whose server was gone before their first round of this cell.
+        let mut dead_before: BTreeSet<String> = BTreeSet::new();
         for k in 0..rounds {
             let range = round_range(trace.entries.len(), rounds, k);
             if range.is_empty() {
@@ -69,7 +70,7 @@ pub(super) async fn run_block(
             let entries = rebased(&trace.entries[range]);
             for arm_name in round_arms(&block.arms, k) {
                 let Some((_, Slot::Live(live), _)) = slots.iter().find(|(n, _, _)| *n == arm_name) else { continue };
-                if driven.get(&arm_name).is_some_and(|d| d.died.is_some()) || dead_before.contains_key(&arm_name) {
+                if driven.get(&arm_name).is_some_and(|d| d.died.is_some()) || dead_before.contains(&arm_name) {
                     continue;
                 }
                 let first = !driven.contains_key(&arm_name);
@@ -79,7 +80,7 @@ pub(super) async fn run_block(
                         match driven.get_mut(&arm_name) {
                             Some(d) => d.died = died.or_else(|| Some("the server exited".into())),
                             None => {
-                                dead_before.insert(arm_name.clone(), true);
+                                dead_before.insert(arm_name.clone());
                             }
                         }
                     }
@@ -106,7 +107,7 @@ pub(super) async fn run_block(
                     summaries.push(summary);
                     died.map(|d| (d, ci + 1))
                 }
-                None if dead_before.contains_key(arm_name.as_str()) => {
+                None if dead_before.contains(arm_name.as_str()) => {
                     Some((live.ctx.server_exit.borrow().clone().unwrap_or_default(), ci))
                 }
                 None => None,
