@@ -21,5 +21,6 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod sequential;
 pub mod stats;
 pub mod trace;

@@ -457,6 +457,8 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let mut done = 0u64;
     let mut verified_units = 0;
     let mut start_failures: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    let mut sequential = crate::sequential::Tracker::new();
+    let blocks_started = std::time::Instant::now();
     for block in &schedule.blocks {
         for arm_name in &block.arms {
             let Some(arm) = plan.arm(arm_name) else { continue };
@@ -523,6 +525,27 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             if plan.blocks.rounds > 0 {
                 break;
             }
+        }
+        let over_time = plan
+            .sequential
+            .as_ref()
+            .and_then(|s| s.max_minutes)
+            .is_some_and(|m| blocks_started.elapsed().as_secs_f64() > m * 60.0);
+        // The summaries as written (a cell without one is a JSON record of why): typed here.
+        let typed = || -> Vec<crate::metrics::CellSummary> {
+            summaries.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect()
+        };
+        if let Some(rec) = sequential.after_block(plan, typed, block.index + 1, over_time) {
+            write_json(&ev.root().join(crate::sequential::NAME), &rec)?;
+            progress.println(&format!(
+                "sequential: {} after {} of {} blocks ({:?}); {}",
+                rec.state.as_str(),
+                rec.blocks,
+                plan.blocks.count,
+                rec.reason,
+                crate::sequential::NAME
+            ));
+            break;
         }
     }
     progress.finish();

@@ -20,7 +20,7 @@ pub const PERCENTILE_METHOD: &str = "nearest_rank";
 /// One cell's measures. Latencies are in milliseconds; `None` (JSON `null`) means no
 /// sample (no valid request, or no request for which the measure is defined). The
 /// `*_samples` fields say how many values each distribution has.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     pub cell: String,
     pub block: u32,
@@ -136,6 +136,7 @@ impl CellSummary {
             Metric::GoodputRps => self.goodput_rps,
             Metric::E2eMean => self.e2e_mean_ms,
             Metric::TtftMean => self.ttft_mean_ms,
+            Metric::TtftP50 => self.ttft_p50_ms,
         }
     }
 }

@@ -180,12 +180,19 @@ pub fn read_record(root: &Path) -> Result<PilotsRecord, String> {
     Ok(rec)
 }
 
-/// The frozen plan with the loads its pilots derived (by the formula, from the
-/// rates recorded in `pilots/derived.json`); the plan unchanged when it has no
-/// `[pilots]`. Every reader of an evidence directory takes the plan from here.
-/// Fails when the record is missing, unreadable, or its loads are not the formula's
-/// output for its rates.
+/// The frozen plan as the study ran it: with the loads its pilots derived (by the
+/// formula, from the rates recorded in `pilots/derived.json`) and, for a sequential
+/// study that stopped early, the blocks it ran (`sequential.json`, see
+/// [`crate::sequential::apply`]); the plan unchanged without either. Every reader
+/// of an evidence directory takes the plan from here. Fails when a record is
+/// missing, unreadable, or its loads are not the formula's output for its rates.
 pub fn evidence_plan(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
+    let frozen = pilot_loads(root, frozen)?;
+    let plan = crate::sequential::apply(root, frozen.plan)?;
+    Ok(FrozenPlan { plan, ..frozen })
+}
+
+fn pilot_loads(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
     if frozen.plan.pilots.is_none() {
         return Ok(frozen);
     }

@@ -125,6 +125,7 @@ impl Plan {
         v.qualification = None;
         v.tuning = None;
         v.pilots = None;
+        v.sequential = None;
         Some(v)
     }
 

@@ -44,6 +44,8 @@ pub struct PlanFile {
     pub tuning: Option<super::tuning::TuningFile>,
     /// In-study pilots (`[pilots]`); see `pilots`.
     pub pilots: Option<PilotsFile>,
+    /// A regression gate's stopping rule (`[sequential]`); see `sequential`.
+    pub sequential: Option<super::sequential::SequentialFile>,
 }
 
 /// `[pilots]`: closed-loop pilot runs of control arms that `harness run` runs first.

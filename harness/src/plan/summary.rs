@@ -272,6 +272,23 @@ impl Plan {
                 super::types::SETUP_PAD_ENV
             );
         }
+        if let Some(seq) = &self.sequential {
+            let margins: Vec<String> = self
+                .hypotheses
+                .iter()
+                .map(|h| format!("{} +-{:.0}%", h.name, seq.margin_of(&h.name) * 100.0))
+                .collect();
+            let _ = writeln!(
+                o,
+                "  sequential: looks after {:?} blocks, stops at the first decided look (the count is the cap); \
+                 alpha {} over every hypothesis and look, beta {} per hypothesis; margins {}{}",
+                seq.looks,
+                seq.alpha,
+                seq.beta,
+                margins.join(", "),
+                seq.max_minutes.map_or(String::new(), |m| format!("; last look after {m} minutes of blocks"))
+            );
+        }
         let (mut requests, mut seconds, mut unknown) = (0u64, 0.0, false);
         for b in &schedule.blocks {
             let _ = writeln!(o, "  block {} ({}):", b.index, b.kind.as_str());

@@ -42,6 +42,9 @@ pub struct Plan {
     /// In-study pilots (`[pilots]`), when present: `[derive]` then takes its pilot
     /// rates from them (see `plan::pilots`).
     pub pilots: Option<Pilots>,
+    /// `[sequential]`, when present: the study stops at the first look where every
+    /// hypothesis is decided (see `plan::sequential`, `crate::sequential`).
+    pub sequential: Option<super::sequential::Sequential>,
 }
 
 /// `[pilots]`: `runs` closed-loop pilot runs of each of `arms` (control arms only),
@@ -550,6 +553,10 @@ pub enum Metric {
     /// first token from HTTP send.
     #[serde(rename = "ttft_mean")]
     TtftMean,
+    /// Median (nearest rank) of time to first token-bearing event, from HTTP send:
+    /// the regression gate's typical latency.
+    #[serde(rename = "ttft_p50")]
+    TtftP50,
 }
 
 impl MetricKind {
@@ -562,7 +569,7 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 10] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
@@ -572,6 +579,7 @@ impl Metric {
         Metric::GoodputRps,
         Metric::E2eMean,
         Metric::TtftMean,
+        Metric::TtftP50,
     ];
 
     pub fn kind(self) -> MetricKind {
@@ -593,6 +601,7 @@ impl Metric {
             Metric::GoodputRps => "goodput_rps",
             Metric::E2eMean => "e2e_mean",
             Metric::TtftMean => "ttft_mean",
+            Metric::TtftP50 => "ttft_p50",
         }
     }
 }

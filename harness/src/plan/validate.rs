@@ -147,6 +147,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let (tuning, expanded) =
         super::tuning::tuning(&mut c, file.tuning, &arms, &cells, &hypotheses, alpha, slo.as_ref());
     hypotheses.extend(expanded);
+    let sequential = super::sequential::validate(&mut c, file.sequential, &blocks, &hypotheses);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(_) if pilots.is_some() => None,
@@ -175,6 +176,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         pilots,
         blocking,
         tuning,
+        sequential,
     })
 }
 

@@ -397,3 +397,41 @@ fn vllm_variables_that_current_vllm_ignores_are_refused_with_the_flag_to_use() {
     assert!(msg.contains("--attention-config.flash_attn_version=3"), "{msg}");
     parse(&edit("port = 18002", "port = 18002\nenv = { VLLM_USE_V1 = \"1\" }")).unwrap();
 }
+
+#[test]
+fn a_sequential_section_is_validated_against_the_blocks_and_hypotheses() {
+    let seq = |body: &str| edit("[analysis]", &format!("[sequential]\n{body}\n\n[analysis]"));
+    let ok = parse(&seq("looks = [3, 5]\nmargin = 0.05").replacen("count = 2\n", "count = 5\n", 1)).expect("valid");
+    let s = ok.sequential.expect("sequential");
+    assert_eq!((s.looks, s.margin, s.alpha, s.beta), (vec![3, 5], 0.05, 0.05, 0.10));
+    let cases = [
+        (seq("looks = [3]"), "sequential.looks: the last look (Some(3)) must equal blocks.count (2), the cap"),
+        (seq("looks = [2]"), "sequential.looks[0]: must be in 3..="),
+        (
+            seq("looks = [4, 3]").replacen("count = 2\n", "count = 3\n", 1),
+            "sequential.looks: must be strictly increasing",
+        ),
+        (seq("looks = []"), "sequential.looks: at least one look"),
+        (
+            seq("looks = [3]\nmargin = 1.5").replacen("count = 2\n", "count = 3\n", 1),
+            "sequential.margin: must be in (0, 1)",
+        ),
+        (
+            seq("looks = [3]\nalpha = 0.5").replacen("count = 2\n", "count = 3\n", 1),
+            "sequential.alpha: must be in (0, 0.5)",
+        ),
+        (
+            seq("looks = [3]\nmargins = { nosuch = 0.1 }").replacen("count = 2\n", "count = 3\n", 1),
+            "sequential.margins.nosuch: no hypothesis is named \"nosuch\"",
+        ),
+        (
+            seq("looks = [3]\nmax_minutes = 0").replacen("count = 2\n", "count = 3\n", 1),
+            "sequential.max_minutes: must be positive",
+        ),
+        (seq("looks = [3]\nrule = 1").replacen("count = 2\n", "count = 3\n", 1), "unknown field `rule`"),
+    ];
+    for (text, want) in cases {
+        let msg = parse(&text).map(|_| String::new()).unwrap_or_else(|e| e.to_string());
+        assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
+    }
+}

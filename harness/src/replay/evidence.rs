@@ -63,6 +63,7 @@ pub(super) fn metric_field(metric: Metric) -> &'static str {
         Metric::GoodputRps => "goodput_rps",
         Metric::E2eMean => "e2e_mean_ms",
         Metric::TtftMean => "ttft_mean_ms",
+        Metric::TtftP50 => "ttft_p50_ms",
     }
 }
 

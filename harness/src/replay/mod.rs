@@ -69,6 +69,7 @@ mod receipts;
 mod records;
 mod render;
 mod requests;
+mod sequential;
 mod sessions;
 mod setup;
 mod spread;
@@ -322,6 +323,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.extend(tuning::check(root, &frozen.plan));
             checks.extend(power::check(root, frozen));
             checks.extend(setup::check(root, &frozen.plan));
+            checks.extend(sequential::check(root, frozen, &cells));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);
             cell_receipts = per_cell;

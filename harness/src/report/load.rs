@@ -78,6 +78,8 @@ pub struct Loaded {
     /// The power summary from the study's own pilots (`None`: no `[pilots]`, or not
     /// computed; set by `report::build`).
     pub power: Option<Result<crate::power::PowerReport, String>>,
+    /// A sequential study's looks and stop (`sequential.json`; `None` without).
+    pub sequential: Option<crate::sequential::SequentialRecord>,
 }
 
 impl Loaded {
@@ -321,7 +323,8 @@ fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, Rep
 pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     let ev = Evidence::open(root);
     let frozen = freeze(read(&ev.plan_path())?)?;
-    // A plan with [pilots]: the loads its pilots derived (pilots/derived.json).
+    // A plan with [pilots]: the loads its pilots derived (pilots/derived.json); a
+    // sequential study: the blocks it ran (sequential.json).
     let frozen = crate::pilot::evidence_plan(root, frozen)
         .map_err(|message| ReportError::Json { path: root.join(crate::pilot::DERIVED_PATH), message })?;
     let plan = &frozen.plan;
@@ -364,6 +367,8 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
         qualification,
         sessions,
         power: None,
+        sequential: crate::sequential::read(root)
+            .map_err(|message| ReportError::Json { path: root.join(crate::sequential::NAME), message })?,
     })
 }
 

@@ -457,6 +457,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
         "Generated from the raw evidence of this directory by `harness report` (byte-identical when rerun). \
          Every number below is recomputed from `raw/`; the full derivation is in [evidence.json](evidence.json).\n"
     );
+    super::sequential::section(&mut o, l);
     super::power::section(&mut o, l);
     super::tuning::markdown(&mut o, &l.frozen.plan, a, &l.resolved);
     what_was_run(&mut o, l);

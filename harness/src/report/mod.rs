@@ -32,6 +32,7 @@ mod matrix;
 mod observer;
 mod power;
 mod requests;
+mod sequential;
 mod server_metrics;
 mod spread;
 mod text;

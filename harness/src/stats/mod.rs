@@ -12,7 +12,9 @@
 //! - `power`: the probability that the rule supports a true effect (exact sign
 //!   test, seeded simulation of the whole rule);
 //! - `decision`: supported / not supported (naming failed rules) / blocked;
-//! - `nested`: variance components of a nested A/A design (block, server, repeat).
+//! - `nested`: variance components of a nested A/A design (block, server, repeat);
+//! - `sequential`: the regression gate's rule over looks (regressed / within /
+//!   improved / undecided) with its error bounds.
 //!
 //! It must not read files, the plan or raw request records: callers pass
 //! numbers in and get numbers and claims out. Every failure is a `StatsError`.
@@ -27,6 +29,7 @@ mod median_interval;
 mod nested;
 mod percentile;
 mod power;
+mod sequential;
 mod sign_test;
 
 #[cfg(test)]
@@ -48,4 +51,5 @@ pub use power::{
     MAX_LATENCY_EFFECT, MAX_THROUGHPUT_EFFECT, NoiseDraws, SimHypothesis, binomial_upper_tail, critical_wins,
     effect_of_log, log_shift, monte_carlo_se, sign_test_power, simulate_rule, smallest_effect, win_probability,
 };
+pub use sequential::{Ending, GateState, Look, SequentialRule, Verdict, combine, nan_as_null, run as run_sequential};
 pub use sign_test::{SignTest, sign_test, sign_test_p_value};
