@@ -558,8 +558,8 @@ fn main() -> ExitCode {
         Command::Gate(args) => match harness::gate::run(&args) {
             Ok(outcome) => {
                 print!("{}", outcome.render_text());
-                if !outcome.passed() {
-                    return ExitCode::from(2);
+                if outcome.exit_code() != 0 {
+                    return ExitCode::from(outcome.exit_code());
                 }
                 Ok(())
             }

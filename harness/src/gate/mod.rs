@@ -10,7 +10,10 @@
 //!   baseline file format and export;
 //! - `csv`: the small CSV reader for `results/matrix.csv`;
 //! - `eval`: one row per rule (missing data fails the row, never passes);
-//! - `outcome`: the verdict JSON and terminal table.
+//! - `outcome`: the verdict JSON and terminal table;
+//! - `paired`: `--paired DIR`, the verdict of a paired sequential study (the CI
+//!   gate: baseline and candidate builds as two arms of one study), exit 0 / 2 / 3;
+//! - `simulate`: `--simulate DIR...`, the paired rule's error rates on recorded noise.
 //!
 //! Owns `GateError`. Reads evidence only; never writes inside an evidence directory
 //! (the default JSON path is beside the candidate, see [`side::default_json_out`]).
@@ -18,8 +21,10 @@
 mod csv;
 mod eval;
 mod outcome;
+mod paired;
 mod rules;
 mod side;
+mod simulate;
 
 #[cfg(test)]
 mod tests;
@@ -28,6 +33,7 @@ use std::path::PathBuf;
 
 pub use eval::{RuleRow, evaluate};
 pub use outcome::{GATE_FORMAT, GateOutcome, GateReport, SideInfo, show};
+pub use paired::{PAIRED_FORMAT, PairedReport};
 pub use rules::{
     ArmSelect, Check, DEFAULT_LOSS_LIMIT, DEFAULT_THROUGHPUT_METRIC, RULES_FORMAT, Rule, Rules, Statistic,
     THROUGHPUT_METRICS, default_nll_limit, latency_metrics, load as load_rules,
@@ -36,6 +42,7 @@ pub use side::{
     BASELINE_FORMAT, MatrixRow, QualArm, QualComparison, QualParity, Qualification, Side, default_json_out, export,
     read_matrix,
 };
+pub use simulate::{Simulation, simulate};
 
 use crate::evidence::EvidenceError;
 
@@ -62,13 +69,13 @@ pub enum GateError {
 #[derive(Debug, Clone, clap::Args)]
 pub struct GateArgs {
     /// The baseline: an evidence directory or a baseline file (--export-baseline).
-    #[arg(long, required_unless_present = "export_baseline")]
+    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate"])]
     pub baseline: Option<PathBuf>,
     /// The candidate evidence directory (e.g. a quick single-block run).
-    #[arg(long, required_unless_present = "export_baseline")]
+    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate"])]
     pub candidate: Option<PathBuf>,
     /// The rules file (harness-gate-rules/1; example: plans/gate-ci.toml).
-    #[arg(long, required_unless_present = "export_baseline")]
+    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate"])]
     pub rules: Option<PathBuf>,
     /// Where the candidate's qualification is (a qualification.json or a
     /// `harness qualify` directory), when it is not inside the candidate directory.
@@ -84,6 +91,28 @@ pub struct GateArgs {
     /// The baseline file to write (with --export-baseline).
     #[arg(long, requires = "export_baseline")]
     pub out: Option<PathBuf>,
+    /// Instead of comparing two studies: the verdict of one paired sequential
+    /// study (baseline and candidate builds as its two arms, `[sequential]`):
+    /// exit 0 passed, 2 regressed, 3 inconclusive.
+    #[arg(long, conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline"])]
+    pub paired: Option<PathBuf>,
+    /// Instead of gating: simulate the paired gate's rule on the recorded noise of
+    /// these finished sequential studies (each study's mean removed, blocks
+    /// resampled, a uniform slowdown of 0, the margin and twice the margin).
+    #[arg(long, num_args = 1.., conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline", "paired"])]
+    pub simulate: Vec<PathBuf>,
+    /// Simulated gates per slowdown (with --simulate).
+    #[arg(long, default_value_t = 4000)]
+    pub draws: usize,
+    /// Seed of the simulation (with --simulate).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// With --simulate: the slowdown shifts only these hypotheses (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub shift_only: Vec<String>,
+    /// With --paired: also write a Markdown summary here (a pull-request comment).
+    #[arg(long, requires = "paired")]
+    pub summary_md: Option<PathBuf>,
 }
 
 fn need<'a>(v: &'a Option<PathBuf>, flag: &str) -> Result<&'a PathBuf, GateError> {
@@ -117,6 +146,27 @@ pub fn run(args: &GateArgs) -> Result<GateOutcome, GateError> {
             rows: side.matrix.as_ref().map_or(0, Vec::len),
             qualification: side.qualification.is_some(),
         });
+    }
+    if !args.simulate.is_empty() {
+        let sim = simulate(&args.simulate, args.draws.max(1), args.seed, &args.shift_only)?;
+        if let Some(out) = &args.json_out {
+            crate::evidence::write_json(out, &sim)?;
+        }
+        return Ok(GateOutcome::Simulated(sim));
+    }
+    if let Some(dir) = &args.paired {
+        let json_out = match &args.json_out {
+            Some(p) => p.clone(),
+            None => default_json_out(dir)?,
+        };
+        refuse_inside(&json_out, dir)?;
+        let report = paired::judge(dir, json_out)?;
+        crate::evidence::write_json(&report.json_out, &report)?;
+        if let Some(md) = &args.summary_md {
+            refuse_inside(md, dir)?;
+            crate::evidence::write_bytes(md, paired::markdown(&report).as_bytes())?;
+        }
+        return Ok(GateOutcome::Paired(report));
     }
     let (b_path, c_path, r_path) =
         (need(&args.baseline, "--baseline")?, need(&args.candidate, "--candidate")?, need(&args.rules, "--rules")?);

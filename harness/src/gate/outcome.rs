@@ -80,6 +80,10 @@ pub enum GateOutcome {
     Gated(GateReport),
     /// `--export-baseline`: a baseline file written.
     Exported { out: PathBuf, evidence: String, rows: usize, qualification: bool },
+    /// `--paired`: the verdict of a paired sequential study.
+    Paired(super::paired::PairedReport),
+    /// `--simulate`: the paired rule on recorded noise.
+    Simulated(super::simulate::Simulation),
 }
 
 impl GateOutcome {
@@ -88,13 +92,32 @@ impl GateOutcome {
         match self {
             GateOutcome::Gated(r) => r.passed,
             GateOutcome::Exported { .. } => true,
+            GateOutcome::Paired(r) => r.exit_code == 0,
+            GateOutcome::Simulated(_) => true,
+        }
+    }
+
+    /// The process exit code: 0 passed, 2 a rule failed or the candidate regressed,
+    /// 3 a paired gate undecided at its cap.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            GateOutcome::Gated(r) => {
+                if r.passed {
+                    0
+                } else {
+                    2
+                }
+            }
+            GateOutcome::Exported { .. } => 0,
+            GateOutcome::Paired(r) => r.exit_code,
+            GateOutcome::Simulated(_) => 0,
         }
     }
 
     pub fn report(&self) -> Option<&GateReport> {
         match self {
             GateOutcome::Gated(r) => Some(r),
-            GateOutcome::Exported { .. } => None,
+            GateOutcome::Exported { .. } | GateOutcome::Paired(_) | GateOutcome::Simulated(_) => None,
         }
     }
 
@@ -102,6 +125,8 @@ impl GateOutcome {
     pub fn render_text(&self) -> String {
         match self {
             GateOutcome::Gated(r) => render(r),
+            GateOutcome::Paired(r) => super::paired::render(r),
+            GateOutcome::Simulated(s) => super::simulate::render(s),
             GateOutcome::Exported { out, evidence, rows, qualification } => format!(
                 "wrote baseline {} from {evidence}: {rows} matrix rows, {}\n",
                 out.display(),
