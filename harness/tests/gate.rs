@@ -255,6 +255,12 @@ fn args(baseline: &Path, candidate: &Path, json_out: &Path) -> GateArgs {
         json_out: Some(json_out.to_path_buf()),
         export_baseline: None,
         out: None,
+        paired: None,
+        summary_md: None,
+        simulate: Vec::new(),
+        draws: 4000,
+        seed: 1,
+        shift_only: Vec::new(),
     }
 }
 
