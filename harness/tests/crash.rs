@@ -184,3 +184,53 @@ fn an_interleaved_study_killed_after_any_write_resumes_and_replays_clean() {
     assert!(text.contains("rounds = 2"));
     kill_after_every_write(tmp.path(), &text);
 }
+
+/// A sequential study (`[sequential]`, looks after 3 and 4 blocks) whose candidate
+/// is so slow (a 20 ms delay per engine step) that it stops at the first look:
+/// killed right before, at and after the write of `sequential.json`, resumed, it
+/// stops at the same look again (no fourth block), and replays clean.
+#[test]
+fn a_sequential_study_killed_around_its_stop_resumes_to_the_same_stop_and_replays_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let fast = serve_argv(&model, &["--kv-format", "f16"], &[]);
+    let slow = serve_argv(&model, &["--kv-format", "f16"], &["--debug-step-delay-us", "20000"]);
+    let plan = TestPlan { blocks: 4, warmup_prompts: 1, output_tokens: 4, ..TestPlan::new("crash-sequential", 8) };
+    let text = plan
+        .arm("a", "control", &fast)
+        .arm("b", "candidate", &slow)
+        .closed("c", "confirmation", 1, 3)
+        .tail(
+            "[sequential]\nlooks = [3, 4]\n\n[analysis]\nalpha = 0.05\n\n[[hypotheses]]\nmetric = \"throughput_rps\"\n\
+             cell = \"c\"\ncandidate = \"b\"\ncontrol = \"a\"\nthreshold = 0.0\n",
+        )
+        .render();
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, &text).expect("write plan");
+    let log = tmp.path().join("writes.log");
+    let full = tmp.path().join("full");
+    let r = harness(
+        &["run", "--quiet", "--out"],
+        &full,
+        &plan,
+        &[("HARNESS_DEBUG_COUNT_WRITES", log.display().to_string())],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text_of(&r));
+    assert_eq!(read_json(&full.join("sequential.json"))["blocks"].as_u64(), Some(3), "stopped at the first look");
+    let writes = std::fs::read_to_string(&log).expect("writes");
+    let at = writes.lines().position(|l| l.ends_with("sequential.json")).expect("sequential.json is written") + 1;
+    for n in [at - 1, at, at + 1] {
+        let dir = tmp.path().join(format!("kill{n}"));
+        let killed =
+            harness(&["run", "--quiet", "--out"], &dir, &plan, &[("HARNESS_DEBUG_EXIT_AFTER_WRITES", n.to_string())]);
+        assert!(killed.status.code().is_none(), "write {n}: not killed:\n{}", text_of(&killed));
+        reap_servers(&dir);
+        let r = harness(&["run", "--quiet", "--resume"], &dir, &plan, &[]);
+        assert_eq!(r.status.code(), Some(0), "write {n}: resume failed:\n{}", text_of(&r));
+        let seq = read_json(&dir.join("sequential.json"));
+        assert_eq!((seq["blocks"].as_u64(), seq["state"].as_str()), (Some(3), Some("regressed")), "write {n}");
+        assert!(!dir.join("raw/b3").exists(), "write {n}: a fourth block ran");
+        let r = Command::new(harness_bin()).arg("replay").arg(&dir).output().expect("replay");
+        assert_eq!(r.status.code(), Some(0), "write {n}: replay failed:\n{}", text_of(&r));
+    }
+}

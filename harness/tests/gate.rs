@@ -261,6 +261,8 @@ fn args(baseline: &Path, candidate: &Path, json_out: &Path) -> GateArgs {
         draws: 4000,
         seed: 1,
         shift_only: Vec::new(),
+        record_history: None,
+        history: None,
     }
 }
 

@@ -72,6 +72,8 @@ fn a_clear_slowdown_stops_the_study_at_the_first_look_and_the_paired_gate_fails(
         .arg(&json)
         .arg("--summary-md")
         .arg(&md)
+        .arg("--record-history")
+        .arg(tmp.path().join("history"))
         .output()
         .expect("gate");
     let g = String::from_utf8_lossy(&gate.stdout);
@@ -85,6 +87,26 @@ fn a_clear_slowdown_stops_the_study_at_the_first_look_and_the_paired_gate_fails(
     assert_eq!(v["arms"].as_array().map(Vec::len), Some(2));
     assert!(v["arms"][0]["program_sha256"].as_str().is_some_and(|s| s.len() == 64), "{v}");
     assert!(std::fs::read_to_string(&md).unwrap().contains("REGRESSED"));
+
+    // The history store: one Parquet file per gate; a second gate appends another.
+    let again = Command::new(harness_bin())
+        .args(["gate", "--paired"])
+        .arg(&out)
+        .arg("--json-out")
+        .arg(&json)
+        .arg("--record-history")
+        .arg(tmp.path().join("history"))
+        .output()
+        .expect("gate");
+    assert_eq!(again.status.code(), Some(2));
+    let hist = Command::new(harness_bin())
+        .args(["gate", "--history"])
+        .arg(tmp.path().join("history"))
+        .output()
+        .expect("history");
+    let h = String::from_utf8_lossy(&hist.stdout);
+    assert!(hist.status.success(), "{h}{}", String::from_utf8_lossy(&hist.stderr));
+    assert!(h.contains("gate history: 2 gates") && h.contains("closed-throughput (2 gates"), "{h}");
 
     // The rule simulated on this study's recorded noise (its own mean removed):
     // the table of outcomes per slowdown, the rule of its plan.

@@ -13,13 +13,16 @@
 //! - `outcome`: the verdict JSON and terminal table;
 //! - `paired`: `--paired DIR`, the verdict of a paired sequential study (the CI
 //!   gate: baseline and candidate builds as two arms of one study), exit 0 / 2 / 3;
-//! - `simulate`: `--simulate DIR...`, the paired rule's error rates on recorded noise.
+//! - `simulate`: `--simulate DIR...`, the paired rule's error rates on recorded noise;
+//! - `history`: `--record-history H` appends a paired gate to a Parquet store,
+//!   `--history H` finds change points over the stored gates.
 //!
 //! Owns `GateError`. Reads evidence only; never writes inside an evidence directory
 //! (the default JSON path is beside the candidate, see [`side::default_json_out`]).
 
 mod csv;
 mod eval;
+mod history;
 mod outcome;
 mod paired;
 mod rules;
@@ -32,6 +35,7 @@ mod tests;
 use std::path::PathBuf;
 
 pub use eval::{RuleRow, evaluate};
+pub use history::{History, change_points};
 pub use outcome::{GATE_FORMAT, GateOutcome, GateReport, SideInfo, show};
 pub use paired::{PAIRED_FORMAT, PairedReport};
 pub use rules::{
@@ -69,13 +73,13 @@ pub enum GateError {
 #[derive(Debug, Clone, clap::Args)]
 pub struct GateArgs {
     /// The baseline: an evidence directory or a baseline file (--export-baseline).
-    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate"])]
+    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate", "history"])]
     pub baseline: Option<PathBuf>,
     /// The candidate evidence directory (e.g. a quick single-block run).
-    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate"])]
+    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate", "history"])]
     pub candidate: Option<PathBuf>,
     /// The rules file (harness-gate-rules/1; example: plans/gate-ci.toml).
-    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate"])]
+    #[arg(long, required_unless_present_any = ["export_baseline", "paired", "simulate", "history"])]
     pub rules: Option<PathBuf>,
     /// Where the candidate's qualification is (a qualification.json or a
     /// `harness qualify` directory), when it is not inside the candidate directory.
@@ -107,6 +111,13 @@ pub struct GateArgs {
     /// Seed of the simulation (with --simulate).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With --paired: append the gate's per-block results to this history store
+    /// (a directory of Parquet files, one per gate).
+    #[arg(long, requires = "paired")]
+    pub record_history: Option<PathBuf>,
+    /// Instead of gating: change points over the gates of this history store.
+    #[arg(long, conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline", "paired"])]
+    pub history: Option<PathBuf>,
     /// With --simulate: the slowdown shifts only these hypotheses (default: all).
     #[arg(long, value_delimiter = ',')]
     pub shift_only: Vec<String>,
@@ -147,6 +158,13 @@ pub fn run(args: &GateArgs) -> Result<GateOutcome, GateError> {
             qualification: side.qualification.is_some(),
         });
     }
+    if let Some(store) = &args.history {
+        let h = history::analyse(store, args.seed)?;
+        if let Some(out) = &args.json_out {
+            crate::evidence::write_json(out, &h)?;
+        }
+        return Ok(GateOutcome::History(h));
+    }
     if !args.simulate.is_empty() {
         let sim = simulate(&args.simulate, args.draws.max(1), args.seed, &args.shift_only)?;
         if let Some(out) = &args.json_out {
@@ -162,6 +180,11 @@ pub fn run(args: &GateArgs) -> Result<GateOutcome, GateError> {
         refuse_inside(&json_out, dir)?;
         let report = paired::judge(dir, json_out)?;
         crate::evidence::write_json(&report.json_out, &report)?;
+        if let Some(store) = &args.record_history {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            let path = history::append(store, &report, i64::try_from(now).unwrap_or(i64::MAX))?;
+            println!("history: appended {}", path.display());
+        }
         if let Some(md) = &args.summary_md {
             refuse_inside(md, dir)?;
             crate::evidence::write_bytes(md, paired::markdown(&report).as_bytes())?;

@@ -84,6 +84,8 @@ pub enum GateOutcome {
     Paired(super::paired::PairedReport),
     /// `--simulate`: the paired rule on recorded noise.
     Simulated(super::simulate::Simulation),
+    /// `--history`: change points over a history store.
+    History(super::history::History),
 }
 
 impl GateOutcome {
@@ -93,7 +95,7 @@ impl GateOutcome {
             GateOutcome::Gated(r) => r.passed,
             GateOutcome::Exported { .. } => true,
             GateOutcome::Paired(r) => r.exit_code == 0,
-            GateOutcome::Simulated(_) => true,
+            GateOutcome::Simulated(_) | GateOutcome::History(_) => true,
         }
     }
 
@@ -110,14 +112,17 @@ impl GateOutcome {
             }
             GateOutcome::Exported { .. } => 0,
             GateOutcome::Paired(r) => r.exit_code,
-            GateOutcome::Simulated(_) => 0,
+            GateOutcome::Simulated(_) | GateOutcome::History(_) => 0,
         }
     }
 
     pub fn report(&self) -> Option<&GateReport> {
         match self {
             GateOutcome::Gated(r) => Some(r),
-            GateOutcome::Exported { .. } | GateOutcome::Paired(_) | GateOutcome::Simulated(_) => None,
+            GateOutcome::Exported { .. }
+            | GateOutcome::Paired(_)
+            | GateOutcome::Simulated(_)
+            | GateOutcome::History(_) => None,
         }
     }
 
@@ -127,6 +132,7 @@ impl GateOutcome {
             GateOutcome::Gated(r) => render(r),
             GateOutcome::Paired(r) => super::paired::render(r),
             GateOutcome::Simulated(s) => super::simulate::render(s),
+            GateOutcome::History(h) => super::history::render(h),
             GateOutcome::Exported { out, evidence, rows, qualification } => format!(
                 "wrote baseline {} from {evidence}: {rows} matrix rows, {}\n",
                 out.display(),
