@@ -263,6 +263,7 @@ fn args(baseline: &Path, candidate: &Path, json_out: &Path) -> GateArgs {
         shift_only: Vec::new(),
         record_history: None,
         history: None,
+        plan: None,
     }
 }
 

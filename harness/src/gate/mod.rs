@@ -118,6 +118,10 @@ pub struct GateArgs {
     /// Instead of gating: change points over the gates of this history store.
     #[arg(long, conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline", "paired"])]
     pub history: Option<PathBuf>,
+    /// With --simulate: the rule and margins of this plan's [sequential] instead of
+    /// the first study's.
+    #[arg(long, requires = "simulate")]
+    pub plan: Option<PathBuf>,
     /// With --simulate: the slowdown shifts only these hypotheses (default: all).
     #[arg(long, value_delimiter = ',')]
     pub shift_only: Vec<String>,
@@ -166,7 +170,7 @@ pub fn run(args: &GateArgs) -> Result<GateOutcome, GateError> {
         return Ok(GateOutcome::History(h));
     }
     if !args.simulate.is_empty() {
-        let sim = simulate(&args.simulate, args.draws.max(1), args.seed, &args.shift_only)?;
+        let sim = simulate(&args.simulate, args.draws.max(1), args.seed, &args.shift_only, args.plan.as_deref())?;
         if let Some(out) = &args.json_out {
             crate::evidence::write_json(out, &sim)?;
         }

@@ -61,11 +61,30 @@ fn read(dir: &PathBuf) -> Result<SequentialRecord, GateError> {
 }
 
 /// Simulates `draws` gates per slowdown from the studies at `dirs`.
-pub fn simulate(dirs: &[PathBuf], draws: usize, seed: u64, shift_only: &[String]) -> Result<Simulation, GateError> {
+/// `plan`: take the rule and margins from this plan's `[sequential]` instead of the
+/// first study's (its hypotheses must be the studies' own, by name).
+pub fn simulate(
+    dirs: &[PathBuf],
+    draws: usize,
+    seed: u64,
+    shift_only: &[String],
+    plan: Option<&std::path::Path>,
+) -> Result<Simulation, GateError> {
     let first = read(dirs.first().ok_or_else(|| GateError::Args("--simulate needs a study".into()))?)?;
     let last = first.looks.last().ok_or_else(|| GateError::Args("the first study has no look".into()))?;
     let names: Vec<String> = last.hypotheses.iter().map(|h| h.name.clone()).collect();
-    let margins: Vec<f64> = last.hypotheses.iter().map(|h| h.margin).collect();
+    let mut margins: Vec<f64> = last.hypotheses.iter().map(|h| h.margin).collect();
+    let mut rule = first.rule.clone();
+    if let Some(path) = plan {
+        let p = crate::plan::load(path).map_err(|e| GateError::Args(format!("{}: {e}", path.display())))?;
+        let seq = p.sequential.as_ref().ok_or_else(|| GateError::Args(format!("{}: no [sequential]", path.display())))?;
+        let theirs: Vec<String> = p.hypotheses.iter().map(|h| h.name.clone()).collect();
+        if theirs != names {
+            return Err(GateError::Args(format!("{}: hypotheses {theirs:?}, the studies' are {names:?}", path.display())));
+        }
+        margins = names.iter().map(|n| seq.margin_of(n)).collect();
+        rule = seq.rule(names.len());
+    }
     if let Some(bad) = shift_only.iter().find(|n| !names.contains(n)) {
         return Err(GateError::Args(format!("--shift-only {bad:?}: the hypotheses are {names:?}")));
     }
@@ -105,7 +124,6 @@ pub fn simulate(dirs: &[PathBuf], draws: usize, seed: u64, shift_only: &[String]
     let pooled_sd: Vec<f64> = (0..names.len())
         .map(|j| (pool.iter().map(|b| b[j] * b[j]).sum::<f64>() / (pool.len() - dirs.len()).max(1) as f64).sqrt())
         .collect();
-    let rule = first.rule.clone();
     let cap = *rule.looks.last().unwrap_or(&0) as usize;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let pick = Uniform::new(0, pool.len()).map_err(|e| GateError::Args(e.to_string()))?;
