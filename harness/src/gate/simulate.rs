@@ -77,10 +77,14 @@ pub fn simulate(
     let mut rule = first.rule.clone();
     if let Some(path) = plan {
         let p = crate::plan::load(path).map_err(|e| GateError::Args(format!("{}: {e}", path.display())))?;
-        let seq = p.sequential.as_ref().ok_or_else(|| GateError::Args(format!("{}: no [sequential]", path.display())))?;
+        let seq =
+            p.sequential.as_ref().ok_or_else(|| GateError::Args(format!("{}: no [sequential]", path.display())))?;
         let theirs: Vec<String> = p.hypotheses.iter().map(|h| h.name.clone()).collect();
         if theirs != names {
-            return Err(GateError::Args(format!("{}: hypotheses {theirs:?}, the studies' are {names:?}", path.display())));
+            return Err(GateError::Args(format!(
+                "{}: hypotheses {theirs:?}, the studies' are {names:?}",
+                path.display()
+            )));
         }
         margins = names.iter().map(|n| seq.margin_of(n)).collect();
         rule = seq.rule(names.len());
