@@ -69,16 +69,16 @@ pub struct PairedReport {
 }
 
 fn identities(dir: &Path, record: &SequentialRecord) -> Vec<ArmIdentity> {
-    let mut arms: Vec<(String, String)> = Vec::new();
+    let mut arms: Vec<String> = Vec::new();
     for h in record.looks.last().map_or(&[][..], |l| &l.hypotheses[..]) {
         for a in [&h.control, &h.candidate] {
-            if !arms.iter().any(|(x, _)| x == a) {
-                arms.push((a.clone(), String::new()));
+            if !arms.contains(a) {
+                arms.push(a.clone());
             }
         }
     }
     arms.into_iter()
-        .map(|(arm, _)| {
+        .map(|arm| {
             let v: Option<Value> = std::fs::read(dir.join(format!("raw/b0/{arm}/startup.json")))
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
