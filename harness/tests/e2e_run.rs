@@ -287,6 +287,11 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
                 ))
                 .expect("summary");
                 assert!((summary.duration_s - total as f64 / 1e9).abs() < 1e-9, "{cell} {arm}: sum of rounds");
+                // Both arms keep receipts: the engine's own decode time per token
+                // (the idle time between rounds is excluded by definition, and
+                // unit-tested in metrics::engine_steps).
+                assert!(summary.engine_decode_steps.unwrap() > 0, "{cell} {arm}: decode steps");
+                assert!(summary.engine_tpot_ms.expect("engine TPOT") > 0.0, "{cell} {arm}");
             }
         }
         // In time, the rounds alternate: block order in even rounds, reversed in odd.

@@ -257,6 +257,32 @@ fn a_real_engine_study_replays_clean_through_the_cli_and_a_flipped_record_fails_
     assert_eq!(o.receipts.iter().map(|r| r.requests).sum::<u64>(), 32);
     assert!(o.receipts.iter().all(|r| r.fresh_admissions == r.requests && r.without_admission == 0));
 
+    // Both arms keep receipts: every cell summary carries the engine's decode
+    // measures, and replay recomputes them from the receipts, so an edited
+    // engine_tpot_ms (behind a resealed unit and a rewritten manifest) is named.
+    let rel = "results/cells/b0-base-closed-2.summary.json";
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join(rel)).unwrap()).unwrap();
+    assert!(summary["engine_decode_steps"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["engine_tpot_ms"].as_f64().unwrap() > 0.0, "{summary}");
+    let forged = tmp.path().join("forged-engine-tpot");
+    copy_dir(&out, &forged);
+    edit_json(&forged, rel, |v| v["engine_tpot_ms"] = (v["engine_tpot_ms"].as_f64().unwrap() * 0.9).into());
+    reseal_unit(&forged, "raw/b0/base/unit.json");
+    rewrite_manifest(&forged);
+    let o = replay(&forged);
+    assert!(!o.passed);
+    // Named with replay's own value from the receipts: the archived one before the edit.
+    let original = summary["engine_tpot_ms"].as_f64().unwrap();
+    let named = o.checks.iter().any(|c| {
+        c.status == Status::Fail
+            && c.mismatches.iter().any(|m| {
+                m.file == rel
+                    && m.field.contains("engine_tpot_ms")
+                    && m.recomputed.parse::<f64>().is_ok_and(|v| (v - original).abs() <= 1e-9 * original)
+            })
+    });
+    assert!(named, "{}", o.render_table(10));
+
     bump_after(&out, "raw/b1/same/open.requests.jsonl", "\"send_ns\":");
     let bad = replay_cli(&out, true);
     assert_eq!(bad.status.code(), Some(2));

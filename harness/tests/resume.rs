@@ -120,6 +120,13 @@ fn a_study_killed_mid_arm_resumes_and_equals_an_uninterrupted_one() {
     assert_eq!(r.status.code(), Some(1), "{}", text(&r));
     assert!(text(&r).contains("inputs/") && text(&r).contains("second.trace.jsonl"), "{}", text(&r));
     std::fs::write(&trace, &original).unwrap();
+    // A run.json of another format (another harness wrote the completed units) refuses.
+    let older = String::from_utf8(run_json.clone()).unwrap().replace(harness::run::RUN_FORMAT, "harness-run/2");
+    std::fs::write(out.join("run.json"), &older).unwrap();
+    let r = resume(&plan, &out);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(text(&r).contains("run.json is harness-run/2"), "{}", text(&r));
+    std::fs::write(out.join("run.json"), &run_json).unwrap();
     assert_eq!(std::fs::read(out.join("run.json")).unwrap(), run_json, "a refusal changes nothing");
     assert!(!out.join("discarded").exists(), "a refusal discards nothing");
 
@@ -130,7 +137,7 @@ fn a_study_killed_mid_arm_resumes_and_equals_an_uninterrupted_one() {
     assert!(said.contains("resume: b0/f16 verified") && said.contains("resume: discarded b1/f16"), "{said}");
     check_manifest(&out, text_plan.as_bytes());
     let run = read_json(&out.join("run.json"));
-    assert_eq!(run["format"], "harness-run/2");
+    assert_eq!(run["format"], harness::run::RUN_FORMAT);
     let sessions = run["sessions"].as_array().expect("sessions");
     assert_eq!(sessions.len(), 2, "{run}");
     assert_eq!(sessions[0]["state"], "interrupted");

@@ -3,10 +3,11 @@
 //! `summarize_cell`. Must not pair arms or blocks, and must not drop a failed record:
 //! every record is either a valid completed request or a counted failure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::engine_steps::{EngineStep, cell_decode};
 use super::goodput::goodput;
 use super::request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 use super::{INCOMPLETE_CLASS, MetricsError};
@@ -121,6 +122,13 @@ pub struct CellSummary {
     /// With `[slo]`: `slo_met_requests / duration_s` (vLLM's request goodput).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput_rps: Option<f64>,
+    /// With the arm's receipts: the cell's decode steps (`engine_steps`); absent without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_decode_steps: Option<u64>,
+    /// With the arm's receipts: the engine's time per decode token, ms (the summed
+    /// durations of the cell's decode steps over their decode tokens, `engine_steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_tpot_ms: Option<f64>,
 }
 
 impl CellSummary {
@@ -137,7 +145,17 @@ impl CellSummary {
             Metric::E2eMean => self.e2e_mean_ms,
             Metric::TtftMean => self.ttft_mean_ms,
             Metric::TtftP50 => self.ttft_p50_ms,
+            Metric::EngineTpot => self.engine_tpot_ms,
         }
+    }
+
+    /// Adds the engine's decode measures of this cell from its server's receipts
+    /// (`steps`), joined through the records' response ids.
+    pub fn add_engine_decode(&mut self, records: &[RequestRecord], steps: &[EngineStep]) {
+        let ids: HashSet<&str> = records.iter().filter_map(|r| r.server_request_id.as_deref()).collect();
+        let d = cell_decode(steps, &ids);
+        self.engine_decode_steps = Some(d.steps);
+        self.engine_tpot_ms = d.tpot_ms();
     }
 }
 
@@ -326,5 +344,7 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
         slo_met_requests: good.map(|g| g.0),
         slo_attainment: good.and_then(|g| g.1),
         goodput_rps: good.map(|g| g.2),
+        engine_decode_steps: None,
+        engine_tpot_ms: None,
     })
 }

@@ -1,5 +1,6 @@
 //! Measures (DESIGN section 5): per-request measures and per-cell summaries, computed
-//! from raw `RequestRecord`s only, and the familiar text table.
+//! from raw `RequestRecord`s (and, for the engine's decode measures, the server's
+//! receipts), and the familiar text table.
 //!
 //! Owns the exact definitions below; `CellSummary` doc comments and the table restate
 //! them. Must not do I/O, read clocks, compare arms or decide anything: `stats` pairs
@@ -32,11 +33,14 @@
 //!   included. Finite throughput is
 //!   valid completed requests (or their tokens) divided by this interval.
 //! - Goodput (with the plan's `[slo]`): see `goodput` (vLLM bench `--goodput`).
+//! - Engine TPOT (with the arm's receipts): see `engine_steps`; the only measure
+//!   not from the records alone.
 //! - Session cells: every turn is a request like any other in the cell summary;
 //!   `turns` adds the same measures per turn index (a later turn's intended arrival
 //!   is the `[DONE]` of the turn before it).
 
 mod cell;
+mod engine_steps;
 mod goodput;
 mod request;
 mod table;
@@ -46,6 +50,7 @@ mod turns;
 mod tests;
 
 pub use cell::{CellSummary, PERCENTILE_METHOD, active_ns, summarize_cell, summarize_cell_with_slo};
+pub use engine_steps::{EngineDecode, EngineStep, cell_decode, parse_receipts};
 pub use goodput::{goodput, request_meets_slo};
 pub use request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 pub use table::render_table;

@@ -557,6 +557,10 @@ pub enum Metric {
     /// the regression gate's typical latency.
     #[serde(rename = "ttft_p50")]
     TtftP50,
+    /// The engine's own time per decode token from its receipts (`metrics`
+    /// engine TPOT; needs the arm's `receipts`): the regression gate's engine measure.
+    #[serde(rename = "engine_tpot")]
+    EngineTpot,
 }
 
 impl MetricKind {
@@ -569,7 +573,7 @@ impl MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 11] = [
         Metric::ThroughputRps,
         Metric::OutputTokensPerS,
         Metric::TtftP95,
@@ -580,6 +584,7 @@ impl Metric {
         Metric::E2eMean,
         Metric::TtftMean,
         Metric::TtftP50,
+        Metric::EngineTpot,
     ];
 
     pub fn kind(self) -> MetricKind {
@@ -602,6 +607,7 @@ impl Metric {
             Metric::E2eMean => "e2e_mean",
             Metric::TtftMean => "ttft_mean",
             Metric::TtftP50 => "ttft_p50",
+            Metric::EngineTpot => "engine_tpot",
         }
     }
 }

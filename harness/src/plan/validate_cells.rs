@@ -4,7 +4,7 @@
 
 use super::derive::{CountRule, DeriveSpec, DerivedLoads, MAX_REQUESTS, compute};
 use super::schema::{AnalysisFile, CellFile, DeriveFile, HypothesisFile, NumOrRef, OneOrMany};
-use super::types::{Arm, ArmRole, Arrival, Cell, CellKind, Count, Endpoint, Hypothesis, Load, PanelSpec, Rate};
+use super::types::{Arm, ArmRole, Arrival, Cell, CellKind, Count, Endpoint, Hypothesis, Load, Metric, PanelSpec, Rate};
 use super::validate::Checker;
 
 /// The validated `[derive]` table and, when its formula applies, its output.
@@ -367,6 +367,10 @@ pub(super) fn hypotheses(
                 Some(a) if a.role != role => {
                     c.err(format!("{k}.{field}"), format!("arm {arm:?} has role {}, not {field}", a.role.as_str()))
                 }
+                Some(a) if h.metric == Metric::EngineTpot && a.receipts.is_none() => c.err(
+                    format!("{k}.metric"),
+                    format!("engine_tpot is measured from the server's receipts, and arm {arm:?} has no `receipts`"),
+                ),
                 Some(_) => {}
             }
         }

@@ -125,6 +125,10 @@ fn malformed_plans_are_rejected_with_named_keys() {
             edit("candidate = \"cand\"", "candidate = \"ctrl\""),
             "hypotheses[0].candidate: arm \"ctrl\" has role control, not candidate",
         ),
+        (
+            edit("metric = \"throughput_rps\"", "metric = \"engine_tpot\""),
+            "hypotheses[0].metric: engine_tpot is measured from the server's receipts, and arm \"cand\" has no `receipts`",
+        ),
         (edit("alpha = 0.05", "alpha = 1.5"), "analysis.alpha: must be in (0, 1), got 1.5"),
         (edit("alpha = 0.05", "alpha = 0.0"), "analysis.alpha: must be in (0, 1), got 0"),
         (edit("[analysis]\nalpha = 0.05\n", ""), "analysis.alpha: required when the plan states hypotheses"),

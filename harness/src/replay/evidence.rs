@@ -64,6 +64,7 @@ pub(super) fn metric_field(metric: Metric) -> &'static str {
         Metric::E2eMean => "e2e_mean_ms",
         Metric::TtftMean => "ttft_mean_ms",
         Metric::TtftP50 => "ttft_p50_ms",
+        Metric::EngineTpot => "engine_tpot_ms",
     }
 }
 

@@ -19,6 +19,8 @@ use crate::evidence::{Manifest, kind_in_words};
 pub struct ReceiptIndex {
     pub steps: u64,
     pub by_id: HashMap<String, [u32; 3]>,
+    /// Every step in file order, for the engine's decode measures (`engine_decode`).
+    pub timeline: Vec<super::engine_decode::Step>,
 }
 
 /// Everything read from the directory.
@@ -111,6 +113,7 @@ fn read_one(root: &Path, rel: &str) -> (Result<FileDigest, String>, Parsed, Opti
             let res = stream_lines(root, rel, |_, l| {
                 let r: Receipt = parse_line(l)?;
                 idx.steps += 1;
+                idx.timeline.push(super::engine_decode::Step::of(&r));
                 for (slot, ids) in [(0, r.admitted), (1, r.resumed), (2, r.preempted)] {
                     for id in ids {
                         idx.by_id.entry(id).or_default()[slot] += 1;

@@ -8,10 +8,11 @@
 //! of any record; nearest-rank percentiles (rank ceil(p/100 n), an integer within
 //! max(1e-9, 1e-15 p/100 n) taken as exact) over valid completed requests; a light
 //! record (`"light": true`, one token event kept) has no TPOT and no gaps, and is
-//! not counted as a usage/event mismatch. Owns the
+//! not counted as a usage/event mismatch; the engine's decode measures from the
+//! kept receipts (`engine_decode`). Owns the
 //! field list (the matrix columns, in order). Must not read files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use super::complete::Study;
 use super::records::Rec;
@@ -25,7 +26,7 @@ pub enum Val {
 }
 
 /// Every numeric field of a cell summary, in matrix column order.
-pub const FIELD_NAMES: [&str; 62] = [
+pub const FIELD_NAMES: [&str; 64] = [
     "requests",
     "completed",
     "failed",
@@ -88,6 +89,8 @@ pub const FIELD_NAMES: [&str; 62] = [
     "slo_met_requests",
     "slo_attainment",
     "goodput_rps",
+    "engine_decode_steps",
+    "engine_tpot_ms",
 ];
 
 /// One invalid record.
@@ -351,12 +354,16 @@ pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String>
         Val::Float(good.filter(|_| completed > 0).map(|g| g as f64 / completed as f64)),
         Val::Float(good.map(|g| g as f64 / dur)),
     ]);
+    // The engine's decode measures come from receipts (`recompute`), not records.
+    v.extend([Val::Float(None), Val::Float(None)]);
     debug_assert_eq!(v.len(), FIELD_NAMES.len());
     Ok(v)
 }
 
-/// Recomputes every scheduled (block, arm, cell) with parsed records.
-pub fn recompute(s: &Study<'_>) -> Vec<CellMeasures> {
+/// Recomputes every scheduled (block, arm, cell) with parsed records; with
+/// `engine` (a `harness-run/3` study), the engine's decode measures of each cell
+/// whose unit kept receipts too.
+pub fn recompute(s: &Study<'_>, engine: bool) -> Vec<CellMeasures> {
     s.cells
         .iter()
         .filter_map(|c| {
@@ -367,11 +374,20 @@ pub fn recompute(s: &Study<'_>) -> Vec<CellMeasures> {
                 *failed_by_class.entry(r.failure_class().to_string()).or_insert(0) += 1;
                 failures.push(Failed { index: r.index, id: r.id.clone(), class: r.failure_class().to_string() });
             }
+            let mut values = summarize(records, s.plan.slo.as_ref());
+            let receipts = s.scan.receipts.get(&format!("raw/b{}/{}", c.block, c.arm)).filter(|_| engine);
+            if let (Ok(v), Some(idx)) = (values.as_mut(), receipts) {
+                let ids: HashSet<&str> = records.iter().filter_map(|r| r.server_request_id.as_deref()).collect();
+                let (steps, tpot) = super::engine_decode::measure(&idx.timeline, &ids);
+                let at = |name: &str| FIELD_NAMES.iter().position(|n| *n == name).unwrap_or(0);
+                v[at("engine_decode_steps")] = Val::Float(Some(steps as f64));
+                v[at("engine_tpot_ms")] = Val::Float(tpot);
+            }
             Some(CellMeasures {
                 block: c.block,
                 arm: c.arm.clone(),
                 cell: c.cell.clone(),
-                values: summarize(records, s.plan.slo.as_ref()),
+                values,
                 failed_by_class,
                 failures,
                 turns: super::turn_rows::rows(records),

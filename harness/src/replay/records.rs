@@ -74,10 +74,21 @@ impl Rec {
     }
 }
 
-/// One line of `receipts.jsonl`: the ids a scheduler step admitted, resumed, preempted.
+/// One line of `receipts.jsonl`: the ids a scheduler step admitted, resumed,
+/// preempted and finished, its time and its token counts.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Receipt {
     pub admitted: Vec<String>,
     pub resumed: Vec<String>,
     pub preempted: Vec<String>,
+    #[serde(default)]
+    pub step: u64,
+    #[serde(default)]
+    pub t_ns: u64,
+    #[serde(default)]
+    pub finished: Vec<String>,
+    #[serde(default)]
+    pub prefill_tokens: u64,
+    #[serde(default)]
+    pub decode_tokens: u64,
 }

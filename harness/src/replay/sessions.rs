@@ -40,7 +40,7 @@ fn text(v: Option<&Value>) -> String {
 /// Sessions against units.
 pub fn check(s: &Study<'_>, r: &Records) -> Check {
     if !r.expected {
-        return Check::skip(NAME, "no sessions (run.json is not harness-run/2): written before resume");
+        return Check::skip(NAME, "no sessions (run.json is not harness-run/2 or later): written before resume");
     }
     let mut m = Vec::new();
     let sessions = match sessions_of(r) {

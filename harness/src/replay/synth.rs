@@ -333,7 +333,13 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
                 total += records.len() as u64;
                 write_jsonl(&ev.requests_path(block.index, arm, cell), records).map_err(|e| e.to_string())?;
                 let summary = match crate::metrics::summarize_cell_with_slo(records, plan.slo.as_ref()) {
-                    Ok(s) => serde_json::to_value(&s).unwrap_or_default(),
+                    Ok(mut s) => {
+                        if ARMS[arm_i].2 {
+                            let steps = crate::metrics::parse_receipts(&sim.receipts).map_err(|e| e.to_string())?;
+                            s.add_engine_decode(records, &steps);
+                        }
+                        serde_json::to_value(&s).unwrap_or_default()
+                    }
                     Err(e) => json!({"cell": cell, "block": block.index, "arm": arm, "error": e.to_string()}),
                 };
                 write_json(&ev.cell_summary_path(block.index, arm, cell), &summary).map_err(|e| e.to_string())?;

@@ -23,6 +23,17 @@ pub const NAME: &str = "unit records: unit.json of every unit against its files"
 /// The unit name of the qualification's record.
 pub const QUALIFICATION: &str = "qualification";
 
+/// `run.json` formats with sessions and completion records; `harness-run/3` adds
+/// the engine's decode measures to cell summaries (from receipts).
+const SESSION_FORMATS: [&str; 2] = ["harness-run/2", RUN_FORMAT];
+
+/// Whether the study's cell summaries carry the engine's decode measures
+/// (`run.json` is `harness-run/3`).
+pub fn engine_measures(root: &Path) -> bool {
+    read_json::<Value>(root, "run.json").ok().and_then(|v| v.get("format")?.as_str().map(str::to_string))
+        == Some(RUN_FORMAT.to_string())
+}
+
 /// `run.json` and every completion record, parsed once.
 pub struct Records {
     /// `run.json` (`Err`: missing or malformed, with why).
@@ -44,7 +55,7 @@ impl Records {
         };
         let any_record = s.scan.files.keys().any(|p| p == "qualification/unit.json" || is_raw_record(p));
         let format = run.as_ref().ok().and_then(|v| v.get("format")).and_then(Value::as_str);
-        let expected = format == Some(RUN_FORMAT) || any_record;
+        let expected = format.is_some_and(|f| SESSION_FORMATS.contains(&f)) || any_record;
         let qualification = s.plan.qualification.as_ref().is_some_and(|q| q.required);
         let mut units = Vec::new();
         let mut read = |name: String, rel: String| {
@@ -113,7 +124,10 @@ fn check_record(m: &mut Vec<Mismatch>, rel: &str, rec: &UnitRecord, owned: &BTre
 pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
     let _ = root;
     if !r.expected {
-        return Check::skip(NAME, "no completion records (run.json is not harness-run/2): written before resume");
+        return Check::skip(
+            NAME,
+            "no completion records (run.json is not harness-run/2 or later): written before resume",
+        );
     }
     let mut m = Vec::new();
     let mut files = 0usize;

@@ -98,6 +98,8 @@ fields!(
     MaybeCount slo_met_requests,
     Maybe slo_attainment,
     Maybe goodput_rps,
+    MaybeCount engine_decode_steps,
+    Maybe engine_tpot_ms,
 );
 
 /// Non-numeric fields of `CellSummary`, carried separately (keys and failure classes).

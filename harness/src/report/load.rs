@@ -222,6 +222,7 @@ pub(super) fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportErro
 fn cell_data(
     records: &[RequestRecord],
     slo: Option<&crate::plan::Slo>,
+    steps: Option<&[crate::metrics::EngineStep]>,
     block: u32,
     arm: &str,
     cell: &str,
@@ -252,7 +253,12 @@ fn cell_data(
             detail,
         });
     }
-    let summary = summarize_cell_with_slo(records, slo).map_err(|e| e.to_string());
+    let summary = summarize_cell_with_slo(records, slo).map_err(|e| e.to_string()).map(|mut s| {
+        if let Some(steps) = steps {
+            s.add_engine_decode(records, steps);
+        }
+        s
+    });
     let spread = super::spread::spread(&valid);
     // As `harness run` stores them: no rows when they cannot be formed.
     let turns = summarize_turns(records).unwrap_or_default();
@@ -333,17 +339,25 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     let mut units = Vec::new();
     let mut cells = Vec::new();
     let mut failures = Vec::new();
+    let run_format = read_json(&root.join("run.json"))?.and_then(|v| v.get("format")?.as_str().map(str::to_string));
+    let engine_measures = run_format.as_deref() == Some(crate::run::RUN_FORMAT);
     for block in &schedule.blocks {
         for arm in &block.arms {
             let dir = ev.unit_dir(block.index, arm);
             units.push(unit_info(&dir, block.index, arm)?);
+            // The kept receipts, as `harness run` read them for the cell summaries
+            // (since `harness-run/3`).
+            let steps = std::fs::read_to_string(dir.join("receipts.jsonl"))
+                .ok()
+                .filter(|_| engine_measures)
+                .and_then(|t| crate::metrics::parse_receipts(&t).ok());
             for cell in &block.cells {
                 let path = ev.requests_path(block.index, arm, cell);
                 if !path.is_file() {
                     continue;
                 }
                 let records = read_records(&path)?;
-                let (data, failed) = cell_data(&records, plan.slo.as_ref(), block.index, arm, cell);
+                let (data, failed) = cell_data(&records, plan.slo.as_ref(), steps.as_deref(), block.index, arm, cell);
                 cells.push(data);
                 failures.extend(failed);
             }

@@ -152,6 +152,8 @@ fn summary(block: u32, arm: &str, cell: &str, rps: f64, p95_ms: f64, failed: u64
         slo_met_requests: None,
         slo_attainment: None,
         goodput_rps: None,
+        engine_decode_steps: None,
+        engine_tpot_ms: None,
     }
 }
 
@@ -390,9 +392,10 @@ fn cell_medians_are_per_arm_and_sum_failures() {
 
 #[test]
 fn the_field_list_covers_every_summary_field() {
-    // With `[slo]` the goodput fields are present too.
+    // With `[slo]` the goodput fields are present too, with receipts the engine's.
     let mut s = summary(0, "a", "c", 1.0, 1.0, 0);
     (s.slo_met_requests, s.slo_attainment, s.goodput_rps) = (Some(4), Some(1.0), Some(4.0));
+    (s.engine_decode_steps, s.engine_tpot_ms) = (Some(9), Some(2.5));
     let v = serde_json::to_value(s).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();

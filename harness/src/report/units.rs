@@ -45,7 +45,7 @@ pub fn metric_unit(metric: Metric) -> &'static str {
         Metric::ThroughputRps | Metric::GoodputRps => "req/s",
         Metric::OutputTokensPerS => "tok/s",
         Metric::TtftP95 | Metric::TpotP95 | Metric::E2eP95 | Metric::E2eP95Intended => "ms",
-        Metric::TtftMean | Metric::E2eMean | Metric::TtftP50 => "ms",
+        Metric::TtftMean | Metric::E2eMean | Metric::TtftP50 | Metric::EngineTpot => "ms",
     }
 }
 

@@ -4,6 +4,7 @@
 //! `results/cells/b<block>-<arm>-<cell>.summary.json`, printed as a table, or one
 //! line with `--quiet`). Must not retry, and must not skip a record or a failure.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use tokio::sync::watch;
 use super::{RunError, Study};
 use crate::evidence::{write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
-use crate::metrics::{render_table, render_turns, summarize_cell_with_slo, summarize_turns};
+use crate::metrics::{parse_receipts, render_table, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
 use crate::record::RequestRecord;
 use crate::trace::TraceEntry;
@@ -78,6 +79,9 @@ pub struct CellRun<'a> {
     pub label: &'a str,
     /// The sampler's phase tag.
     pub phase: &'a watch::Sender<String>,
+    /// The file the server writes its receipts to, when the arm keeps them: the
+    /// summary adds the engine's decode measures of the cell from it.
+    pub receipts: Option<&'a Path>,
 }
 
 /// The records one drive of a cell (the whole cell, or one round of it) produced.
@@ -193,7 +197,7 @@ impl CellRun<'_> {
         } else {
             d.end_ns - d.start_ns
         };
-        let summary = summarize(s, self.block, self.arm, name, &d.records, own_ns as f64 / 1e9)?;
+        let summary = summarize(s, self.block, self.arm, name, &d.records, own_ns as f64 / 1e9, self.receipts)?;
         Ok((outcome, summary, d.died))
     }
 }
@@ -207,11 +211,19 @@ fn summarize(
     cell: &str,
     records: &[RequestRecord],
     wall_s: f64,
+    receipts: Option<&Path>,
 ) -> Result<serde_json::Value, RunError> {
     let path = s.ev.cell_summary_path(block, arm, cell);
     let label = format!("b{block} {arm} {cell}");
     let (value, line) = match summarize_cell_with_slo(records, s.frozen.plan.slo.as_ref()) {
-        Ok(sum) => {
+        Ok(mut sum) => {
+            if let Some(file) = receipts {
+                // Every step of the cell was written before its last [DONE] was sent.
+                match std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|t| parse_receipts(&t)) {
+                    Ok(steps) => sum.add_engine_decode(records, &steps),
+                    Err(e) => s.progress.println(&format!("{label}: receipts {}: {e}", file.display())),
+                }
+            }
             let lag = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.3}"));
             let line = format!(
                 "{label}: {} requests, {} completed, {} failed, {wall_s:.1} s; dispatch lag ms p50 {} p99 {} max {}",

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use super::record::{Check, QUALIFICATION_UNIT, RECORD_NAME, UnitRecord, check_record, files_under, unit_name};
-use super::session::{Discard, Session, live_harness, read_previous};
+use super::session::{Discard, RUN_FORMAT, Session, live_harness, read_previous};
 use super::{RunError, inputs, qualify};
 use crate::evidence::sha256_hex;
 use crate::evidence::{Evidence, write_json};
@@ -119,6 +119,22 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                  the exact plan it started with",
                 frozen.sha256,
                 sha256_hex(&frozen_bytes)
+            ),
+        ));
+    }
+    // Another run.json format means another harness wrote the completed units: their
+    // summaries would not be what this one writes (harness-run/3 adds the engine's
+    // decode measures), and the finished study would fail its own replay.
+    let format = std::fs::read(root.join("run.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("format")?.as_str().map(str::to_string));
+    if let Some(f) = format.filter(|f| f != RUN_FORMAT) {
+        return Err(refuse(
+            root,
+            format!(
+                "run.json is {f}, written by another harness version (this one writes {RUN_FORMAT}); resume it \
+                 with the harness that started it, or run the study again"
             ),
         ));
     }

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::RunError;
 use crate::evidence::{GitInfo, write_json};
 
-/// The `format` of `run.json`.
-pub const RUN_FORMAT: &str = "harness-run/2";
+/// The `format` of `run.json`: `/2` added sessions and completion records, `/3`
+/// the engine's decode measures in the cell summaries of arms with receipts.
+pub const RUN_FORMAT: &str = "harness-run/3";
 
 /// The clock every timestamp of the evidence is on.
 pub const CLOCK: &str = "nanoseconds since the start of the session that ran the unit, on that session's \

@@ -139,6 +139,7 @@ impl Live {
             arm: &self.out.arm,
             label: &self.label,
             phase: self.server.phase(),
+            receipts: self.receipts.as_deref(),
         }
     }
 
@@ -295,7 +296,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         forced_output: plan.request.forced(),
         light: false,
     };
-    let receipts = cmd.and_then(|c| c.receipts);
+    let receipts = receipts_source(s, &arm, cmd.and_then(|c| c.receipts));
     Ok(Started::Live(Box::new(Live { dir, out, server, ctx, urls, label, receipts, arm: arm.clone() })))
 }
 
@@ -325,6 +326,14 @@ async fn finish_fault(
     }
 }
 
+/// The file the arm's server writes its receipts to: the launched command's
+/// (expanded), else an external server's fixed `receipts` path.
+fn receipts_source(s: &Study<'_>, arm: &Arm, launched: Option<PathBuf>) -> Option<PathBuf> {
+    launched.or_else(|| {
+        arm.receipts.as_ref().filter(|r| crate::plan::placeholders_in(r).is_empty()).map(|r| s.base_dir.join(r))
+    })
+}
+
 /// Stops the server, keeps its receipts as `receipts.jsonl`, writes `arm_outcome.json`.
 async fn stop_and_keep(
     s: &Study<'_>,
@@ -345,10 +354,7 @@ async fn stop_and_keep(
         }
         out.stop = stopped.stop;
     }
-    let source = receipts.or_else(|| {
-        arm.receipts.as_ref().filter(|r| crate::plan::placeholders_in(r).is_empty()).map(|r| s.base_dir.join(r))
-    });
-    if let Some(src) = source {
+    if let Some(src) = receipts_source(s, arm, receipts) {
         let dest = dir.join("receipts.jsonl");
         out.receipts_source = Some(src.display().to_string());
         let same = std::fs::canonicalize(&src).ok().is_some_and(|a| std::fs::canonicalize(&dest).ok() == Some(a));
