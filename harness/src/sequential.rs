@@ -154,7 +154,7 @@ impl Tracker {
         let seq = plan.sequential.as_ref()?;
         let cap = *seq.looks.last()?;
         let at_look = seq.looks.contains(&blocks);
-        if !at_look && !(over_time && blocks < cap) {
+        if !(at_look || over_time && blocks < cap) {
             return None;
         }
         let last = blocks >= cap || over_time;

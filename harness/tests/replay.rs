@@ -626,3 +626,86 @@ fn links_fifos_and_duplicated_manifest_entries_fail_without_blocking_or_leaving_
     assert!(!o.passed, "a duplicated manifest entry passed");
     assert_named_with(&o, &first, "listed 2 times");
 }
+
+/// The raw fields of one CSV line (quotes kept), split at commas outside quotes.
+fn csv_fields(line: &str) -> Vec<&str> {
+    let (mut out, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&line[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&line[start..]);
+    out
+}
+
+/// Evidence written before the engine's decode measures (`run.json`
+/// `harness-run/2`: no `engine_*` summary fields, matrix columns or medians)
+/// replays clean; the same evidence labelled `harness-run/3` is named as missing them.
+#[test]
+fn evidence_from_before_the_engine_measures_replays_clean() {
+    const ENGINE: [&str; 2] = ["engine_decode_steps", "engine_tpot_ms"];
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = synth(tmp.path(), "clean", &SynthSpec::small());
+    let dir = tmp.path().join("run2");
+    copy_dir(&clean, &dir);
+    let strip = |v: &mut serde_json::Value| {
+        for k in ENGINE {
+            v.as_object_mut().unwrap().remove(k);
+        }
+    };
+    let mut stripped = 0;
+    for e in std::fs::read_dir(dir.join("results/cells")).unwrap() {
+        let rel = format!("results/cells/{}", e.unwrap().file_name().to_string_lossy());
+        edit_json(&dir, &rel, |v| {
+            stripped += usize::from(v.get(ENGINE[0]).is_some());
+            strip(v)
+        });
+    }
+    assert!(stripped > 0, "the synthetic arms with receipts carry the engine's fields");
+    edit_json(&dir, "results/summaries.json", |v| v.as_array_mut().unwrap().iter_mut().for_each(strip));
+    edit_json(&dir, "results/evidence.json", |v| {
+        for k in ["confirmation_cells", "descriptive_cells"] {
+            for c in v[k].as_array_mut().into_iter().flatten() {
+                strip(&mut c["medians"]);
+            }
+        }
+        strip(&mut v["median_units"]);
+    });
+    let matrix = std::fs::read_to_string(dir.join("results/matrix.csv")).unwrap();
+    let header = csv_fields(matrix.lines().next().unwrap());
+    let drop: Vec<usize> = header.iter().enumerate().filter(|(_, h)| ENGINE.contains(h)).map(|(i, _)| i).collect();
+    assert_eq!(drop.len(), 2, "{header:?}");
+    let lines: Vec<String> = matrix
+        .lines()
+        .map(|l| {
+            let kept: Vec<&str> =
+                csv_fields(l).into_iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, f)| f).collect();
+            kept.join(",")
+        })
+        .collect();
+    std::fs::write(dir.join("results/matrix.csv"), lines.join("\n") + "\n").unwrap();
+    for b in std::fs::read_dir(dir.join("raw")).unwrap() {
+        for u in std::fs::read_dir(b.unwrap().path()).unwrap() {
+            let unit = u.unwrap().path().join("unit.json");
+            if unit.is_file() {
+                reseal_unit(&dir, unit.strip_prefix(&dir).unwrap().to_str().unwrap());
+            }
+        }
+    }
+    rewrite_manifest(&dir);
+    // Still labelled harness-run/3: the engine's columns and medians are missing.
+    let o = replay(&dir);
+    assert_names(&o, "cell measures: matrix.csv", "results/matrix.csv");
+    // Labelled as what it is: clean.
+    let run = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    assert!(run.contains(harness::run::RUN_FORMAT));
+    std::fs::write(dir.join("run.json"), run.replace(harness::run::RUN_FORMAT, "harness-run/2")).unwrap();
+    rewrite_manifest(&dir);
+    assert_clean(&replay(&dir));
+}

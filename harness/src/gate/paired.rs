@@ -205,8 +205,8 @@ pub fn render(r: &PairedReport) -> String {
     let _ = writeln!(o, "  {} of at most {} blocks ({})\n", r.blocks, r.cap, reason(r));
     let _ = writeln!(
         o,
-        "{:<28} {:>5} {:>9} {:>21} {:>7}  {}",
-        "hypothesis", "pairs", "change", "alarm interval", "margin", "verdict"
+        "{:<28} {:>5} {:>9} {:>21} {:>7}  verdict",
+        "hypothesis", "pairs", "change", "alarm interval", "margin"
     );
     for h in &r.hypotheses {
         let _ = writeln!(

@@ -13,7 +13,7 @@
 //! Owns the resampling. The rule is `stats::run_sequential`; the draws are seeded.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -54,10 +54,10 @@ pub struct Simulation {
     pub rates: Vec<Rates>,
 }
 
-fn read(dir: &PathBuf) -> Result<SequentialRecord, GateError> {
+fn read(dir: &Path) -> Result<SequentialRecord, GateError> {
     crate::sequential::read(dir)
-        .map_err(|message| GateError::NotEvidence { path: dir.clone(), message })?
-        .ok_or_else(|| GateError::NotEvidence { path: dir.clone(), message: "no sequential.json".into() })
+        .map_err(|message| GateError::NotEvidence { path: dir.to_path_buf(), message })?
+        .ok_or_else(|| GateError::NotEvidence { path: dir.to_path_buf(), message: "no sequential.json".into() })
 }
 
 /// Simulates `draws` gates per slowdown from the studies at `dirs`.
@@ -119,7 +119,7 @@ pub fn simulate(
         let cols: Vec<Vec<f64>> = (0..names.len()).map(column).collect();
         let means: Vec<f64> = cols.iter().map(|c| c.iter().sum::<f64>() / c.len().max(1) as f64).collect();
         for i in 0..blocks.len() {
-            pool.push((0..names.len()).map(|j| cols[j][i] - means[j]).collect());
+            pool.push(cols.iter().zip(&means).map(|(c, m)| c[i] - m).collect());
         }
     }
     if pool.len() < 3 {

@@ -128,7 +128,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         for (i, a) in arms.iter().enumerate() {
             if a.env.contains_key(super::types::SETUP_PAD_ENV) {
                 c.err(
-                    &format!("arms[{i}].env.{}", super::types::SETUP_PAD_ENV),
+                    format!("arms[{i}].env.{}", super::types::SETUP_PAD_ENV),
                     "set by the harness when blocks.randomize_setup is true",
                 );
             }

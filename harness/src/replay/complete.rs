@@ -61,6 +61,9 @@ pub struct Study<'a> {
     pub scan: &'a Scan,
     /// Problems found while reading arm outcomes.
     pub problems: Vec<Mismatch>,
+    /// The cell summaries carry the engine's decode measures (`run.json` is
+    /// `harness-run/3`): their fields are expected in every table.
+    pub engine_measures: bool,
 }
 
 #[derive(Deserialize)]
@@ -134,6 +137,7 @@ impl<'a> Study<'a> {
             prompt_outputs: read_prompt_outputs(root, plan),
             scan,
             problems,
+            engine_measures: super::units::engine_measures(root),
         }
     }
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::complete::Study;
 use super::decide::{effect, holm, interval, median, sign_test};
-use super::measures::{CellMeasures, FIELD_NAMES};
+use super::measures::{CellMeasures, FIELD_NAMES, expected};
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
 use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
@@ -375,7 +375,7 @@ fn medians_check(ev: &Value, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
             c.exact(&f("failed"), a.get("failed"), Value::from(sum("failed")));
             let am = a.get("medians").and_then(Value::as_object).cloned().unwrap_or_default();
             let mut names = 0;
-            for name in FIELD_NAMES.iter().filter(|n| !n.starts_with("observation_")) {
+            for name in FIELD_NAMES.iter().filter(|n| !n.starts_with("observation_") && expected(s, n)) {
                 names += 1;
                 let values: Vec<f64> = rows.iter().filter_map(|x| x.float(name)).collect();
                 c.float(&f(&format!("medians.{name}")), am.get(*name), median(&values));
@@ -387,7 +387,7 @@ fn medians_check(ev: &Value, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
     }
     let units: serde_json::Map<String, Value> = FIELD_NAMES
         .iter()
-        .filter(|n| !n.starts_with("observation_"))
+        .filter(|n| !n.starts_with("observation_") && expected(s, n))
         .map(|n| (n.to_string(), Value::from(unit_of(n))))
         .collect();
     c.exact("median_units", ev.get("median_units"), Value::Object(units));

@@ -360,10 +360,19 @@ pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String>
     Ok(v)
 }
 
-/// Recomputes every scheduled (block, arm, cell) with parsed records; with
-/// `engine` (a `harness-run/3` study), the engine's decode measures of each cell
-/// whose unit kept receipts too.
-pub fn recompute(s: &Study<'_>, engine: bool) -> Vec<CellMeasures> {
+/// The fields from receipts, expected only in a `harness-run/3` study.
+pub const ENGINE_FIELDS: [&str; 2] = ["engine_decode_steps", "engine_tpot_ms"];
+
+/// Whether the study's tables are expected to hold field `name` (the engine's
+/// decode measures only since `harness-run/3`; every other field always).
+pub fn expected(s: &Study<'_>, name: &str) -> bool {
+    s.engine_measures || !ENGINE_FIELDS.contains(&name)
+}
+
+/// Recomputes every scheduled (block, arm, cell) with parsed records; in a
+/// `harness-run/3` study, the engine's decode measures of each cell whose unit
+/// kept receipts too.
+pub fn recompute(s: &Study<'_>) -> Vec<CellMeasures> {
     s.cells
         .iter()
         .filter_map(|c| {
@@ -375,7 +384,7 @@ pub fn recompute(s: &Study<'_>, engine: bool) -> Vec<CellMeasures> {
                 failures.push(Failed { index: r.index, id: r.id.clone(), class: r.failure_class().to_string() });
             }
             let mut values = summarize(records, s.plan.slo.as_ref());
-            let receipts = s.scan.receipts.get(&format!("raw/b{}/{}", c.block, c.arm)).filter(|_| engine);
+            let receipts = s.scan.receipts.get(&format!("raw/b{}/{}", c.block, c.arm)).filter(|_| s.engine_measures);
             if let (Ok(v), Some(idx)) = (values.as_mut(), receipts) {
                 let ids: HashSet<&str> = records.iter().filter_map(|r| r.server_request_id.as_deref()).collect();
                 let (steps, tpot) = super::engine_decode::measure(&idx.timeline, &ids);

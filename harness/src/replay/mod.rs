@@ -313,7 +313,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     checks.push(sessions::discarded_check(root, &study, &records));
                 }
             }
-            let cells = measures::recompute(&study, units::engine_measures(root));
+            let cells = measures::recompute(&study);
             checks.push(tables::summaries_check(root, &study, &cells));
             let listed = |rel: &str| manifest.files.iter().any(|f| f.path == rel);
             checks.push(tables::matrix_check(root, &study, &cells, &frozen.sha256, listed("results/matrix.csv")));

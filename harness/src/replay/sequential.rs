@@ -34,12 +34,10 @@ struct Mine {
     verdict: &'static str,
 }
 
-fn judge(
-    xs: &[f64],
-    margin: f64,
-    alarm_level: f64,
-    miss_level: f64,
-) -> (Option<f64>, Option<f64>, Option<(f64, f64)>, Option<(f64, f64)>, &'static str) {
+/// Mean, SD, alarm interval, within interval and verdict of one hypothesis at one look.
+type Judged = (Option<f64>, Option<f64>, Option<(f64, f64)>, Option<(f64, f64)>, &'static str);
+
+fn judge(xs: &[f64], margin: f64, alarm_level: f64, miss_level: f64) -> Judged {
     let n = xs.len();
     if n < 2 {
         return (xs.first().copied(), None, None, None, "undecided");

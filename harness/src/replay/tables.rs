@@ -266,7 +266,8 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha
     for h in header.iter().filter(|h| !known(h)) {
         m.push(Mismatch::new(file, format!("column {h}"), "present", "not a recomputed column"));
     }
-    for want in fixed.iter().chain(FIELD_NAMES.iter()).chain(SPREAD_NAMES.iter()) {
+    let fields = FIELD_NAMES.iter().filter(|n| super::measures::expected(s, n));
+    for want in fixed.iter().chain(fields).chain(SPREAD_NAMES.iter()) {
         if col(want).is_none() {
             m.push(Mismatch::new(file, format!("column {want}"), "absent", "present"));
         }
@@ -336,7 +337,7 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha
         }
         let ok = measured.and_then(|x| x.values.as_ref().ok().map(|v| (x, v)));
         text(&mut m, "percentile_method", if ok.is_some() { "nearest_rank" } else { "" });
-        for (i, name) in FIELD_NAMES.iter().enumerate() {
+        for (i, name) in FIELD_NAMES.iter().enumerate().filter(|(_, n)| super::measures::expected(s, n)) {
             let mine = ok.map_or(Val::Float(None), |(_, v)| v[i]);
             compare(&mut m, file, format!("{label} {name}"), cell_of(name), mine);
         }

@@ -26,13 +26,13 @@ use crate::trace::TraceEntry;
 /// `entries` rebased so that the first is intended at offset 0.
 fn rebased(entries: &[TraceEntry]) -> Vec<TraceEntry> {
     let first = entries.first().map_or(0, |e| e.offset_ns);
-    entries.iter().map(|e| TraceEntry { offset_ns: e.offset_ns - first, ..e.clone() }).collect()
+    entries.iter().map(|e| TraceEntry { offset_ns: e.offset_ns - first, ..*e }).collect()
 }
 
 /// A unit of the block: running, or closed (started with a fault, or its server died).
 enum Slot {
     Live(Box<Live>),
-    Closed(UnitOutcome),
+    Closed(Box<UnitOutcome>),
 }
 
 /// Runs block `block` interleaved; returns each arm's outcome and cell summaries, in
@@ -116,11 +116,12 @@ pub(super) async fn run_block(
                 live.out.status = "server_died".into();
                 live.out.detail = Some(detail);
                 live.out.cells.extend(not_run(&block.cells[from..]));
-                let Slot::Live(live) = std::mem::replace(slot, Slot::Closed(UnitOutcome::new(b, arm_name, s.session)))
+                let Slot::Live(live) =
+                    std::mem::replace(slot, Slot::Closed(Box::new(UnitOutcome::new(b, arm_name, s.session))))
                 else {
                     unreachable!("matched as live above")
                 };
-                *slot = Slot::Closed(live.finish(s).await?);
+                *slot = Slot::Closed(Box::new(live.finish(s).await?));
             }
         }
     }
@@ -128,7 +129,7 @@ pub(super) async fn run_block(
     for (_, slot, summaries) in slots {
         let outcome = match slot {
             Slot::Live(live) => live.finish(s).await?,
-            Slot::Closed(o) => o,
+            Slot::Closed(o) => *o,
         };
         out.push((outcome, summaries));
     }

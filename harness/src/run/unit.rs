@@ -125,7 +125,7 @@ pub(super) struct Live {
 /// (`arm_outcome.json` written, the server stopped).
 pub(super) enum Started {
     Live(Box<Live>),
-    Fault(UnitOutcome),
+    Fault(Box<UnitOutcome>),
 }
 
 impl Live {
@@ -159,7 +159,7 @@ pub(super) async fn run_unit(
     done: &mut u64,
 ) -> Result<(UnitOutcome, Vec<serde_json::Value>), RunError> {
     let mut live = match start_unit(s, block, arm).await? {
-        Started::Fault(out) => return Ok((out, Vec::new())),
+        Started::Fault(out) => return Ok((*out, Vec::new())),
         Started::Live(live) => live,
     };
     let mut summaries = Vec::new();
@@ -236,7 +236,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
             write_json(&dir.join("startup.json"), &startup)?;
             return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), None)
                 .await
-                .map(Started::Fault);
+                .map(|o| Started::Fault(Box::new(o)));
         }
         Err(e) => return Err(e.into()),
     }
@@ -256,7 +256,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
             write_json(&dir.join("startup.json"), &startup)?;
             return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), Some(server))
                 .await
-                .map(Started::Fault);
+                .map(|o| Started::Fault(Box::new(o)));
         }
         Err(e) => return Err(e.into()),
     }
@@ -279,7 +279,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
             let e = ArmError::Warmup { detail: rec.detail.clone().unwrap_or_default() };
             return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), Some(server))
                 .await
-                .map(Started::Fault);
+                .map(|o| Started::Fault(Box::new(o)));
         }
     }
 
@@ -296,7 +296,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         forced_output: plan.request.forced(),
         light: false,
     };
-    let receipts = receipts_source(s, &arm, cmd.and_then(|c| c.receipts));
+    let receipts = receipts_source(s, arm, cmd.and_then(|c| c.receipts));
     Ok(Started::Live(Box::new(Live { dir, out, server, ctx, urls, label, receipts, arm: arm.clone() })))
 }
 
