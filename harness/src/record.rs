@@ -130,7 +130,53 @@ pub struct TurnRecord {
     pub reply: Option<String>,
 }
 
+/// Where a record sits in the study: its cell, block, arm and position in the cell.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordKey<'a> {
+    pub cell: &'a str,
+    pub block: u32,
+    pub arm: &'a str,
+    pub index: u64,
+}
+
+impl RecordKey<'_> {
+    /// The record's `id`: `<cell>/b<block>/<arm>/<index>`.
+    pub fn id(&self) -> String {
+        format!("{}/b{}/{}/{}", self.cell, self.block, self.arm, self.index)
+    }
+}
+
 impl RequestRecord {
+    /// A planned request with no stamps yet: the one constructor of a record (the
+    /// load generator fills in the stamps as the request runs).
+    pub fn planned(key: RecordKey<'_>, prompt: u64, tokens_intended: (u32, u32), intended_ns: u64) -> RequestRecord {
+        RequestRecord {
+            id: key.id(),
+            cell: key.cell.to_string(),
+            block: key.block,
+            arm: key.arm.to_string(),
+            index: key.index,
+            prompt,
+            prompt_tokens_intended: tokens_intended.0,
+            output_tokens_intended: tokens_intended.1,
+            intended_ns,
+            dispatch_ns: None,
+            admitted_ns: None,
+            send_ns: None,
+            headers_ns: None,
+            events: Vec::new(),
+            done_ns: None,
+            status: None,
+            failure: None,
+            usage: None,
+            finish_reason: None,
+            server_request_id: None,
+            light: false,
+            turn: None,
+            round: None,
+        }
+    }
+
     pub fn is_valid(&self) -> bool {
         self.failure.is_none() && self.done_ns.is_some()
     }

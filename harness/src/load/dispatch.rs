@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use super::recorder::{RequestCtx, execute, exited};
 use super::session::{SessionScript, not_sent, run_session};
 use super::{LoadError, StudyClock};
-use crate::record::{Failure, RequestRecord, TurnRecord};
+use crate::record::{Failure, RecordKey, RequestRecord, TurnRecord};
 use crate::trace::TraceEntry;
 
 /// Live counts of one cell for progress displays.
@@ -80,31 +80,9 @@ pub struct PreparedRequest {
 pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
     let prepared = usize::try_from(e.prompt).ok().and_then(|i| d.bodies.get(i));
     let (prompt_tokens_intended, output_tokens_intended) = prepared.map_or((0, 0), |b| (b.prompt_tokens, b.max_tokens));
-    RequestRecord {
-        id: format!("{}/b{}/{}/{}", d.cell, d.block, d.arm, e.index),
-        cell: d.cell.to_string(),
-        block: d.block,
-        arm: d.arm.to_string(),
-        index: e.index,
-        prompt: e.prompt,
-        prompt_tokens_intended,
-        output_tokens_intended: e.output_length.unwrap_or(output_tokens_intended),
-        intended_ns: d.start_ns.saturating_add(e.offset_ns),
-        dispatch_ns: None,
-        admitted_ns: None,
-        send_ns: None,
-        headers_ns: None,
-        events: Vec::new(),
-        done_ns: None,
-        status: None,
-        failure: None,
-        usage: None,
-        finish_reason: None,
-        server_request_id: None,
-        light: false,
-        turn: None,
-        round: None,
-    }
+    let key = RecordKey { cell: d.cell, block: d.block, arm: d.arm, index: e.index };
+    let tokens = (prompt_tokens_intended, e.output_length.unwrap_or(output_tokens_intended));
+    RequestRecord::planned(key, e.prompt, tokens, d.start_ns.saturating_add(e.offset_ns))
 }
 
 struct Dispatched {
@@ -129,9 +107,7 @@ impl CellDrive<'_> {
 
 /// Turn 0's record of a session whose turns start at record `base`.
 fn session_skeleton(d: &CellDrive<'_>, e: &TraceEntry, base: u64) -> RequestRecord {
-    let mut rec = skeleton(d, e);
-    rec.index = base;
-    rec.id = format!("{}/b{}/{}/{base}", d.cell, d.block, d.arm);
+    let mut rec = skeleton(d, &TraceEntry { index: base, ..*e });
     rec.turn = Some(TurnRecord { session: e.index, turn: 0, body_sha256: None, reply: None });
     rec
 }

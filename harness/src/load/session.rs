@@ -23,7 +23,7 @@ use super::payload::chat_body;
 use super::recorder::{RequestCtx, execute};
 use crate::evidence::sha256_hex;
 use crate::plan::Plan;
-use crate::record::{Failure, RequestRecord, TurnRecord};
+use crate::record::{Failure, RecordKey, RequestRecord, TurnRecord};
 use crate::trace::{ChatMessage, Prompt, SessionTurn};
 
 /// Everything a session's bodies are built from: the plan's request fields and one
@@ -105,26 +105,12 @@ impl SessionScript {
 fn turn_record(first: &RequestRecord, script: &SessionScript, turn: u32, intended_ns: u64) -> RequestRecord {
     let index = first.index + u64::from(turn);
     let session = first.turn.as_ref().map_or(first.index, |t| t.session);
+    let key = RecordKey { cell: &first.cell, block: first.block, arm: &first.arm, index };
+    let tokens = (script.prompt_tokens(turn).unwrap_or(0), script.max_tokens(turn).unwrap_or(0));
     RequestRecord {
-        id: format!("{}/b{}/{}/{index}", first.cell, first.block, first.arm),
-        index,
-        prompt_tokens_intended: script.prompt_tokens(turn).unwrap_or(0),
-        output_tokens_intended: script.max_tokens(turn).unwrap_or(0),
-        intended_ns,
-        dispatch_ns: None,
-        admitted_ns: None,
-        send_ns: None,
-        headers_ns: None,
-        events: Vec::new(),
-        done_ns: None,
-        status: None,
-        failure: None,
-        usage: None,
-        finish_reason: None,
-        server_request_id: None,
+        light: first.light,
         turn: Some(TurnRecord { session, turn, body_sha256: None, reply: None }),
-        round: None,
-        ..first.clone()
+        ..RequestRecord::planned(key, first.prompt, tokens, intended_ns)
     }
 }
 

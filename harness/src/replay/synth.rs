@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::evidence::{self, Evidence, GitInfo, ManifestFile, write_json, write_jsonl};
 use crate::plan::{CellKind, ResolvedLoad, freeze};
-use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
+use crate::record::{Failure, RecordKey, RequestRecord, StreamEvent, Usage};
 use crate::run::{RECORD_NAME, RUN_FORMAT, Session, UNIT_FORMAT, UnitRecord};
 
 /// Writes `unit_dir/unit.json` over the unit's files (its flat directory and `owned`).
@@ -262,16 +262,8 @@ fn simulate(
             } else {
                 push(send + 100_000, &adm, &[], &[]);
             }
+            let key = RecordKey { cell, block: block.index, arm, index: e.index };
             let mut r = RequestRecord {
-                id: format!("{cell}/b{}/{arm}/{}", block.index, e.index),
-                cell: cell.clone(),
-                block: block.index,
-                arm: arm.to_string(),
-                index: e.index,
-                prompt: e.prompt,
-                prompt_tokens_intended: 32,
-                output_tokens_intended: spec.output_tokens,
-                intended_ns: intended,
                 dispatch_ns: Some(dispatch),
                 admitted_ns: Some(admitted),
                 send_ns: Some(send),
@@ -287,9 +279,7 @@ fn simulate(
                 }),
                 finish_reason: Some("length".into()),
                 server_request_id: Some(id),
-                light: false,
-                turn: None,
-                round: None,
+                ..RequestRecord::planned(key, e.prompt, (32, spec.output_tokens), intended)
             };
             if timeout {
                 r.events.truncate(2);
