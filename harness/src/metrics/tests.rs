@@ -2,38 +2,14 @@
 
 use super::*;
 use crate::plan::Metric;
-use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
+use crate::record::{Failure, RecordKey, RequestRecord, StreamEvent, Usage};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
 
 /// A record with only its identity and intended arrival set.
 fn bare(index: u64, intended_ns: u64) -> RequestRecord {
-    RequestRecord {
-        id: format!("c/b0/a/{index}"),
-        cell: "c".into(),
-        block: 0,
-        arm: "a".into(),
-        index,
-        prompt: 0,
-        prompt_tokens_intended: 8,
-        output_tokens_intended: 16,
-        intended_ns,
-        dispatch_ns: None,
-        admitted_ns: None,
-        send_ns: None,
-        headers_ns: None,
-        events: vec![],
-        done_ns: None,
-        status: None,
-        failure: None,
-        usage: None,
-        finish_reason: None,
-        server_request_id: None,
-        light: false,
-        turn: None,
-        round: None,
-    }
+    RequestRecord::planned(RecordKey { cell: "c", block: 0, arm: "a", index }, 0, (8, 16), intended_ns)
 }
 
 /// A valid record: dispatch = admitted = intended + lag, send = dispatch + 50 us.
