@@ -45,10 +45,11 @@ pub enum Dataset {
 /// The flags of `harness bench` (see `--help` and README "Quick measurement").
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("server").required(true).args(["url", "argv"])))]
-#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency"])))]
+#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate"])))]
 pub struct BenchArgs {
     /// Base URL of a running OpenAI-compatible server (not started or stopped).
-    #[arg(long)]
+    /// vLLM bench's `--base-url` is the same flag.
+    #[arg(long, alias = "base-url")]
     pub url: Option<String>,
     /// Command line of a server to start (split on whitespace; quotes group words);
     /// placeholders {host}, {port}, {model} as in a plan's argv.
@@ -68,10 +69,20 @@ pub struct BenchArgs {
     /// the cell start, at most C in flight). With --rate too, both sweeps run.
     #[arg(long, value_delimiter = ',')]
     pub concurrency: Vec<u32>,
+    /// vLLM bench's `--request-rate`: a finite rate is one `--rate` cell; `inf`
+    /// sends every request at once, at most `--max-concurrency` in flight (all of
+    /// them without it): a closed loop, one `--concurrency` cell.
+    #[arg(long, value_delimiter = ',')]
+    pub request_rate: Vec<f64>,
+    /// vLLM bench's `--max-concurrency`, with `--request-rate inf` (a closed loop of
+    /// this many clients). An open loop capped in flight is not supported yet.
+    #[arg(long)]
+    pub max_concurrency: Option<u32>,
     /// Requests per cell.
     #[arg(long, default_value_t = 100)]
     pub num_prompts: u64,
-    #[arg(long, value_enum, default_value_t = Dataset::Random)]
+    /// The prompt source (vLLM bench's `--dataset-name` is the same flag).
+    #[arg(long, alias = "dataset-name", value_enum, default_value_t = Dataset::Random)]
     pub dataset: Dataset,
     /// The dataset file (sharegpt, requests) or text directory (synthetic).
     #[arg(long)]
@@ -80,14 +91,16 @@ pub struct BenchArgs {
     /// with text prompts).
     #[arg(long)]
     pub tokenizer: Option<String>,
-    /// Prompt tokens per request (random, synthetic).
-    #[arg(long, default_value_t = 128)]
+    /// Prompt tokens per request (random, synthetic; vLLM's `--random-input-len`).
+    #[arg(long, alias = "random-input-len", default_value_t = 128)]
     pub input_len: u32,
     /// Output tokens per request (random, synthetic: exactly, EOS ignored); for
-    /// sharegpt and requests, a cap on each entry's own output length (default 2048).
-    #[arg(long)]
+    /// sharegpt and requests, a cap on each entry's own output length (default
+    /// 2048). vLLM's `--random-output-len`.
+    #[arg(long, alias = "random-output-len")]
     pub output_len: Option<u32>,
     /// Sharegpt, requests: force each entry's whole output length (EOS ignored).
+    /// Random and synthetic outputs are always forced, with or without it.
     #[arg(long)]
     pub ignore_eos: bool,
     /// Random: largest token ID drawn (below the model's vocabulary size).
@@ -128,8 +141,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub print_plan: bool,
     /// No progress bars, one line per cell during the run (the summary blocks
-    /// print at the end either way).
-    #[arg(long)]
+    /// print at the end either way). vLLM's `--disable-tqdm`.
+    #[arg(long, alias = "disable-tqdm")]
     pub quiet: bool,
 }
 
@@ -158,10 +171,43 @@ pub struct BenchPlan {
 /// The plan the flags describe, validated by the plan parser; `port` is the
 /// spawned server's port when `--port` is not given.
 pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) -> Result<BenchPlan, BenchError> {
+    let args = &vllm_loads(args)?;
     let text = plan_text(args, port)?;
     let frozen = crate::plan::freeze(text.clone().into_bytes())?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("reports/bench-{now_unix_s}")));
     Ok(BenchPlan { text, frozen, out })
+}
+
+/// vLLM bench's load flags in ours: each finite `--request-rate` becomes a
+/// `--rate`, `inf` a `--concurrency` of `--max-concurrency` (or `--num-prompts`:
+/// every request at once).
+fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
+    let mut out = a.clone();
+    if let Some(r) = a.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
+        return Err(BenchError::Args(format!("--request-rate: every rate must be positive (or inf), got {r}")));
+    }
+    let infinite = a.request_rate.iter().any(|r| r.is_infinite() && *r > 0.0);
+    if let Some(c) = a.max_concurrency
+        && (!infinite || !a.rate.is_empty() || a.request_rate.iter().any(|r| r.is_finite()))
+    {
+        return Err(BenchError::Args(format!(
+            "--max-concurrency {c}: an open loop capped at {c} in flight is not supported yet; use it with \
+             --request-rate inf (a closed loop of {c} clients, as --concurrency {c}), or use --rate R without a cap"
+        )));
+    }
+    for &r in &a.request_rate {
+        if r.is_infinite() && r > 0.0 {
+            let c = a.max_concurrency.unwrap_or(u32::try_from(a.num_prompts).unwrap_or(u32::MAX));
+            if !out.concurrency.contains(&c) {
+                out.concurrency.push(c);
+            }
+        } else {
+            out.rate.push(r);
+        }
+    }
+    out.request_rate.clear();
+    out.max_concurrency = None;
+    Ok(out)
 }
 
 /// A free loopback port (bound and released; the plan freezes it).

@@ -75,9 +75,6 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     if a.dataset == Dataset::Random && a.tokenizer.is_some() {
         return Err(bad("--tokenizer: random token IDs are not encoded; use --dataset synthetic for real text"));
     }
-    if a.ignore_eos && !matches!(a.dataset, Dataset::Sharegpt | Dataset::Requests) {
-        return Err(bad("--ignore-eos: random and synthetic outputs are always exactly --output-len"));
-    }
     if a.output_len == Some(0) || a.input_len == 0 {
         return Err(bad("--input-len and --output-len must be at least 1"));
     }

@@ -139,7 +139,10 @@ fn bad_flags_are_named() {
     assert!(e(&["--rate", "1", "--dataset", "sharegpt"]).contains("needs --dataset-path"));
     assert!(e(&["--rate", "1", "--dataset", "sharegpt", "--dataset-path", "d"]).contains("needs --tokenizer"));
     assert!(e(&["--rate", "1", "--dataset-path", "d"]).contains("--dataset-path: only with"));
-    assert!(e(&["--rate", "1", "--ignore-eos"]).contains("--ignore-eos"));
+    assert!(e(&["--request-rate", "0"]).contains("--request-rate: every rate must be positive"));
+    let capped = e(&["--request-rate", "2", "--max-concurrency", "4"]);
+    assert!(capped.contains("--max-concurrency 4: an open loop capped at 4 in flight is not supported"), "{capped}");
+    assert!(e(&["--rate", "2", "--request-rate", "inf", "--max-concurrency", "4"]).contains("--max-concurrency"));
     // What the plan parser judges comes back as an invalid plan, naming the key.
     let bad_name = e(&["--rate", "1", "--name", "no spaces"]);
     assert!(bad_name.contains("study.name"), "{bad_name}");
@@ -201,4 +204,56 @@ fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
     ] {
         assert!(lines.iter().any(|l| l.trim_end() == want), "no line {want:?} in\n{text}");
     }
+}
+
+/// A vLLM bench user's spelling of a random-dataset run writes the very plan our
+/// spelling writes: --base-url, --dataset-name, --random-input-len/-output-len,
+/// --ignore-eos (random outputs are always forced), --request-rate, --disable-tqdm;
+/// `--request-rate inf` is a closed loop of --max-concurrency (or of every request).
+#[test]
+fn vllm_bench_flags_write_the_same_plan_as_ours() {
+    let ours = prepared(&[
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--dataset",
+        "random",
+        "--input-len",
+        "64",
+        "--output-len",
+        "16",
+        "--rate",
+        "2,4",
+        "--quiet",
+    ]);
+    let vllm = prepared(&[
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--ignore-eos",
+        "--request-rate",
+        "2,4",
+        "--disable-tqdm",
+    ]);
+    assert_eq!(ours.text, vllm.text);
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--num-prompts", "40"];
+    let with = |extra: &[&str]| {
+        let mut f: Vec<&str> = base.to_vec();
+        f.extend_from_slice(extra);
+        prepared(&f).text
+    };
+    assert_eq!(with(&["--request-rate", "inf", "--max-concurrency", "4"]), with(&["--concurrency", "4"]));
+    assert_eq!(with(&["--request-rate", "inf"]), with(&["--concurrency", "40"]));
+    assert_eq!(
+        with(&["--request-rate", "3,inf", "--concurrency", "2"]),
+        with(&["--rate", "3", "--concurrency", "2,40"])
+    );
 }
