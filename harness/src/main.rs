@@ -432,6 +432,11 @@ fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
         out.join("plan.toml").display()
     );
     println!("audit: harness replay {}", out.display());
+    if args.save_result {
+        for path in bench_cmd::save_results(args, &out)? {
+            println!("saved: {}", path.display());
+        }
+    }
     Ok(ok)
 }
 

@@ -82,6 +82,10 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     // Without --quiet: each cell's table is printed once (at the end, with its load).
     args.extend(strings(&["--input-len", "16", "--output-len", "5", "--settle-s", "0", "--out"]));
     args.push(out.display().to_string());
+    // vLLM's --save-result: one result file per cell, vLLM's keys, vLLM's names.
+    let saved = tmp.path().join("saved");
+    args.extend(strings(&["--save-result", "--label", "mine", "--result-dir"]));
+    args.push(saved.display().to_string());
     let run = bench(&args);
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
@@ -97,6 +101,22 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
         assert!(stdout.contains(label), "{label}:\n{stdout}");
     }
     assert!(stdout.contains(&format!("audit: harness replay {}", out.display())), "{stdout}");
+    let mut names: Vec<String> =
+        std::fs::read_dir(&saved).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("mine-20.0qps-synth-") && names[0].ends_with(".json"), "{names:?}");
+    assert!(names[1].starts_with("mine-infqps-concurrency2-synth-"), "{names:?}");
+    for n in &names {
+        assert!(stdout.contains(&format!("saved: {}", saved.join(n).display())), "{stdout}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(saved.join(n)).unwrap()).unwrap();
+        let keys: std::collections::BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, harness::export::VLLM_BENCH_KEYS.into_iter().collect(), "{n}");
+        assert_eq!(
+            (v["label"].as_str(), v["completed"].as_u64(), v["num_prompts"].as_u64()),
+            (Some("mine"), Some(6), Some(6))
+        );
+    }
     // The evidence is an ordinary study: the one-arm plan frozen, as `harness run` does.
     let plan = std::fs::read(out.join("plan.toml")).expect("plan.toml");
     check_manifest(&out, &plan);

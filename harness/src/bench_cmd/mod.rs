@@ -10,6 +10,7 @@
 
 mod argv;
 mod plan_text;
+mod save;
 mod summary;
 
 #[cfg(test)]
@@ -24,6 +25,7 @@ use crate::plan::{FrozenPlan, PlanError};
 
 pub use argv::split_words;
 pub use plan_text::plan_text;
+pub use save::save_results;
 pub use summary::render_block;
 
 /// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
@@ -137,6 +139,20 @@ pub struct BenchArgs {
     /// Largest fraction of a cell's requests that may fail before the run exits 2.
     #[arg(long, default_value_t = 0.0)]
     pub max_error_rate: f64,
+    /// vLLM bench's `--save-result`: after the run, one vLLM result JSON per cell
+    /// (vLLM's keys, as `harness export --format vllm-bench`), in --result-dir.
+    #[arg(long)]
+    pub save_result: bool,
+    /// Where --save-result writes (default: the current directory).
+    #[arg(long, requires = "save_result")]
+    pub result_dir: Option<PathBuf>,
+    /// The result file's name (default vLLM's `<label>-<rate>qps[-concurrency<C>]-
+    /// <model>-<date>.json`; with several cells, the cell's name before the extension).
+    #[arg(long, requires = "save_result")]
+    pub result_filename: Option<String>,
+    /// The result's `label` (vLLM's `--label`; default the endpoint type).
+    #[arg(long)]
+    pub label: Option<String>,
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,
@@ -157,6 +173,8 @@ pub enum BenchError {
     Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: cannot read the cell summaries: {why}")]
     Summaries { path: PathBuf, why: String },
+    #[error("--save-result: {why}")]
+    Save { why: String },
 }
 
 /// The plan of a bench: its text, frozen (validated) from those bytes, and where the

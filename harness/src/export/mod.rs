@@ -24,7 +24,7 @@ use crate::plan::{FrozenPlan, freeze};
 use crate::record::RequestRecord;
 
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
-pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, vllm_bench_results};
+pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, vllm_bench_results};
 
 /// The formats `harness export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,7 +113,8 @@ pub fn read_cells(dir: &Path, plan: &FrozenPlan) -> Result<Vec<CellRecords>, Exp
 }
 
 /// The study's start (`run.json` `started_unix_ms`), when recorded.
-fn started_unix_ms(dir: &Path) -> Option<u64> {
+/// The study's start (`run.json` `started_unix_ms`), when recorded.
+pub fn started_unix_ms(dir: &Path) -> Option<u64> {
     let bytes = std::fs::read(dir.join("run.json")).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     v.get("started_unix_ms")?.as_u64()
