@@ -47,7 +47,7 @@ pub enum Dataset {
 /// The flags of `harness bench` (see `--help` and README "Quick measurement").
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("server").required(true).args(["url", "argv"])))]
-#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate"])))]
+#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate", "max_concurrency"])))]
 pub struct BenchArgs {
     /// Base URL of a running OpenAI-compatible server (not started or stopped).
     /// vLLM bench's `--base-url` is the same flag.
@@ -76,8 +76,9 @@ pub struct BenchArgs {
     /// them without it): a closed loop, one `--concurrency` cell.
     #[arg(long, value_delimiter = ',')]
     pub request_rate: Vec<f64>,
-    /// vLLM bench's `--max-concurrency`, with `--request-rate inf` (a closed loop of
-    /// this many clients). An open loop capped in flight is not supported yet.
+    /// vLLM bench's `--max-concurrency`, with `--request-rate inf` (vLLM's default
+    /// rate, so also alone): a closed loop of this many clients. An open loop capped
+    /// in flight is not supported yet.
     #[arg(long)]
     pub max_concurrency: Option<u32>,
     /// Requests per cell.
@@ -204,16 +205,20 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     if let Some(r) = a.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
         return Err(BenchError::Args(format!("--request-rate: every rate must be positive (or inf), got {r}")));
     }
-    let infinite = a.request_rate.iter().any(|r| r.is_infinite() && *r > 0.0);
+    // vLLM's default --request-rate is inf: --max-concurrency C alone is a closed loop of C.
+    if a.rate.is_empty() && a.concurrency.is_empty() && a.request_rate.is_empty() && a.max_concurrency.is_some() {
+        out.request_rate.push(f64::INFINITY);
+    }
+    let infinite = out.request_rate.iter().any(|r| r.is_infinite() && *r > 0.0);
     if let Some(c) = a.max_concurrency
-        && (!infinite || !a.rate.is_empty() || a.request_rate.iter().any(|r| r.is_finite()))
+        && (!infinite || !a.rate.is_empty() || out.request_rate.iter().any(|r| r.is_finite()))
     {
         return Err(BenchError::Args(format!(
             "--max-concurrency {c}: an open loop capped at {c} in flight is not supported yet; use it with \
              --request-rate inf (a closed loop of {c} clients, as --concurrency {c}), or use --rate R without a cap"
         )));
     }
-    for &r in &a.request_rate {
+    for r in std::mem::take(&mut out.request_rate) {
         if r.is_infinite() && r > 0.0 {
             let c = a.max_concurrency.unwrap_or(u32::try_from(a.num_prompts).unwrap_or(u32::MAX));
             if !out.concurrency.contains(&c) {
@@ -223,7 +228,6 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
             out.rate.push(r);
         }
     }
-    out.request_rate.clear();
     out.max_concurrency = None;
     Ok(out)
 }

@@ -1,7 +1,7 @@
 //! `harness bench --save-result`: one `vllm bench serve --save-result` JSON file per
 //! cell of the finished study, with vLLM's keys (`export::vllm_bench_results`, the
 //! same objects `harness export --format vllm-bench` writes), named as vLLM names
-//! them (`<label>-<rate>qps[-concurrency<C>]-<model>-<date>.json`) unless
+//! them (`<label or backend>-<rate>qps[-concurrency<C>]-<model>-<date>.json`) unless
 //! `--result-filename` names the file. Owns the file names only. Must not compute a
 //! number: the exporter does.
 
@@ -58,7 +58,9 @@ fn file_name(a: &BenchArgs, r: &VllmBenchResult, cell: &str, cells: usize) -> St
             };
             let concurrency = r.max_concurrency.map_or(String::new(), |c| format!("-concurrency{c}"));
             let model = r.model_id.rsplit('/').next().unwrap_or(&r.model_id);
-            format!("{}-{rate}qps{concurrency}-{model}-{}.json", r.label, r.date)
+            // vLLM: `label or backend`.
+            let label = a.label.as_deref().unwrap_or(&r.backend);
+            format!("{label}-{rate}qps{concurrency}-{model}-{}.json", r.date)
         }
     }
 }

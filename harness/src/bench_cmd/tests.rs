@@ -251,6 +251,8 @@ fn vllm_bench_flags_write_the_same_plan_as_ours() {
         prepared(&f).text
     };
     assert_eq!(with(&["--request-rate", "inf", "--max-concurrency", "4"]), with(&["--concurrency", "4"]));
+    // vLLM's default rate is inf: --max-concurrency alone is that closed loop too.
+    assert_eq!(with(&["--max-concurrency", "4"]), with(&["--concurrency", "4"]));
     assert_eq!(with(&["--request-rate", "inf"]), with(&["--concurrency", "40"]));
     assert_eq!(
         with(&["--request-rate", "3,inf", "--concurrency", "2"]),
