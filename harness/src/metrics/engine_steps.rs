@@ -155,6 +155,18 @@ mod tests {
         let x: HashSet<&str> = ["x"].into();
         assert_eq!(cell_decode(&late, &x), EngineDecode { steps: 1, tokens: 1, total_ns: 4_000_000 });
         assert_eq!(cell_decode(&[], &x).tpot_ms(), None);
+        // Two rounds of one cell with another cell's steps between: the first decode
+        // step after the gap has no cell step before it (as in replay's own test).
+        let rounds = vec![
+            step(0, 0, &["a"], &[], 16, 0),
+            step(1, 5, &[], &["a"], 0, 1),
+            step(2, 50, &["x"], &[], 16, 0),
+            step(3, 55, &[], &["x"], 0, 1),
+            step(4, 60, &["b"], &[], 0, 1),
+            step(5, 70, &[], &["b"], 0, 1),
+        ];
+        let ab: HashSet<&str> = ["a", "b"].into();
+        assert_eq!(cell_decode(&rounds, &ab), EngineDecode { steps: 2, tokens: 2, total_ns: 15_000_000 });
     }
 
     #[test]

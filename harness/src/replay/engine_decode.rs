@@ -56,8 +56,28 @@ pub fn measure(timeline: &[Step], ids: &HashSet<&str>) -> (u64, Option<f64>) {
             }
         }
     }
-    let spans: Vec<(u64, u64)> = first.iter().map(|(id, &a)| (a, end.get(id).copied().unwrap_or(last))).collect();
-    let in_cell = |step: u64| spans.iter().any(|&(a, b)| a <= step && step <= b);
+    // The union of the spans: how many of the cell's requests are in flight at each
+    // step, by a running sum of +1 at each span's start and -1 after its end.
+    let mut delta: BTreeMap<u64, i64> = BTreeMap::new();
+    for (id, &a) in &first {
+        *delta.entry(a).or_default() += 1;
+        *delta.entry(end.get(id).copied().unwrap_or(last) + 1).or_default() -= 1;
+    }
+    let mut covered: Vec<(u64, u64)> = Vec::new(); // disjoint [from, to) step ranges
+    let (mut open, mut from) = (0i64, 0u64);
+    for (&at, &d) in &delta {
+        let was = open;
+        open += d;
+        if was == 0 && open > 0 {
+            from = at;
+        } else if was > 0 && open == 0 {
+            covered.push((from, at));
+        }
+    }
+    let in_cell = |step: u64| {
+        let i = covered.partition_point(|&(_, to)| to <= step);
+        covered.get(i).is_some_and(|&(a, _)| a <= step)
+    };
     let time: BTreeMap<u64, u64> = timeline.iter().map(|s| (s.step, s.t_ns)).collect();
     let (mut n, mut tokens, mut ns) = (0u64, 0u64, 0u64);
     for s in timeline.iter().filter(|s| s.prefill_tokens == 0 && s.decode_tokens > 0 && s.step > 0) {
@@ -103,5 +123,17 @@ mod tests {
         assert!((tpot.unwrap() - 34.0 / 7.0).abs() < 1e-12);
         assert_eq!(measure(&t, &["c"].into()), (1, Some(5.0)));
         assert_eq!(measure(&t, &["zz"].into()), (0, None));
+        // Two rounds of one cell with another cell's steps between: the first decode
+        // step after the gap has no cell step before it and does not count.
+        let rounds = vec![
+            s(0, 0, &["a"], &[], 16, 0),
+            s(1, 5, &[], &["a"], 0, 1),
+            s(2, 50, &["x"], &[], 16, 0),
+            s(3, 55, &[], &["x"], 0, 1),
+            s(4, 60, &["b"], &[], 0, 1),
+            s(5, 70, &[], &["b"], 0, 1),
+        ];
+        assert_eq!(measure(&rounds, &["a", "b"].into()), (2, Some(7.5)));
+        assert_eq!(measure(&rounds, &["x"].into()), (1, Some(5.0)));
     }
 }
