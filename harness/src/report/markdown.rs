@@ -418,6 +418,7 @@ const DEFINITIONS: &str = "## Definitions\n\n\
 - TPOT: per request, (last token-bearing event - first) / (output tokens - 1); p50/p95/p99 across requests, not a percentile of individual gaps.\n\
 - E2E latency: end of stream ([DONE]) minus HTTP send; and, separately, minus intended arrival (closed-loop requests are all intended at the cell start, so this includes the wait for the client semaphore).\n\
 - ITL: intervals between consecutive token-bearing events of a request, pooled over the cell's valid requests.\n\
+- Engine TPOT (`engine_tpot_ms`, arms with receipts): from the server's step receipts, not the client's clock: the cell's decode-only steps, each timed from the step before, summed and divided by their decode tokens.\n\
 - Throughput: valid completed requests (or their output tokens) divided by the whole observation interval, from the first intended arrival to the last completion, drain included.\n\
 - Percentiles: nearest rank, over valid completed requests only; failures are counted beside them, never dropped.\n\
 - Unit of replication: the block (a fresh server per arm per block). Requests and tokens are never replicates.\n\
