@@ -414,6 +414,13 @@ async fn k16v8_uses_calibrated_scales_and_stores_a_quarter_less() {
     assert_eq!(f16["event"], "kv_inventory");
     // The synthetic checkpoint is BF16: its 4 layers' 7 linears and the tied head stay 16-bit.
     assert_eq!(f16["weights"], serde_json::json!({"bf16": 29}), "{f16}");
+    // The kernels the harness's identity checks read: the best CPU path here and the
+    // activation-quantized matmul mode, unless the environment overrides them.
+    let k = engine::kernels::Kernels::from_env().unwrap();
+    let want = (Some(k.path().name()), Some(k.quant_matmul().name()));
+    assert_eq!((f16["cpu_path"].as_str(), f16["quant_matmul"].as_str()), want, "{f16}");
+    let (_c, scalar) = inventory(&["--kv-budget", "1MiB", "--cpu-path", "scalar", "--exact-quant-matmul"]);
+    assert_eq!((scalar["cpu_path"].as_str(), scalar["quant_matmul"].as_str()), (Some("scalar"), Some("exact")));
     let (fb, kb) = (f16["kv"]["bytes_per_token"].as_u64().unwrap(), k16v8["kv"]["bytes_per_token"].as_u64().unwrap());
     assert_eq!(kb * 4, fb * 3, "k16v8 payload per token must be 75% of f16");
     assert_eq!(k16v8["kv"]["format"], "k16v8");

@@ -199,6 +199,7 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
     let frozen = freeze(path)?;
     let p = &frozen.plan;
     print!("{}", p.render_check(&frozen.sha256));
+    print_identity_checks(p);
     let mut wrong = Vec::new();
     for (key, path, problem) in p.input_problems(Path::new(".")) {
         match problem {
@@ -236,13 +237,42 @@ fn check(path: &Path, probe: bool) -> Result<bool> {
     if probe { probe_arms(p) } else { Ok(true) }
 }
 
+/// The identity checks each arm's servers will face (block 0's argv placeholders
+/// unexpanded: a `--served-model-name {model}` is checked only at run time).
+fn print_identity_checks(p: &plan::Plan) {
+    for a in &p.arms {
+        let Some(spec) = &a.identity else { continue };
+        let argv = match &a.server {
+            plan::Server::Spawn { argv, .. } => Some(argv.as_slice()),
+            plan::Server::External { .. } => None,
+        };
+        let checks = harness::arm::identity::planned(spec, argv);
+        println!("identity of arm {}: {} check(s) after health, before warmup, in every block", a.name, checks.len());
+        for c in &checks {
+            println!("  {} (from {})", c.check.expected(), c.source);
+        }
+        for w in harness::arm::identity::contradictions(&checks) {
+            println!("warning: arm {}: {w}", a.name);
+        }
+    }
+}
+
 /// `plan check --probe`: every arm started once; logs kept only when one failed.
 fn probe_arms(p: &plan::Plan) -> Result<bool> {
     let dir = std::env::temp_dir().join(format!("harness-probe-{}-{}", p.study.name, std::process::id()));
-    let outcome = harness::run::probe(p, &dir)?;
+    let outcome = harness::run::probe(p, Path::new("."), &dir)?;
     for a in &outcome.arms {
+        let checks = match a.identity.len() {
+            0 => String::new(),
+            n => format!("; {} of {n} identity checks passed", a.identity.iter().filter(|r| r.ok).count()),
+        };
         match (&a.detail, a.startup_s) {
-            (None, s) => println!("probe: arm {} ({}): ok, healthy after {:.2} s", a.arm, a.kind, s.unwrap_or(0.0)),
+            (None, s) => {
+                println!("probe: arm {} ({}): ok, healthy after {:.2} s{checks}", a.arm, a.kind, s.unwrap_or(0.0));
+                if let Some(r) = &a.request {
+                    println!("probe:   {r}");
+                }
+            }
             (Some(d), _) => {
                 println!("probe: arm {} ({}): FAILED: {}", a.arm, a.kind, d.lines().next().unwrap_or_default());
                 eprintln!("harness: probe of arm {}: {d}", a.arm);
@@ -251,7 +281,10 @@ fn probe_arms(p: &plan::Plan) -> Result<bool> {
     }
     if outcome.all_ok() {
         let _ = std::fs::remove_dir_all(&dir);
-        println!("probe: every arm started and answered its health path");
+        println!(
+            "probe: every arm started, answered its health path, passed its identity checks and served the \
+             study's request"
+        );
     } else {
         println!("probe: logs kept in {}", dir.display());
     }
@@ -475,6 +508,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             Some(RunError::Evidence(e)) if e.is_bad_input() => return true,
             Some(
                 RunError::StartFailures { .. }
+                | RunError::Identity { .. }
                 | RunError::Input(_)
                 | RunError::Arm(harness::arm::ArmError::MissingApiKey { .. }),
             ) => {

@@ -14,7 +14,8 @@
 //! (`session`: each session has its own clock and is recorded in `run.json`).
 //! An arm that fails to start `max_start_failures` times in one session stops the
 //! study (`RunError::StartFailures`: `run.json` says `stopped`, no manifest, so it
-//! can be resumed); `plan check --probe` starts each arm once (`probe`).
+//! can be resumed), and so does a server that fails its arm's identity checks
+//! (`RunError::Identity`); `plan check --probe` starts each arm once (`probe`).
 //! Owns the orchestration and `RunError`. Must not read a setting from anywhere but
 //! the frozen plan (CLI options only choose where evidence goes and how progress is
 //! shown) and must not retry anything.
@@ -113,6 +114,13 @@ pub enum RunError {
          then continue it with `harness run PLAN --resume {dir}` (or `harness plan check --probe PLAN` first)"
     )]
     StartFailures { arm: String, failures: u32, max: u32, last: String, dir: PathBuf },
+    #[error(
+        "block {block} arm {arm}: the server is not what the arm claims, so the study stopped before timing it: \
+         {detail}\nthe evidence directory {dir} is incomplete and has no manifest: fix the arm's argv or its \
+         [arms.identity] claims and start a new study (`harness plan check --probe PLAN` runs the same checks), \
+         or, when the server itself was at fault, `harness run PLAN --resume {dir}`"
+    )]
+    Identity { block: u32, arm: String, detail: String, dir: PathBuf },
     #[error(
         "pilot {unit} gave no rate ({why}), so its loads cannot be derived and the study stopped before any \
          confirmation block; the evidence directory {dir} is incomplete and has no manifest: fix the cause, then \
@@ -501,7 +509,24 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 summaries.extend(cell_summaries);
                 let failed_start = unit.status == "start_failed";
                 let last = unit.detail.clone().unwrap_or_default();
+                let not_itself = unit.status == unit::IDENTITY_FAILED;
                 units.push(unit);
+                // A server that is not what its arm claims: every later block would
+                // time the wrong thing (or fail the same way).
+                if not_itself {
+                    progress.finish();
+                    if let Some(s) = sessions.last_mut() {
+                        s.state = "stopped".into();
+                        s.finished_unix_ms = Some(session::unix_ms());
+                    }
+                    write_run(&sessions, &units, false)?;
+                    return Err(RunError::Identity {
+                        block: block.index,
+                        arm: arm_name.clone(),
+                        detail: last,
+                        dir: ev.root().to_path_buf(),
+                    });
+                }
                 if failed_start {
                     let n = start_failures.entry(arm_name.clone()).or_insert(0);
                     *n += 1;

@@ -142,7 +142,10 @@ fn plan_check_probe_starts_each_arm_once_and_names_the_failing_one() {
     let probe = Command::new(harness_bin()).args(["plan", "check", "--probe"]).arg(&plan).output().expect("probe");
     let (stdout, stderr) = text(&probe);
     assert_eq!(probe.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("probe: every arm started and answered its health path"), "{stdout}");
+    assert!(
+        stdout.contains("probe: every arm started, answered its health path, passed its identity checks and served the study's request"),
+        "{stdout}"
+    );
 }
 
 /// An engine that requires `Authorization: Bearer $HARNESS_TEST_API_KEY` (read by a

@@ -161,12 +161,15 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             },
             None => None,
         };
-        // The one startup line with the KV inventory (and how many linear layers
-        // hold each weight type), on stdout, as JSON.
+        // The one startup line with the KV inventory, how many linear layers hold
+        // each weight type, and the kernels (CPU path, quantized-matmul mode), on
+        // stdout, as JSON: what `harness` identity checks read.
         let weights = engine.model.weight_dtypes();
         println!(
             "{}",
-            serde_json::json!({"event": "kv_inventory", "kv": inv, "max_model_len": max_model_len, "weights": weights})
+            serde_json::json!({"event": "kv_inventory", "kv": inv, "max_model_len": max_model_len, "weights": weights,
+                "cpu_path": loop_opts.kernels.path().name(),
+                "quant_matmul": loop_opts.kernels.quant_matmul().name()})
         );
         let cfg = LoopConfig {
             scheduler: SchedulerConfig {

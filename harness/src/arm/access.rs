@@ -79,6 +79,7 @@ mod tests {
             max_start_failures: 2,
             api_key_env: api_key_env.map(String::from),
             headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            identity: None,
         }
     }
 

@@ -40,13 +40,39 @@ pub struct Startup {
 }
 
 /// What a healthy server said it is (`Invocation::identity`).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServerIdentity {
     /// `GET /version` (vLLM and this engine: `{"version": ...}`).
     pub version: Option<serde_json::Value>,
     /// `GET /v1/models`: the served model names and their `max_model_len`.
     pub models: Option<serde_json::Value>,
+    /// `GET /props` (llama.cpp's server: `n_ctx`), when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub props: Option<serde_json::Value>,
+    /// Family and sample names of one `GET /metrics` answer (identity checks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric_names: Option<Vec<String>>,
+    /// Bytes of the server log the identity checks read (identity checks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_bytes: Option<u64>,
 }
+
+impl ServerIdentity {
+    /// The observations the identity checks judge, with `log` the server log's
+    /// first `log_bytes`.
+    pub fn observed<'a>(&'a self, log: &'a str) -> super::identity::Observed<'a> {
+        super::identity::Observed {
+            log,
+            version: self.version.as_ref(),
+            models: self.models.as_ref(),
+            props: self.props.as_ref(),
+            metric_names: self.metric_names.as_deref(),
+        }
+    }
+}
+
+/// How long the identity checks wait for a log line the server has not flushed yet.
+const LOG_LINE_WAIT: Duration = Duration::from_secs(3);
 
 /// What stopping an invocation found and did.
 #[derive(Debug, Clone, PartialEq)]
@@ -274,7 +300,45 @@ impl Invocation {
                 _ => None,
             }
         };
-        ServerIdentity { version: get("/version").await, models: get("/v1/models").await }
+        ServerIdentity { version: get("/version").await, models: get("/v1/models").await, ..ServerIdentity::default() }
+    }
+
+    /// The identity checks of `spec` (`arm::identity`): what `identity` fetches, plus
+    /// `/props`, the names in one `/metrics` answer and the server log so far (a
+    /// spawned server's). A log line still missing is looked for again for up to
+    /// 3 s (a server may flush its log late). Returns what was seen and the verdicts.
+    pub async fn check_identity(
+        &self,
+        spec: &crate::plan::IdentitySpec,
+    ) -> (ServerIdentity, Vec<super::identity::CheckResult>) {
+        let mut seen = self.identity().await;
+        let get_text = |path: &'static str| async move {
+            let r = self.client.get(format!("{}{path}", self.base_url)).timeout(Duration::from_secs(5)).send().await;
+            match r {
+                Ok(r) if r.status().is_success() => r.text().await.ok(),
+                _ => None,
+            }
+        };
+        seen.props = get_text(super::dialect::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
+        seen.metric_names = get_text(METRICS_PATH).await.map(|t| super::identity::metric_names(&t));
+        let planned = super::identity::planned(spec, self.command.as_ref().map(|c| c.argv.as_slice()));
+        let deadline = std::time::Instant::now() + LOG_LINE_WAIT;
+        loop {
+            let log = match &self.command {
+                Some(_) => std::fs::read(&self.log).unwrap_or_default(),
+                None => Vec::new(),
+            };
+            seen.log_bytes = Some(log.len() as u64);
+            let text = String::from_utf8_lossy(&log);
+            let results = super::identity::evaluate(&planned, &seen.observed(&text));
+            let log_line_missing = results
+                .iter()
+                .any(|r| !r.ok && matches!(r.check.as_str(), "log_has" | "engine_startup" | "engine_startup_field"));
+            if !log_line_missing || self.command.is_none() || std::time::Instant::now() >= deadline {
+                return (seen, results);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// The client the health polls and the warmup used.
@@ -370,6 +434,7 @@ mod tests {
             max_start_failures: 2,
             api_key_env: None,
             headers: BTreeMap::new(),
+            identity: None,
         };
         (arm, ArmCommand { argv, env: BTreeMap::new(), port, receipts: None })
     }

@@ -4,13 +4,15 @@
 //! (SIGTERM, then SIGKILL after the arm's `stop_grace_s`), keeping the log
 //! (`invocation`, built from `process`, `health`, `sampler`); and the registry of
 //! server dialects (`dialect`). External arms (`url`) are never spawned or stopped;
-//! their health is still checked. Owns process handling. Must not send timed
+//! their health is still checked. Identity checks (`identity`) judge what a
+//! healthy server shows against what its arm claims. Owns process handling. Must not send timed
 //! requests, decide the schedule (`load`, `run`), or choose evidence file names and
 //! shapes (each command writes its own records from `Startup` and `Stopped`).
 
 mod access;
 pub mod dialect;
 mod health;
+pub mod identity;
 mod invocation;
 mod process;
 mod sampler;
@@ -44,6 +46,9 @@ pub enum ArmError {
     Unreachable { url: String, after_s: f64, cause: String },
     #[error("warmup failed: {detail}")]
     Warmup { detail: String },
+    /// The server is not what its arm claims (`[arms.identity]`).
+    #[error("arm {arm} is not what it claims ({n} identity check(s) failed): {failures}")]
+    Identity { arm: String, n: usize, failures: String },
     #[error("{path}: {error}")]
     Io { path: PathBuf, error: std::io::Error },
     #[error(transparent)]
@@ -71,6 +76,7 @@ impl ArmError {
                 | ArmError::HealthTimeout { .. }
                 | ArmError::Unreachable { .. }
                 | ArmError::Warmup { .. }
+                | ArmError::Identity { .. }
         )
     }
 }

@@ -198,6 +198,27 @@ pub struct ArmFile {
     pub api_key_env: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// What the server must show it is before any timing; see `validate_identity`.
+    pub identity: Option<IdentityFile>,
+}
+
+/// `[arms.identity]`, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityFile {
+    pub preset: Option<String>,
+    pub served_model: Option<String>,
+    pub max_model_len: Option<i64>,
+    pub version: Option<String>,
+    pub kv_format: Option<String>,
+    pub cpu_path: Option<String>,
+    pub weights: Option<String>,
+    #[serde(default)]
+    pub log_has: Vec<String>,
+    #[serde(default)]
+    pub log_lacks: Vec<String>,
+    #[serde(default)]
+    pub metrics_have: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

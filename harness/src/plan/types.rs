@@ -206,6 +206,61 @@ pub struct Arm {
     pub api_key_env: Option<String>,
     /// Extra headers sent on every request to this arm (literal values).
     pub headers: BTreeMap<String, String>,
+    /// What the server must show it is, checked after health and before warmup in
+    /// every block (`arm::identity`); `None`: no checks.
+    pub identity: Option<IdentitySpec>,
+}
+
+/// An arm's identity claims (`[arms.identity]`), validated. The checks they
+/// become, with the preset's and those the argv implies, are `arm::identity`'s.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IdentitySpec {
+    /// A server dialect whose usual checks apply (`preset`).
+    pub preset: Option<IdentityPreset>,
+    /// `/v1/models` lists this model id.
+    pub served_model: Option<String>,
+    /// `/v1/models` (or llama.cpp's `/props`) publishes this context length.
+    pub max_model_len: Option<u64>,
+    /// `/version`'s `version` starts with this.
+    pub version: Option<String>,
+    /// This engine's startup line: KV format, CPU path, and the weight type most
+    /// linear layers hold (preset `engine` only).
+    pub kv_format: Option<String>,
+    pub cpu_path: Option<String>,
+    pub weights: Option<String>,
+    /// Lines the server log must hold (substrings; runs of blanks match one blank).
+    pub log_has: Vec<String>,
+    /// Text the server log must not hold.
+    pub log_lacks: Vec<String>,
+    /// Metric names `/metrics` must expose (family or sample names).
+    pub metrics_have: Vec<String>,
+}
+
+/// The server dialects with preset identity checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityPreset {
+    Engine,
+    Vllm,
+    Sglang,
+    LlamaCpp,
+}
+
+impl IdentityPreset {
+    pub const ALL: [IdentityPreset; 4] =
+        [IdentityPreset::Engine, IdentityPreset::Vllm, IdentityPreset::Sglang, IdentityPreset::LlamaCpp];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentityPreset::Engine => "engine",
+            IdentityPreset::Vllm => "vllm",
+            IdentityPreset::Sglang => "sglang",
+            IdentityPreset::LlamaCpp => "llama-cpp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<IdentityPreset> {
+        IdentityPreset::ALL.into_iter().find(|p| p.as_str() == s)
+    }
 }
 
 /// How the harness reaches an arm.

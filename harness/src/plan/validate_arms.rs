@@ -121,6 +121,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             None => DEFAULT_MAX_START_FAILURES,
         };
         access(c, &k, a.api_key_env.as_deref(), &a.headers);
+        let identity = a.identity.map(|f| super::validate_identity::identity(c, &format!("{k}.identity"), f));
         // An invalid server has already been reported; the arm is kept (with a
         // stand-in that never leaves validation) so that references to it by name
         // do not raise a second, misleading "unknown arm".
@@ -138,6 +139,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             max_start_failures,
             api_key_env: a.api_key_env,
             headers: a.headers,
+            identity,
         });
     }
     same_server(c, &out);

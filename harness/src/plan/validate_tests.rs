@@ -439,3 +439,45 @@ fn a_sequential_section_is_validated_against_the_blocks_and_hypotheses() {
         assert!(msg.contains(want), "wanted {want:?} in:\n{msg}");
     }
 }
+
+#[test]
+fn arm_identity_claims_are_validated_and_kept() {
+    let with = |identity: &str| edit("port = 18002", &format!("port = 18002\nidentity = {identity}"));
+    let p = parse(&with(r#"{ preset = "engine", kv_format = "k16v8", cpu_path = "avx2", max_model_len = 256 }"#))
+        .expect("valid");
+    let id = p.arms[1].identity.clone().expect("identity kept");
+    assert_eq!(id.preset, Some(IdentityPreset::Engine));
+    assert_eq!(
+        (id.kv_format.as_deref(), id.cpu_path.as_deref(), id.max_model_len),
+        (Some("k16v8"), Some("avx2"), Some(256))
+    );
+    assert!(p.arms[0].identity.is_none());
+    let cases = [
+        (
+            with(r#"{ preset = "tgi" }"#),
+            "arms[1].identity.preset: \"tgi\" is not a preset; one of engine, vllm, sglang, llama-cpp",
+        ),
+        (
+            with(r#"{ preset = "vllm", kv_format = "k16v8" }"#),
+            "arms[1].identity.kv_format: is read from this engine's startup line",
+        ),
+        (
+            with(r#"{ preset = "engine", kv_format = "fp8" }"#),
+            "arms[1].identity.kv_format: \"fp8\" is not one of f16, bf16, k16v8",
+        ),
+        (with(r#"{ preset = "engine", weights = "q4_k" }"#), "arms[1].identity.weights: \"q4_k\" is not one of"),
+        (with("{ max_model_len = 0 }"), "arms[1].identity.max_model_len: must be at least 1"),
+        (with(r#"{ log_has = [""] }"#), "arms[1].identity.log_has[0]: must be one non-empty line"),
+        (
+            with(r#"{ metrics_have = ["vllm: x"] }"#),
+            "arms[1].identity.metrics_have[0]: \"vllm: x\" is not a metric name",
+        ),
+        (with(r#"{ version = " " }"#), "arms[1].identity.version: must not be empty"),
+        (with("{}"), "arms[1].identity: declares nothing"),
+        (with(r#"{ preset = "vllm", attention = "x" }"#), "unknown field `attention`"),
+    ];
+    for (text, want) in cases {
+        let msg = parse(&text).unwrap_err().to_string();
+        assert!(msg.contains(want), "want {want:?} in:\n{msg}");
+    }
+}

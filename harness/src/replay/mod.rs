@@ -24,6 +24,8 @@
 //! - joins client records to engine receipts (`receipts`) and recounts the quality
 //!   gates under `qualification/` from the raw answers and compares the outcome
 //!   field by field (`quality`, `qualification`);
+//! - judges every server's identity checks again from what it recorded, and holds
+//!   a server that failed them to having stopped before timing (`identity`);
 //! - recomputes the in-study pilots' rates from `pilots/` raw records and the
 //!   loads derived from them by the formula, against `pilots/derived.json` (`pilots`);
 //! - recomputes the power figures of `evidence.json` (noise SD, degrees of freedom,
@@ -56,6 +58,7 @@ mod entry_bodies;
 mod evidence;
 mod files;
 mod goodput;
+mod identity;
 mod inputs;
 mod layout;
 mod loads;
@@ -324,6 +327,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.extend(tuning::check(root, &frozen.plan));
             checks.extend(power::check(root, frozen));
             checks.extend(setup::check(root, &frozen.plan));
+            checks.extend(identity::check(root, &frozen.plan));
             checks.extend(sequential::check(root, frozen, &cells));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);

@@ -33,6 +33,8 @@ pub struct UnitInfo {
     pub server_version: Option<String>,
     /// `/v1/models`: each served name with its `max_model_len` when given.
     pub served_models: Vec<String>,
+    /// The verdicts of the arm's identity checks (`[arms.identity]`), when it has any.
+    pub identity_checks: Option<Vec<crate::arm::identity::CheckResult>>,
     pub startup_s: Option<f64>,
     /// Lines of `server.log` that mention a version (at most a few).
     pub version_lines: Vec<String>,
@@ -191,6 +193,8 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
+    let identity_checks =
+        startup.as_ref().and_then(|v| v.get("identity_checks")).and_then(|c| serde_json::from_value(c.clone()).ok());
     let scrapes = std::fs::read(dir.join("scrapes.jsonl")).unwrap_or_default();
     let server_metrics = super::server_metrics::per_cell(&String::from_utf8_lossy(&scrapes));
     Ok(UnitInfo {
@@ -202,6 +206,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
         identity_recorded,
         server_version,
         served_models,
+        identity_checks,
         server_metrics,
     })
 }

@@ -101,6 +101,20 @@ fn what_was_run(o: &mut String, l: &Loaded) {
                 let _ =
                     writeln!(o, "  - server says (block {}): /version {version}; /v1/models {models}", u.status.block);
             }
+            let checked: Vec<_> =
+                l.units.iter().filter(|u| u.status.arm == a.name).filter_map(|u| u.identity_checks.as_ref()).collect();
+            if let Some(first) = checked.first() {
+                let failed = checked.iter().flat_map(|c| c.iter()).filter(|c| !c.ok).count();
+                let kinds: Vec<&str> = first.iter().map(|c| c.expected.as_str()).collect();
+                let _ = writeln!(
+                    o,
+                    "  - identity checks in {} server start(s): {} ({}): {}",
+                    checked.len(),
+                    if failed == 0 { "all passed".to_string() } else { format!("{failed} FAILED") },
+                    first.len(),
+                    kinds.join("; ")
+                );
+            }
             for v in &u.version_lines {
                 let _ = writeln!(o, "  - version line (block {} server.log): {}", u.status.block, code(v));
             }

@@ -1,7 +1,10 @@
 //! `harness plan check --probe`: each arm once, through the study's own lifecycle
 //! (`arm::Invocation`): a spawned arm gets a fresh server from its expanded argv
-//! (block 0), a health wait within its `startup_timeout_s`, and a stop; an external
-//! arm gets the health wait only. A failure names the server's exit or timeout and
+//! (block 0), a health wait within its `startup_timeout_s`, the arm's identity
+//! checks (the study's own, `arm::identity`), one streamed request with the study's
+//! own body for the panel's first entry (its failure class, usage and token counts
+//! judged as the study judges them), and a stop; an external arm gets the same
+//! without the spawn and the stop. A failure names the server's exit or timeout and
 //! the tail of its `server.log`, which is kept under the probe directory. Owns the
 //! probe's outcome. Must not write evidence, send timed requests or warm up.
 
@@ -25,6 +28,63 @@ pub struct ArmProbe {
     pub detail: Option<String>,
     /// The server's log (spawned arms).
     pub log: Option<PathBuf>,
+    /// The verdicts of the arm's identity checks (`[arms.identity]`), the same the
+    /// study runs after health; empty when the arm declares none or never got healthy.
+    pub identity: Vec<crate::arm::identity::CheckResult>,
+    /// The one streamed request with the study's own body, in words (`None`: not
+    /// sent, because the arm failed before it or the panel could not be built).
+    pub request: Option<String>,
+}
+
+/// What the probe's one streamed request found: `Ok(summary)` or `Err(why)`.
+async fn test_request(inv: &Invocation, plan: &Plan, prompt: &crate::trace::Prompt) -> Result<String, String> {
+    let endpoint = plan.request.endpoint;
+    let prepared = crate::load::prepare(plan, endpoint, prompt);
+    let clock = StudyClock::start();
+    let url = match endpoint {
+        crate::plan::Endpoint::Completions => inv.completions_url(),
+        crate::plan::Endpoint::Chat => inv.chat_url(),
+    };
+    let ctx = crate::load::RequestCtx {
+        client: inv.client().clone(),
+        url,
+        clock,
+        timeout: std::time::Duration::try_from_secs_f64(plan.timing.request_timeout_s)
+            .unwrap_or(std::time::Duration::from_secs(600)),
+        server_exit: inv.exit_watch(),
+        drain_expired: tokio::sync::watch::channel(false).1,
+        forced_output: plan.request.forced(),
+        light: false,
+    };
+    let key = crate::record::RecordKey { cell: "probe", block: 0, arm: inv.arm(), index: 0 };
+    let mut rec = crate::record::RequestRecord::planned(
+        key,
+        prompt.index,
+        (prepared.prompt_tokens, prepared.max_tokens),
+        clock.now_ns(),
+    );
+    crate::load::execute(&mut rec, prepared.body, &ctx).await;
+    if let Some(f) = &rec.failure {
+        return Err(format!("the study's request body (panel entry {}) failed: {f:?}", prompt.index));
+    }
+    let tokens: u32 = rec.events.iter().map(|e| e.tokens).sum();
+    let ids = rec.events.iter().any(|e| e.token_ids.is_some());
+    let Some(usage) = rec.usage else {
+        return Err("the stream carried no usage (the study counts tokens from it)".into());
+    };
+    if usage.completion_tokens != tokens && ids {
+        return Err(format!(
+            "usage says {} completion tokens, the streamed token IDs {tokens}",
+            usage.completion_tokens
+        ));
+    }
+    let e2e = rec.done_ns.zip(rec.send_ns).map_or(0.0, |(d, s)| d.saturating_sub(s) as f64 / 1e6);
+    Ok(format!(
+        "one streamed request with the study's body: {} prompt + {} output tokens ({}), {e2e:.0} ms",
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        if ids { "token IDs streamed" } else { "text only: one token per text event" }
+    ))
 }
 
 /// Every arm's probe, in plan order; logs under `dir/<arm>/server.log`.
@@ -40,16 +100,26 @@ impl ProbeOutcome {
     }
 }
 
-/// Probes every arm of `plan` one after another (never two servers at once).
-pub fn probe(plan: &Plan, dir: &Path) -> Result<ProbeOutcome, RunError> {
+/// Probes every arm of `plan` one after another (never two servers at once); the
+/// panel's inputs are resolved against `base`.
+pub fn probe(plan: &Plan, base: &Path, dir: &Path) -> Result<ProbeOutcome, RunError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| RunError::Runtime(e.to_string()))?;
-    rt.block_on(probe_all(plan, dir))
+    let panel = super::inputs::build_panel(plan, base).map_err(|e| e.to_string());
+    rt.block_on(probe_all(plan, panel, dir))
 }
 
-async fn probe_all(plan: &Plan, dir: &Path) -> Result<ProbeOutcome, RunError> {
+async fn probe_all(
+    plan: &Plan,
+    panel: Result<crate::trace::Panel, String>,
+    dir: &Path,
+) -> Result<ProbeOutcome, RunError> {
+    let first = match &panel {
+        Ok(p) => p.get(0).ok_or_else(|| "the panel is empty".to_string()),
+        Err(e) => Err(format!("the panel cannot be built: {e}")),
+    };
     let mut arms = Vec::new();
     for arm in &plan.arms {
         let arm_dir = dir.join(&arm.name);
@@ -62,14 +132,34 @@ async fn probe_all(plan: &Plan, dir: &Path) -> Result<ProbeOutcome, RunError> {
         let mut inv = Invocation::new(arm, cmd, log.clone(), StudyClock::start())?;
         let started = inv.start().await;
         let startup_s = inv.startup().startup_s;
+        let identity = match (&started, &arm.identity) {
+            (Ok(()), Some(spec)) => inv.check_identity(spec).await.1,
+            _ => Vec::new(),
+        };
+        let n = identity.iter().filter(|r| !r.ok).count();
+        // One streamed request with the study's body, on a server that is itself.
+        let request = match (&started, &first) {
+            (Ok(()), Ok(prompt)) if n == 0 => Some(test_request(&inv, plan, prompt).await),
+            (Ok(()), Err(why)) if n == 0 => Some(Ok(format!("no test request: {why}"))),
+            _ => None,
+        };
         // A failed stop cannot hide why the start failed; a sampler never ran here.
         let _ = inv.stop().await;
         let (ok, detail) = match started {
-            Ok(()) => (true, None),
+            Ok(()) if n > 0 => {
+                let failures = crate::arm::identity::failures(&identity);
+                (false, Some(crate::arm::ArmError::Identity { arm: arm.name.clone(), n, failures }.to_string()))
+            }
+            Ok(()) => match &request {
+                Some(Err(why)) => (false, Some(format!("test request: {why}"))),
+                _ => (true, None),
+            },
             Err(e) if e.is_arm_fault() => (false, Some(e.to_string())),
             Err(e) => return Err(e.into()),
         };
-        arms.push(ArmProbe { arm: arm.name.clone(), kind, ok, startup_s, detail, log: spawned.then_some(log) });
+        let log = spawned.then_some(log);
+        let request = request.and_then(Result::ok);
+        arms.push(ArmProbe { arm: arm.name.clone(), kind, ok, startup_s, detail, log, identity, request });
     }
     Ok(ProbeOutcome { dir: dir.to_path_buf(), arms })
 }
@@ -97,16 +187,30 @@ mod tests {
 
     #[tokio::test]
     async fn a_healthy_arm_probes_ok_and_a_failing_one_names_its_log_tail() {
-        let app = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" }));
+        // Health, and the study's request streamed as vLLM does (2 tokens, usage).
+        let sse = "data: {\"choices\":[{\"index\":0,\"text\":\"a\",\"token_ids\":[5]}]}\n\n\
+                   data: {\"choices\":[{\"index\":0,\"text\":\"b\",\"token_ids\":[6],\"finish_reason\":\"length\"}]}\n\n\
+                   data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2,\"total_tokens\":6}}\n\n\
+                   data: [DONE]\n\n";
+        let app = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" })).route(
+            "/v1/completions",
+            axum::routing::post(
+                move || async move { ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], sse) },
+            ),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let tmp = tempfile::tempdir().unwrap();
-        let out = probe_all(&plan(&url, port), tmp.path()).await.unwrap();
+        let p = plan(&url, port);
+        let panel = crate::run::inputs::build_panel(&p, tmp.path()).map_err(|e| e.to_string());
+        let out = probe_all(&p, panel, tmp.path()).await.unwrap();
         assert!(!out.all_ok());
         let [good, bad] = out.arms.as_slice() else { panic!("{out:?}") };
         assert!(good.ok && good.kind == "external" && good.detail.is_none(), "{good:?}");
+        let request = good.request.as_deref().unwrap_or_default();
+        assert!(request.contains("4 prompt + 2 output tokens (token IDs streamed)"), "{request}");
         assert!(!bad.ok && bad.kind == "spawn", "{bad:?}");
         let detail = bad.detail.as_deref().unwrap();
         assert!(detail.contains("code 2") && detail.contains("unexpected argument '--thread'"), "{detail}");

@@ -175,13 +175,21 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     let mut consider = |state: &mut ResumeState, name: &str, dir: &Path, extra: &[PathBuf]| -> Result<(), RunError> {
         match check_record(root, dir, extra) {
             // Nothing was measured: moved aside whole (its record too) and run again.
-            Check::Complete(record) if record.status == START_FAILED && name != QUALIFICATION_UNIT => {
+            Check::Complete(record)
+                if (record.status == START_FAILED || record.status == super::unit::IDENTITY_FAILED)
+                    && name != QUALIFICATION_UNIT =>
+            {
                 let mut files = files_under(dir)?;
                 files.push(dir.join(RECORD_NAME));
                 files.extend(extra.iter().filter(|p| p.is_file()).cloned());
+                let what = if record.status == START_FAILED {
+                    "its server failed to start"
+                } else {
+                    "its server was not what the arm claims"
+                };
                 let why = format!(
-                    "its server failed to start ({START_FAILED}) in session {}; nothing was measured, so it runs again",
-                    record.session
+                    "{what} ({}) in session {}; nothing was measured, so it runs again",
+                    record.status, record.session
                 );
                 state.rerun.push(name.to_string());
                 state.partial.push((name.to_string(), files, why));

@@ -42,7 +42,8 @@ pub struct Session {
     pub session: u32,
     /// `running` while it works, then `finished`; `interrupted` when a later
     /// `--resume` found it still `running` (killed, crashed or stopped with Ctrl-C);
-    /// `stopped` when it stopped the study itself after an arm's `max_start_failures`.
+    /// `stopped` when it stopped the study itself (an arm's `max_start_failures`, or a
+    /// server that failed its identity checks).
     pub state: String,
     pub resumed: bool,
     pub pid: Option<u32>,

@@ -1,5 +1,5 @@
 //! One server invocation: block b, arm a. Starts the server (or checks an external
-//! one), writes `startup.json`, warms up (`warmup.json`), samples while it runs, runs
+//! one), runs the arm's identity checks, writes `startup.json`, warms up (`warmup.json`), samples while it runs, runs
 //! the block's cells in order (settle, drive, record `<cell>.requests.jsonl`, then
 //! the cell summary), stops the server, keeps its receipts, and writes
 //! `arm_outcome.json`. A server that fails to start or dies is an arm fault: recorded
@@ -21,6 +21,9 @@ use crate::evidence::{write_bytes, write_json};
 use crate::load::RequestCtx;
 use crate::plan::{Arm, ScheduledBlock};
 
+/// The status of a unit whose server was not what its arm claims (the study stops).
+pub const IDENTITY_FAILED: &str = "identity_failed";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnitOutcome {
     pub block: u32,
@@ -29,7 +32,7 @@ pub struct UnitOutcome {
     /// session's clock.
     #[serde(default)]
     pub session: u32,
-    /// `completed`, `start_failed`, `warmup_failed` or `server_died`.
+    /// `completed`, `start_failed`, `identity_failed`, `warmup_failed` or `server_died`.
     pub status: String,
     pub detail: Option<String>,
     pub pid: Option<u32>,
@@ -86,8 +89,12 @@ struct StartupRecord<'a> {
     error: Option<String>,
     /// The engine's startup JSON line (`"event": "kv_inventory"`), when its log has one.
     kv_inventory: Option<serde_json::Value>,
-    /// What the healthy server says it is: `/version` and `/v1/models` answers.
+    /// What the healthy server says it is: `/version` and `/v1/models` answers (and,
+    /// with identity checks, `/props`, the `/metrics` names and the log length read).
     identity: Option<crate::arm::ServerIdentity>,
+    /// The verdicts of the arm's identity checks (`[arms.identity]`), when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity_checks: Option<Vec<crate::arm::identity::CheckResult>>,
 }
 
 fn program_sha256(program: &str, base: &Path) -> Option<String> {
@@ -100,11 +107,7 @@ fn program_sha256(program: &str, base: &Path) -> Option<String> {
 }
 
 fn kv_inventory(log: &Path) -> Option<serde_json::Value> {
-    let text = std::fs::read_to_string(log).ok()?;
-    text.lines()
-        .filter(|l| l.starts_with('{'))
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v.get("event").and_then(|e| e.as_str()) == Some("kv_inventory"))
+    crate::arm::identity::engine_startup(&String::from_utf8_lossy(&std::fs::read(log).ok()?))
 }
 
 /// A started unit: its server healthy, warmed up and sampled; cells run on it
@@ -225,6 +228,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         error: None,
         kv_inventory: None,
         identity: None,
+        identity_checks: None,
     };
     let mut server = Invocation::new(arm, cmd.clone(), log.clone(), s.clock)?;
     let spawned = server.spawn();
@@ -261,9 +265,30 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         Err(e) => return Err(e.into()),
     }
     startup.kv_inventory = kv_inventory(&log);
-    startup.identity = Some(server.identity().await);
+    // Identity: what the server says it is, judged against the arm's claims before
+    // any warmup or timing.
+    let mut not_itself = None;
+    match &arm.identity {
+        Some(spec) => {
+            s.progress.status(&label, "identity checks");
+            let (seen, results) = server.check_identity(spec).await;
+            let n = results.iter().filter(|r| !r.ok).count();
+            if n > 0 {
+                let failures = crate::arm::identity::failures(&results);
+                not_itself = Some(ArmError::Identity { arm: arm.name.clone(), n, failures });
+            }
+            startup.identity = Some(seen);
+            startup.identity_checks = Some(results);
+        }
+        None => startup.identity = Some(server.identity().await),
+    }
     out.startup_s = startup.startup_s;
     write_json(&dir.join("startup.json"), &startup)?;
+    if let Some(e) = not_itself {
+        return finish_fault(s, &dir, out, IDENTITY_FAILED, e, not_run(&block.cells), Some(server))
+            .await
+            .map(|o| Started::Fault(Box::new(o)));
+    }
 
     // Sampling runs from here to the stop.
     server.start_sampling(dir.join("scrapes.jsonl"), dir.join("memory.jsonl"), "warmup", s.nvidia_smi.clone())?;

@@ -1,0 +1,130 @@
+//! Arm identity: every unit of an arm with `[arms.identity]` whose server got
+//! healthy recorded the verdicts of its checks in `startup.json`; replay plans the
+//! checks again from the frozen plan and the recorded argv, judges them again
+//! against the recorded observations (`identity`: `/version`, `/v1/models`,
+//! `/props`, the `/metrics` names, and the first `log_bytes` of `server.log`), and
+//! compares verdict by verdict. A unit whose checks failed must have stopped
+//! before timing (`identity_failed`, no cell run); one that passed must not say
+//! so. Units of arms without identity claims must record no verdicts. The checks
+//! are the definitions of `arm::identity` (shared like the plan's parsing types);
+//! the observations and verdicts are the evidence's. `None` when no arm declares
+//! identity and no unit recorded verdicts.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::read::{read_json, read_prefix};
+use super::{Check, Mismatch};
+use crate::arm::ServerIdentity;
+use crate::arm::identity::{CheckResult, evaluate, planned};
+use crate::plan::Plan;
+
+pub const NAME: &str = "arm identity: each server's checks judged again";
+
+/// The unit directories (`raw/` and the pilots' `pilots/raw/`) of `arm`.
+fn unit_dirs(root: &Path, arm: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for base in ["raw", "pilots/raw"] {
+        let Ok(entries) = std::fs::read_dir(root.join(base)) else { continue };
+        let mut blocks: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.strip_prefix('b').is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit())))
+            .collect();
+        blocks.sort_by_key(|b| b[1..].parse::<u64>().unwrap_or(u64::MAX));
+        for b in blocks {
+            let rel = format!("{base}/{b}/{arm}");
+            if root.join(&rel).join("startup.json").is_file() {
+                out.push(rel);
+            }
+        }
+    }
+    out
+}
+
+pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
+    let mut m = Vec::new();
+    let (mut units, mut verdicts) = (0, 0);
+    for arm in &plan.arms {
+        for dir in unit_dirs(root, &arm.name) {
+            let rel = format!("{dir}/startup.json");
+            let v = match read_json::<Value>(root, &rel) {
+                Ok(v) => v,
+                Err(e) => {
+                    m.push(Mismatch::new(&rel, "(file)", e, "a startup record"));
+                    continue;
+                }
+            };
+            let recorded: Option<Vec<CheckResult>> =
+                v.get("identity_checks").and_then(|c| serde_json::from_value(c.clone()).ok());
+            let Some(spec) = &arm.identity else {
+                if recorded.is_some() {
+                    m.push(Mismatch::new(&rel, "identity_checks", "present", "none (the arm claims nothing)"));
+                }
+                continue;
+            };
+            if v.get("ok") != Some(&Value::Bool(true)) {
+                continue; // never healthy: never checked
+            }
+            units += 1;
+            let Some(recorded) = recorded else {
+                m.push(Mismatch::new(&rel, "identity_checks", "absent", "the verdicts of the arm's checks"));
+                continue;
+            };
+            let seen: Option<ServerIdentity> = v.get("identity").and_then(|i| serde_json::from_value(i.clone()).ok());
+            let Some(seen) = seen else {
+                m.push(Mismatch::new(&rel, "identity", "absent or unreadable", "what the server showed"));
+                continue;
+            };
+            let spawned = v.get("kind").and_then(Value::as_str) == Some("spawn");
+            let log = match (spawned, seen.log_bytes) {
+                (false, _) => Vec::new(),
+                (true, Some(n)) => match read_prefix(root, format!("{dir}/server.log"), n) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        m.push(Mismatch::new(format!("{dir}/server.log"), "(file)", e, format!("{n} bytes")));
+                        continue;
+                    }
+                },
+                (true, None) => {
+                    m.push(Mismatch::new(&rel, "identity.log_bytes", "absent", "the log length the checks read"));
+                    continue;
+                }
+            };
+            let argv: Option<Vec<String>> = v.get("argv").and_then(|a| serde_json::from_value(a.clone()).ok());
+            let text = String::from_utf8_lossy(&log);
+            let again = evaluate(&planned(spec, argv.as_deref()), &seen.observed(&text));
+            verdicts += again.len();
+            if again.len() != recorded.len() {
+                let (a, b) = (recorded.len(), again.len());
+                m.push(Mismatch::new(&rel, "identity_checks", format!("{a} checks"), format!("{b} checks")));
+            }
+            for (i, (r, a)) in recorded.iter().zip(&again).enumerate() {
+                if r != a {
+                    let show = |c: &CheckResult| format!("{} {}: ok {} (found {})", c.check, c.expected, c.ok, c.found);
+                    m.push(Mismatch::new(&rel, format!("identity_checks[{i}]"), show(r), show(a)));
+                }
+            }
+            // A server that failed its checks was never timed, and only such a one.
+            let failed = again.iter().any(|c| !c.ok);
+            let outcome_rel = format!("{dir}/arm_outcome.json");
+            let outcome = read_json::<Value>(root, &outcome_rel).ok();
+            let status = outcome.as_ref().and_then(|o| o.get("status")).and_then(Value::as_str).unwrap_or("absent");
+            let timed =
+                outcome.as_ref().and_then(|o| o.get("cells")).and_then(Value::as_array).is_some_and(|cells| {
+                    cells.iter().any(|c| c.get("status").and_then(Value::as_str) != Some("not_run"))
+                });
+            if failed && (status != "identity_failed" || timed) {
+                let got = format!("status {status}{}", if timed { ", cells run" } else { "" });
+                m.push(Mismatch::new(&outcome_rel, "status", got, "identity_failed, no cell run"));
+            } else if !failed && status == "identity_failed" {
+                m.push(Mismatch::new(&outcome_rel, "status", status, "not identity_failed: every check passed"));
+            }
+        }
+    }
+    if units == 0 && m.is_empty() {
+        return None;
+    }
+    Some(Check::of(NAME, format!("{units} servers, {verdicts} verdicts"), m))
+}
