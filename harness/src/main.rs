@@ -254,6 +254,9 @@ fn print_identity_checks(p: &plan::Plan) {
         for w in harness::arm::identity::contradictions(&checks) {
             println!("warning: arm {}: {w}", a.name);
         }
+        for w in harness::arm::identity::unverifiable(spec, argv) {
+            println!("warning: arm {}: {w}", a.name);
+        }
     }
 }
 

@@ -18,7 +18,9 @@
 //! - `sglang`: the `sglang:num_running_reqs` and `sglang:num_queue_reqs` metrics
 //!   (SGLang needs `--enable-metrics`).
 //! - `llama-cpp`: the `llamacpp:requests_processing` metric (llama-server needs
-//!   `--metrics`); from argv, `-fa on` / `--flash-attn on` must log `flash_attn = enabled`.
+//!   `--metrics`); from argv, `-fa on` / `--flash-attn on` must log `flash_attn =
+//!   enabled` (logged only at `-lv 4` and above; without it `plan check` says the
+//!   setting goes unchecked).
 //! - every preset: `--served-model-name X` (llama.cpp: `--alias X`) must be listed
 //!   by `/v1/models`, and vLLM's and this engine's `--max-model-len N` published there.
 
@@ -172,6 +174,34 @@ pub fn planned(spec: &IdentitySpec, argv: Option<&[String]>) -> Vec<Planned> {
     out
 }
 
+/// Whether llama-server's argv raises its log verbosity to 4 or above (`-lv 4`,
+/// `--log-verbosity 4`, `-v`, `--verbose`, `--log-verbose`), where it logs its
+/// context settings (`llama_context: flash_attn = enabled`).
+fn llama_logs_settings(argv: &[String]) -> bool {
+    argv.iter().any(|a| matches!(a.as_str(), "-v" | "--verbose" | "--log-verbose"))
+        || flag_value(argv, &["-lv", "--log-verbosity"])
+            .and_then(|(v, _)| v.parse::<u32>().ok())
+            .is_some_and(|n| n >= 4)
+}
+
+/// Claims an arm makes that its checks cannot see, in words (for `plan check`).
+pub fn unverifiable(spec: &IdentitySpec, argv: Option<&[String]>) -> Vec<String> {
+    let mut out = Vec::new();
+    if spec.preset == Some(IdentityPreset::LlamaCpp)
+        && let Some(argv) = argv
+        && !llama_logs_settings(argv)
+        && (flag_value(argv, &["-fa", "--flash-attn"]).is_some()
+            || spec.log_has.iter().any(|l| l.contains("flash_attn")))
+    {
+        out.push(
+            "llama-server logs its flash-attention setting (`llama_context: flash_attn = ...`) only at log \
+             verbosity 4: add `-lv 4` to the argv, or the setting goes unchecked (a log_has on it fails)"
+                .to_string(),
+        );
+    }
+    out
+}
+
 /// Pairs of planned checks that cannot both pass (one field, two values: a claim
 /// against what the argv asks for), in words: a plan mistake `plan check` can name
 /// before any server starts.
@@ -257,13 +287,15 @@ fn from_argv(p: IdentityPreset, argv: &[String]) -> Vec<(Check, String)> {
                 out.push((Check::MaxModelLen(n), flag));
             }
         }
-        IdentityPreset::LlamaCpp => {
+        // llama-server logs its context settings only at log verbosity 4 and above.
+        IdentityPreset::LlamaCpp if llama_logs_settings(argv) => {
             if let Some((v, flag)) = flag_value(argv, &["-fa", "--flash-attn"])
                 && v == "on"
             {
                 out.push((Check::LogHas("flash_attn = enabled".into()), flag));
             }
         }
+        IdentityPreset::LlamaCpp => {}
         IdentityPreset::Sglang => {}
     }
     out
@@ -561,10 +593,18 @@ INFO model loaded in 0.01 s; ready\n";
 
     #[test]
     fn llama_cpp_flash_attention_and_metrics_follow_its_argv() {
-        let log = "llama_context: n_ctx         = 4096\nllama_context: flash_attn    = disabled\n";
+        // Lines as llama-server (llama-cpp-python 0.3.36's llama.cpp) logs them at -lv 4.
+        let log = "0.00.188.940 I llama_context: n_ctx                 = 4096\n\
+                   0.00.188.979 I llama_context: flash_attn            = disabled\n";
         let props = json!({"default_generation_settings": {"n_ctx": 4096}});
         let models = json!({"data": [{"id": "smol", "owned_by": "llamacpp"}]});
-        let a = argv("llama-server -m m.gguf -fa on --alias smol --metrics");
+        let quiet = argv("llama-server -m m.gguf -fa on --alias smol --metrics");
+        assert!(
+            planned(&spec(IdentityPreset::LlamaCpp), Some(&quiet)).iter().all(|p| !matches!(p.check, Check::LogHas(_)))
+        );
+        assert!(unverifiable(&spec(IdentityPreset::LlamaCpp), Some(&quiet))[0].contains("-lv 4"));
+        let a = argv("llama-server -m m.gguf -fa on --alias smol --metrics -lv 4");
+        assert!(unverifiable(&spec(IdentityPreset::LlamaCpp), Some(&a)).is_empty());
         let claim = IdentitySpec { max_model_len: Some(4096), ..spec(IdentityPreset::LlamaCpp) };
         let seen =
             Observed { log, models: Some(&models), props: Some(&props), metric_names: None, ..Observed::default() };
@@ -573,7 +613,7 @@ INFO model loaded in 0.01 s; ready\n";
             failed(&r),
             ["/metrics exposes llamacpp:requests_processing", "the log has \"flash_attn = enabled\""]
         );
-        let log = "llama_context: flash_attn    = enabled\n";
+        let log = "0.00.183.916 I llama_context: flash_attn            = enabled\n";
         let names = metric_names("# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 0\n");
         let seen = Observed { log, metric_names: Some(&names), ..seen };
         assert!(failed(&evaluate(&planned(&claim, Some(&a)), &seen)).is_empty());
