@@ -41,3 +41,42 @@ fn a_full_and_a_light_cell_of_the_same_load_are_compared_in_the_report() {
     let o = replay_dir(&out).unwrap();
     assert!(o.passed && o.all_passed(), "{}", o.render_table(10));
 }
+
+/// `request.token_ids = false`: the bodies vLLM bench sends (no `return_token_ids`),
+/// tokens counted one per text event with the length from usage; the records, the
+/// measures, replay and the vLLM export agree, and the export says how it counted.
+#[test]
+fn a_study_without_streamed_token_ids_counts_from_text_and_usage_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = common::synth_model(tmp.path());
+    let text = TestPlan { output_tokens: 8, blocks: 0, descriptive_blocks: 1, ..TestPlan::new("no-ids", 16) }
+        .arm("engine", "control", &common::serve_argv(&model, &["--kv-format", "f16"], &[]))
+        .closed("c2", "descriptive", 2, 6)
+        .render()
+        .replace("output_tokens = 8\n", "output_tokens = 8\ntoken_ids = false\n");
+    let (out, _) = common::run_study_ok(tmp.path(), &text);
+    let records = common::read_records(&out.join("raw/b0/engine/c2.requests.jsonl"));
+    assert_eq!(records.len(), 6);
+    for r in &records {
+        assert!(r.is_valid(), "{r:?}");
+        assert!(r.events.iter().all(|e| e.token_ids.is_none()), "no IDs were asked for: {r:?}");
+        assert_eq!(r.usage.map(|u| u.completion_tokens), Some(8));
+    }
+    let frozen = std::fs::read_to_string(out.join("plan.toml")).unwrap();
+    assert!(frozen.contains("token_ids = false"));
+    let o = replay_dir(&out).unwrap();
+    assert!(o.passed, "{}", o.render_table(10));
+    let export = tmp.path().join("vllm.jsonl");
+    let run = std::process::Command::new(common::harness_bin())
+        .arg("export")
+        .arg(&out)
+        .args(["--format", "vllm-bench", "--out"])
+        .arg(&export)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&export).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!(v["harness_token_ids"], "usage");
+    assert_eq!(v["total_output_tokens"], 48);
+}

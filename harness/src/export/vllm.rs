@@ -40,7 +40,8 @@
 //!   (`/v1/completions`) or `"openai-chat"` (a cell on the chat endpoint).
 //! - `date`: the study start (`run.json`), UTC, `%Y%m%d-%H%M%S`; `label`: the arm;
 //!   `harness_*` keys are `--metadata`-style strings naming the study, block, arm,
-//!   role and cell.
+//!   role and cell, and `harness_token_ids` how output tokens were counted
+//!   (`streamed` token IDs, which vLLM bench does not ask for, or `usage`).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -57,7 +58,7 @@ pub const VLLM_SOURCE: &str =
 /// Every key of one exported object, in vLLM's order (`result_json`: setup,
 /// metadata, traffic, then the benchmark result with `--save-detailed` and
 /// `--percentile-metrics ttft,tpot,itl,e2el`, `--metric-percentiles 99`).
-pub const VLLM_BENCH_KEYS: [&str; 48] = [
+pub const VLLM_BENCH_KEYS: [&str; 49] = [
     "date",
     "endpoint_type",
     "backend",
@@ -70,6 +71,7 @@ pub const VLLM_BENCH_KEYS: [&str; 48] = [
     "harness_arm",
     "harness_role",
     "harness_cell",
+    "harness_token_ids",
     "request_rate",
     "burstiness",
     "max_concurrency",
@@ -123,6 +125,11 @@ pub struct VllmBenchResult {
     pub harness_arm: String,
     pub harness_role: String,
     pub harness_cell: String,
+    /// How output tokens were counted: `"streamed"` (the bodies asked for
+    /// `return_token_ids`, which `vllm bench serve` does not send: vLLM then
+    /// leaves its cheaper streaming path) or `"usage"` (`request.token_ids =
+    /// false`: vLLM bench's own body, one token per text chunk, lengths from usage).
+    pub harness_token_ids: String,
     pub request_rate: Value,
     pub burstiness: Value,
     pub max_concurrency: Option<u32>,
@@ -300,6 +307,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
             harness_arm: c.arm.clone(),
             harness_role: arm.map_or("", |a| a.role.as_str()).to_string(),
             harness_cell: c.cell.clone(),
+            harness_token_ids: if plan.request.token_ids { "streamed" } else { "usage" }.into(),
             request_rate,
             burstiness,
             max_concurrency,

@@ -5,7 +5,8 @@
 //!
 //! Timed body: `{"model", "prompt": [ids], "max_tokens": M, "min_tokens": M (only
 //! when forced, i.e. with ignore_eos), "ignore_eos", "temperature", "stream": true,
-//! "stream_options": {"include_usage": true}, "return_token_ids": true}`, where M is
+//! "stream_options": {"include_usage": true}, "return_token_ids": true}` (the last
+//! field left out with `request.token_ids = false`, as `vllm bench serve` sends), where M is
 //! `request.output_tokens` for a fixed-length panel and the entry's own `max_tokens`
 //! (fixed in `prompts.jsonl`) for a dataset panel; a dataset entry's `ignore_eos`
 //! likewise comes from its line. Natural output (`ignore_eos = false`) sends no
@@ -78,6 +79,7 @@ pub fn chat_body(
     max_tokens: u32,
     ignore_eos: bool,
     temperature: f64,
+    token_ids: bool,
 ) -> Vec<u8> {
     to_bytes(&ChatBody {
         model,
@@ -88,7 +90,7 @@ pub fn chat_body(
         temperature,
         stream: true,
         stream_options: Some(StreamOptions { include_usage: true }),
-        return_token_ids: Some(true),
+        return_token_ids: token_ids.then_some(true),
     })
 }
 
@@ -104,7 +106,7 @@ pub fn stream_body_with(plan: &Plan, endpoint: Endpoint, prompt: &Prompt, max_to
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
     if endpoint == Endpoint::Chat {
         let messages = prompt.messages.as_deref().unwrap_or(&[]);
-        return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature);
+        return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature, r.token_ids);
     }
     to_bytes(&Body {
         model: &r.model,
@@ -115,7 +117,7 @@ pub fn stream_body_with(plan: &Plan, endpoint: Endpoint, prompt: &Prompt, max_to
         temperature: r.temperature,
         stream: true,
         stream_options: Some(StreamOptions { include_usage: true }),
-        return_token_ids: Some(true),
+        return_token_ids: r.token_ids.then_some(true),
     })
 }
 
@@ -210,6 +212,18 @@ mod tests {
         // `output = "forced"` is the default spelled out: the same bytes.
         let forced = e2e_plan("output_tokens = 8\noutput = \"forced\"\n");
         assert_eq!(stream_body(&forced, Endpoint::Completions, &prompt(&[1, 2, 3])), body.as_bytes());
+    }
+
+    #[test]
+    fn without_token_ids_the_body_is_what_vllm_bench_sends() {
+        let plan = e2e_plan("output_tokens = 8\ntoken_ids = false\n");
+        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
+        assert_eq!(
+            body,
+            r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        let chat = chat_body("m", &[], 4, false, 0.0, false);
+        assert!(!String::from_utf8(chat).unwrap().contains("return_token_ids"));
     }
 
     #[test]

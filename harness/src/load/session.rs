@@ -33,6 +33,7 @@ pub struct SessionScript {
     model: String,
     temperature: f64,
     ignore_eos: bool,
+    token_ids: bool,
     /// Turn 0's messages (an optional system message and the first user turn).
     first: Vec<ChatMessage>,
     first_length: u32,
@@ -48,6 +49,7 @@ impl SessionScript {
             model: r.model.clone(),
             temperature: r.temperature,
             ignore_eos: p.ignore_eos.unwrap_or(r.ignore_eos),
+            token_ids: r.token_ids,
             first: p.messages.clone()?,
             first_length: p.length,
             first_max_tokens: p.max_tokens.unwrap_or(r.output_tokens),
@@ -80,7 +82,7 @@ impl SessionScript {
     pub fn body(&self, turn: u32, replies: &[&str]) -> Option<Vec<u8>> {
         let messages = self.messages(turn, replies)?;
         let max_tokens = self.max_tokens(turn)?;
-        Some(chat_body(&self.model, &messages, max_tokens, self.ignore_eos, self.temperature))
+        Some(chat_body(&self.model, &messages, max_tokens, self.ignore_eos, self.temperature, self.token_ids))
     }
 
     /// The `max_tokens` turn `turn` sends.

@@ -93,6 +93,8 @@ pub struct RequestFile {
     pub max_output_tokens: Option<i64>,
     /// "completions" (default) or "chat".
     pub endpoint: Option<String>,
+    /// Ask for streamed token IDs (`return_token_ids`, default true).
+    pub token_ids: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

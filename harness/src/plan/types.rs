@@ -120,6 +120,12 @@ pub struct RequestSpec {
     /// `request.endpoint`: where the timed requests of a cell that names no
     /// `endpoint` of its own go (`"completions"` by default); also the pilots' route.
     pub endpoint: Endpoint,
+    /// `request.token_ids` (default true): the timed bodies ask for the streamed
+    /// token IDs (`return_token_ids`), which each event's token count then comes
+    /// from; `false` sends what `vllm bench serve` sends (no such field: vLLM keeps
+    /// its cheaper streaming path) and counts one token per non-empty text event,
+    /// the output length from `usage`.
+    pub token_ids: bool,
 }
 
 /// Where a cell's timed requests go (`request.endpoint`, `cells[].endpoint`).

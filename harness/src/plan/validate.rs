@@ -222,7 +222,8 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
         }
     };
     let endpoint = endpoint(c, "request.endpoint", r.endpoint.as_deref(), Endpoint::Completions);
-    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, endpoint }
+    let token_ids = r.token_ids.unwrap_or(true);
+    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, endpoint, token_ids }
 }
 
 /// An endpoint as written at `key`, or `default` when left out (or unknown, reported).
