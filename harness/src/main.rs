@@ -437,6 +437,7 @@ fn report(dir: &Path) -> Result<()> {
 fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
     use harness::bench_cmd;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let args = &bench_cmd::discover_model(args)?;
     let prepared = bench_cmd::prepare(args, bench_cmd::free_port, now)?;
     if args.print_plan {
         print!("{}", prepared.text);

@@ -86,6 +86,7 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     let saved = tmp.path().join("saved");
     args.extend(strings(&["--save-result", "--label", "mine", "--result-dir"]));
     args.push(saved.display().to_string());
+    args.extend(strings(&["--metadata", "gpu=none", "note=a b"]));
     let run = bench(&args);
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
@@ -111,7 +112,10 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
         assert!(stdout.contains(&format!("saved: {}", saved.join(n).display())), "{stdout}");
         let v: serde_json::Value = serde_json::from_slice(&std::fs::read(saved.join(n)).unwrap()).unwrap();
         let keys: std::collections::BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, harness::export::VLLM_BENCH_KEYS.into_iter().collect(), "{n}");
+        let mut want: std::collections::BTreeSet<&str> = harness::export::VLLM_BENCH_KEYS.into_iter().collect();
+        want.extend(["gpu", "note"]);
+        assert_eq!(keys, want, "{n}");
+        assert_eq!((v["gpu"].as_str(), v["note"].as_str()), (Some("none"), Some("a b")), "vLLM's --metadata");
         assert_eq!(
             (v["label"].as_str(), v["completed"].as_u64(), v["num_prompts"].as_u64()),
             (Some("mine"), Some(6), Some(6))

@@ -6,7 +6,9 @@
 //! `results/summaries.json`).
 //! Must not run anything itself: the caller runs the written plan through the very
 //! path `harness run` takes (`run::run`), so the evidence is an ordinary study that
-//! `harness replay` audits. Must not read a setting that is not in the plan text.
+//! `harness replay` audits (the one request it sends is `discover_model`'s
+//! `/v1/models` when `--model` is left out). Must not read a setting that is not
+//! in the plan text.
 
 mod argv;
 mod plan_text;
@@ -61,9 +63,10 @@ pub struct BenchArgs {
     /// when the plan is written).
     #[arg(long)]
     pub port: Option<u16>,
-    /// The `model` name every request sends.
+    /// The `model` name every request sends (vLLM bench's `--model`). Left out with
+    /// --url: the first model the server lists at /v1/models.
     #[arg(long)]
-    pub model: String,
+    pub model: Option<String>,
     /// Open-loop Poisson request rates in req/s, e.g. 1,2,4: one cell each.
     #[arg(long, value_delimiter = ',')]
     pub rate: Vec<f64>,
@@ -154,6 +157,63 @@ pub struct BenchArgs {
     /// The result's `label` (vLLM's `--label`; default the endpoint type).
     #[arg(long)]
     pub label: Option<String>,
+    /// vLLM's `--metadata KEY=VALUE ...`: extra string keys of every --save-result file.
+    #[arg(long, num_args = 1.., requires = "save_result")]
+    pub metadata: Vec<String>,
+    /// vLLM's `--served-model-name`: the `model` every request names (default --model).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// vLLM's `--backend`: `openai`, `vllm` (both /v1/completions) or `openai-chat`
+    /// (/v1/chat/completions, needs a dataset with messages: sharegpt or requests).
+    #[arg(long, value_parser = ["openai", "vllm", "openai-chat"])]
+    pub backend: Option<String>,
+    /// vLLM's `--endpoint`: `/v1/completions` or `/v1/chat/completions`.
+    #[arg(long, value_parser = ["/v1/completions", "/v1/chat/completions"])]
+    pub endpoint: Option<String>,
+    /// vLLM's `--burstiness`: open-loop arrivals gamma-distributed with this shape
+    /// (1.0, the default, is Poisson; smaller is burstier).
+    #[arg(long)]
+    pub burstiness: Option<f64>,
+    /// vLLM's `--goodput KEY:VALUE ...` (keys ttft, tpot, e2el; milliseconds): the
+    /// targets a request must meet to count toward goodput (the plan's `[slo]`).
+    #[arg(long, num_args = 1..)]
+    pub goodput: Vec<String>,
+    /// vLLM's `--num-warmups N`: warm the server with N prompts (one batched call)
+    /// before the cells (default 1).
+    #[arg(long)]
+    pub num_warmups: Option<u32>,
+    /// vLLM's `--temperature` (default 0: greedy, as every study here).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// vLLM's `--header KEY=VALUE ...`: extra HTTP headers on every request.
+    #[arg(long, num_args = 1..)]
+    pub header: Vec<String>,
+    /// Leave out `return_token_ids` from the timed requests, as vLLM bench does
+    /// (`request.token_ids = false`): tokens are then counted one per text event,
+    /// lengths from usage.
+    #[arg(long)]
+    pub no_token_ids: bool,
+    /// vLLM flags the harness refuses with a reason (sampling and body extras that
+    /// would make arms' bodies differ from the plan's, dataset shapes it does not
+    /// draw): `--top-p`, `--top-k`, `--min-p`, `--extra-body`,
+    /// `--random-range-ratio`, `--random-prefix-len`, `--percentile-metrics`,
+    /// `--metric-percentiles`.
+    #[arg(long = "top-p", hide = true)]
+    pub top_p: Option<String>,
+    #[arg(long = "top-k", hide = true)]
+    pub top_k: Option<String>,
+    #[arg(long = "min-p", hide = true)]
+    pub min_p: Option<String>,
+    #[arg(long = "extra-body", hide = true)]
+    pub extra_body: Option<String>,
+    #[arg(long = "random-range-ratio", hide = true)]
+    pub random_range_ratio: Option<f64>,
+    #[arg(long = "random-prefix-len", hide = true)]
+    pub random_prefix_len: Option<u32>,
+    #[arg(long = "percentile-metrics", hide = true)]
+    pub percentile_metrics: Option<String>,
+    #[arg(long = "metric-percentiles", hide = true)]
+    pub metric_percentiles: Option<String>,
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,
@@ -185,6 +245,56 @@ pub struct BenchPlan {
     pub text: String,
     pub frozen: FrozenPlan,
     pub out: PathBuf,
+}
+
+/// `args` with `--model` filled in from the running server's `/v1/models` (its first
+/// id) when neither `--model` nor `--served-model-name` is given: vLLM bench's
+/// habit. Only with --url (a server started by --argv is not up yet). Sends the
+/// `--api-key-env` key and the `--header`s as the study would.
+pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
+    if args.model.is_some() || args.served_model_name.is_some() {
+        return Ok(args.clone());
+    }
+    let Some(url) = &args.url else {
+        return Err(BenchError::Args(
+            "--model is required with --argv (the server is not started yet to be asked); with --url it may be \
+             left out (the first model of /v1/models)"
+                .into(),
+        ));
+    };
+    let base = url.trim_end_matches('/');
+    let base = base.strip_suffix("/v1").unwrap_or(base);
+    let models = format!("{base}{}", crate::arm::dialect::MODELS_PATH);
+    let ask = |why: String| BenchError::Args(format!("--model left out, and {models} {why}: give --model"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| ask(e.to_string()))?;
+    let body: serde_json::Value = rt.block_on(async {
+        let mut req = reqwest::Client::new().get(&models).timeout(std::time::Duration::from_secs(10));
+        if let Some(var) = &args.api_key_env
+            && let Ok(key) = std::env::var(var)
+        {
+            req = req.bearer_auth(key);
+        }
+        for h in &args.header {
+            if let Some((k, v)) = h.split_once('=') {
+                req = req.header(k.trim(), v);
+            }
+        }
+        let r = req.send().await.map_err(|e| ask(format!("did not answer ({e})")))?;
+        if !r.status().is_success() {
+            return Err(ask(format!("answered {}", r.status())));
+        }
+        r.json().await.map_err(|e| ask(format!("sent no JSON ({e})")))
+    })?;
+    let id = body
+        .get("data")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|d| d.first())
+        .and_then(|m| m.get("id"))
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| ask("lists no model".into()))?;
+    let mut out = args.clone();
+    out.model = Some(id.to_string());
+    Ok(out)
 }
 
 /// The plan the flags describe, validated by the plan parser; `port` is the

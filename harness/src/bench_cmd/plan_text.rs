@@ -78,7 +78,110 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     if a.output_len == Some(0) || a.input_len == 0 {
         return Err(bad("--input-len and --output-len must be at least 1"));
     }
+    refused_vllm_flags(a)?;
+    if a.model.is_none() && a.served_model_name.is_none() {
+        return Err(bad("--model: required (or --served-model-name)"));
+    }
+    if let Some(m) = a.metadata.iter().find(|m| m.split_once('=').is_none_or(|(k, _)| k.trim().is_empty())) {
+        return Err(bad(format!("--metadata {m:?}: expected KEY=VALUE (vLLM's form)")));
+    }
+    if let (Some(b), Some(e)) = (&a.backend, &a.endpoint)
+        && (b == "openai-chat") != (e == "/v1/chat/completions")
+    {
+        return Err(bad(format!("--backend {b} and --endpoint {e} name different routes")));
+    }
+    if let Some(b) = a.burstiness
+        && !(b.is_finite() && b > 0.0)
+    {
+        return Err(bad(format!("--burstiness: must be a positive number (1.0 is Poisson), got {b}")));
+    }
+    if a.burstiness.is_some() && a.rate.is_empty() {
+        return Err(bad("--burstiness: shapes open-loop arrivals; give a finite --request-rate (or --rate) too"));
+    }
     Ok(())
+}
+
+/// vLLM bench flags the harness does not take, each with why and what to do instead.
+fn refused_vllm_flags(a: &BenchArgs) -> Result<(), BenchError> {
+    let sampling = "every study here decodes greedily with identical bodies for every arm (temperature 0 unless \
+                    --temperature); top-p/top-k/min-p are not sent";
+    let refusals: [(&str, bool, &str); 6] = [
+        ("--top-p", a.top_p.is_some(), sampling),
+        ("--top-k", a.top_k.is_some(), sampling),
+        ("--min-p", a.min_p.is_some(), sampling),
+        (
+            "--extra-body",
+            a.extra_body.is_some(),
+            "request bodies are the plan's own fields (docs/plan.md, Requests), hashed and replayed; extra fields \
+             are not sent",
+        ),
+        (
+            "--random-prefix-len",
+            a.random_prefix_len.is_some_and(|n| n > 0),
+            "a shared prefix is a `shared_prefix` panel in a plan file (docs/plan.md)",
+        ),
+        (
+            "--random-range-ratio",
+            a.random_range_ratio.is_some_and(|r| r != 0.0),
+            "random prompts here have exactly --random-input-len tokens; lengths from a distribution are a \
+             `synthetic` panel in a plan file (input_tokens/output_tokens = { dist = \"uniform\", ... })",
+        ),
+    ];
+    if let Some((flag, _, why)) = refusals.iter().find(|(_, given, _)| *given) {
+        return Err(bad(format!("{flag} is not supported: {why}")));
+    }
+    if let Some(m) = &a.percentile_metrics
+        && let Some(x) = m.split(',').map(str::trim).find(|x| !matches!(*x, "ttft" | "tpot" | "itl" | "e2el"))
+    {
+        return Err(bad(format!("--percentile-metrics: unknown metric {x:?} (ttft, tpot, itl, e2el)")));
+    }
+    if let Some(p) = &a.metric_percentiles
+        && p.split(',').map(str::trim).any(|x| x.parse::<f64>() != Ok(99.0))
+    {
+        return Err(bad(format!(
+            "--metric-percentiles {p}: only 99 (vLLM's default) is written yet; the report and the \
+             terminal give p50, p90, p95 and p99 of every measure"
+        )));
+    }
+    Ok(())
+}
+
+/// `--goodput KEY:VALUE ...` as `[slo]` lines (vLLM's keys ttft, tpot, e2el in ms).
+fn slo(a: &BenchArgs) -> Result<String, BenchError> {
+    let mut t = String::new();
+    for item in &a.goodput {
+        let (k, v) = item
+            .split_once(':')
+            .ok_or_else(|| bad(format!("--goodput {item:?}: expected KEY:VALUE (ttft:200 tpot:50 e2el:1000, ms)")))?;
+        let key = match k.trim() {
+            "ttft" => "ttft_ms",
+            "tpot" => "tpot_ms",
+            "e2el" => "e2e_ms",
+            other => return Err(bad(format!("--goodput: unknown key {other:?} (ttft, tpot, e2el)"))),
+        };
+        let ms: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| bad(format!("--goodput {item:?}: {v:?} is not a positive number of milliseconds")))?;
+        if t.contains(&format!("{key} =")) {
+            return Err(bad(format!("--goodput: {k} given twice")));
+        }
+        let _ = writeln!(t, "{key} = {ms:?}");
+    }
+    Ok(if t.is_empty() { t } else { format!("[slo]\n{t}\n") })
+}
+
+/// `--header KEY=VALUE ...` as an arm's `headers` table.
+fn headers(a: &BenchArgs) -> Result<String, BenchError> {
+    let mut pairs = Vec::new();
+    for h in &a.header {
+        let (k, v) =
+            h.split_once('=').ok_or_else(|| bad(format!("--header {h:?}: expected KEY=VALUE (vLLM's form)")))?;
+        pairs.push(format!("{} = {}", quote(k.trim()), quote(v)));
+    }
+    Ok(if pairs.is_empty() { String::new() } else { format!("headers = {{ {} }}\n", pairs.join(", ")) })
 }
 
 fn dataset_name(d: Dataset) -> &'static str {
@@ -102,7 +205,16 @@ fn panel(a: &BenchArgs, t: &mut String) {
             format!("max_output_tokens = {}\n", a.output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)),
         ),
     };
-    let _ = write!(t, "[request]\nmodel = {}\noutput = \"{output}\"\n{request}temperature = 0.0\n\n", quote(&a.model));
+    let model = a.served_model_name.as_deref().or(a.model.as_deref()).unwrap_or_default();
+    let chat = a.backend.as_deref() == Some("openai-chat") || a.endpoint.as_deref() == Some("/v1/chat/completions");
+    let endpoint = if chat { "endpoint = \"chat\"\n" } else { "" };
+    let token_ids = if a.no_token_ids { "token_ids = false\n" } else { "" };
+    let _ = write!(
+        t,
+        "[request]\nmodel = {}\noutput = \"{output}\"\n{request}temperature = {:?}\n{endpoint}{token_ids}\n",
+        quote(model),
+        a.temperature.unwrap_or(0.0)
+    );
     t.push_str("[prompts]\n");
     let tokenizer = a.tokenizer.as_ref().map(|k| format!("tokenizer = {}\n", quote(k))).unwrap_or_default();
     let _ = match a.dataset {
@@ -157,6 +269,7 @@ fn arm(a: &BenchArgs, port: impl FnOnce() -> u16, t: &mut String) -> Result<Stri
     if let Some(var) = &a.api_key_env {
         let _ = writeln!(t, "api_key_env = {}", quote(var));
     }
+    t.push_str(&headers(a)?);
     if let Some(tok) = &a.tokenizer {
         let _ = writeln!(t, "tokenizer = {}", quote(tok));
     }
@@ -182,21 +295,31 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         quote(&format!("harness bench: {} requests per cell to {what}", a.num_prompts))
     );
     panel(a, &mut t);
+    t.push_str(&slo(a)?);
     let _ = write!(
         t,
-        "[warmup]\nprompts = 1\noutput_tokens = 4\n\n[timing]\nsettle_s = {:?}\nrequest_timeout_s = {:?}\n\
+        "[warmup]\nprompts = {}\noutput_tokens = 4\n\n[timing]\nsettle_s = {:?}\nrequest_timeout_s = {:?}\n\
          drain_timeout_s = {:?}\n\n[blocks]\ncount = 0\ndescriptive = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
          [limits]\nmax_error_rate = {:?}\n\n",
-        a.settle_s, a.request_timeout_s, a.request_timeout_s, a.max_error_rate
+        a.num_warmups.unwrap_or(1),
+        a.settle_s,
+        a.request_timeout_s,
+        a.request_timeout_s,
+        a.max_error_rate
     );
     t.push_str(&arms);
     if !a.rate.is_empty() {
         let rates: Vec<String> = a.rate.iter().map(|r| format!("{r:?}")).collect();
         let _ = write!(
             t,
-            "[[cells]]\nname = \"poisson\"\nkind = \"descriptive\"\nload = \"open\"\nrate = [{}]\ncount = {}\n\n",
+            "[[cells]]\nname = \"{}\"\nkind = \"descriptive\"\nload = \"open\"\nrate = [{}]\ncount = {}\n{}\n",
+            if a.burstiness.is_some_and(|b| b != 1.0) { "gamma" } else { "poisson" },
             rates.join(", "),
-            a.num_prompts
+            a.num_prompts,
+            match a.burstiness {
+                Some(b) if b != 1.0 => format!("arrival = \"gamma\"\nburstiness = {b:?}\n"),
+                _ => String::new(),
+            }
         );
     }
     if !a.concurrency.is_empty() {

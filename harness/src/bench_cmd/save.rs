@@ -30,7 +30,14 @@ pub fn save_results(a: &BenchArgs, evidence: &Path) -> Result<Vec<PathBuf>, Benc
             result.label = label.clone();
         }
         let path = dir.join(file_name(a, &result, &c.cell, cells.len()));
-        let text = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        // vLLM's --metadata: extra top-level string keys.
+        let mut value = serde_json::to_value(&result).unwrap_or_default();
+        if let Value::Object(map) = &mut value {
+            for (k, v) in a.metadata.iter().filter_map(|m| m.split_once('=')) {
+                map.insert(k.trim().to_string(), Value::String(v.to_string()));
+            }
+        }
+        let text = serde_json::to_vec_pretty(&value).unwrap_or_default();
         crate::evidence::write_atomic(&path, &text)
             .map_err(|e| BenchError::Io { path: path.clone(), error: std::io::Error::other(e.to_string()) })?;
         written.push(path);

@@ -259,3 +259,98 @@ fn vllm_bench_flags_write_the_same_plan_as_ours() {
         with(&["--rate", "3", "--concurrency", "2,40"])
     );
 }
+
+/// The rest of vLLM bench's everyday flags map onto plan keys: --goodput onto
+/// `[slo]`, --burstiness onto gamma arrivals, --num-warmups onto the warmup,
+/// --served-model-name onto the requests' model, --backend/--endpoint onto the
+/// route, --temperature, --header onto the arm's headers, and the flags whose
+/// meaning the harness does not offer are refused naming why.
+#[test]
+fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "Qwen/Qwen3-8B", "--request-rate", "4"];
+    let with = |extra: &[&str]| {
+        let mut f: Vec<&str> = base.to_vec();
+        f.extend_from_slice(extra);
+        prepared(&f)
+    };
+    let p = with(&["--goodput", "ttft:200", "tpot:50", "e2el:1000"]);
+    let slo = p.frozen.plan.slo.expect("[slo]");
+    assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2e_ms), (Some(200.0), Some(50.0), Some(1000.0)));
+    let p = with(&["--burstiness", "0.5"]);
+    assert!(
+        matches!(p.frozen.plan.cells[0].load, Load::Open { arrival: crate::plan::Arrival::Gamma { burstiness }, .. } if burstiness == 0.5)
+    );
+    // Burstiness 1.0 is vLLM's default: Poisson, the same plan as without it.
+    assert_eq!(with(&["--burstiness", "1.0"]).text, with(&[]).text);
+    let p = with(&["--num-warmups", "3", "--served-model-name", "qwen", "--temperature", "0.5", "--no-token-ids"]);
+    let r = &p.frozen.plan.request;
+    assert_eq!((p.frozen.plan.warmup.prompts, r.model.as_str(), r.temperature, r.token_ids), (3, "qwen", 0.5, false));
+    let chat = prepared(&[
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--request-rate",
+        "4",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        "d.json",
+        "--tokenizer",
+        "t.json",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+    ]);
+    assert_eq!(chat.frozen.plan.request.endpoint, crate::plan::Endpoint::Chat);
+    let p = with(&["--header", "x-tenant=a", "x-trace=b=c"]);
+    let h = &p.frozen.plan.arms[0].headers;
+    assert_eq!((h["x-tenant"].as_str(), h["x-trace"].as_str()), ("a", "b=c"));
+    // Accepted as vLLM's defaults (the export always writes the four metrics' p99).
+    assert_eq!(
+        with(&["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "99"]).text,
+        with(&[]).text
+    );
+    let err = |extra: &[&str]| {
+        let mut f: Vec<&str> = base.to_vec();
+        f.extend_from_slice(extra);
+        error(&f)
+    };
+    for (flags, want) in [
+        (&["--goodput", "ttft=200"][..], "--goodput \"ttft=200\": expected KEY:VALUE"),
+        (&["--goodput", "itl:5"], "--goodput: unknown key \"itl\""),
+        (&["--burstiness", "0"], "--burstiness: must be a positive number"),
+        (&["--top-p", "0.9"], "--top-p is not supported: every study here decodes greedily"),
+        (&["--extra-body", "{}"], "--extra-body is not supported"),
+        (&["--random-range-ratio", "0.5"], "--random-range-ratio is not supported"),
+        (&["--random-prefix-len", "8"], "--random-prefix-len is not supported"),
+        (&["--metric-percentiles", "50,99"], "--metric-percentiles 50,99: only 99"),
+        (&["--percentile-metrics", "ttft,foo"], "unknown metric \"foo\""),
+        (&["--header", "x"], "--header \"x\": expected KEY=VALUE"),
+        (&["--backend", "openai", "--endpoint", "/v1/chat/completions"], "name different routes"),
+    ] {
+        let e = err(flags);
+        assert!(e.contains(want), "{flags:?}: want {want:?} in {e}");
+    }
+    let no_model = error(&["--url", "http://127.0.0.1:9", "--request-rate", "4"]);
+    assert!(no_model.contains("--model: required"), "{no_model}");
+}
+
+#[test]
+fn a_left_out_model_is_the_first_one_the_server_lists() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/v1/models",
+        axum::routing::get(|| async { axum::Json(serde_json::json!({"data": [{"id": "served-a"}, {"id": "b"}]})) }),
+    );
+    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let a = discover_model(&args(&["--url", &format!("{url}/v1"), "--request-rate", "1"])).unwrap();
+    assert_eq!(a.model.as_deref(), Some("served-a"));
+    let given = discover_model(&args(&["--url", &url, "--model", "x", "--request-rate", "1"])).unwrap();
+    assert_eq!(given.model.as_deref(), Some("x"));
+    let spawned = discover_model(&args(&[ARGV, "--request-rate", "1"])).unwrap_err().to_string();
+    assert!(spawned.contains("--model is required with --argv"), "{spawned}");
+}
