@@ -64,7 +64,7 @@ fn chat_messages_go_to_the_chat_endpoint_and_replay_clean() {
     let plan = harness::plan::parse(&std::fs::read_to_string(out.join("plan.toml")).unwrap()).unwrap();
     let run = read_json(&out.join("run.json"));
     for (i, p) in panel.prompts.iter().enumerate() {
-        let body = harness::load::stream_body(&plan, harness::plan::Endpoint::Chat, p);
+        let body = harness::load::stream_body(&plan, plan.body_kind(harness::plan::Endpoint::Chat), p);
         let text = String::from_utf8(body.clone()).unwrap();
         assert!(text.contains("\"messages\":[") && !text.contains("\"prompt\""), "{text}");
         assert_eq!(run["request_body_sha256"]["chat"][i], harness::evidence::sha256_hex(&body), "{run}");
@@ -152,7 +152,7 @@ fn a_completions_cell_beside_a_chat_cell_each_take_their_route_and_replay_clean(
     let run = read_json(&out.join("run.json"));
     for (i, p) in panel.prompts.iter().enumerate() {
         for e in [Endpoint::Completions, Endpoint::Chat] {
-            let body = harness::load::stream_body(&plan, e, p);
+            let body = harness::load::stream_body(&plan, plan.body_kind(e), p);
             assert_eq!(run["request_body_sha256"][e.as_str()][i], harness::evidence::sha256_hex(&body), "{run}");
         }
     }

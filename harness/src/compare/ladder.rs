@@ -81,7 +81,7 @@ impl Ladder<'_> {
                 entries: &trace.entries,
                 start_ns: self.clock.now_ns() + CELL_LEAD_NS,
                 concurrency: Some(concurrency),
-                bodies: self.inputs.bodies_for(crate::plan::Endpoint::Completions),
+                bodies: self.inputs.bodies_for(plan.body_kind(crate::plan::Endpoint::Completions)),
                 entry_bodies: None,
                 sessions: None,
                 drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),

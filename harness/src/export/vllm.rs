@@ -307,7 +307,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
             harness_arm: c.arm.clone(),
             harness_role: arm.map_or("", |a| a.role.as_str()).to_string(),
             harness_cell: c.cell.clone(),
-            harness_token_ids: if plan.request.token_ids { "streamed" } else { "usage" }.into(),
+            harness_token_ids: if plan.body_kind_of(&rc.name).token_ids { "streamed" } else { "usage" }.into(),
             request_rate,
             burstiness,
             max_concurrency,

@@ -25,7 +25,7 @@ use axum::body::Bytes;
 use serde::Serialize;
 
 use super::PreparedRequest;
-use crate::plan::{Endpoint, Plan};
+use crate::plan::{BodyKind, Endpoint, Plan};
 use crate::trace::{ChatMessage, Prompt};
 
 #[derive(Serialize)]
@@ -94,19 +94,20 @@ pub fn chat_body(
     })
 }
 
-/// The body of one timed request for a panel prompt, on `endpoint`.
-pub fn stream_body(plan: &Plan, endpoint: Endpoint, prompt: &Prompt) -> Vec<u8> {
-    stream_body_with(plan, endpoint, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
+/// The body of one timed request for a panel prompt, of kind `kind` (its route and
+/// whether it asks for token IDs).
+pub fn stream_body(plan: &Plan, kind: BodyKind, prompt: &Prompt) -> Vec<u8> {
+    stream_body_with(plan, kind, prompt, prompt.max_tokens.unwrap_or(plan.request.output_tokens))
 }
 
 /// [`stream_body`] with `max_tokens` as the output length (and `min_tokens` when
 /// forced): a trace-file row's own output length.
-pub fn stream_body_with(plan: &Plan, endpoint: Endpoint, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
+pub fn stream_body_with(plan: &Plan, kind: BodyKind, prompt: &Prompt, max_tokens: u32) -> Vec<u8> {
     let r = &plan.request;
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
-    if endpoint == Endpoint::Chat {
+    if kind.endpoint == Endpoint::Chat {
         let messages = prompt.messages.as_deref().unwrap_or(&[]);
-        return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature, r.token_ids);
+        return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature, kind.token_ids);
     }
     to_bytes(&Body {
         model: &r.model,
@@ -117,15 +118,15 @@ pub fn stream_body_with(plan: &Plan, endpoint: Endpoint, prompt: &Prompt, max_to
         temperature: r.temperature,
         stream: true,
         stream_options: Some(StreamOptions { include_usage: true }),
-        return_token_ids: r.token_ids.then_some(true),
+        return_token_ids: kind.token_ids.then_some(true),
     })
 }
 
-/// The prepared request of a panel prompt on `endpoint` (body, exact prompt length,
+/// The prepared request of a panel prompt of kind `kind` (body, exact prompt length,
 /// max_tokens).
-pub fn prepare(plan: &Plan, endpoint: Endpoint, prompt: &Prompt) -> PreparedRequest {
+pub fn prepare(plan: &Plan, kind: BodyKind, prompt: &Prompt) -> PreparedRequest {
     PreparedRequest {
-        body: Bytes::from(stream_body(plan, endpoint, prompt)),
+        body: Bytes::from(stream_body(plan, kind, prompt)),
         prompt_tokens: prompt.length,
         max_tokens: prompt.max_tokens.unwrap_or(plan.request.output_tokens),
     }
@@ -199,7 +200,8 @@ mod tests {
     #[test]
     fn bodies_have_the_documented_fields_in_order() {
         let plan = e2e_plan("output_tokens = 8\n");
-        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
+        let body =
+            String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
@@ -211,13 +213,14 @@ mod tests {
         );
         // `output = "forced"` is the default spelled out: the same bytes.
         let forced = e2e_plan("output_tokens = 8\noutput = \"forced\"\n");
-        assert_eq!(stream_body(&forced, Endpoint::Completions, &prompt(&[1, 2, 3])), body.as_bytes());
+        assert_eq!(stream_body(&forced, forced.body_kind(Endpoint::Completions), &prompt(&[1, 2, 3])), body.as_bytes());
     }
 
     #[test]
     fn without_token_ids_the_body_is_what_vllm_bench_sends() {
         let plan = e2e_plan("output_tokens = 8\ntoken_ids = false\n");
-        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
+        let body =
+            String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true}}"#
@@ -229,12 +232,13 @@ mod tests {
     #[test]
     fn natural_output_sends_no_min_tokens_and_lets_eos_end_it() {
         let plan = e2e_plan("output_tokens = 8\noutput = \"natural\"\n");
-        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &prompt(&[1, 2, 3]))).unwrap();
+        let body =
+            String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &prompt(&[1, 2, 3]))).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
-        assert_eq!(prepare(&plan, Endpoint::Completions, &prompt(&[1, 2, 3])).max_tokens, 8);
+        assert_eq!(prepare(&plan, plan.body_kind(Endpoint::Completions), &prompt(&[1, 2, 3])).max_tokens, 8);
     }
 
     #[test]
@@ -251,18 +255,20 @@ mod tests {
         assert!(e.contains("request.endpoint") && e.contains("\"sharegpt\" or \"requests\""), "{e}");
         let m = ChatMessage { role: "user".into(), content: "Who's there?".into() };
         let p = Prompt { max_tokens: Some(5), ignore_eos: Some(false), messages: Some(vec![m]), ..prompt(&[9, 9]) };
-        let body = String::from_utf8(stream_body(&plan, Endpoint::Chat, &p)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Chat), &p)).unwrap();
         assert_eq!(
             body,
             r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":5,"ignore_eos":false,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true},"return_token_ids":true}"#
         );
         // On /v1/completions (another cell's endpoint) the same entry sends its token IDs.
         assert!(
-            String::from_utf8(stream_body(&plan, Endpoint::Completions, &p)).unwrap().contains(r#""prompt":[9,9]"#)
+            String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &p))
+                .unwrap()
+                .contains(r#""prompt":[9,9]"#)
         );
         let completions = e2e_plan("output_tokens = 8\n");
         assert!(
-            String::from_utf8(stream_body(&completions, Endpoint::Completions, &p))
+            String::from_utf8(stream_body(&completions, completions.body_kind(Endpoint::Completions), &p))
                 .unwrap()
                 .contains(r#""prompt":[9,9]"#)
         );
@@ -280,12 +286,12 @@ mod tests {
     fn a_dataset_entry_sends_its_own_max_tokens_and_eos_flag() {
         let plan = e2e_plan("output_tokens = 8\n");
         let p = Prompt { output_tokens: Some(40), max_tokens: Some(5), ignore_eos: Some(false), ..prompt(&[9]) };
-        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &p)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &p)).unwrap();
         assert!(body.contains(r#""max_tokens":5,"ignore_eos":false"#), "{body}");
         let forced = Prompt { ignore_eos: Some(true), ..p.clone() };
-        let body = String::from_utf8(stream_body(&plan, Endpoint::Completions, &forced)).unwrap();
+        let body = String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &forced)).unwrap();
         assert!(body.contains(r#""max_tokens":5,"min_tokens":5,"ignore_eos":true"#), "{body}");
-        let prepared = prepare(&plan, Endpoint::Completions, &p);
+        let prepared = prepare(&plan, plan.body_kind(Endpoint::Completions), &p);
         assert_eq!((prepared.prompt_tokens, prepared.max_tokens), (1, 5));
     }
 }

@@ -216,7 +216,10 @@ mod tests {
         let (plan, p) = (plan(), session());
         let s = SessionScript::new(&plan, &p).unwrap();
         assert_eq!(s.turns(), 3);
-        assert_eq!(s.body(0, &[]).unwrap(), crate::load::stream_body(&plan, crate::plan::Endpoint::Chat, &p));
+        assert_eq!(
+            s.body(0, &[]).unwrap(),
+            crate::load::stream_body(&plan, plan.body_kind(crate::plan::Endpoint::Chat), &p)
+        );
         let body = String::from_utf8(s.body(2, &["Nay, answer me.", "He."]).unwrap()).unwrap();
         assert_eq!(
             body,

@@ -103,4 +103,10 @@ fn a_session_panel_needs_every_cell_on_chat() {
     // Every cell on chat by its own key: valid.
     let all = on_cell(&on_cell(&sessions(""), "open", "endpoint = \"chat\""), "closed", "endpoint = \"chat\"");
     assert_eq!(parse(&all).unwrap().endpoints(), [Endpoint::Chat]);
+    // Turns are built from [request]: a cell cannot leave out token IDs on its own.
+    let e = issues(&on_cell(&sessions("\nendpoint = \"chat\""), "closed", "token_ids = false"));
+    assert_eq!(
+        e,
+        ["cells[0].token_ids: a session panel's turns are built from [request]: set request.token_ids instead"]
+    );
 }

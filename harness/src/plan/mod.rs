@@ -58,7 +58,7 @@ pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
-pub use types::{Blocking, Endpoint, IdentityPreset, IdentitySpec, Recorder, SETUP_PAD_ENV};
+pub use types::{Blocking, BodyKind, Endpoint, IdentityPreset, IdentitySpec, Recorder, SETUP_PAD_ENV};
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;

@@ -109,6 +109,7 @@ impl Plan {
             retries: 0,
             recorder: Recorder::Full,
             endpoint: self.request.endpoint,
+            token_ids: self.request.token_ids,
         }];
         v.blocks = Blocks {
             count: 0,

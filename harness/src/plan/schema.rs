@@ -247,6 +247,8 @@ pub struct CellFile {
     pub trace_lengths: Option<bool>,
     /// "full" (default) or "light" (descriptive cells only): see `types::Recorder`.
     pub recorder: Option<String>,
+    /// Ask for streamed token IDs (default `request.token_ids`).
+    pub token_ids: Option<bool>,
     /// "completions" or "chat": overrides `request.endpoint` for this cell.
     pub endpoint: Option<String>,
 }

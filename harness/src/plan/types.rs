@@ -128,6 +128,26 @@ pub struct RequestSpec {
     pub token_ids: bool,
 }
 
+/// What a timed body is built for: its route, and whether it asks for the streamed
+/// token IDs (`return_token_ids`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BodyKind {
+    pub endpoint: Endpoint,
+    pub token_ids: bool,
+}
+
+impl BodyKind {
+    /// Its key in `run.json` `request_body_sha256`: the endpoint's name, with
+    /// `-no-token-ids` appended when the body does not ask for them.
+    pub fn key(self) -> String {
+        if self.token_ids {
+            self.endpoint.as_str().to_string()
+        } else {
+            format!("{}-no-token-ids", self.endpoint.as_str())
+        }
+    }
+}
+
 /// Where a cell's timed requests go (`request.endpoint`, `cells[].endpoint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -519,6 +539,9 @@ pub struct Cell {
     pub recorder: Recorder,
     /// Where this cell's timed requests go (`cells[].endpoint`, else `request.endpoint`).
     pub endpoint: Endpoint,
+    /// Whether this cell's bodies ask for streamed token IDs (`token_ids`, default
+    /// `request.token_ids`).
+    pub token_ids: bool,
 }
 
 /// `cells[].recorder`: what the client keeps of each response stream.
@@ -707,6 +730,33 @@ impl Plan {
     /// The endpoint cell `name` sends to (`request.endpoint` for an unknown name).
     pub fn endpoint_of(&self, name: &str) -> Endpoint {
         self.cell(name).map_or(self.request.endpoint, |c| c.endpoint)
+    }
+
+    /// The kind of body cell `name` sends (`request`'s for an unknown name).
+    pub fn body_kind_of(&self, name: &str) -> BodyKind {
+        self.cell(name).map_or(self.body_kind(self.request.endpoint), |c| BodyKind {
+            endpoint: c.endpoint,
+            token_ids: c.token_ids,
+        })
+    }
+
+    /// The body `[request]` describes on `endpoint` (its `token_ids`).
+    pub fn body_kind(&self, endpoint: Endpoint) -> BodyKind {
+        BodyKind { endpoint, token_ids: self.request.token_ids }
+    }
+
+    /// The kinds of body the cells send, each once, ordered by endpoint then
+    /// token IDs asked for first (a plan without cells: `[request]`'s). `inputs/`
+    /// freezes one body per panel entry for each.
+    pub fn body_kinds(&self) -> Vec<BodyKind> {
+        if self.cells.is_empty() {
+            return vec![self.body_kind(self.request.endpoint)];
+        }
+        let mut kinds: Vec<BodyKind> =
+            self.cells.iter().map(|c| BodyKind { endpoint: c.endpoint, token_ids: c.token_ids }).collect();
+        kinds.sort_by_key(|k| (k.endpoint, !k.token_ids));
+        kinds.dedup();
+        kinds
     }
 
     /// Indices in `prompts.jsonl` of the warmup call's prompts.

@@ -121,7 +121,8 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
             );
         }
     }
-    let routes = validate_cells::Routes { default: request.endpoint, chat_source, session_panel };
+    let routes =
+        validate_cells::Routes { default: request.endpoint, chat_source, session_panel, token_ids: request.token_ids };
     let cells = validate_cells::cells(&mut c, file.cells, &prompts, derive.as_ref(), routes);
     let blocks = blocks(&mut c, file.blocks, &arms, &cells);
     if blocks.randomize_setup {

@@ -87,6 +87,8 @@ pub(super) struct Routes {
     pub chat_source: bool,
     /// A session panel (`prompts.max_turns`): chat only.
     pub session_panel: bool,
+    /// `request.token_ids`: a cell's `token_ids` when it sets none.
+    pub token_ids: bool,
 }
 
 /// A cell's `endpoint` (`key`), judged against the panel.
@@ -192,6 +194,13 @@ pub(super) fn cells(
         }
         let recorder = super::validate_analysis::recorder(c, &k, f.recorder.as_deref(), f.kind);
         let endpoint = cell_endpoint(c, &format!("{k}.endpoint"), &f.name, f.endpoint.as_deref(), routes);
+        let token_ids = f.token_ids.unwrap_or(routes.token_ids);
+        if routes.session_panel && token_ids != routes.token_ids {
+            c.err(
+                format!("{k}.token_ids"),
+                "a session panel's turns are built from [request]: set request.token_ids instead",
+            );
+        }
         // Invalid values are already reported; stand-ins keep the cell's name known
         // to hypotheses and orders, and never leave validation.
         out.push(Cell {
@@ -203,6 +212,7 @@ pub(super) fn cells(
             retries,
             recorder,
             endpoint,
+            token_ids,
         });
     }
     out

@@ -481,3 +481,12 @@ fn arm_identity_claims_are_validated_and_kept() {
         assert!(msg.contains(want), "want {want:?} in:\n{msg}");
     }
 }
+
+#[test]
+fn a_cell_may_leave_out_token_ids_except_on_a_session_panel() {
+    let text = edit("[[cells]]\nname = \"closed\"", "[[cells]]\nname = \"closed\"\ntoken_ids = false");
+    let p = parse(&text).expect("valid");
+    let kinds = p.body_kinds();
+    assert_eq!(kinds.iter().map(|k| k.key()).collect::<Vec<_>>(), ["completions", "completions-no-token-ids"]);
+    assert!(!p.body_kind_of("closed").token_ids && p.body_kind_of("open").token_ids);
+}

@@ -1,10 +1,11 @@
-//! The request bodies `run.json` records (`request_body_sha256`): for each endpoint
-//! the cells send to (`Plan::endpoints`: `cells[].endpoint`, else
-//! `request.endpoint`), every panel entry's body rebuilt from the frozen plan and
+//! The request bodies `run.json` records (`request_body_sha256`): for each kind of
+//! body the cells send (`Plan::body_kinds`: the cell's endpoint and whether it asks
+//! for token IDs, keyed `completions`, `chat`, `completions-no-token-ids`, ...),
+//! every panel entry's body rebuilt from the frozen plan and
 //! `inputs/prompts.jsonl` through `load::stream_body` (the one body format, as
 //! `turns` rebuilds session turns through `load::SessionScript`) and its SHA-256
-//! compared with `request_body_sha256.<endpoint>[i]`; a mismatch names the entry and
-//! the cells that send that body. An endpoint no cell uses must not be listed.
+//! compared with `request_body_sha256.<key>[i]`; a mismatch names the entry and
+//! the cells that send that body. A kind no cell sends must not be listed.
 //! Evidence written before cells chose their endpoint holds one array, the study
 //! endpoint's. Reads only the evidence directory; never writes.
 
@@ -15,7 +16,7 @@ use super::read::{read_json, stream_lines};
 use super::{Check, Mismatch};
 use crate::evidence::sha256_hex;
 use crate::load::stream_body;
-use crate::plan::{Endpoint, Plan};
+use crate::plan::{BodyKind, Plan};
 use crate::trace::Prompt;
 
 pub const NAME: &str = "request bodies: run.json hashes rebuilt from the frozen panel, per cell endpoint";
@@ -44,12 +45,12 @@ pub fn check(root: &Path, plan: &Plan) -> Check {
             return Check::of(NAME, "no readable body hashes".into(), m);
         }
     };
-    let endpoints = plan.endpoints();
-    let mut rebuilt: BTreeMap<Endpoint, Vec<String>> = endpoints.iter().map(|&e| (e, Vec::new())).collect();
+    let kinds = plan.body_kinds();
+    let mut rebuilt: BTreeMap<BodyKind, Vec<String>> = kinds.iter().map(|&k| (k, Vec::new())).collect();
     let read = stream_lines(root, PANEL, |_, l| {
         let p: Prompt = serde_json::from_slice(l).map_err(|e| e.to_string())?;
-        for (&e, hashes) in rebuilt.iter_mut() {
-            hashes.push(sha256_hex(&stream_body(plan, e, &p)));
+        for (&k, hashes) in rebuilt.iter_mut() {
+            hashes.push(sha256_hex(&stream_body(plan, k, &p)));
         }
         Ok(())
     });
@@ -65,15 +66,16 @@ pub fn check(root: &Path, plan: &Plan) -> Check {
         }
     }
     for name in recorded.keys() {
-        if !endpoints.iter().any(|e| e.as_str() == name) {
-            m.push(Mismatch::new(RUN, format!("request_body_sha256.{name}"), "listed", "no cell sends there"));
+        if !kinds.iter().any(|k| &k.key() == name) {
+            m.push(Mismatch::new(RUN, format!("request_body_sha256.{name}"), "listed", "no cell sends such a body"));
         }
     }
     let mut bodies = 0usize;
-    for (e, want) in &rebuilt {
-        let cells: Vec<&str> = plan.cells.iter().filter(|c| c.endpoint == *e).map(|c| c.name.as_str()).collect();
-        let key = format!("request_body_sha256.{}", e.as_str());
-        let Some(have) = recorded.get(e.as_str()) else {
+    for (k, want) in &rebuilt {
+        let cells: Vec<&str> =
+            plan.cells.iter().filter(|c| plan.body_kind_of(&c.name) == *k).map(|c| c.name.as_str()).collect();
+        let key = format!("request_body_sha256.{}", k.key());
+        let Some(have) = recorded.get(&k.key()) else {
             m.push(Mismatch::new(RUN, key, "absent", format!("{} bodies sent by {}", want.len(), cells.join(", "))));
             continue;
         };
@@ -88,6 +90,6 @@ pub fn check(root: &Path, plan: &Plan) -> Check {
         }
         bodies += want.len();
     }
-    let names: Vec<&str> = endpoints.iter().map(|e| e.as_str()).collect();
+    let names: Vec<String> = kinds.iter().map(|k| k.key()).collect();
     Check::of(NAME, format!("{bodies} bodies on {}", names.join(" and ")), m)
 }

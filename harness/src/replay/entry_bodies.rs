@@ -57,14 +57,14 @@ fn panel(root: &Path) -> Result<Vec<Prompt>, String> {
 /// The SHA-256 of each entry's body, in trace order (`Err`: the entry's prompt is
 /// not in the panel).
 fn rebuild(plan: &Plan, cell: &str, entries: &[Entry], prompts: &[Prompt]) -> Vec<Result<String, String>> {
-    let endpoint = plan.endpoint_of(cell);
+    let kind = plan.body_kind_of(cell);
     let body = |e: &Entry| {
         let p = usize::try_from(e.prompt).ok().and_then(|i| prompts.get(i)).ok_or_else(|| {
             format!("no body: trace entry {} names prompt {}, the panel holds {}", e.index, e.prompt, prompts.len())
         })?;
         Ok(sha256_hex(&match e.output_length {
-            Some(n) => stream_body_with(plan, endpoint, p, n),
-            None => stream_body(plan, endpoint, p),
+            Some(n) => stream_body_with(plan, kind, p, n),
+            None => stream_body(plan, kind, p),
         }))
     };
     entries.iter().map(body).collect()
@@ -256,7 +256,7 @@ mod tests {
         // The body entry 3 would send now: its prompt with max_tokens 30.
         let prompts = panel(&root).unwrap();
         let entry = read_traces(&root, &plan)["tr"].as_ref().unwrap()[3];
-        let body = stream_body_with(&plan, plan.endpoint_of("tr"), &prompts[entry.prompt as usize], 30);
+        let body = stream_body_with(&plan, plan.body_kind_of("tr"), &prompts[entry.prompt as usize], 30);
         assert_eq!(m.recomputed, sha256_hex(&body));
     }
 

@@ -372,13 +372,10 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
         qualification_run: false,
         units_run,
     };
-    // The body of every panel entry on each endpoint the cells use, as `run` records them.
-    let body = |e: crate::plan::Endpoint, p| crate::evidence::sha256_hex(&crate::load::stream_body(plan, e, p));
-    let bodies: std::collections::BTreeMap<&str, Vec<String>> = plan
-        .endpoints()
-        .into_iter()
-        .map(|e| (e.as_str(), panel.prompts.iter().map(|p| body(e, p)).collect()))
-        .collect();
+    // The body of every panel entry of each kind the cells send, as `run` records them.
+    let body = |k: crate::plan::BodyKind, p| crate::evidence::sha256_hex(&crate::load::stream_body(plan, k, p));
+    let bodies: std::collections::BTreeMap<String, Vec<String>> =
+        plan.body_kinds().into_iter().map(|k| (k.key(), panel.prompts.iter().map(|p| body(k, p)).collect())).collect();
     let run = json!({"format": RUN_FORMAT, "study": plan.study.name, "plan_sha256": frozen.sha256, "git": git,
         "clock": crate::run::CLOCK, "request_body_sha256": bodies, "sessions": [session], "units": units});
     write_json(&ev.root().join("run.json"), &run).map_err(|e| e.to_string())?;

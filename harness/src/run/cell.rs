@@ -155,7 +155,7 @@ impl CellRun<'_> {
                 ResolvedLoad::Closed { concurrency } => Some(concurrency),
                 _ => None,
             },
-            bodies: s.inputs.bodies_for(endpoint),
+            bodies: s.inputs.bodies_for(plan.body_kind_of(name)),
             entry_bodies: entry_bodies.as_deref(),
             sessions: s.inputs.sessions.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),

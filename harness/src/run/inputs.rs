@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use super::RunError;
 use crate::evidence::sha256_hex;
 use crate::load::{PreparedRequest, SessionScript, prepare as prepare_request, stream_body_with};
-use crate::plan::{Endpoint, Plan};
+use crate::plan::{BodyKind, Plan};
 use crate::trace::{self, Encoder, Panel, Trace};
 
 /// A `trace::Encoder` over a Hugging Face `tokenizer.json`; encodes without special
@@ -57,12 +57,12 @@ pub struct Inputs {
     pub panel: Panel,
     /// One trace per cell, in plan order.
     pub traces: Vec<Trace>,
-    /// Per endpoint the cells use: the prepared request (body, prompt length,
-    /// max_tokens) per panel index.
-    pub bodies: BTreeMap<Endpoint, Vec<PreparedRequest>>,
-    /// SHA-256 of each body (`run.json` `request_body_sha256.<endpoint>`), per
-    /// endpoint and panel index.
-    pub body_sha256: BTreeMap<Endpoint, Vec<String>>,
+    /// Per kind of body the cells send (route, token IDs asked for): the prepared
+    /// request (body, prompt length, max_tokens) per panel index.
+    pub bodies: BTreeMap<BodyKind, Vec<PreparedRequest>>,
+    /// SHA-256 of each body (`run.json` `request_body_sha256.<kind key>`), per
+    /// kind (`BodyKind::key`) and panel index.
+    pub body_sha256: BTreeMap<String, Vec<String>>,
     /// Per cell whose trace sets each request's output length (`trace_lengths`):
     /// SHA-256 of each entry's body, in trace order (`run.json`).
     pub entry_body_sha256: BTreeMap<String, Vec<String>>,
@@ -76,10 +76,10 @@ impl Inputs {
         self.traces.iter().find(|t| t.cell == cell)
     }
 
-    /// The bodies sent on `endpoint`, per panel index (empty when no cell uses it:
+    /// The bodies of kind `kind`, per panel index (empty when no cell sends it:
     /// the dispatcher then names every missing prompt).
-    pub fn bodies_for(&self, endpoint: Endpoint) -> &[PreparedRequest] {
-        self.bodies.get(&endpoint).map_or(&[], Vec::as_slice)
+    pub fn bodies_for(&self, kind: BodyKind) -> &[PreparedRequest] {
+        self.bodies.get(&kind).map_or(&[], Vec::as_slice)
     }
 
     /// Records cell `cell` holds when every request is sent: one per trace entry, or
@@ -100,11 +100,11 @@ impl Inputs {
         if trace.entries.iter().all(|e| e.output_length.is_none()) {
             return None;
         }
-        let endpoint = plan.endpoint_of(cell);
+        let kind = plan.body_kind_of(cell);
         let bodies = trace.entries.iter().map(|e| {
             let prompt = usize::try_from(e.prompt).ok().and_then(|i| self.panel.prompts.get(i))?;
             let out = e.output_length.unwrap_or(prompt.max_tokens.unwrap_or(plan.request.output_tokens));
-            Some(Bytes::from(stream_body_with(plan, endpoint, prompt, out)))
+            Some(Bytes::from(stream_body_with(plan, kind, prompt, out)))
         });
         // A missing prompt: the per-prompt bodies are used and the dispatcher names it.
         bodies.collect()
@@ -161,10 +161,10 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
     let traces = plan.cells.iter().map(|c| trace::read_trace(inputs_dir, &c.name)).collect::<Result<Vec<_>, _>>()?;
     let mut bodies = BTreeMap::new();
     let mut body_sha256 = BTreeMap::new();
-    for endpoint in plan.endpoints() {
-        let prepared: Vec<PreparedRequest> = panel.prompts.iter().map(|p| prepare_request(plan, endpoint, p)).collect();
-        body_sha256.insert(endpoint, prepared.iter().map(|r| sha256_hex(&r.body)).collect());
-        bodies.insert(endpoint, prepared);
+    for kind in plan.body_kinds() {
+        let prepared: Vec<PreparedRequest> = panel.prompts.iter().map(|p| prepare_request(plan, kind, p)).collect();
+        body_sha256.insert(kind.key(), prepared.iter().map(|r| sha256_hex(&r.body)).collect());
+        bodies.insert(kind, prepared);
     }
     let sessions = match plan.prompts.max_turns {
         None => None,

@@ -39,7 +39,7 @@ pub struct ArmProbe {
 /// What the probe's one streamed request found: `Ok(summary)` or `Err(why)`.
 async fn test_request(inv: &Invocation, plan: &Plan, prompt: &crate::trace::Prompt) -> Result<String, String> {
     let endpoint = plan.request.endpoint;
-    let prepared = crate::load::prepare(plan, endpoint, prompt);
+    let prepared = crate::load::prepare(plan, plan.body_kind(endpoint), prompt);
     let clock = StudyClock::start();
     let url = match endpoint {
         crate::plan::Endpoint::Completions => inv.completions_url(),

@@ -102,9 +102,10 @@ pub struct RunRecord<'a> {
     /// The longest `stop_grace_s` of the plan's spawned arms (each stop records its own).
     pub stop_grace_s: f64,
     pub nvidia_smi: Option<String>,
-    /// Per endpoint the cells send to (`"completions"`, `"chat"`): SHA-256 of the
-    /// request body sent for each panel prompt (same for every arm).
-    pub request_body_sha256: &'a std::collections::BTreeMap<crate::plan::Endpoint, Vec<String>>,
+    /// Per kind of body the cells send (`"completions"`, `"chat"`, each with
+    /// `-no-token-ids` when a cell does not ask for them): SHA-256 of the request
+    /// body sent for each panel prompt (same for every arm).
+    pub request_body_sha256: &'a std::collections::BTreeMap<String, Vec<String>>,
     /// Per `trace_lengths` cell (each request its own `max_tokens`): SHA-256 of each
     /// entry's body, in trace order. Absent when no cell has one.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
