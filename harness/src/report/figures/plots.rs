@@ -253,10 +253,14 @@ fn ecdf(values: &[f64]) -> Vec<Point> {
     v.iter().enumerate().flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)]).collect()
 }
 
-/// Per arm: the median of each block with values, at height 0.5 (where an ECDF
-/// crosses its median).
-pub fn median_markers(data: &[Vec<Vec<f64>>]) -> Vec<Vec<Point>> {
-    data.iter().map(|blocks| blocks.iter().filter_map(|v| median(v)).map(|m| (m, 0.5)).collect()).collect()
+/// Per arm: the p50 of each block with values, at height 0.5 (where an ECDF crosses
+/// it). The report's definition: the nearest-rank p50 (`stats::percentile`), so the
+/// markers and the legend show the numbers report.md, the terminal and the cell
+/// summaries show.
+pub fn p50_markers(data: &[Vec<Vec<f64>>]) -> Vec<Vec<Point>> {
+    data.iter()
+        .map(|blocks| blocks.iter().filter_map(|v| crate::stats::percentile(v, 50.0).ok()).map(|m| (m, 0.5)).collect())
+        .collect()
 }
 
 /// One ECDF panel; `slo` is the target (ms) and what it means.
@@ -278,7 +282,7 @@ fn ecdf_panel<DB: DrawingBackend>(
         .map_err(s)?;
     let x_desc = format!("{what} ({})", x.unit());
     mesh(&mut chart, &x_desc, "fraction of valid requests", &|v| x.label(*v), &|v| tick(*v))?;
-    let markers = median_markers(data);
+    let markers = p50_markers(data);
     for (i, ((arm, blocks), marks)) in arms.iter().zip(data).zip(&markers).enumerate() {
         let color = arm_color(i);
         let mut labelled = false;
@@ -288,7 +292,7 @@ fn ecdf_panel<DB: DrawingBackend>(
                 labelled = true;
                 let of_medians = median(&marks.iter().map(|p| p.0).collect::<Vec<_>>());
                 let label = match of_medians {
-                    Some(m) => format!("{arm}: median {} (median of block medians)", x.value(m)),
+                    Some(m) => format!("{arm}: p50 {} (median across blocks, as report.md)", x.value(m)),
                     None => arm.clone(),
                 };
                 series
@@ -303,7 +307,7 @@ fn ecdf_panel<DB: DrawingBackend>(
     chart
         .draw_series(std::iter::empty::<Circle<Point, i32>>())
         .map_err(s)?
-        .label("median of each block (marker at 0.5)")
+        .label("p50 of each block (marker at 0.5)")
         .legend(|(x, y)| Circle::new((x + 10, y), 4, BLACK.filled()));
     if let Some((t, meaning)) = slo {
         slo_line(&mut chart, (t, 0.0), (t, 1.0), format!("[slo] {} ({meaning})", x.value(t)))?;

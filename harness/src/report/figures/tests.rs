@@ -2,7 +2,7 @@
 //! markers, tick labels, sweeps joined in load order, the effect panel's verdict,
 //! and the chart a single load level gets instead of `latency_vs_load`.
 
-use super::plots::median_markers;
+use super::plots::p50_markers;
 use super::*;
 use crate::plan::{Arrival, CellKind};
 
@@ -76,13 +76,14 @@ fn slo_targets_are_dashed_lines_where_their_quantity_is_drawn() {
 }
 
 #[test]
-fn distributions_mark_each_block_median_and_name_the_median_of_medians() {
+fn distributions_mark_each_block_p50_and_name_their_median_as_the_report_does() {
     let d = distributions((None, None));
-    assert_eq!(median_markers(&d.ttft), [vec![(12.0, 0.5), (14.0, 0.5)], vec![(10.0, 0.5)]]);
+    // The nearest-rank p50 (report.md's): of 11, 13, 15, 17 that is 13, not 14.
+    assert_eq!(p50_markers(&d.ttft), [vec![(12.0, 0.5), (13.0, 0.5)], vec![(10.0, 0.5)]]);
     let (svg, t) = render(&d);
-    assert_eq!(t.iter().filter(|x| *x == "median of each block (marker at 0.5)").count(), 2, "{t:?}");
-    assert!(t.iter().any(|x| x == "a (control): median 13 ms (median of block medians)"), "{t:?}");
-    assert!(t.iter().any(|x| x == "b (candidate): median 10 ms (median of block medians)"), "{t:?}");
+    assert_eq!(t.iter().filter(|x| *x == "p50 of each block (marker at 0.5)").count(), 2, "{t:?}");
+    assert!(t.iter().any(|x| x == "a (control): p50 12.5 ms (median across blocks, as report.md)"), "{t:?}");
+    assert!(t.iter().any(|x| x == "b (candidate): p50 10 ms (median across blocks, as report.md)"), "{t:?}");
     // The black ring of each marker: 3 block medians per panel, two panels.
     let rings = svg.matches("r=\"5\" opacity=\"1\" fill=\"none\" stroke=\"#000000\"").count();
     assert_eq!(rings, 6, "{svg}");
