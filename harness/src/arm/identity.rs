@@ -132,11 +132,15 @@ pub fn planned(spec: &IdentitySpec, argv: Option<&[String]>) -> Vec<Planned> {
             IdentityPreset::Sglang => (&[], &["sglang:num_running_reqs", "sglang:num_queue_reqs"]),
             IdentityPreset::LlamaCpp => (&[], &["llamacpp:requests_processing"]),
         };
-        if p == IdentityPreset::Engine {
-            push(Check::EngineStartup, src());
-        }
-        for s in lacks {
-            push(Check::LogLacks((*s).into()), src());
+        // The log checks need the server's log: a spawned server's (an external
+        // server's log is not the harness's to read).
+        if argv.is_some() {
+            if p == IdentityPreset::Engine {
+                push(Check::EngineStartup, src());
+            }
+            for s in lacks {
+                push(Check::LogLacks((*s).into()), src());
+            }
         }
         for m in metrics {
             push(Check::Metric((*m).into()), src());
@@ -533,7 +537,7 @@ INFO model loaded in 0.01 s; ready\n";
         let (models, names) = engine_seen("");
         let log = "engine: error: loading m: no such file\n";
         let seen = Observed { log, models: Some(&models), metric_names: Some(&names), ..Observed::default() };
-        let r = evaluate(&planned(&spec(IdentityPreset::Engine), None), &seen);
+        let r = evaluate(&planned(&spec(IdentityPreset::Engine), Some(&argv("engine serve"))), &seen);
         assert_eq!(failed(&r).len(), 2, "{r:#?}");
         assert!(r.iter().any(|c| !c.ok && c.found.contains("engine: error: loading m")));
     }
@@ -617,6 +621,14 @@ INFO model loaded in 0.01 s; ready\n";
         let names = metric_names("# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 0\n");
         let seen = Observed { log, metric_names: Some(&names), ..seen };
         assert!(failed(&evaluate(&planned(&claim, Some(&a)), &seen)).is_empty());
+    }
+
+    #[test]
+    fn an_external_server_is_held_to_what_it_answers_not_to_a_log_the_harness_never_sees() {
+        let kinds: Vec<&str> = planned(&spec(IdentityPreset::Engine), None).iter().map(|p| p.check.kind()).collect();
+        assert_eq!(kinds, ["metrics_have", "metrics_have"]);
+        let vllm: Vec<&str> = planned(&spec(IdentityPreset::Vllm), None).iter().map(|p| p.check.kind()).collect();
+        assert!(vllm.iter().all(|k| *k == "metrics_have"), "{vllm:?}");
     }
 
     #[test]

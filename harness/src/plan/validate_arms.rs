@@ -37,6 +37,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
         if let Some(first) = seen.insert(a.name.clone(), i) {
             c.err(format!("{k}.name"), format!("duplicate arm name {:?} (also arms[{first}])", a.name));
         }
+        let external = a.url.is_some() && a.argv.is_none();
         let server = match (a.argv, a.url) {
             (Some(_), Some(_)) => {
                 c.err(&k, "set either argv (a server the harness starts) or url (an external server), not both");
@@ -121,7 +122,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             None => DEFAULT_MAX_START_FAILURES,
         };
         access(c, &k, a.api_key_env.as_deref(), &a.headers);
-        let identity = a.identity.map(|f| super::validate_identity::identity(c, &format!("{k}.identity"), f));
+        let identity = a.identity.map(|f| super::validate_identity::identity(c, &format!("{k}.identity"), f, external));
         // An invalid server has already been reported; the arm is kept (with a
         // stand-in that never leaves validation) so that references to it by name
         // do not raise a second, misleading "unknown arm".

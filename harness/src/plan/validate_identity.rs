@@ -14,7 +14,24 @@ pub const ENGINE_CPU_PATHS: [&str; 4] = ["scalar", "avx2", "avx512", "amx"];
 /// The weight types the engine's startup line names.
 pub const ENGINE_WEIGHT_TYPES: [&str; 5] = ["f32", "f16", "bf16", "q8_0", "q4_1"];
 
-pub(super) fn identity(c: &mut Checker, k: &str, f: IdentityFile) -> IdentitySpec {
+/// `external`: the arm is a `url` server, whose log the harness never sees.
+pub(super) fn identity(c: &mut Checker, k: &str, f: IdentityFile, external: bool) -> IdentitySpec {
+    if external {
+        let from_log = [
+            ("log_has", !f.log_has.is_empty()),
+            ("log_lacks", !f.log_lacks.is_empty()),
+            ("kv_format", f.kv_format.is_some()),
+            ("cpu_path", f.cpu_path.is_some()),
+            ("weights", f.weights.is_some()),
+        ];
+        for (key, _) in from_log.iter().filter(|(_, set)| *set) {
+            c.err(
+                format!("{k}.{key}"),
+                "is read from the server's log, and the harness never sees an external (url) server's log: check \
+                 what it answers (served_model, max_model_len, version, metrics_have)",
+            );
+        }
+    }
     let preset = f.preset.as_deref().and_then(|p| {
         let got = IdentityPreset::parse(p);
         if got.is_none() {

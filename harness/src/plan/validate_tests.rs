@@ -476,6 +476,15 @@ fn arm_identity_claims_are_validated_and_kept() {
         (with("{}"), "arms[1].identity: declares nothing"),
         (with(r#"{ preset = "vllm", attention = "x" }"#), "unknown field `attention`"),
     ];
+    // An external server's log is never read: its claims are what it answers.
+    let url =
+        edit("argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18001", "url = \"http://127.0.0.1:9\"");
+    let url =
+        url.replacen("name = \"cand\"", "name = \"cand\"\nidentity = { preset = \"engine\", kv_format = \"f16\" }", 1);
+    let msg = parse(&url).unwrap_err().to_string();
+    assert!(msg.contains("arms[0].identity.kv_format: is read from the server's log"), "{msg}");
+    let ok = url.replace(", kv_format = \"f16\"", ", served_model = \"m\"");
+    assert!(parse(&ok).unwrap().arms[0].identity.is_some());
     for (text, want) in cases {
         let msg = parse(&text).unwrap_err().to_string();
         assert!(msg.contains(want), "want {want:?} in:\n{msg}");
