@@ -49,11 +49,11 @@ pub enum Dataset {
 /// The flags of `harness bench` (see `--help` and README "Quick measurement").
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("server").required(true).args(["url", "argv"])))]
-#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate", "max_concurrency"])))]
+#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate", "max_concurrency", "profile"])))]
 pub struct BenchArgs {
     /// Base URL of a running OpenAI-compatible server (not started or stopped).
     /// vLLM bench's `--base-url` is the same flag.
-    #[arg(long, alias = "base-url")]
+    #[arg(long, alias = "base-url", alias = "target")]
     pub url: Option<String>,
     /// Command line of a server to start (split on whitespace; quotes group words);
     /// placeholders {host}, {port}, {model} as in a plan's argv.
@@ -214,6 +214,28 @@ pub struct BenchArgs {
     pub percentile_metrics: Option<String>,
     #[arg(long = "metric-percentiles", hide = true)]
     pub metric_percentiles: Option<String>,
+    /// guidellm's `--profile`: `synchronous` (one request at a time), `concurrent`
+    /// (--rate lists concurrencies), `throughput` (every request at once),
+    /// `constant` or `poisson` (--rate lists req/s). `sweep` is refused for now.
+    #[arg(long, value_parser = ["synchronous", "concurrent", "throughput", "constant", "poisson", "sweep"])]
+    pub profile: Option<String>,
+    /// guidellm's `--max-seconds`: each open-loop cell sends rate x seconds
+    /// requests (at most --max-requests when given); closed loops need a count.
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
+    /// guidellm's `--max-requests`: requests per cell (sets --num-prompts).
+    #[arg(long)]
+    pub max_requests: Option<u64>,
+    /// guidellm's synthetic `--data "prompt_tokens=N,output_tokens=M"`: random
+    /// prompts of N token IDs, M forced output tokens (not natural text).
+    #[arg(long)]
+    pub data: Option<String>,
+    /// Set from `--profile constant`: open-loop cells with evenly spaced arrivals.
+    #[arg(skip)]
+    pub constant_arrivals: bool,
+    /// Set from `--max-seconds`: one cell per rate with its own count.
+    #[arg(skip)]
+    pub counts_per_rate: Vec<u64>,
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,
@@ -300,7 +322,7 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
 /// The plan the flags describe, validated by the plan parser; `port` is the
 /// spawned server's port when `--port` is not given.
 pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) -> Result<BenchPlan, BenchError> {
-    let args = &vllm_loads(args)?;
+    let args = &guidellm_loads(&vllm_loads(args)?)?;
     let text = plan_text(args, port)?;
     let frozen = crate::plan::freeze(text.clone().into_bytes())?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("reports/bench-{now_unix_s}")));
@@ -339,6 +361,105 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
         }
     }
     out.max_concurrency = None;
+    Ok(out)
+}
+
+/// guidellm's profile, duration and data flags in ours: `--profile` chooses what
+/// `--rate` means and the load kind, `--max-requests` the count, `--max-seconds`
+/// each open-loop cell's count (rate x seconds), `--data` the random panel's lengths.
+fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
+    let bad = |m: String| BenchError::Args(m);
+    let mut out = a.clone();
+    if let Some(n) = a.max_requests {
+        out.num_prompts = n;
+    }
+    if let Some(spec) = &a.data {
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item.split_once('=').ok_or_else(|| bad(format!("--data {spec:?}: expected KEY=VALUE,...")))?;
+            let n: u32 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| bad(format!("--data: {k} must be a positive integer, got {v:?}")))?;
+            match k.trim() {
+                "prompt_tokens" => out.input_len = n,
+                "output_tokens" => out.output_len = Some(n),
+                other => {
+                    return Err(bad(format!(
+                        "--data: {other:?} is not supported (prompt_tokens and output_tokens only: fixed lengths; \
+                         length distributions are a `synthetic` panel in a plan file)"
+                    )));
+                }
+            }
+        }
+        if a.dataset != Dataset::Random {
+            return Err(bad("--data: guidellm's synthetic spec makes random prompts; leave out --dataset".into()));
+        }
+    }
+    let ints = |rates: &[f64]| -> Result<Vec<u32>, BenchError> {
+        rates
+            .iter()
+            .map(|r| {
+                (r.fract() == 0.0 && *r >= 1.0 && *r <= f64::from(u32::MAX))
+                    .then_some(*r as u32)
+                    .ok_or_else(|| bad(format!("--profile concurrent: --rate lists concurrencies, got {r}")))
+            })
+            .collect()
+    };
+    let closed_only = |p: &str| -> Result<(), BenchError> {
+        if a.rate.is_empty() { Ok(()) } else { Err(bad(format!("--profile {p}: takes no --rate"))) }
+    };
+    match a.profile.as_deref() {
+        None | Some("poisson") => {}
+        Some("constant") => out.constant_arrivals = true,
+        Some("synchronous") => {
+            closed_only("synchronous")?;
+            out.concurrency = vec![1];
+        }
+        Some("throughput") => {
+            closed_only("throughput")?;
+            out.concurrency = vec![u32::try_from(out.num_prompts).unwrap_or(u32::MAX)];
+        }
+        Some("concurrent") => {
+            out.concurrency = ints(&a.rate)?;
+            out.rate.clear();
+        }
+        Some(_) => {
+            return Err(bad(
+                "--profile sweep is not supported yet: it needs the synchronous and throughput rates measured \
+                 first; run --profile synchronous and --profile throughput, then --profile constant with rates \
+                 between the two"
+                    .into(),
+            ));
+        }
+    }
+    if matches!(a.profile.as_deref(), Some("constant" | "poisson")) && out.rate.is_empty() {
+        return Err(bad(format!(
+            "--profile {}: give --rate (req/s, a comma list)",
+            a.profile.as_deref().unwrap_or("")
+        )));
+    }
+    if let Some(s) = a.max_seconds {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(bad(format!("--max-seconds: must be a positive number of seconds, got {s}")));
+        }
+        if !out.concurrency.is_empty() {
+            return Err(bad(
+                "--max-seconds: a closed loop is bounded by its count here; give --max-requests (a duration-bound \
+                 closed loop is not supported yet)"
+                    .into(),
+            ));
+        }
+        out.counts_per_rate = out
+            .rate
+            .iter()
+            .map(|r| {
+                let n = (r * s).ceil().max(1.0) as u64;
+                a.max_requests.map_or(n, |cap| n.min(cap))
+            })
+            .collect();
+    }
     Ok(out)
 }
 

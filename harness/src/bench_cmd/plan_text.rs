@@ -308,18 +308,31 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         a.max_error_rate
     );
     t.push_str(&arms);
-    if !a.rate.is_empty() {
+    let (kind, load, arrival) = if a.constant_arrivals {
+        ("constant", "constant", String::new())
+    } else {
+        match a.burstiness {
+            Some(b) if b != 1.0 => ("gamma", "open", format!("arrival = \"gamma\"\nburstiness = {b:?}\n")),
+            _ => ("poisson", "open", String::new()),
+        }
+    };
+    if !a.counts_per_rate.is_empty() {
+        // A count per rate (--max-seconds): one cell each, named as a sweep would name them.
+        for (r, n) in a.rate.iter().zip(&a.counts_per_rate) {
+            let name = crate::plan::rate_cell_name(kind, *r);
+            let _ = write!(
+                t,
+                "[[cells]]\nname = {}\nkind = \"descriptive\"\nload = \"{load}\"\nrate = {r:?}\ncount = {n}\n{arrival}\n",
+                quote(&name)
+            );
+        }
+    } else if !a.rate.is_empty() {
         let rates: Vec<String> = a.rate.iter().map(|r| format!("{r:?}")).collect();
         let _ = write!(
             t,
-            "[[cells]]\nname = \"{}\"\nkind = \"descriptive\"\nload = \"open\"\nrate = [{}]\ncount = {}\n{}\n",
-            if a.burstiness.is_some_and(|b| b != 1.0) { "gamma" } else { "poisson" },
+            "[[cells]]\nname = \"{kind}\"\nkind = \"descriptive\"\nload = \"{load}\"\nrate = [{}]\ncount = {}\n{arrival}\n",
             rates.join(", "),
-            a.num_prompts,
-            match a.burstiness {
-                Some(b) if b != 1.0 => format!("arrival = \"gamma\"\nburstiness = {b:?}\n"),
-                _ => String::new(),
-            }
+            a.num_prompts
         );
     }
     if !a.concurrency.is_empty() {

@@ -354,3 +354,62 @@ fn a_left_out_model_is_the_first_one_the_server_lists() {
     let spawned = discover_model(&args(&[ARGV, "--request-rate", "1"])).unwrap_err().to_string();
     assert!(spawned.contains("--model is required with --argv"), "{spawned}");
 }
+
+/// guidellm's habits: `--target`, `--profile`, `--max-requests`, `--max-seconds` and
+/// the synthetic `--data` spec map onto the same plan keys.
+#[test]
+fn guidellm_profiles_durations_and_data_map_onto_cells() {
+    let g = |extra: &[&str]| {
+        let mut f = vec!["--target", "http://127.0.0.1:9", "--model", "m"];
+        f.extend_from_slice(extra);
+        prepared(&f)
+    };
+    let loads = |p: &BenchPlan| -> Vec<(String, Load, u64)> {
+        p.frozen
+            .plan
+            .resolved_cells()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let load = p.frozen.plan.cell(&c.name).unwrap().load.clone();
+                (c.name.clone(), load, c.count)
+            })
+            .collect()
+    };
+    let sync = g(&["--profile", "synchronous", "--max-requests", "20"]);
+    assert!(matches!(loads(&sync)[..], [(ref n, Load::Closed { concurrency: 1 }, 20)] if n == "closed-c1"));
+    let thr = g(&["--profile", "throughput", "--max-requests", "30"]);
+    assert!(matches!(loads(&thr)[..], [(_, Load::Closed { concurrency: 30 }, 30)]));
+    let conc = g(&["--profile", "concurrent", "--rate", "2,4"]);
+    let names: Vec<String> = loads(&conc).into_iter().map(|c| c.0).collect();
+    assert_eq!(names, ["closed-c2", "closed-c4"]);
+    // --max-seconds: each rate its own count (rate x seconds), capped by --max-requests.
+    let cons = g(&["--profile", "constant", "--rate", "1.5,10", "--max-seconds", "20", "--max-requests", "100"]);
+    let l = loads(&cons);
+    assert_eq!(
+        l.iter().map(|c| (c.0.as_str(), c.2)).collect::<Vec<_>>(),
+        [("constant-r1.5", 30), ("constant-r10", 100)]
+    );
+    assert!(l.iter().all(|c| matches!(c.1, Load::Open { arrival: crate::plan::Arrival::Constant, .. })));
+    let data = g(&["--profile", "poisson", "--rate", "2", "--data", "prompt_tokens=256,output_tokens=128"]);
+    let plan = &data.frozen.plan;
+    assert_eq!((plan.prompts.lengths.as_slice(), plan.request.output_tokens), (&[256][..], 128));
+    assert_eq!(g(&["--profile", "poisson", "--rate", "2"]).text, g(&["--rate", "2"]).text);
+    let err = |extra: &[&str]| {
+        let mut f = vec!["--target", "http://127.0.0.1:9", "--model", "m"];
+        f.extend_from_slice(extra);
+        error(&f)
+    };
+    for (flags, want) in [
+        (&["--profile", "sweep"][..], "--profile sweep is not supported yet"),
+        (&["--profile", "synchronous", "--max-seconds", "5"], "--max-seconds: a closed loop is bounded by its count"),
+        (&["--profile", "concurrent", "--rate", "1.5"], "--rate lists concurrencies, got 1.5"),
+        (&["--profile", "constant"], "--profile constant: give --rate"),
+        (&["--profile", "throughput", "--rate", "3"], "--profile throughput: takes no --rate"),
+        (&["--rate", "2", "--data", "samples=5"], "--data: \"samples\" is not supported"),
+        (&["--rate", "2", "--max-seconds", "0"], "--max-seconds: must be a positive number"),
+    ] {
+        let e = err(flags);
+        assert!(e.contains(want), "{flags:?}: want {want:?} in {e}");
+    }
+}
