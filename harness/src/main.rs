@@ -443,8 +443,43 @@ fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
         print!("{}", prepared.text);
         return Ok(true);
     }
+    let resolved = bench_cmd::resolved(args)?;
+    let prepared = if resolved.sweep.is_some() {
+        // guidellm's sweep: the anchors' study first, beside the sweep's evidence.
+        let anchors = bench_cmd::BenchPlan { out: bench_cmd::anchors_out(&prepared.out), ..prepared };
+        println!("sweep: measuring the synchronous and throughput anchors into {}", anchors.out.display());
+        if !run_bench_plan(&anchors, args, now)? {
+            return Ok(false);
+        }
+        let summaries = bench_cmd::summaries(&anchors.out)?;
+        let sweep = bench_cmd::prepare_sweep(&resolved, &summaries, &anchors.out, bench_cmd::free_port, now)?;
+        println!(
+            "sweep: {} benchmarks between the anchors' rates into {}",
+            sweep.frozen.plan.cells.len(),
+            sweep.out.display()
+        );
+        sweep
+    } else {
+        prepared
+    };
+    let ok = run_bench_plan(&prepared, args, now)?;
+    if args.save_result {
+        for path in bench_cmd::save_results(args, &prepared.out)? {
+            println!("saved: {}", path.display());
+        }
+    }
+    Ok(ok)
+}
+
+/// Runs one bench plan as `harness run` would and prints each cell's block.
+fn run_bench_plan(
+    prepared: &harness::bench_cmd::BenchPlan,
+    args: &harness::bench_cmd::BenchArgs,
+    now: u64,
+) -> Result<bool> {
+    use harness::bench_cmd;
     let scratch = std::env::temp_dir().join(format!("harness-bench-{}-{now}", std::process::id()));
-    let plan_path = bench_cmd::write_plan(&prepared, &scratch)?;
+    let plan_path = bench_cmd::write_plan(prepared, &scratch)?;
     let out = prepared.out.clone();
     // The cells' tables print once, below, with their loads: not also as each ends.
     let opts = RunOptions {
@@ -469,11 +504,6 @@ fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
         out.join("plan.toml").display()
     );
     println!("audit: harness replay {}", out.display());
-    if args.save_result {
-        for path in bench_cmd::save_results(args, &out)? {
-            println!("saved: {}", path.display());
-        }
-    }
     Ok(ok)
 }
 

@@ -289,3 +289,44 @@ fn bad_bench_flags_exit_2_and_write_nothing() {
     let plan = harness::plan::parse(&stdout).expect("the printed plan parses");
     assert_eq!(plan.cells.len(), 2);
 }
+
+/// guidellm's `--profile sweep --max-seconds`: the anchors' study (one at a time,
+/// all at once), then the sweep between their rates through the plan's [derive]
+/// formula; both studies replay clean.
+#[test]
+fn a_guidellm_sweep_measures_its_anchors_then_sweeps_between_them_and_both_replay() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let out = tmp.path().join("sweep");
+    let mut args = vec!["--argv".to_string(), engine_words(&model).join(" ")];
+    args.extend(strings(&["--model", "synth", "--profile", "sweep", "--rate", "4", "--max-requests", "16"]));
+    args.extend(strings(&["--max-seconds", "1", "--data", "prompt_tokens=16,output_tokens=4", "--settle-s", "0"]));
+    args.extend(strings(&["--quiet", "--out"]));
+    args.push(out.display().to_string());
+    let run = bench(&args);
+    let (stdout, stderr) = text(&run);
+    assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let anchors = tmp.path().join("sweep-anchors");
+    assert!(
+        stdout.contains(&format!("sweep: measuring the synchronous and throughput anchors into {}", anchors.display()))
+    );
+    assert!(stdout.contains("sweep: 4 benchmarks between the anchors' rates"), "{stdout}");
+    replay_ok(&anchors);
+    replay_ok(&out);
+    let plan = harness::plan::freeze(std::fs::read(out.join("plan.toml")).unwrap()).unwrap().plan;
+    let cells = plan.resolved_cells().unwrap();
+    let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["closed-c1", "closed-c16", "constant-s01", "constant-s02"]);
+    let sync = read_json(&anchors.join("results/cells/b0-server-closed-c1.summary.json"))["request_throughput_rps"]
+        .as_f64()
+        .unwrap();
+    let thr = read_json(&anchors.join("results/cells/b0-server-closed-c16.summary.json"))["request_throughput_rps"]
+        .as_f64()
+        .unwrap();
+    for c in &cells[2..] {
+        let harness::plan::ResolvedLoad::Open { rate_rps, .. } = c.load else { panic!("{:?}", c.load) };
+        // Between the anchors (tenths rounded down), each cell rate x 1 s requests.
+        assert!(rate_rps > sync - 0.1 && rate_rps < thr, "{rate_rps} not within ({sync}, {thr})");
+        assert_eq!(c.count, (rate_rps.ceil() as u64).clamp(1, 16), "{}", c.name);
+    }
+}

@@ -14,6 +14,7 @@ mod argv;
 mod plan_text;
 mod save;
 mod summary;
+mod sweep;
 
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,7 @@ pub use argv::split_words;
 pub use plan_text::plan_text;
 pub use save::save_results;
 pub use summary::render_block;
+pub use sweep::{anchors_out, prepare_sweep};
 
 /// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -236,6 +238,10 @@ pub struct BenchArgs {
     /// Set from `--max-seconds`: one cell per rate with its own count.
     #[arg(skip)]
     pub counts_per_rate: Vec<u64>,
+    /// Set from `--profile sweep`: how many benchmarks the sweep holds (its
+    /// synchronous and throughput anchors included; guidellm's `--rate` for sweep).
+    #[arg(skip)]
+    pub sweep: Option<u32>,
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,
@@ -322,11 +328,17 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
 /// The plan the flags describe, validated by the plan parser; `port` is the
 /// spawned server's port when `--port` is not given.
 pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) -> Result<BenchPlan, BenchError> {
-    let args = &guidellm_loads(&vllm_loads(args)?)?;
+    let args = &resolved(args)?;
     let text = plan_text(args, port)?;
     let frozen = crate::plan::freeze(text.clone().into_bytes())?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("reports/bench-{now_unix_s}")));
     Ok(BenchPlan { text, frozen, out })
+}
+
+/// The flags with vLLM's and guidellm's spellings turned into ours (what
+/// `plan_text` reads): loads, counts, profiles, data.
+pub fn resolved(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
+    guidellm_loads(&vllm_loads(args)?)
 }
 
 /// vLLM bench's load flags in ours: each finite `--request-rate` becomes a
@@ -426,12 +438,15 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
             out.rate.clear();
         }
         Some(_) => {
-            return Err(bad(
-                "--profile sweep is not supported yet: it needs the synchronous and throughput rates measured \
-                 first; run --profile synchronous and --profile throughput, then --profile constant with rates \
-                 between the two"
-                    .into(),
-            ));
+            // The anchors' study: one request at a time, then every request at once.
+            let n = match a.rate.as_slice() {
+                [] => sweep::DEFAULT_BENCHMARKS,
+                [r] if r.fract() == 0.0 && *r >= 3.0 && *r <= 100.0 => *r as u32,
+                _ => return Err(bad("--profile sweep: --rate is the number of benchmarks, 3 to 100".into())),
+            };
+            out.sweep = Some(n);
+            out.rate.clear();
+            out.concurrency = vec![1, u32::try_from(out.num_prompts).unwrap_or(u32::MAX)];
         }
     }
     if matches!(a.profile.as_deref(), Some("constant" | "poisson")) && out.rate.is_empty() {
@@ -444,7 +459,7 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
         if !(s.is_finite() && s > 0.0) {
             return Err(bad(format!("--max-seconds: must be a positive number of seconds, got {s}")));
         }
-        if !out.concurrency.is_empty() {
+        if !out.concurrency.is_empty() && out.sweep.is_none() {
             return Err(bad(
                 "--max-seconds: a closed loop is bounded by its count here; give --max-requests (a duration-bound \
                  closed loop is not supported yet)"

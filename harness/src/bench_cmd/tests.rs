@@ -401,7 +401,7 @@ fn guidellm_profiles_durations_and_data_map_onto_cells() {
         error(&f)
     };
     for (flags, want) in [
-        (&["--profile", "sweep"][..], "--profile sweep is not supported yet"),
+        (&["--profile", "sweep", "--rate", "2.5"][..], "--profile sweep: --rate is the number of benchmarks"),
         (&["--profile", "synchronous", "--max-seconds", "5"], "--max-seconds: a closed loop is bounded by its count"),
         (&["--profile", "concurrent", "--rate", "1.5"], "--rate lists concurrencies, got 1.5"),
         (&["--profile", "constant"], "--profile constant: give --rate"),
@@ -412,4 +412,57 @@ fn guidellm_profiles_durations_and_data_map_onto_cells() {
         let e = err(flags);
         assert!(e.contains(want), "{flags:?}: want {want:?} in {e}");
     }
+}
+
+fn summary_of(cell: &str, rps: f64) -> CellSummary {
+    CellSummary { cell: cell.into(), request_throughput_rps: rps, ..summary() }
+}
+
+/// guidellm's sweep: the anchors' plan (one at a time, all at once), then the sweep
+/// plan with the anchors' rates in [derive] and evenly spaced constant-rate points
+/// in [derived], each point's count its rate x --max-seconds.
+#[test]
+fn a_sweep_is_anchors_then_constant_rates_between_them_through_the_derive_formula() {
+    let flags = [
+        "--target",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--profile",
+        "sweep",
+        "--rate",
+        "5",
+        "--max-requests",
+        "40",
+        "--max-seconds",
+        "4",
+    ];
+    let anchors = prepared(&flags);
+    let names: Vec<String> = anchors.frozen.plan.cells.iter().map(|c| c.name.clone()).collect();
+    assert_eq!(names, ["closed-c1", "closed-c40"]);
+    let a = resolved(&args(&flags)).unwrap();
+    assert_eq!(a.sweep, Some(5));
+    let measured = [summary_of("closed-c1", 2.0), summary_of("closed-c40", 8.0)];
+    let sweep = prepare_sweep(&a, &measured, Path::new("reports/x-anchors"), || 18555, 0).unwrap();
+    let plan = &sweep.frozen.plan;
+    let derive = plan.derive.as_ref().expect("[derive]");
+    assert_eq!(derive.pilot_rates, [8.0]);
+    let cells = plan.resolved_cells().unwrap();
+    let points: Vec<(String, u64)> =
+        cells.iter().filter(|c| c.name.starts_with("constant-")).map(|c| (c.name.clone(), c.count)).collect();
+    // 5 benchmarks: the two anchors and 3 points at 3.5, 5 and 6.5 req/s, 4 s each.
+    assert_eq!(points, [("constant-s01".to_string(), 14), ("constant-s02".into(), 20), ("constant-s03".into(), 26)]);
+    let rates: Vec<f64> = cells
+        .iter()
+        .filter_map(|c| match c.load {
+            crate::plan::ResolvedLoad::Open { rate_rps, .. } => Some(rate_rps),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rates, [3.5, 5.0, 6.5]);
+    assert!(sweep.text.contains("sweep anchors measured by harness bench in reports/x-anchors"), "{}", sweep.text);
+    // A throughput run no faster than the synchronous one leaves nothing to sweep.
+    let flat = [summary_of("closed-c1", 2.0), summary_of("closed-c40", 2.0)];
+    let e = prepare_sweep(&a, &flat, Path::new("x"), || 1, 0).unwrap_err().to_string();
+    assert!(e.contains("nothing to sweep"), "{e}");
 }
