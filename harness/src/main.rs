@@ -494,9 +494,10 @@ fn run_bench_plan(
     let ok = ran?;
     let resolved = prepared.frozen.plan.resolved_cells()?;
     for s in bench_cmd::summaries(&out)? {
-        let load =
-            resolved.iter().find(|c| c.name == s.cell).map(|c| harness::report::load_label(c.load)).unwrap_or_default();
-        print!("\n{}", bench_cmd::render_block(&s, &load));
+        let cell = resolved.iter().find(|c| c.name == s.cell);
+        let label = cell.map(|c| harness::report::load_label(c.load)).unwrap_or_default();
+        let facts = cell.map(|c| bench_cmd::load_facts(c.load)).unwrap_or_default();
+        print!("\n{}", bench_cmd::render_block(&s, &label, facts, args.verbose));
     }
     println!(
         "plan: {} (run it again: harness run {} --out DIR)",

@@ -29,7 +29,7 @@ use crate::plan::{FrozenPlan, PlanError};
 pub use argv::split_words;
 pub use plan_text::plan_text;
 pub use save::save_results;
-pub use summary::render_block;
+pub use summary::{load_facts, render_block};
 pub use sweep::{anchors_out, prepare_sweep};
 
 /// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
@@ -242,6 +242,10 @@ pub struct BenchArgs {
     /// synchronous and throughput anchors included; guidellm's `--rate` for sweep).
     #[arg(skip)]
     pub sweep: Option<u32>,
+    /// After each cell's vLLM block, this harness's extra lines: latency from
+    /// intended arrival, dispatch lag, failures by class, stream events.
+    #[arg(long)]
+    pub verbose: bool,
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,

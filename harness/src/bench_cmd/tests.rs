@@ -185,8 +185,28 @@ fn summary() -> CellSummary {
 
 #[test]
 fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
-    let text = render_block(&summary(), "open-loop 2 req/s poisson");
+    let facts = crate::metrics::LoadFacts { rate_rps: Some(2.0), ..Default::default() };
+    let text = render_block(&summary(), "open-loop 2 req/s poisson", facts, false);
     let lines: Vec<&str> = text.lines().collect();
+    // vLLM's order: the configured rate after the failures, before the duration.
+    let at = |l: &str| lines.iter().position(|x| x.starts_with(l)).unwrap_or_else(|| panic!("no {l:?} in\n{text}"));
+    assert!(
+        at("Failed requests:") < at("Request rate configured (RPS):")
+            && at("Request rate configured (RPS):") < at("Benchmark duration (s):")
+    );
+    let want = format!("{:<40} 2.00", "Request rate configured (RPS):");
+    assert!(lines.iter().any(|l| l.trim_end() == want), "{text}");
+    // Our extras only with --verbose; the definitions note always.
+    assert!(!text.contains("From intended arrival") && !text.contains("Dispatch lag"), "{text}");
+    assert!(text.contains("Percentiles: nearest rank"), "{text}");
+    let closed = crate::metrics::LoadFacts { max_concurrency: Some(4), closed: true, ..Default::default() };
+    let verbose = render_block(&summary(), "closed-loop concurrency 4", closed, true);
+    assert!(verbose.contains(&format!("{:<40} 4\n", "Maximum request concurrency:")), "{verbose}");
+    assert!(
+        verbose.contains("From intended arrival")
+            && verbose.contains("(closed loop: every request is intended at the cell start"),
+        "{verbose}"
+    );
     assert_eq!(lines[0], "cell poisson-r2 (block 0, arm server): open-loop 2 req/s poisson");
     assert_eq!(lines[1], "============ Serving Benchmark Result ============");
     for want in [

@@ -53,7 +53,7 @@ pub use cell::{CellSummary, PERCENTILE_METHOD, active_ns, summarize_cell, summar
 pub use engine_steps::{EngineDecode, EngineStep, cell_decode, parse_receipts};
 pub use goodput::{goodput, request_meets_slo};
 pub use request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
-pub use table::render_table;
+pub use table::{LoadFacts, render_extras, render_line, render_table, render_vllm_block};
 pub use turns::{TurnSummary, render_turns, summarize_turns};
 
 use crate::stats::StatsError;

@@ -8,7 +8,10 @@
 //! interpolates); the duration runs from the first intended arrival to the last
 //! completion (not from the benchmark's start); there is no "peak output token
 //! throughput" line (a rate over tiny windows of a multi-token stream is not a
-//! throughput); a measure with no sample prints `n/a`.
+//! throughput; the vLLM export's `max_output_tokens_per_s` has vLLM's); a measure
+//! with no sample prints `n/a`. `render_vllm_block` is vLLM's part alone (with the
+//! load's "Maximum request concurrency" / "Request rate configured" lines),
+//! `render_extras` the rest, `render_line` one line per cell.
 
 use std::fmt::Write;
 
@@ -60,12 +63,58 @@ fn tokens(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0}"))
 }
 
-/// The summary as text, one `\n`-terminated line each (see the module doc).
+/// What a cell's load was, for the lines vLLM prints about it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadFacts {
+    /// Closed loop: its concurrency ("Maximum request concurrency").
+    pub max_concurrency: Option<u32>,
+    /// Open loop: its rate ("Request rate configured (RPS)").
+    pub rate_rps: Option<f64>,
+    /// A closed loop, whose requests are all intended at the cell start.
+    pub closed: bool,
+}
+
+/// The summary as text, one `\n`-terminated line each (see the module doc): vLLM's
+/// block, then this harness's extra lines.
 pub fn render_table(s: &CellSummary) -> String {
+    let mut t = vllm_block(s, LoadFacts::default());
+    t.0.push_str(&render_extras(s, LoadFacts::default()));
+    t.0
+}
+
+/// vLLM's block alone (its lines, in its order, with the load's lines when `load`
+/// gives them), closed by the definitions note.
+pub fn render_vllm_block(s: &CellSummary, load: LoadFacts) -> String {
+    let mut t = vllm_block(s, load);
+    t.title('=', "");
+    notes(&mut t, s);
+    t.0
+}
+
+fn notes(t: &mut Table, s: &CellSummary) {
+    let _ = writeln!(
+        t.0,
+        "Percentiles: {} over {} valid completed requests; failures counted, not measured.\n\
+         Duration: first intended arrival to last completion (drain included).\n\
+         Output tokens: usage.completion_tokens when present ({} requests), else event tokens ({}).",
+        s.percentile_method.replace('_', " "),
+        s.completed,
+        s.output_tokens_from_usage_requests,
+        s.output_tokens_from_events_requests,
+    );
+}
+
+fn vllm_block(s: &CellSummary, load: LoadFacts) -> Table {
     let mut t = Table(String::new());
     t.title('=', "Serving Benchmark Result");
     t.line("Successful requests:", s.completed);
     t.line("Failed requests:", s.failed);
+    if let Some(c) = load.max_concurrency {
+        t.line("Maximum request concurrency:", c);
+    }
+    if let Some(r) = load.rate_rps {
+        t.line("Request rate configured (RPS):", format!("{r:.2}"));
+    }
     t.line("Benchmark duration (s):", format!("{:.2}", s.duration_s));
     t.line("Total input tokens:", s.total_input_tokens);
     t.line("Total generated tokens:", s.total_output_tokens);
@@ -90,8 +139,19 @@ pub fn render_table(s: &CellSummary) -> String {
     for (stat, (i, o)) in ["Min", "Median", "P90", "Max"].into_iter().zip(input.into_iter().zip(output)) {
         t.line(&format!("{stat} input / output tokens:"), format!("{} / {}", tokens(i), tokens(o)));
     }
+    t
+}
 
+/// This harness's lines after vLLM's block: latency from intended arrival,
+/// dispatch lag, failures by class, stream events, and the definitions note.
+pub fn render_extras(s: &CellSummary, load: LoadFacts) -> String {
+    let mut t = Table(String::new());
     t.title('=', "From intended arrival");
+    if load.closed {
+        t.0.push_str(
+            "(closed loop: every request is intended at the cell start, so these include the wait for a client slot)\n",
+        );
+    }
     t.section("Time to First Token");
     let ttft_i = [s.ttft_from_intended_mean_ms, s.ttft_from_intended_p50_ms];
     t.dist("TTFT", [ttft_i[0], ttft_i[1], s.ttft_from_intended_p95_ms, s.ttft_from_intended_p99_ms]);
@@ -121,15 +181,23 @@ pub fn render_table(s: &CellSummary) -> String {
     t.line("TPOT samples (>= 2 output tokens):", s.tpot_samples);
     t.line("ITL samples (token event gaps):", s.itl_samples);
     t.title('=', "");
-    let _ = writeln!(
-        t.0,
-        "Percentiles: {} over {} valid completed requests; failures counted, not measured.\n\
-         Duration: first intended arrival to last completion (drain included).\n\
-         Output tokens: usage.completion_tokens when present ({} requests), else event tokens ({}).",
-        s.percentile_method.replace('_', " "),
-        s.completed,
-        s.output_tokens_from_usage_requests,
-        s.output_tokens_from_events_requests,
-    );
+    notes(&mut t, s);
     t.0
+}
+
+/// One line per cell (what `harness run` prints as each cell ends; the tables are
+/// in report.md).
+pub fn render_line(s: &CellSummary) -> String {
+    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{x:.1}"));
+    format!(
+        "{} of {} ok, {:.2} req/s, {:.1} tok/s; TTFT p50 {} ms, TPOT p50 {} ms, E2E p50 {} ms, p99 {} ms",
+        s.completed,
+        s.requests,
+        s.request_throughput_rps,
+        s.output_token_throughput_tps,
+        ms(s.ttft_p50_ms),
+        ms(s.tpot_p50_ms),
+        ms(s.e2e_p50_ms),
+        ms(s.e2e_p99_ms)
+    )
 }

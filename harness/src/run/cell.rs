@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::{RunError, Study};
 use crate::evidence::{write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
-use crate::metrics::{parse_receipts, render_table, render_turns, summarize_cell_with_slo, summarize_turns};
+use crate::metrics::{parse_receipts, render_line, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
 use crate::record::RequestRecord;
 use crate::trace::TraceEntry;
@@ -238,7 +238,7 @@ fn summarize(
             let turns = summarize_turns(records).unwrap_or_default();
             if s.progress.cell_tables() {
                 let per_turn = if turns.is_empty() { String::new() } else { render_turns(&turns) };
-                s.progress.println(&format!("{label}\n{}{per_turn}", render_table(&sum)));
+                s.progress.println(&format!("{label}: {}\n{per_turn}", render_line(&sum)));
             }
             let mut value = serde_json::to_value(&sum).unwrap_or_default();
             // A session cell's summary also holds its per-turn-index rows.
