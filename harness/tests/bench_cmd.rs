@@ -298,7 +298,11 @@ fn a_guidellm_sweep_measures_its_anchors_then_sweeps_between_them_and_both_repla
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
     let out = tmp.path().join("sweep");
-    let mut args = vec!["--argv".to_string(), engine_words(&model).join(" ")];
+    // A fixed 5 ms per engine step dominates a step of this tiny model, so the
+    // throughput anchor (16 at once) is faster than the synchronous one on any
+    // machine (without it, a loaded debug build measured them the other way round).
+    let argv = serve_argv(&model, &["--kv-format", "f16"], &["--debug-step-delay-us", "5000"]);
+    let mut args = vec!["--argv".to_string(), argv.join(" ")];
     args.extend(strings(&["--model", "synth", "--profile", "sweep", "--rate", "4", "--max-requests", "16"]));
     args.extend(strings(&["--max-seconds", "1", "--data", "prompt_tokens=16,output_tokens=4", "--settle-s", "0"]));
     args.extend(strings(&["--quiet", "--out"]));

@@ -2,7 +2,8 @@
 //! (raw text, `scrapes.jsonl`) and its memory (`memory.jsonl`: VmRSS and VmHWM of
 //! the server PID from `/proc/PID/status`, VmRSS summed over its whole process
 //! group (vLLM runs the model in a separate EngineCore process the server PID's RSS
-//! misses), and the GPU memory of that group from `nvidia-smi` where that exists,
+//! misses), and the GPU memory of that group from `nvidia-smi` where that exists
+//! (with every GPU's used and total memory, `--query-gpu`),
 //! with an error when compute apps are listed but none is in the group: a container
 //! without the host PID namespace sees other PIDs, and 0 MiB would be a lie). Every line carries the study time and the
 //! phase (`warmup`, `settle:<cell>`, `cell:<cell>`, `idle`). Must not parse metrics
@@ -41,6 +42,15 @@ pub struct GpuProcess {
     pub used_mib: u64,
 }
 
+/// One GPU's memory as `nvidia-smi --query-gpu` reports it (every process on it,
+/// the server's and others').
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuDevice {
+    pub index: u32,
+    pub used_mib: u64,
+    pub total_mib: u64,
+}
+
 #[derive(Serialize)]
 struct MemoryLine<'a> {
     t_ns: u64,
@@ -55,6 +65,10 @@ struct MemoryLine<'a> {
     /// `None` where nvidia-smi does not exist; compute apps of the server's group.
     gpu: Option<Vec<GpuProcess>>,
     gpu_error: Option<String>,
+    /// Every GPU's used and total memory (`None` without nvidia-smi): what the
+    /// devices hold whether or not the server's processes could be matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_devices: Option<Vec<GpuDevice>>,
 }
 
 /// `VmRSS` and `VmHWM` of `pid`, in bytes.
@@ -126,6 +140,39 @@ async fn gpu_usage(smi: &Path, group: u32) -> Result<Vec<GpuProcess>, String> {
         return Err(format!("nvidia-smi: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
     group_apps(&String::from_utf8_lossy(&out.stdout), group, pgrp)
+}
+
+/// Every GPU's memory: `nvidia-smi --query-gpu=index,memory.used,memory.total`.
+async fn gpu_devices(smi: &Path) -> Result<Vec<GpuDevice>, String> {
+    let out = tokio::process::Command::new(smi)
+        .args(["--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(NVIDIA_SMI_TIMEOUT, out)
+        .await
+        .map_err(|_| "nvidia-smi timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("nvidia-smi: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    parse_devices(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Rows `index, used MiB, total MiB`; a row that does not parse is an error.
+fn parse_devices(csv: &str) -> Result<Vec<GpuDevice>, String> {
+    csv.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').map(str::trim).collect();
+            match f.as_slice() {
+                [i, u, t] => match (i.parse(), u.parse(), t.parse()) {
+                    (Ok(index), Ok(used_mib), Ok(total_mib)) => Ok(GpuDevice { index, used_mib, total_mib }),
+                    _ => Err(format!("nvidia-smi --query-gpu: cannot read {l:?}")),
+                },
+                _ => Err(format!("nvidia-smi --query-gpu: cannot read {l:?}")),
+            }
+        })
+        .collect()
 }
 
 /// The compute apps (nvidia-smi CSV rows `pid, used MiB`) in process group `group`
@@ -204,11 +251,21 @@ impl Sampler {
                 if let (Some(mem), Some(pid)) = (memory.as_mut(), spec.pid) {
                     let t_ns = spec.clock.now_ns();
                     let (rss_bytes, hwm_bytes) = read_rss(pid);
-                    let (gpu, gpu_error) = match &spec.nvidia_smi {
+                    let (gpu, mut gpu_error) = match &spec.nvidia_smi {
                         None => (None, None),
                         Some(smi) => match gpu_usage(smi, pid).await {
                             Ok(g) => (Some(g), None),
                             Err(e) => (None, Some(e)),
+                        },
+                    };
+                    let gpu_devices = match &spec.nvidia_smi {
+                        None => None,
+                        Some(smi) => match gpu_devices(smi).await {
+                            Ok(d) => Some(d),
+                            Err(e) => {
+                                gpu_error = Some(gpu_error.map_or(e.clone(), |g| format!("{g}; {e}")));
+                                None
+                            }
                         },
                     };
                     let (group_rss_bytes, group_processes) = group_rss(Path::new("/proc"), pid);
@@ -222,6 +279,7 @@ impl Sampler {
                         group_processes,
                         gpu,
                         gpu_error,
+                        gpu_devices,
                     };
                     mem.push(&line)?;
                 }
@@ -278,6 +336,15 @@ mod tests {
         assert!(err.contains("lists 3 compute app(s), none in the server's process group 42"), "{err}");
         // No rows at all: no GPU process, truly none.
         assert_eq!(group_apps("", 42, groups).unwrap(), []);
+    }
+
+    #[test]
+    fn every_gpu_s_memory_is_read_and_a_bad_row_is_an_error() {
+        let d = parse_devices("0, 70123, 81559\n1, 0, 81559\n").unwrap();
+        assert_eq!(d[0], GpuDevice { index: 0, used_mib: 70123, total_mib: 81559 });
+        assert_eq!(d.len(), 2);
+        assert!(parse_devices("0, [N/A], 81559\n").unwrap_err().contains("cannot read"));
+        assert_eq!(parse_devices("").unwrap(), []);
     }
 
     #[test]

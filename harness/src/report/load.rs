@@ -40,6 +40,8 @@ pub struct UnitInfo {
     pub version_lines: Vec<String>,
     /// What the server's own `/metrics` said per cell (`scrapes.jsonl`).
     pub server_metrics: Vec<super::server_metrics::CellServerMetrics>,
+    /// The peaks of `memory.jsonl` (process-group RSS, GPU).
+    pub memory: super::memory::MemoryPeaks,
 }
 
 /// One (block, arm, cell) with a raw requests file.
@@ -197,6 +199,8 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
         startup.as_ref().and_then(|v| v.get("identity_checks")).and_then(|c| serde_json::from_value(c.clone()).ok());
     let scrapes = std::fs::read(dir.join("scrapes.jsonl")).unwrap_or_default();
     let server_metrics = super::server_metrics::per_cell(&String::from_utf8_lossy(&scrapes));
+    let memory =
+        super::memory::peaks(&String::from_utf8_lossy(&std::fs::read(dir.join("memory.jsonl")).unwrap_or_default()));
     Ok(UnitInfo {
         status,
         argv,
@@ -208,6 +212,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
         served_models,
         identity_checks,
         server_metrics,
+        memory,
     })
 }
 

@@ -115,6 +115,11 @@ fn what_was_run(o: &mut String, l: &Loaded) {
                     kinds.join("; ")
                 );
             }
+            for m in l.units.iter().filter(|u| u.status.arm == a.name) {
+                if let Some(line) = m.memory.line() {
+                    let _ = writeln!(o, "  - memory (block {}): {line}", m.status.block);
+                }
+            }
             for v in &u.version_lines {
                 let _ = writeln!(o, "  - version line (block {} server.log): {}", u.status.block, code(v));
             }

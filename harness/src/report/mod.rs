@@ -29,6 +29,7 @@ mod html;
 mod load;
 mod markdown;
 mod matrix;
+mod memory;
 mod observer;
 mod power;
 mod requests;
