@@ -4,7 +4,8 @@
 //!
 //! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with
 //! `--resume`), `report`, `replay`, `gate`, `qualify`, `accept`, `compare`,
-//! `bench-loadgen` (hidden alias `bench-client`), `export`; each is one `Command` variant and
+//! `bench-loadgen` (hidden alias `bench-client`), `export`, `noise`, `bench`,
+//! `completions`; each is one `Command` variant and
 //! one function or match arm, and each `--help` ends with a worked example.
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
@@ -29,8 +30,20 @@ use harness::plan::{self, FrozenPlan, PlanError};
 use harness::run::RunOptions;
 use harness::trace;
 
+/// The exit codes, as `harness --help` prints them (the mapping is [`exit_code`]).
+const EXIT_CODES: &str = "Exit codes:\n  \
+    0  success\n  \
+    2  bad input (a plan, dataset, tokenizer or trace that cannot be read or used, bad arguments, an occupied \
+    --out): the message names it and nothing is written\n  \
+    2  a completed command with a negative verdict: arm faults in `run`, a cell over [limits] max_error_rate, \
+    `run` stopped after an arm's max_start_failures or a failed identity check (resumable), a failed `replay` \
+    check, a violated `gate` rule or a paired gate that found a regression, an unqualified arm, a failed \
+    `accept` case, failed parity in `compare`, a failed `plan check --probe`\n  \
+    3  a paired gate (`harness gate --paired`) still undecided at its cap\n  \
+    1  anything else (an I/O failure, Ctrl-C: an incomplete study, resumable with `run --resume`)";
+
 #[derive(Parser)]
-#[command(name = "harness", version, about = "Frozen-plan benchmark and qualification harness")]
+#[command(name = "harness", version, about = "Frozen-plan benchmark and qualification harness", after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -138,6 +151,12 @@ enum Command {
                             harness replay reports/bench-m"
     )]
     Bench(Box<harness::bench_cmd::BenchArgs>),
+    /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
+    #[command(after_help = "Example:\n  harness completions bash > ~/.local/share/bash-completion/completions/harness")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
@@ -653,6 +672,11 @@ fn main() -> ExitCode {
         Command::Export(args) => harness::export::run(&args)
             .map(|o| println!("wrote {} objects to {}", o.objects, o.out.display()))
             .map_err(Into::into),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "harness", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Bench(args) => match bench(&args) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(2),
@@ -707,5 +731,21 @@ mod tests {
         assert!(Cli::try_parse_from(["harness", "bench-client", "--rates", "10"]).is_ok());
         let help = Cli::command().render_help().to_string();
         assert!(help.contains("bench-loadgen") && !help.contains("bench-client"), "{help}");
+    }
+
+    #[test]
+    fn help_lists_the_exit_codes_and_completions_cover_every_subcommand() {
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains("Exit codes:\n  0  success\n  2  bad input"), "{help}");
+        assert!(help.contains("3  a paired gate") && help.contains("1  anything else"), "{help}");
+        for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh, clap_complete::Shell::Fish] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "harness", &mut out);
+            let text = String::from_utf8(out).unwrap();
+            for sub in ["run", "replay", "bench", "gate", "export", "completions"] {
+                assert!(text.contains(sub), "{shell:?} completions lack {sub}");
+            }
+            assert!(text.contains("max-seconds"), "{shell:?}: bench's flags");
+        }
     }
 }
