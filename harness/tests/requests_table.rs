@@ -75,3 +75,38 @@ fn the_request_table_has_a_row_per_record_one_schema_and_replay_names_a_changed_
     assert_eq!(c.status, Status::Fail, "{}", o.render_table(5));
     assert!(c.mismatches.iter().any(|m| m.field == key), "{key} not named:\n{}", o.render_table(5));
 }
+
+/// The study-clock stamps and finish reason make a time series without the raw
+/// records: each row's stamps are its record's (first token = the first
+/// token-bearing event), replay checks them, and a table written before them (23
+/// columns) still replays.
+#[test]
+fn each_row_carries_its_records_stamps_and_an_older_table_still_replays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    generate(&clean, &SynthSpec::small()).expect("synthetic evidence");
+    let text = std::fs::read_to_string(clean.join("results/requests.csv")).unwrap();
+    let lines: Vec<Vec<String>> = text.lines().map(|l| l.split(',').map(str::to_string).collect()).collect();
+    let at = |name: &str| lines[0].iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let (id, send, first, done) = (at("id"), at("send_ns"), at("first_token_ns"), at("done_ns"));
+    let mut seen = 0;
+    for p in common::files(&clean).iter().filter(|p| p.ends_with(".requests.jsonl")) {
+        for r in common::read_records(&clean.join(p)) {
+            let row = lines.iter().find(|l| l[id] == r.id).expect("a row per record");
+            let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+            assert_eq!(row[send], opt(r.send_ns));
+            assert_eq!(row[first], opt(r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns)));
+            assert_eq!(row[done], opt(r.done_ns));
+            seen += 1;
+        }
+    }
+    assert!(seen > 0);
+    // The 23-column layout of earlier reports, re-sealed: still a pass.
+    let old = tmp.path().join("old");
+    copy_dir(&clean, &old);
+    let cut: Vec<String> = lines.iter().map(|l| l[..23].join(",")).collect();
+    std::fs::write(old.join("results/requests.csv"), cut.join("\n") + "\n").unwrap();
+    rewrite_manifest(&old);
+    let o = replay_dir(&old).unwrap();
+    assert_eq!(o.check(CHECK).expect("the check runs").status, Status::Pass, "{}", o.render_table(5));
+}

@@ -60,6 +60,8 @@ pub struct Rec {
     /// The round of an interleaved block that sent it.
     #[serde(default)]
     pub round: Option<u32>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
 }
 
 impl Rec {

@@ -21,7 +21,7 @@ pub const NAME: &str = "per-request table: results/requests.csv";
 const FILE: &str = "results/requests.csv";
 
 /// The columns the report writes, in order.
-const COLUMNS: [&str; 23] = [
+const COLUMNS: [&str; 30] = [
     "study",
     "plan_sha256",
     "block",
@@ -45,7 +45,17 @@ const COLUMNS: [&str; 23] = [
     "itl_mean_ms",
     "itl_p50_ms",
     "itl_max_ms",
+    "round",
+    "intended_ns",
+    "dispatch_ns",
+    "send_ns",
+    "first_token_ns",
+    "done_ns",
+    "finish_reason",
 ];
+
+/// The columns of a table written before the stamps were added.
+const BEFORE_STAMPS: usize = 23;
 
 /// One expected cell of the table.
 enum Want {
@@ -102,6 +112,13 @@ fn expected(study: &str, plan_sha256: &str, r: &Rec) -> Vec<Want> {
         Float(itl_mean),
         Float(itl_p50),
         Float(itl_max),
+        Int(Some(u64::from(r.round.unwrap_or(0)))),
+        Int(Some(r.intended_ns)),
+        Int(r.dispatch_ns),
+        Int(r.send_ns),
+        Int(r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns)),
+        Int(r.done_ns),
+        Text(r.finish_reason.clone()),
     ]
 }
 
@@ -144,7 +161,10 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
         },
         Err(e) => return Check::of(NAME, "unreadable".into(), vec![Mismatch::new(FILE, "file", "unreadable", e)]),
     };
-    if rows[0] != COLUMNS {
+    // Tables written before the study-clock stamps and finish reason were added
+    // hold the first `BEFORE_STAMPS` columns: those are checked.
+    let columns: &[&str] = if rows[0] == COLUMNS[..BEFORE_STAMPS] { &COLUMNS[..BEFORE_STAMPS] } else { &COLUMNS };
+    if rows[0] != columns {
         let got = rows[0].join(",");
         return Check::of(NAME, "other columns".into(), vec![Mismatch::new(FILE, "header", got, COLUMNS.join(","))]);
     }
@@ -152,7 +172,7 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
     for (i, r) in rows.iter().enumerate().skip(1) {
         let at = |k: usize| r.get(k).cloned().unwrap_or_default();
         let key = (at(2), at(3), at(4), at(5));
-        if r.len() != COLUMNS.len() || by_key.insert(key, (i + 1, r)).is_some() {
+        if r.len() != columns.len() || by_key.insert(key, (i + 1, r)).is_some() {
             m.push(Mismatch::new(FILE, format!("line {}", i + 1), "a malformed or repeated row", "one row a request"));
         }
     }
@@ -167,7 +187,7 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
                 continue;
             };
             compared += 1;
-            for ((name, got), want) in COLUMNS.iter().zip(row.iter()).zip(expected(&s.plan.study.name, plan_sha256, r))
+            for ((name, got), want) in columns.iter().zip(row.iter()).zip(expected(&s.plan.study.name, plan_sha256, r))
             {
                 let (ok, mine) = matches(got, &want);
                 if !ok {
@@ -181,7 +201,7 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
     for line in extra {
         m.push(Mismatch::new(FILE, format!("line {line}"), "present", "no such request record"));
     }
-    Check::of(NAME, format!("{compared} requests x {} columns", COLUMNS.len()), m)
+    Check::of(NAME, format!("{compared} requests x {} columns", columns.len()), m)
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! The per-request table: one row per request record of the study (every
 //! `raw/b<block>/<arm>/<cell>.requests.jsonl`, in schedule order, records in file
 //! order), with the study, plan hash, block, arm, cell, status and failure class,
-//! token counts and each request's own measures in ms, written as
+//! token counts, each request's own measures in ms, its interleaved round, its
+//! study-clock stamps in ns (intended, dispatch, send, first token-bearing event,
+//! `[DONE]`; since the start of the session that ran it, `run.json` `sessions`) and
+//! the finish reason, so a time series plots straight from it, written as
 //! `results/requests.csv` and `results/requests.parquet` (AIPerf's profile export is
 //! the peer). The measures come from `metrics::measure_request` (the definitions of
 //! DESIGN section 5); the ITL summary is over that request's gaps between
@@ -28,7 +31,7 @@ pub const STATUS_FAILED: &str = "failed";
 pub const STATUS_UNMEASURABLE: &str = "unmeasurable";
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 23] = [
+pub const COLUMNS: [&str; 30] = [
     "study",
     "plan_sha256",
     "block",
@@ -52,6 +55,13 @@ pub const COLUMNS: [&str; 23] = [
     "itl_mean_ms",
     "itl_p50_ms",
     "itl_max_ms",
+    "round",
+    "intended_ns",
+    "dispatch_ns",
+    "send_ns",
+    "first_token_ns",
+    "done_ns",
+    "finish_reason",
 ];
 
 /// One row before it becomes columns.
@@ -68,6 +78,17 @@ pub struct RequestRow {
     pub input_tokens_intended: u32,
     pub output_tokens_intended: u32,
     pub measures: Option<RequestMeasures>,
+    /// The interleaved round that sent it (`None`, written 0: a block that is not
+    /// interleaved runs each cell in one round).
+    pub round: Option<u32>,
+    /// Study-clock stamps (ns since the session's start): intended arrival,
+    /// dispatch, HTTP send, first token-bearing event, `[DONE]`.
+    pub intended_ns: u64,
+    pub dispatch_ns: Option<u64>,
+    pub send_ns: Option<u64>,
+    pub first_token_ns: Option<u64>,
+    pub done_ns: Option<u64>,
+    pub finish_reason: Option<String>,
 }
 
 impl RequestRow {
@@ -93,6 +114,13 @@ impl RequestRow {
             input_tokens_intended: r.prompt_tokens_intended,
             output_tokens_intended: r.output_tokens_intended,
             measures,
+            round: r.round,
+            intended_ns: r.intended_ns,
+            dispatch_ns: r.dispatch_ns,
+            send_ns: r.send_ns,
+            first_token_ns: r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns),
+            done_ns: r.done_ns,
+            finish_reason: r.finish_reason.clone(),
         }
     }
 
@@ -184,6 +212,13 @@ pub fn dataframe(study: &str, plan_sha256: &str, rows: &[RequestRow]) -> Result<
         floats("itl_mean_ms", &|r| r.itl().1),
         floats("itl_p50_ms", &|r| r.itl().2),
         floats("itl_max_ms", &|r| r.itl().3),
+        ints("round", &|r| Some(i64::from(r.round.unwrap_or(0)))),
+        ints("intended_ns", &|r| Some(int(r.intended_ns))),
+        ints("dispatch_ns", &|r| r.dispatch_ns.map(int)),
+        ints("send_ns", &|r| r.send_ns.map(int)),
+        ints("first_token_ns", &|r| r.first_token_ns.map(int)),
+        ints("done_ns", &|r| r.done_ns.map(int)),
+        opt_text("finish_reason", &|r| r.finish_reason.clone()),
     ];
     debug_assert_eq!(cols.len(), COLUMNS.len());
     DataFrame::new(rows.len(), cols).map_err(|e| ReportError::Matrix(format!("requests table: {e}")))
