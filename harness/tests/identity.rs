@@ -104,6 +104,17 @@ fn truthful_claims_pass_in_every_block_show_in_the_report_and_replay_judges_them
     let text = String::from_utf8_lossy(&replay.stdout);
     assert_eq!(replay.status.code(), Some(2), "{text}");
     assert!(text.contains("arm identity") && text.contains("identity_checks["), "{text}");
+
+    // A server log cut shorter than the checks read (re-sealed): named, not re-judged.
+    let cut = tmp.path().join("cut");
+    copy_dir(&out, &cut);
+    std::fs::write(cut.join("raw/b0/k16v8/server.log"), b"").unwrap();
+    reseal_unit(&cut, "raw/b0/k16v8/unit.json");
+    rewrite_manifest(&cut);
+    let replay = Command::new(harness_bin()).arg("replay").arg(&cut).output().expect("replay");
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(2), "{text}");
+    assert!(text.contains("raw/b0/k16v8/server.log") && text.contains("fewer than the"), "{text}");
 }
 
 #[test]

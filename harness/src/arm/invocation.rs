@@ -293,14 +293,21 @@ impl Invocation {
     /// `None` when the route does not answer 200 with JSON within 5 s (llama.cpp's
     /// server has no /version). Recorded in `startup.json`, shown in the report.
     pub async fn identity(&self) -> ServerIdentity {
-        let get = |path: &'static str| async move {
-            let r = self.client.get(format!("{}{path}", self.base_url)).timeout(Duration::from_secs(5)).send().await;
-            match r {
-                Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await.ok(),
-                _ => None,
-            }
-        };
-        ServerIdentity { version: get("/version").await, models: get("/v1/models").await, ..ServerIdentity::default() }
+        let json = |path| async move { self.get_text(path).await.and_then(|t| serde_json::from_str(&t).ok()) };
+        ServerIdentity {
+            version: json("/version").await,
+            models: json(super::dialect::MODELS_PATH).await,
+            ..ServerIdentity::default()
+        }
+    }
+
+    /// The body of `GET <base><path>` when it answers 200 within 5 s.
+    async fn get_text(&self, path: &str) -> Option<String> {
+        let r = self.client.get(format!("{}{path}", self.base_url)).timeout(Duration::from_secs(5)).send().await;
+        match r {
+            Ok(r) if r.status().is_success() => r.text().await.ok(),
+            _ => None,
+        }
     }
 
     /// The identity checks of `spec` (`arm::identity`): what `identity` fetches, plus
@@ -312,15 +319,8 @@ impl Invocation {
         spec: &crate::plan::IdentitySpec,
     ) -> (ServerIdentity, Vec<super::identity::CheckResult>) {
         let mut seen = self.identity().await;
-        let get_text = |path: &'static str| async move {
-            let r = self.client.get(format!("{}{path}", self.base_url)).timeout(Duration::from_secs(5)).send().await;
-            match r {
-                Ok(r) if r.status().is_success() => r.text().await.ok(),
-                _ => None,
-            }
-        };
-        seen.props = get_text(super::dialect::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
-        seen.metric_names = get_text(METRICS_PATH).await.map(|t| super::identity::metric_names(&t));
+        seen.props = self.get_text(super::dialect::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
+        seen.metric_names = self.get_text(METRICS_PATH).await.map(|t| super::identity::metric_names(&t));
         let planned = super::identity::planned(spec, self.command.as_ref().map(|c| c.argv.as_slice()));
         let deadline = std::time::Instant::now() + LOG_LINE_WAIT;
         loop {

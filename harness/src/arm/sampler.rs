@@ -126,12 +126,10 @@ pub fn find_nvidia_smi() -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join("nvidia-smi")).find(|p| p.is_file())
 }
 
-/// GPU memory of the compute processes in the process group `group`.
-async fn gpu_usage(smi: &Path, group: u32) -> Result<Vec<GpuProcess>, String> {
-    let out = tokio::process::Command::new(smi)
-        .args(["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"])
-        .kill_on_drop(true)
-        .output();
+/// The CSV rows (no header, no units) `nvidia-smi` gives for `query`.
+async fn smi_csv(smi: &Path, query: &str) -> Result<String, String> {
+    let out =
+        tokio::process::Command::new(smi).args([query, "--format=csv,noheader,nounits"]).kill_on_drop(true).output();
     let out = tokio::time::timeout(NVIDIA_SMI_TIMEOUT, out)
         .await
         .map_err(|_| "nvidia-smi timed out".to_string())?
@@ -139,23 +137,17 @@ async fn gpu_usage(smi: &Path, group: u32) -> Result<Vec<GpuProcess>, String> {
     if !out.status.success() {
         return Err(format!("nvidia-smi: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
-    group_apps(&String::from_utf8_lossy(&out.stdout), group, pgrp)
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// GPU memory of the compute processes in the process group `group`.
+async fn gpu_usage(smi: &Path, group: u32) -> Result<Vec<GpuProcess>, String> {
+    group_apps(&smi_csv(smi, "--query-compute-apps=pid,used_memory").await?, group, pgrp)
 }
 
 /// Every GPU's memory: `nvidia-smi --query-gpu=index,memory.used,memory.total`.
 async fn gpu_devices(smi: &Path) -> Result<Vec<GpuDevice>, String> {
-    let out = tokio::process::Command::new(smi)
-        .args(["--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"])
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(NVIDIA_SMI_TIMEOUT, out)
-        .await
-        .map_err(|_| "nvidia-smi timed out".to_string())?
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!("nvidia-smi: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    parse_devices(&String::from_utf8_lossy(&out.stdout))
+    parse_devices(&smi_csv(smi, "--query-gpu=index,memory.used,memory.total").await?)
 }
 
 /// Rows `index, used MiB, total MiB`; a row that does not parse is an error.
