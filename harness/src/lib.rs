@@ -9,6 +9,7 @@ pub mod compare;
 pub mod evidence;
 pub mod export;
 pub mod gate;
+pub mod host;
 pub mod load;
 pub mod metrics;
 pub mod noise;

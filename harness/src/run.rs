@@ -46,7 +46,7 @@ pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
 pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};
 pub use session::{CLOCK, Discard, RUN_FORMAT, Session};
-pub use unit::UnitOutcome;
+pub use unit::{IDENTITY_FAILED, UnitOutcome};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -326,6 +326,9 @@ fn check_inputs_usable(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError>
         })
         .collect();
     issues.extend(frozen.plan.engine_device_problems());
+    if let Some(allowed) = crate::host::allowed_cpus(None).and_then(|l| crate::host::parse_cpu_list(&l).ok()) {
+        issues.extend(frozen.plan.cpu_problems(&allowed));
+    }
     if issues.is_empty() { Ok(()) } else { Err(RunError::input(PlanError::Invalid(issues))) }
 }
 
@@ -355,6 +358,16 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         }
     };
     let git = git_info(&opts.base_dir);
+    // The machine as found, then the client's own CPU set (before any thread of the
+    // study's runtime work starts on other CPUs).
+    let host = crate::host::facts();
+    let client_cpus = match &frozen.plan.client.cpus {
+        Some(cpus) => Some(
+            crate::host::pin_this_process(cpus)
+                .map_err(|m| RunError::input(PlanError::Invalid(vec![crate::plan::Issue::new("client.cpus", m)])))?,
+        ),
+        None => None,
+    };
     let (ev, state, pilot_state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();
     let mut sessions = state.sessions.clone();
@@ -366,7 +379,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             g.revision, g.dirty, git.revision, git.dirty
         );
     }
-    sessions.push(session::Session::start(index, opts.resume.is_some(), git.clone(), discarded));
+    sessions.push(session::Session::start(index, opts.resume.is_some(), git.clone(), discarded, host, client_cpus));
     let clock = StudyClock::start();
     let nvidia_smi = find_nvidia_smi();
     let frozen = if frozen.plan.pilots.is_some() {

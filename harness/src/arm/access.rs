@@ -80,6 +80,7 @@ mod tests {
             api_key_env: api_key_env.map(String::from),
             headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             identity: None,
+            cpus: None,
         }
     }
 

@@ -140,7 +140,7 @@ impl Invocation {
     pub fn spawn(&mut self) -> Result<(), ArmError> {
         self.startup.spawned_ns = self.clock.now_ns();
         if let Some(cmd) = &self.command {
-            let p = ServerProcess::spawn(&cmd.argv, &cmd.env, &self.log, self.clock)?;
+            let p = ServerProcess::spawn(&cmd.argv, &cmd.env, cmd.cpus.as_deref(), &self.log, self.clock)?;
             self.startup.pid = Some(p.pid);
             self.process = Some(p);
         }
@@ -435,8 +435,9 @@ mod tests {
             api_key_env: None,
             headers: BTreeMap::new(),
             identity: None,
+            cpus: None,
         };
-        (arm, ArmCommand { argv, env: BTreeMap::new(), port, receipts: None })
+        (arm, ArmCommand { argv, env: BTreeMap::new(), port, receipts: None, cpus: None })
     }
 
     fn alive(pid: u32) -> bool {

@@ -63,10 +63,13 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Spawns `argv` with `env` added, output appended to `log`.
+    /// Spawns `argv` with `env` added, on `cpus` when given (the child sets its own
+    /// affinity before exec, so the server and everything it starts inherit it),
+    /// output appended to `log`.
     pub fn spawn(
         argv: &[String],
         env: &BTreeMap<String, String>,
+        cpus: Option<&[u32]>,
         log: &Path,
         clock: StudyClock,
     ) -> Result<ServerProcess, ArmError> {
@@ -91,8 +94,14 @@ impl ServerProcess {
         #[cfg(target_os = "linux")]
         {
             let parent = std::process::id();
+            let set = match cpus {
+                Some(c) => Some(
+                    crate::host::cpu_set(c).map_err(|detail| ArmError::Spawn { program: program.clone(), detail })?,
+                ),
+                None => None,
+            };
             // SAFETY: between fork and exec the closure calls only async-signal-safe
-            // functions (prctl, getppid, raise) and allocates nothing.
+            // functions (prctl, getppid, raise, sched_setaffinity) and allocates nothing.
             unsafe {
                 cmd.pre_exec(move || {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
@@ -101,9 +110,18 @@ impl ServerProcess {
                     if u32::try_from(libc::getppid()).ok() != Some(parent) {
                         libc::raise(libc::SIGKILL);
                     }
+                    if let Some(set) = &set
+                        && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
                     Ok(())
                 });
             }
+        }
+        #[cfg(not(target_os = "linux"))]
+        if cpus.is_some() {
+            return Err(ArmError::Spawn { program: program.clone(), detail: "CPU sets need Linux".into() });
         }
         let mut child = cmd.spawn().map_err(|e| ArmError::Spawn { program: program.clone(), detail: e.to_string() })?;
         let pid = child.id().ok_or_else(|| ArmError::Spawn { program: program.clone(), detail: "no pid".into() })?;
@@ -205,7 +223,27 @@ mod tests {
 
     fn spawn(script: &str, log: &Path) -> ServerProcess {
         let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
-        ServerProcess::spawn(&argv, &BTreeMap::new(), log, StudyClock::start()).unwrap()
+        ServerProcess::spawn(&argv, &BTreeMap::new(), None, log, StudyClock::start()).unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_pinned_server_and_its_children_run_on_its_cpus_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("server.log");
+        let mine = crate::host::parse_cpu_list(&crate::host::allowed_cpus(None).unwrap()).unwrap();
+        let one = *mine.last().unwrap();
+        let argv: Vec<String> =
+            ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 60"].map(String::from).to_vec();
+        let p = ServerProcess::spawn(&argv, &BTreeMap::new(), Some(&[one]), &log, StudyClock::start()).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(crate::host::allowed_cpus(Some(p.pid)).as_deref(), Some(one.to_string().as_str()));
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains(&format!("Cpus_allowed_list:\t{one}\n")), "{text}");
+        p.stop(Duration::from_secs(5)).await;
+        // A CPU the machine does not have: the spawn fails and says so.
+        let err = ServerProcess::spawn(&argv, &BTreeMap::new(), Some(&[1000]), &log, StudyClock::start()).err();
+        assert!(err.is_some());
     }
 
     #[tokio::test]

@@ -49,12 +49,6 @@ pub fn threads_cpu_s(prefix: &str) -> Result<f64, BenchError> {
     Ok(ticks as f64 / TICKS_PER_S)
 }
 
-/// The 1-minute load average (`/proc/loadavg`), to show what else ran beside a
-/// measurement; `None` when unreadable.
-pub fn loadavg_1m() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
-}
-
 /// Busy CPU seconds of the whole machine so far (every process, ours included): the
 /// first line of `/proc/stat` minus idle and iowait; `None` when unreadable.
 pub fn machine_busy_s() -> Option<f64> {
@@ -92,7 +86,6 @@ mod tests {
         assert_eq!(parse_stat(line), Some(("my (odd) name".to_string(), 287)));
         assert_eq!(parse_stat("1 (x) S 1 2"), None);
         assert!(process_cpu_s().is_ok());
-        assert!(loadavg_1m().is_some_and(|l| l >= 0.0));
         assert!(machine_busy_s().is_some_and(|b| b > 0.0));
     }
 }

@@ -210,7 +210,7 @@ impl Driver {
         if warm > 0 {
             self.drive(spec, &format!("{name}-warmup"), warm).await?;
         }
-        let load_before = cpu::loadavg_1m();
+        let load_before = crate::host::loadavg_1m();
         let machine_before = cpu::machine_busy_s();
         let before: CpuSnapshot = cpu::snapshot(CLIENT_THREADS, SERVER_THREADS)?;
         let wall = Instant::now();
@@ -254,7 +254,7 @@ impl Driver {
             client_cpu_s_per_request: client / n,
             process_cpu_s_per_request: process / n,
             loadavg_1m_before: load_before,
-            loadavg_1m_after: cpu::loadavg_1m(),
+            loadavg_1m_after: crate::host::loadavg_1m(),
             machine_busy_cores: machine,
             other_processes_cores: machine.map(|m| m - process / wall_s),
             summary,

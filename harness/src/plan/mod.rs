@@ -196,6 +196,29 @@ impl Plan {
         out
     }
 
+    /// The CPU sets (`client.cpus`, `arms[i].cpus`) that name a CPU outside
+    /// `allowed` (the harness's own set on this machine, read by the caller): the
+    /// kernel would refuse the pin, or the study would run elsewhere than planned.
+    pub fn cpu_problems(&self, allowed: &[u32]) -> Vec<Issue> {
+        let sets = std::iter::once(("client.cpus".to_string(), self.client.cpus.as_ref()))
+            .chain(self.arms.iter().enumerate().map(|(i, a)| (format!("arms[{i}].cpus"), a.cpus.as_ref())));
+        let mut out = Vec::new();
+        for (key, set) in sets {
+            let missing: Vec<u32> = set.into_iter().flatten().copied().filter(|c| !allowed.contains(c)).collect();
+            if !missing.is_empty() {
+                out.push(Issue::new(
+                    key,
+                    format!(
+                        "CPU(s) {} are not among the CPUs this harness may use here ({})",
+                        crate::host::cpu_list(&missing),
+                        crate::host::cpu_list(allowed)
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
     /// The input paths (under `base`) that are missing or of the wrong kind (a
     /// texts directory that is a file, a tokenizer that is a directory or a FIFO).
     /// Advisory as far as missing files go: validation does not touch the

@@ -112,6 +112,11 @@ pub struct ArmCommand {
     pub env: BTreeMap<String, String>,
     pub port: u16,
     pub receipts: Option<PathBuf>,
+    /// The CPUs the server is started on: the arm's set (`[[arms]] cpus`); for an
+    /// unpinned arm of a plan that pins its client, every CPU (the kernel keeps the
+    /// ones the machine allows), so that it does not inherit the client's set;
+    /// otherwise `None` (it inherits the harness's, as any child does).
+    pub cpus: Option<Vec<u32>>,
 }
 
 impl Plan {
@@ -155,7 +160,9 @@ impl Plan {
             let len = crate::trace::setup_pad_len(self.study.seed, block, &arm.name);
             env.insert(super::types::SETUP_PAD_ENV.to_string(), "x".repeat(len));
         }
-        Ok(Some(ArmCommand { argv, env, port: *port, receipts: receipts.map(PathBuf::from) }))
+        let cpus =
+            arm.cpus.clone().or_else(|| self.client.cpus.is_some().then(|| (0..=crate::host::MAX_CPU).collect()));
+        Ok(Some(ArmCommand { argv, env, port: *port, receipts: receipts.map(PathBuf::from), cpus }))
     }
 }
 

@@ -46,6 +46,15 @@ pub struct PlanFile {
     pub pilots: Option<PilotsFile>,
     /// A regression gate's stopping rule (`[sequential]`); see `sequential`.
     pub sequential: Option<super::sequential::SequentialFile>,
+    /// The load generator's own process (`[client]`).
+    pub client: Option<ClientFile>,
+}
+
+/// `[client]`: where the harness itself (the load generator) runs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientFile {
+    pub cpus: Option<Vec<i64>>,
 }
 
 /// `[pilots]`: closed-loop pilot runs of control arms that `harness run` runs first.
@@ -202,6 +211,8 @@ pub struct ArmFile {
     pub headers: BTreeMap<String, String>,
     /// What the server must show it is before any timing; see `validate_identity`.
     pub identity: Option<IdentityFile>,
+    /// CPUs the spawned server (and every process it starts) may run on.
+    pub cpus: Option<Vec<i64>>,
 }
 
 /// `[arms.identity]`, as written.

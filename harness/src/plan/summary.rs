@@ -272,6 +272,21 @@ impl Plan {
                 super::types::SETUP_PAD_ENV
             );
         }
+        if let Some(c) = &self.client.cpus {
+            let _ = writeln!(
+                o,
+                "  client pinned to CPUs {} (client.cpus); unpinned arms run on every CPU the machine allows",
+                crate::host::cpu_list(c)
+            );
+        }
+        for a in self.arms.iter().filter(|a| a.cpus.is_some()) {
+            let cpus = a.cpus.as_deref().map(crate::host::cpu_list).unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  arm {} pinned to CPUs {cpus} (checked after health: a server that leaves them fails)",
+                a.name
+            );
+        }
         if let Some(seq) = &self.sequential {
             let margins: Vec<String> = self
                 .hypotheses

@@ -45,6 +45,16 @@ pub struct Plan {
     /// `[sequential]`, when present: the study stops at the first look where every
     /// hypothesis is decided (see `plan::sequential`, `crate::sequential`).
     pub sequential: Option<super::sequential::Sequential>,
+    /// `[client]`: where the load generator runs.
+    pub client: Client,
+}
+
+/// `[client]`: the harness process that sends the load.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Client {
+    /// CPUs every thread of the harness is pinned to for the session (sorted, each
+    /// once); `None`: wherever the scheduler puts them.
+    pub cpus: Option<Vec<u32>>,
 }
 
 /// `[pilots]`: `runs` closed-loop pilot runs of each of `arms` (control arms only),
@@ -235,6 +245,9 @@ pub struct Arm {
     /// What the server must show it is, checked after health and before warmup in
     /// every block (`arm::identity`); `None`: no checks.
     pub identity: Option<IdentitySpec>,
+    /// CPUs a spawned server is started on (sorted, each once; inherited by its
+    /// threads and children, `sched_setaffinity` before exec); `None`: unpinned.
+    pub cpus: Option<Vec<u32>>,
 }
 
 /// An arm's identity claims (`[arms.identity]`), validated. The checks they

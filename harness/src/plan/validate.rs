@@ -149,6 +149,9 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         super::tuning::tuning(&mut c, file.tuning, &arms, &cells, &hypotheses, alpha, slo.as_ref());
     hypotheses.extend(expanded);
     let sequential = super::sequential::validate(&mut c, file.sequential, &blocks, &hypotheses);
+    let client = super::types::Client {
+        cpus: file.client.and_then(|f| f.cpus).and_then(|v| validate_arms::cpu_set(&mut c, "client.cpus", &v)),
+    };
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(_) if pilots.is_some() => None,
@@ -178,6 +181,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         blocking,
         tuning,
         sequential,
+        client,
     })
 }
 

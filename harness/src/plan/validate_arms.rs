@@ -123,6 +123,13 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
         };
         access(c, &k, a.api_key_env.as_deref(), &a.headers);
         let identity = a.identity.map(|f| super::validate_identity::identity(c, &format!("{k}.identity"), f, external));
+        let cpus = a.cpus.and_then(|v| cpu_set(c, &format!("{k}.cpus"), &v));
+        if external && cpus.is_some() {
+            c.err(
+                format!("{k}.cpus"),
+                "an external server runs where its owner started it: only a spawned arm takes cpus",
+            );
+        }
         // An invalid server has already been reported; the arm is kept (with a
         // stand-in that never leaves validation) so that references to it by name
         // do not raise a second, misleading "unknown arm".
@@ -141,10 +148,31 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
             api_key_env: a.api_key_env,
             headers: a.headers,
             identity,
+            cpus,
         });
     }
     same_server(c, &out);
     out
+}
+
+/// A CPU set as written (`[0, 1]`): non-empty, each CPU once, within what a
+/// `cpu_set_t` holds; sorted.
+pub(super) fn cpu_set(c: &mut Checker, key: &str, cpus: &[i64]) -> Option<Vec<u32>> {
+    if cpus.is_empty() {
+        c.err(key, "an empty CPU set: leave the key out to leave the process unpinned");
+        return None;
+    }
+    let mut out = Vec::new();
+    for &cpu in cpus {
+        let cpu = c.int(key, cpu, 0, crate::host::MAX_CPU.into())? as u32;
+        if out.contains(&cpu) {
+            c.err(key, format!("CPU {cpu} is listed twice"));
+            return None;
+        }
+        out.push(cpu);
+    }
+    out.sort_unstable();
+    Some(out)
 }
 
 /// Two arms may not share a port (a server still shutting down would answer the

@@ -98,6 +98,26 @@ fn base_plan_is_valid() {
     assert_eq!(plan.arms[0].stop_grace(), std::time::Duration::from_millis(2500));
     let text = plan.render_check("0");
     assert!(text.contains("stop grace 2.5 s"), "{text}");
+    assert_eq!(plan.client.cpus, None);
+    assert_eq!(plan.arms[0].cpus, None);
+    // CPU sets: sorted, named in the schedule; unpinned arms of a plan that pins its
+    // client are started on every CPU, not on the client's.
+    let pinned = edit("port = 18001", "port = 18001\ncpus = [3, 1, 2]") + "\n[client]\ncpus = [0]\n";
+    let plan = parse(&pinned).unwrap();
+    assert_eq!((plan.arms[0].cpus.as_deref(), plan.client.cpus.as_deref()), (Some(&[1, 2, 3][..]), Some(&[0][..])));
+    let text = plan.render_check("0");
+    assert!(
+        text.contains("client pinned to CPUs 0 (client.cpus)") && text.contains("arm cand pinned to CPUs 1-3"),
+        "{text}"
+    );
+    let dir = std::path::Path::new("/ev");
+    assert_eq!(plan.arm_command(&plan.arms[0], 0, dir).unwrap().unwrap().cpus, Some(vec![1, 2, 3]));
+    assert_eq!(plan.arm_command(&plan.arms[1], 0, dir).unwrap().unwrap().cpus.map(|c| c.len()), Some(1024));
+    assert_eq!(
+        plan.cpu_problems(&[0, 1]).iter().map(|i| i.to_string()).collect::<Vec<_>>(),
+        ["arms[0].cpus: CPU(s) 2-3 are not among the CPUs this harness may use here (0-1)"]
+    );
+    assert!(parse(BASE).unwrap().arm_command(&plan.arms[1], 0, dir).unwrap().unwrap().cpus.is_none());
 }
 
 #[test]
@@ -160,6 +180,13 @@ fn malformed_plans_are_rejected_with_named_keys() {
             "arms[1].stop_grace_s: the harness never stops an external server",
         ),
         (
+            edit(
+                "argv = [\"engine\", \"serve\", \"--port\", \"{port}\"]\nport = 18002",
+                "url = \"http://127.0.0.1:9\"\ncpus = [0]",
+            ),
+            "arms[1].cpus: an external server runs where its owner started it",
+        ),
+        (
             edit(port1, "\"{port}\"]\nport = 18001\nhealth = \"health\""),
             "arms[0].health: \"health\" must be a path starting with /",
         ),
@@ -204,6 +231,13 @@ fn malformed_plans_are_rejected_with_named_keys() {
                 1,
             ),
             "set by the harness when blocks.randomize_setup is true",
+        ),
+        (edit("port = 18001\n", "port = 18001\ncpus = []\n"), "arms[0].cpus: an empty CPU set"),
+        (edit("port = 18001\n", "port = 18001\ncpus = [1, 1]\n"), "arms[0].cpus: CPU 1 is listed twice"),
+        (edit("port = 18001\n", "port = 18001\ncpus = [-1]\n"), "arms[0].cpus: must be in 0..=1023, got -1"),
+        (
+            edit("count = 2\narm_order", "count = 2\narm_order") + "\n[client]\ncpus = [1024]\n",
+            "client.cpus: must be in 0..=1023",
         ),
         (
             edit("arm_order = \"alternate\"", "arm_order = [[\"cand\"]]"),

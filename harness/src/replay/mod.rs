@@ -52,6 +52,7 @@
 mod bodies;
 mod compare;
 mod complete;
+mod cpus;
 mod decide;
 mod engine_decode;
 mod entry_bodies;
@@ -327,6 +328,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.extend(tuning::check(root, &frozen.plan));
             checks.extend(power::check(root, frozen));
             checks.extend(setup::check(root, &frozen.plan));
+            checks.extend(cpus::check(root, &frozen.plan));
             checks.extend(identity::check(root, &frozen.plan));
             checks.extend(sequential::check(root, frozen, &cells));
             let (check, per_cell) = receipts::check(&study, &scan);

@@ -371,6 +371,8 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
         discarded: Vec::new(),
         qualification_run: false,
         units_run,
+        host: None,
+        client_cpus: None,
     };
     // The body of every panel entry of each kind the cells send, as `run` records them.
     let body = |k: crate::plan::BodyKind, p| crate::evidence::sha256_hex(&crate::load::stream_body(plan, k, p));

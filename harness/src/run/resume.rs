@@ -143,9 +143,9 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     state.started_unix_ms = started;
     state.sessions = sessions.unwrap_or_else(|| {
         // Killed before its first run.json: one session of which nothing is known.
-        let mut s =
-            Session::start(0, false, crate::evidence::GitInfo { revision: "unknown".into(), dirty: None }, vec![]);
-        (s.pid, s.started_unix_ms, s.git) = (None, None, None);
+        let git = crate::evidence::GitInfo { revision: "unknown".into(), dirty: None };
+        let mut s = Session::start(0, false, git, vec![], crate::host::HostFacts::default(), None);
+        (s.pid, s.started_unix_ms, s.git, s.host) = (None, None, None, None);
         vec![s]
     });
     // `finished` without manifest.json: killed after run.json's last write but before
@@ -443,7 +443,7 @@ count = 4
 
     fn first_session() -> Session {
         let git = crate::evidence::GitInfo { revision: "unknown".into(), dirty: None };
-        let mut first = Session::start(0, false, git, vec![]);
+        let mut first = Session::start(0, false, git, vec![], crate::host::HostFacts::default(), None);
         first.pid = None;
         first
     }

@@ -57,10 +57,25 @@ pub struct Session {
     pub qualification_run: bool,
     /// Units (`b<k>/<arm>`) it ran to their completion record, in order.
     pub units_run: Vec<String>,
+    /// The machine as this session found it (absent in studies run before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostFacts>,
+    /// The CPUs this session's threads were pinned to (`[client] cpus`), as the
+    /// kernel reported them after the pin; absent when unpinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpus: Option<String>,
 }
 
 impl Session {
-    pub fn start(session: u32, resumed: bool, git: GitInfo, discarded: Vec<Discard>) -> Session {
+    pub fn start(
+        session: u32,
+        resumed: bool,
+        git: GitInfo,
+        discarded: Vec<Discard>,
+        host: crate::host::HostFacts,
+        client_cpus: Option<String>,
+    ) -> Session {
         Session {
             session,
             state: "running".into(),
@@ -73,6 +88,8 @@ impl Session {
             discarded,
             qualification_run: false,
             units_run: Vec::new(),
+            host: Some(host),
+            client_cpus,
         }
     }
 }

@@ -95,6 +95,13 @@ struct StartupRecord<'a> {
     /// The verdicts of the arm's identity checks (`[arms.identity]`), when it has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     identity_checks: Option<Vec<crate::arm::identity::CheckResult>>,
+    /// The arm's CPU set (`[[arms]] cpus`, the kernel's list spelling), when pinned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpus: Option<String>,
+    /// The CPUs the healthy server's threads may run on (the union of their
+    /// `Cpus_allowed_list`), read after health; a spawned server only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpus_allowed: Option<String>,
 }
 
 fn program_sha256(program: &str, base: &Path) -> Option<String> {
@@ -104,6 +111,20 @@ fn program_sha256(program: &str, base: &Path) -> Option<String> {
         std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())?
     };
     std::fs::read(path).ok().map(|b| sha256_hex(&b))
+}
+
+/// The identity fault of a pinned server whose threads may run outside its CPU
+/// set (or could not be read); `None` when unpinned or where it should be.
+fn cpus_left(arm: &str, planned: Option<&str>, allowed: Option<&str>) -> Option<ArmError> {
+    let planned = planned?;
+    (allowed != Some(planned)).then(|| ArmError::Identity {
+        arm: arm.to_string(),
+        n: 1,
+        failures: format!(
+            "cpus: the plan pins it to CPUs {planned}, its threads may run on {}",
+            allowed.unwrap_or("(unreadable)")
+        ),
+    })
 }
 
 fn kv_inventory(log: &Path) -> Option<serde_json::Value> {
@@ -229,6 +250,8 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         kv_inventory: None,
         identity: None,
         identity_checks: None,
+        cpus: arm.cpus.as_deref().map(crate::host::cpu_list),
+        cpus_allowed: None,
     };
     let mut server = Invocation::new(arm, cmd.clone(), log.clone(), s.clock)?;
     let spawned = server.spawn();
@@ -265,15 +288,16 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         Err(e) => return Err(e.into()),
     }
     startup.kv_inventory = kv_inventory(&log);
+    startup.cpus_allowed = startup.pid.and_then(crate::host::process_cpus);
     // Identity: what the server says it is, judged against the arm's claims before
-    // any warmup or timing.
-    let mut not_itself = None;
+    // any warmup or timing (its CPU set first: a server that left it runs elsewhere).
+    let mut not_itself = cpus_left(&arm.name, startup.cpus.as_deref(), startup.cpus_allowed.as_deref());
     match &arm.identity {
         Some(spec) => {
             s.progress.status(&label, "identity checks");
             let (seen, results) = server.check_identity(spec).await;
             let n = results.iter().filter(|r| !r.ok).count();
-            if n > 0 {
+            if n > 0 && not_itself.is_none() {
                 let failures = crate::arm::identity::failures(&results);
                 not_itself = Some(ArmError::Identity { arm: arm.name.clone(), n, failures });
             }

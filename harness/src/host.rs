@@ -1,0 +1,218 @@
+//! The machine the harness runs on: the facts a study records about it (CPU model,
+//! CPUs online, transparent huge pages, the CPU frequency governor, the load
+//! average) and the CPU sets processes are pinned to (`sched_setaffinity`). Linux
+//! only: elsewhere every fact is `None` and pinning is refused. Must not decide
+//! which CPUs anything runs on (the plan does) or write evidence.
+
+use serde::{Deserialize, Serialize};
+
+/// What a session saw of the machine when it started (`run.json` `sessions[].host`).
+/// `None`: the file was not there or not readable (a VM without cpufreq has no
+/// governor; that is a fact, not an error).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// `model name` of the first processor in `/proc/cpuinfo`.
+    pub cpu_model: Option<String>,
+    /// `/sys/devices/system/cpu/online`, e.g. `0-1`.
+    pub cpus_online: Option<String>,
+    /// The harness's own CPU set when the session started (`Cpus_allowed_list`),
+    /// before any `[client] cpus` pinning.
+    pub cpus_allowed: Option<String>,
+    /// Transparent huge pages: the selected mode of
+    /// `/sys/kernel/mm/transparent_hugepage/enabled` (`always`, `madvise`, `never`).
+    pub thp_enabled: Option<String>,
+    /// The selected mode of `/sys/kernel/mm/transparent_hugepage/defrag`.
+    pub thp_defrag: Option<String>,
+    /// `scaling_governor` of CPU 0; `None` where the kernel offers no cpufreq (most
+    /// VMs: the host sets the frequency and the guest cannot see it).
+    pub cpufreq_governor: Option<String>,
+    /// The 1-minute load average at the start: what else ran beside the study.
+    pub loadavg_1m: Option<f64>,
+}
+
+/// Reads the facts now.
+pub fn facts() -> HostFacts {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    HostFacts {
+        cpu_model: read("/proc/cpuinfo").and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        }),
+        cpus_online: read("/sys/devices/system/cpu/online"),
+        cpus_allowed: allowed_cpus(None),
+        thp_enabled: read("/sys/kernel/mm/transparent_hugepage/enabled").map(|s| selected_mode(&s)),
+        thp_defrag: read("/sys/kernel/mm/transparent_hugepage/defrag").map(|s| selected_mode(&s)),
+        cpufreq_governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        loadavg_1m: loadavg_1m(),
+    }
+}
+
+/// The bracketed choice of a sysfs mode file (`always [madvise] never` -> `madvise`);
+/// the whole text when nothing is bracketed.
+fn selected_mode(text: &str) -> String {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .unwrap_or(text)
+        .to_string()
+}
+
+/// The 1-minute load average (`/proc/loadavg`), to show what else ran beside a
+/// measurement; `None` when unreadable.
+pub fn loadavg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// The kernel's list spelling of a CPU set (`[0, 1, 2, 5]` -> `0-2,5`), sorted, each
+/// CPU once: what `Cpus_allowed_list` shows, so a plan's set and a process's
+/// compare as text.
+pub fn cpu_list(cpus: &[u32]) -> String {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// Reads a kernel CPU list (`0-2,5`) back into CPUs; `Err` names what is wrong.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let num = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("{s:?} in {text:?} is not a CPU number"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("{part:?} in {text:?} runs backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    Ok(out)
+}
+
+/// `Cpus_allowed_list` of process `pid` (`None`: this process's calling thread),
+/// from `/proc/<pid>/status`; `None` when unreadable (the process is gone, or not
+/// Linux).
+pub fn allowed_cpus(pid: Option<u32>) -> Option<String> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/thread-self/status".to_string(),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(|v| v.trim().to_string())
+}
+
+/// The CPUs any thread of process `pid` may run on: the union of every thread's
+/// `Cpus_allowed_list` (a server that re-pins its own workers shows here), in the
+/// kernel's spelling; `None` when the process cannot be read.
+pub fn process_cpus(pid: u32) -> Option<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut all = Vec::new();
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("status")) else { continue };
+        if let Some(list) = text.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) {
+            all.extend(parse_cpu_list(list).ok()?);
+        }
+    }
+    (!all.is_empty()).then(|| cpu_list(&all))
+}
+
+/// The largest CPU number a set may name (`CPU_SETSIZE - 1`).
+pub const MAX_CPU: u32 = 1023;
+
+/// A `cpu_set_t` holding `cpus`, built before a fork so that the child only calls
+/// `sched_setaffinity` (async-signal-safe, no allocation).
+#[cfg(target_os = "linux")]
+pub fn cpu_set(cpus: &[u32]) -> Result<libc::cpu_set_t, String> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpus.is_empty() {
+        return Err("an empty CPU set".into());
+    }
+    for &c in cpus {
+        if c > MAX_CPU {
+            return Err(format!("CPU {c} is beyond the largest CPU number a set can hold ({MAX_CPU})"));
+        }
+        // SAFETY: `c` is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    Ok(set)
+}
+
+/// Pins every thread of this process to `cpus` (threads started later inherit it
+/// from the thread that starts them) and returns the resulting `Cpus_allowed_list`.
+/// Refused when the kernel refuses any thread (a CPU that is offline or outside the
+/// container's cpuset).
+#[cfg(target_os = "linux")]
+pub fn pin_this_process(cpus: &[u32]) -> Result<String, String> {
+    let set = cpu_set(cpus)?;
+    let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))?;
+    for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        // SAFETY: `set` is a valid cpu_set_t of the size passed.
+        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            // A thread that ended between the listing and the call is not an error.
+            if e.raw_os_error() == Some(libc::ESRCH) {
+                continue;
+            }
+            return Err(format!("cannot pin this process to CPUs {}: {e}", cpu_list(cpus)));
+        }
+    }
+    allowed_cpus(None).ok_or_else(|| "cannot read this thread's Cpus_allowed_list".into())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn pin_this_process(_cpus: &[u32]) -> Result<String, String> {
+    Err("CPU sets are only supported on Linux".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_round_trip_in_the_kernels_spelling() {
+        assert_eq!(cpu_list(&[5, 0, 1, 2, 2]), "0-2,5");
+        assert_eq!(cpu_list(&[3]), "3");
+        assert_eq!(cpu_list(&[0, 2, 4]), "0,2,4");
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("7").unwrap(), vec![7]);
+        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("a").is_err());
+    }
+
+    #[test]
+    fn selected_modes_are_the_bracketed_word() {
+        assert_eq!(selected_mode("always [madvise] never"), "madvise");
+        assert_eq!(selected_mode("[always] defer defer+madvise madvise never"), "always");
+        assert_eq!(selected_mode("odd"), "odd");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_machines_facts_and_own_cpu_set_are_read() {
+        let f = facts();
+        let allowed = parse_cpu_list(f.cpus_allowed.as_deref().unwrap()).unwrap();
+        assert!(!allowed.is_empty());
+        assert!(f.loadavg_1m.is_some_and(|l| l >= 0.0));
+        assert!(cpu_set(&[]).is_err());
+        assert!(cpu_set(&[MAX_CPU + 1]).unwrap_err().contains("beyond"));
+    }
+}

@@ -1,0 +1,97 @@
+//! CPU sets (`[client] cpus`, `[[arms]] cpus`): every session of `run.json` names
+//! the client CPU set the plan asks for (and none when it asks for none); every
+//! spawned unit's `startup.json`, the pilots' included, names its arm's set, and a
+//! unit whose server's threads could run elsewhere (`cpus_allowed` differs) ended
+//! `identity_failed` rather than being timed. `None` when the plan pins nothing and
+//! no record names a CPU set.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::read::read_json;
+use super::{Check, Mismatch};
+use crate::host::cpu_list;
+use crate::plan::Plan;
+
+pub const NAME: &str = "CPU sets: the client's and each pinned server's";
+
+pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
+    let mut m = Vec::new();
+    let mut any_recorded = false;
+    let client = plan.client.cpus.as_deref().map(cpu_list);
+    let mut sessions = 0;
+    if let Ok(run) = read_json::<Value>(root, "run.json") {
+        for (i, s) in run.get("sessions").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            sessions += 1;
+            let got = s.get("client_cpus").and_then(Value::as_str);
+            any_recorded |= got.is_some();
+            // A session of which nothing is known (killed before its first run.json) has no pid.
+            if s.get("pid").is_some_and(Value::is_null) && got.is_none() {
+                continue;
+            }
+            if got != client.as_deref() {
+                m.push(Mismatch::new(
+                    "run.json",
+                    format!("sessions[{i}].client_cpus"),
+                    got.unwrap_or("absent"),
+                    client.as_deref().unwrap_or("absent (client.cpus not set)"),
+                ));
+            }
+        }
+    }
+    let mut units = 0;
+    for (prefix, count) in [("raw", plan.blocks.count + plan.blocks.descriptive), ("pilots/raw", pilot_blocks(plan))] {
+        for b in 0..count {
+            for arm in &plan.arms {
+                let rel = format!("{prefix}/b{b}/{}/startup.json", arm.name);
+                let Ok(v) = read_json::<Value>(root, &rel) else { continue };
+                if v.get("kind").and_then(Value::as_str) != Some("spawn") {
+                    continue;
+                }
+                units += 1;
+                let got = v.get("cpus").and_then(Value::as_str);
+                any_recorded |= got.is_some();
+                let want = arm.cpus.as_deref().map(cpu_list);
+                if got != want.as_deref() {
+                    m.push(Mismatch::new(
+                        rel.clone(),
+                        "cpus",
+                        got.unwrap_or("absent"),
+                        want.as_deref().unwrap_or("absent (the arm sets no cpus)"),
+                    ));
+                    continue;
+                }
+                let Some(want) = want else { continue };
+                let allowed = v.get("cpus_allowed").and_then(Value::as_str);
+                let healthy = v.get("ok").and_then(Value::as_bool) == Some(true);
+                if healthy && allowed != Some(want.as_str()) {
+                    let unit_rel = rel.replace("startup.json", "unit.json");
+                    let status = read_json::<Value>(root, &unit_rel)
+                        .ok()
+                        .and_then(|u| u.get("status").and_then(Value::as_str).map(String::from));
+                    if status.as_deref() != Some(crate::run::IDENTITY_FAILED) {
+                        m.push(Mismatch::new(
+                            unit_rel,
+                            "status",
+                            status.unwrap_or_else(|| "absent".into()),
+                            format!(
+                                "identity_failed: its server's threads could run on {}, not the arm's CPUs {want}",
+                                allowed.unwrap_or("(unread)")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if client.is_none() && plan.arms.iter().all(|a| a.cpus.is_none()) && !any_recorded {
+        return None;
+    }
+    Some(Check::of(NAME, format!("{sessions} sessions, {units} spawned servers"), m))
+}
+
+/// Pilot "blocks" (one per pilot run) of a plan with `[pilots]`.
+fn pilot_blocks(plan: &Plan) -> u32 {
+    plan.pilots.as_ref().map_or(0, |p| p.runs)
+}
