@@ -7,8 +7,10 @@
 //! Meant for an A/A plan whose arms are one build (`plans/noise-cpu.toml`): every
 //! arm is a server of the block, and the confirmation cells that share a load shape
 //! (load, concurrency or rate, count) are repeats. Blocks missing a value of the
-//! design (a fault, a failed cell) are left out and counted. Must not run anything
-//! or write into the evidence directory.
+//! design (a fault, a failed cell) are left out and counted. A plan that names
+//! measures in `analysis.noise` gets the same decomposition in its report
+//! (`evidence.json` `noise`, from the report's recomputed summaries), which replay
+//! recomputes. Must not run anything or write into the evidence directory.
 
 use std::path::{Path, PathBuf};
 
@@ -85,10 +87,23 @@ fn summary(dir: &Path, b: u32, arm: &str, cell: &str) -> Option<CellSummary> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Decomposes the study in `dir` (see the module doc).
+/// Decomposes the study in `dir` (see the module doc), from its stored cell
+/// summaries.
 pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError> {
     let frozen: FrozenPlan = crate::plan::freeze_file(&dir.join("plan.toml"))
         .map_err(|e| NoiseError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
+    decompose(&frozen, metrics, |b, arm, cell| summary(dir, b, arm, cell))
+        .map_err(|e| NoiseError::Design(format!("{}: {e}", dir.display())))
+}
+
+/// Decomposes each of `metrics` of the study of `frozen` whose cell summaries
+/// `summary_of(block, arm, cell)` gives (`None`: no summary; the report passes its
+/// recomputed ones). `Err`: why the design cannot be decomposed.
+pub fn decompose(
+    frozen: &FrozenPlan,
+    metrics: &[Metric],
+    summary_of: impl Fn(u32, &str, &str) -> Option<CellSummary>,
+) -> Result<NoiseReport, String> {
     let plan = &frozen.plan;
     let servers: Vec<String> = plan.arms.iter().map(|a| a.name.clone()).collect();
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
@@ -100,12 +115,10 @@ pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError
         }
     }
     if plan.blocks.count < 2 || groups.is_empty() {
-        return Err(NoiseError::Design(format!(
-            "{}: a decomposition needs at least 2 confirmation blocks and a confirmation cell (the plan has {} \
-             blocks)",
-            dir.display(),
+        return Err(format!(
+            "a decomposition needs at least 2 confirmation blocks and a confirmation cell (the plan has {} blocks)",
             plan.blocks.count
-        )));
+        ));
     }
     let mut out = Vec::new();
     for (_, cells) in &groups {
@@ -118,7 +131,7 @@ pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError
                     .map(|arm| {
                         cells
                             .iter()
-                            .map(|c| summary(dir, b, arm, c)?.metric(metric).filter(|v| *v > 0.0).map(f64::ln))
+                            .map(|c| summary_of(b, arm, c)?.metric(metric).filter(|v| *v > 0.0).map(f64::ln))
                             .collect()
                     })
                     .collect();
@@ -130,9 +143,8 @@ pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError
                     None => left.push(b),
                 }
             }
-            let decomposition = crate::stats::nested(&y).map_err(|e| {
-                NoiseError::Design(format!("cells {} metric {}: {e}", cells.join(", "), metric.as_str()))
-            })?;
+            let decomposition = crate::stats::nested(&y)
+                .map_err(|e| format!("cells {} metric {}: {e}", cells.join(", "), metric.as_str()))?;
             let paired_sd_one_cell = decomposition.paired_sd(1);
             out.push(GroupNoise {
                 cells: cells.clone(),

@@ -237,7 +237,8 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
         .closed("closed", "confirmation", 2, 7)
         .open("open", "confirmation", 40.0, 6)
         .render()
-        .replacen("rounds = 3\n", "rounds = 3\nrandomize_setup = true\n", 1);
+        .replacen("rounds = 3\n", "rounds = 3\nrandomize_setup = true\n", 1)
+        + "\n[analysis]\nalpha = 0.05\nnoise = [\"throughput_rps\", \"e2e_p95_intended\"]\n";
     let (out, _) = run_study_ok(tmp.path(), &text);
     let plan = harness::plan::parse(&text).expect("plan");
     assert_eq!((plan.blocks.rounds, plan.blocks.randomize_setup), (3, true));
@@ -319,6 +320,17 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("blocks.rounds = 3"));
     let noise = read_json(&json);
+    // The report gives the same decomposition (analysis.noise), and replay recomputed it.
+    let ev = read_json(&out.join("results/evidence.json"));
+    assert_eq!(ev["noise"]["groups"], noise["groups"], "report.md and `harness noise` give one decomposition");
+    let md = std::fs::read_to_string(out.join("results/report.md")).unwrap();
+    assert!(
+        md.contains("## Where this study's noise comes from (`analysis.noise`)") && md.contains("paired log-ratio"),
+        "{md}"
+    );
+    assert!(
+        String::from_utf8_lossy(&replay.stdout).contains("evidence.json: the noise decomposition (analysis.noise)")
+    );
     let groups = noise["groups"].as_array().expect("groups");
     assert_eq!(groups.len(), 4, "two cells of different shapes x two metrics: {noise}");
     let g = &groups[0];
@@ -349,6 +361,19 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
     let replay = std::process::Command::new(harness_bin()).arg("replay").arg(&bad).output().expect("replay");
     let text = String::from_utf8_lossy(&replay.stdout);
     assert!(!replay.status.success() && text.contains("request 0 round"), "{text}");
+
+    // A changed component of the decomposition: replay names it.
+    let bad = tmp.path().join("bad-noise");
+    copy_dir(&out, &bad);
+    let path = bad.join("results/evidence.json");
+    let mut v = read_json(&path);
+    let sd = v["noise"]["groups"][0]["decomposition"]["components"][0]["sd"].as_f64().unwrap();
+    v["noise"]["groups"][0]["decomposition"]["components"][0]["sd"] = (sd * 1.01 + 1e-6).into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    rewrite_manifest(&bad);
+    let replay = std::process::Command::new(harness_bin()).arg("replay").arg(&bad).output().expect("replay");
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert!(!replay.status.success() && text.contains("noise.groups[0].decomposition.components[0].sd"), "{text}");
 
     // A server whose setup pad is not the rule's: replay names it.
     let bad = tmp.path().join("bad-pad");

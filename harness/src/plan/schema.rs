@@ -288,6 +288,8 @@ pub struct AnalysisFile {
     pub alpha: f64,
     /// Which claims a failed request blocks: "study" (default) or "cell".
     pub blocking: Option<String>,
+    /// Measures whose variance the report decomposes (`noise`).
+    pub noise: Option<Vec<Metric>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -273,10 +273,13 @@ impl Plan {
             );
         }
         if let Some(c) = &self.client.cpus {
+            let unpinned =
+                self.arms.iter().any(|a| a.cpus.is_none() && matches!(a.server, super::Server::Spawn { .. }));
             let _ = writeln!(
                 o,
-                "  client pinned to CPUs {} (client.cpus); unpinned arms run on every CPU the machine allows",
-                crate::host::cpu_list(c)
+                "  client pinned to CPUs {} (client.cpus){}",
+                crate::host::cpu_list(c),
+                if unpinned { "; arms without cpus run on every CPU the machine allows" } else { "" }
             );
         }
         for a in self.arms.iter().filter(|a| a.cpus.is_some()) {

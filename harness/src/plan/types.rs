@@ -47,6 +47,9 @@ pub struct Plan {
     pub sequential: Option<super::sequential::Sequential>,
     /// `[client]`: where the load generator runs.
     pub client: Client,
+    /// `analysis.noise`: measures whose variance the report decomposes into blocks,
+    /// servers and repeats (`crate::noise`); empty: none.
+    pub noise: Vec<Metric>,
 }
 
 /// `[client]`: the harness process that sends the load.

@@ -139,6 +139,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         c.err("blocks.rounds", "multi-turn sessions (prompts.max_turns) cannot be cut into rounds: leave rounds at 0");
     }
     let blocking = super::validate_analysis::blocking(&mut c, file.analysis.as_ref());
+    let noise = super::validate_analysis::noise(&mut c, file.analysis.as_ref(), blocks.count, &cells);
     let (alpha, mut hypotheses) = validate_cells::hypotheses(&mut c, file.analysis, file.hypotheses, &arms, &cells);
     let qualification = validate_quality::qualification(&mut c, file.qualification, &arms, &prompts, seed);
     let max_error_rate = validate_arms::limits(&mut c, file.limits);
@@ -182,6 +183,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         tuning,
         sequential,
         client,
+        noise,
     })
 }
 

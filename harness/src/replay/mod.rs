@@ -31,6 +31,10 @@
 //! - recomputes the power figures of `evidence.json` (noise SD, degrees of freedom,
 //!   detectable effects) from the pilots' raw records with its own model (`power`,
 //!   `power_model`);
+//! - recomputes `evidence.json`'s noise decomposition (`analysis.noise`: blocks,
+//!   servers, repeats, their intervals) from its own measures (`noise`);
+//! - holds the client and every pinned server to the plan's CPU sets, and a server
+//!   found off its set to having stopped before timing (`cpus`);
 //! - in evidence written by `harness compare` (`compare.json` `harness-compare/`,
 //!   no `run.json`), skips the run-specific unit, session and discarded checks and
 //!   recomputes `compare.json`'s cell observations and parity verdict (`compare`);
@@ -64,6 +68,7 @@ mod inputs;
 mod layout;
 mod loads;
 mod measures;
+mod noise;
 mod pilots;
 mod power;
 mod power_model;
@@ -327,6 +332,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.push(med);
             checks.extend(tuning::check(root, &frozen.plan));
             checks.extend(power::check(root, frozen));
+            checks.extend(noise::check(root, &frozen.plan, &cells));
             checks.extend(setup::check(root, &frozen.plan));
             checks.extend(cpus::check(root, &frozen.plan));
             checks.extend(identity::check(root, &frozen.plan));

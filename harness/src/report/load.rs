@@ -84,6 +84,9 @@ pub struct Loaded {
     pub power: Option<Result<crate::power::PowerReport, String>>,
     /// A sequential study's looks and stop (`sequential.json`; `None` without).
     pub sequential: Option<crate::sequential::SequentialRecord>,
+    /// The decomposition of `analysis.noise`'s measures (`None`: the plan asks for
+    /// none; `Err`: why it could not be made); set by `report::build`.
+    pub noise: Option<Result<crate::noise::NoiseReport, String>>,
 }
 
 impl Loaded {
@@ -391,6 +394,7 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
         qualification,
         sessions,
         power: None,
+        noise: None,
         sequential: crate::sequential::read(root)
             .map_err(|message| ReportError::Json { path: root.join(crate::sequential::NAME), message })?,
     })

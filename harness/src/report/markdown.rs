@@ -479,6 +479,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     );
     super::sequential::section(&mut o, l);
     super::power::section(&mut o, l);
+    super::noise::section(&mut o, l);
     super::tuning::markdown(&mut o, &l.frozen.plan, a, &l.resolved);
     what_was_run(&mut o, l);
     if !l.sessions.is_empty() {

@@ -30,6 +30,7 @@ mod load;
 mod markdown;
 mod matrix;
 mod memory;
+mod noise;
 mod observer;
 mod power;
 mod requests;
@@ -137,6 +138,9 @@ struct EvidenceJson<'a> {
     /// The study's power from its pilots' noise (`power`; absent without `[pilots]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     power: Option<power::PowerEvidence>,
+    /// `analysis.noise`'s decomposition, or `{"error": why}` (absent without the key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    noise: Option<Value>,
 }
 
 fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> EvidenceJson<'a> {
@@ -163,6 +167,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
         median_units: units::median_units(),
         tuning: tuning::summarize(&l.frozen.plan, a),
         power: power::evidence(l),
+        noise: noise::evidence(l),
     }
 }
 
@@ -171,6 +176,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
 pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     let mut l = load::load(root)?;
     l.power = crate::pilot::power_summary(root, &l.frozen);
+    l.noise = noise::decomposition(&l);
     let unqualified = load::unqualified_arms(l.qualification.as_ref());
     let a = l.analyse(&unqualified)?;
     if let Some(Ok(power)) = l.power.as_mut() {

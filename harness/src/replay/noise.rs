@@ -1,0 +1,302 @@
+//! `results/evidence.json`'s `noise` (a plan with `analysis.noise`) against replay's
+//! own decomposition: the confirmation cells grouped by load shape (the same load,
+//! count, input length, endpoint and recorder: repeats of one another), every arm a
+//! server of the block, each group's values ln(measure) from replay's own measures
+//! (blocks missing a value left out), each cell's own level removed (value minus
+//! its cell's mean plus the grand mean), then the balanced nested ANOVA: mean
+//! squares of repeats (df (B S - 1)(R - 1)), servers (B (S - 1)) and blocks (B - 1),
+//! components by the method of moments clamped at 0, 90% intervals (chi-square for
+//! the lowest level present, Satterthwaite's df, at least 1, for a difference; a
+//! clamped component from the upper mean square alone), and the paired SD of two
+//! servers of one block, one cell each, sqrt(2 (server + repeat)). Written from
+//! Kalibera and Jones (ISMM 2013) without calling `stats` or `noise`. Every
+//! difference is named by field. Must not write anything.
+
+use std::path::Path;
+
+use serde_json::Value;
+use statrs::distribution::{ChiSquared, ContinuousCDF};
+
+use super::evidence::metric_field;
+use super::measures::CellMeasures;
+use super::read::read_json;
+use super::{Check, Mismatch, close, num};
+use crate::plan::{CellKind, Metric, Plan};
+
+pub const NAME: &str = "evidence.json: the noise decomposition (analysis.noise)";
+const FILE: &str = "results/evidence.json";
+const COVERAGE: f64 = 0.9;
+
+/// One level as replay computes it.
+#[derive(Debug)]
+struct Level {
+    name: &'static str,
+    mean_square: f64,
+    df: usize,
+    variance: f64,
+    interval: (f64, f64),
+    clamped: bool,
+}
+
+fn chi(df: f64, p: f64) -> f64 {
+    ChiSquared::new(df).map(|d| d.inverse_cdf(p)).unwrap_or(f64::NAN)
+}
+
+/// The 90% interval for a variance `v` with `df` degrees of freedom.
+fn interval(v: f64, df: f64) -> (f64, f64) {
+    let tail = (1.0 - COVERAGE) / 2.0;
+    (df * v / chi(df, 1.0 - tail), df * v / chi(df, tail))
+}
+
+/// `(ms_hi - ms_lo) / c` with its interval; the level below is `(ms_lo, df_lo)`.
+fn level_above(name: &'static str, ms: f64, df: usize, below: Option<(f64, usize)>, c: f64) -> Level {
+    let Some((ms_lo, df_lo)) = below else {
+        return Level { name, mean_square: ms, df, variance: ms, interval: interval(ms, df as f64), clamped: false };
+    };
+    let raw = (ms - ms_lo) / c;
+    if raw > 0.0 {
+        let sat = ((ms - ms_lo).powi(2) / (ms * ms / df as f64 + ms_lo * ms_lo / df_lo as f64)).max(1.0);
+        Level { name, mean_square: ms, df, variance: raw, interval: interval(raw, sat), clamped: false }
+    } else {
+        Level {
+            name,
+            mean_square: ms,
+            df,
+            variance: 0.0,
+            interval: (0.0, interval(ms / c, df as f64).1),
+            clamped: true,
+        }
+    }
+}
+
+/// The levels of `y[b][s][r]` (balanced, B >= 2) that are present: block, server,
+/// repeat (the order of `evidence.json`).
+fn levels(y: &[Vec<Vec<f64>>]) -> Vec<Level> {
+    let (nb, ns, nr) = (y.len(), y[0].len(), y[0][0].len());
+    let n = (nb * ns * nr) as f64;
+    let grand: f64 = y.iter().flatten().flatten().sum::<f64>() / n;
+    let cell_mean = |k: usize| y.iter().flatten().map(|srv| srv[k]).sum::<f64>() / (nb * ns) as f64;
+    let adj: Vec<Vec<Vec<f64>>> = y
+        .iter()
+        .map(|blk| blk.iter().map(|srv| (0..nr).map(|k| srv[k] - cell_mean(k) + grand).collect()).collect())
+        .collect();
+    let (mut ss_r, mut ss_s, mut ss_b) = (0.0, 0.0, 0.0);
+    for blk in &adj {
+        let srv_means: Vec<f64> = blk.iter().map(|srv| srv.iter().sum::<f64>() / nr as f64).collect();
+        let blk_mean = srv_means.iter().sum::<f64>() / ns as f64;
+        for (srv, m) in blk.iter().zip(&srv_means) {
+            ss_r += srv.iter().map(|v| (v - m) * (v - m)).sum::<f64>();
+            ss_s += nr as f64 * (m - blk_mean) * (m - blk_mean);
+        }
+        ss_b += (ns * nr) as f64 * (blk_mean - grand) * (blk_mean - grand);
+    }
+    let (df_r, df_s, df_b) = ((nb * ns - 1) * (nr - 1), nb * (ns - 1), nb - 1);
+    let mut out = Vec::new();
+    let mut below = None;
+    if df_r > 0 {
+        let ms = ss_r / df_r as f64;
+        out.push(level_above("repeat", ms, df_r, None, 1.0));
+        below = Some((ms, df_r));
+    }
+    if df_s > 0 {
+        let ms = ss_s / df_s as f64;
+        out.push(level_above("server", ms, df_s, below, nr as f64));
+        below = Some((ms, df_s));
+    }
+    out.push(level_above("block", ss_b / df_b as f64, df_b, below, (ns * nr) as f64));
+    out.reverse();
+    out
+}
+
+/// Whether two confirmation cells are repeats of one another.
+fn same_shape(a: &crate::plan::Cell, b: &crate::plan::Cell) -> bool {
+    a.load == b.load
+        && a.count == b.count
+        && a.input_tokens == b.input_tokens
+        && a.endpoint == b.endpoint
+        && a.recorder == b.recorder
+}
+
+pub fn check(root: &Path, plan: &Plan, cells: &[CellMeasures]) -> Option<Check> {
+    let doc = read_json::<Value>(root, FILE).ok();
+    let recorded = doc.as_ref().and_then(|d| d.get("noise"));
+    if plan.noise.is_empty() {
+        return recorded.map(|_| {
+            let m = vec![Mismatch::new(FILE, "noise", "present", "absent (the plan has no analysis.noise)")];
+            Check::of(NAME, "no analysis.noise".into(), m)
+        });
+    }
+    let mut m = Vec::new();
+    let Some(recorded) = recorded else {
+        return Some(Check::of(NAME, "analysis.noise".into(), vec![Mismatch::new(FILE, "noise", "absent", "present")]));
+    };
+    // The groups: confirmation cells by shape, in plan order.
+    let mut groups: Vec<Vec<&crate::plan::Cell>> = Vec::new();
+    for c in plan.cells.iter().filter(|c| c.kind == CellKind::Confirmation) {
+        match groups.iter_mut().find(|g| same_shape(g[0], c)) {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    let got_groups = recorded.get("groups").and_then(Value::as_array).cloned().unwrap_or_default();
+    let want_count = groups.len() * plan.noise.len();
+    if got_groups.len() != want_count {
+        m.push(Mismatch::new(FILE, "noise.groups", got_groups.len().to_string(), want_count.to_string()));
+        return Some(Check::of(NAME, format!("{want_count} groups"), m));
+    }
+    let value = |b: u32, arm: &str, cell: &str, metric: Metric| {
+        cells
+            .iter()
+            .find(|c| c.block == b && c.arm == arm && c.cell == cell)?
+            .float(metric_field(metric))
+            .filter(|v| *v > 0.0)
+            .map(f64::ln)
+    };
+    let mut i = 0;
+    for g in &groups {
+        for &metric in &plan.noise {
+            let got = &got_groups[i];
+            let k = format!("noise.groups[{i}]");
+            i += 1;
+            let names: Vec<&str> = g.iter().map(|c| c.name.as_str()).collect();
+            let got_cells: Vec<&str> =
+                got.get("cells").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            if got_cells != names || got.get("metric").and_then(Value::as_str) != Some(metric.as_str()) {
+                m.push(Mismatch::new(
+                    FILE,
+                    format!("{k}.cells/metric"),
+                    format!("{got_cells:?} {}", got.get("metric").map_or("absent".into(), Value::to_string)),
+                    format!("{names:?} {:?}", metric.as_str()),
+                ));
+                continue;
+            }
+            let (mut y, mut used, mut left) = (Vec::new(), Vec::new(), Vec::new());
+            for b in 0..plan.blocks.count {
+                let blk: Option<Vec<Vec<f64>>> =
+                    plan.arms.iter().map(|a| names.iter().map(|c| value(b, &a.name, c, metric)).collect()).collect();
+                match blk {
+                    Some(v) => {
+                        y.push(v);
+                        used.push(b);
+                    }
+                    None => left.push(b),
+                }
+            }
+            let as_u32s = |key: &str| -> Vec<u64> {
+                got.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_u64).collect()
+            };
+            let want_used: Vec<u64> = used.iter().map(|&b| u64::from(b)).collect();
+            let want_left: Vec<u64> = left.iter().map(|&b| u64::from(b)).collect();
+            if as_u32s("blocks_used") != want_used || as_u32s("blocks_left_out") != want_left {
+                m.push(Mismatch::new(
+                    FILE,
+                    format!("{k}.blocks_used"),
+                    format!("{:?}", as_u32s("blocks_used")),
+                    format!("{want_used:?}"),
+                ));
+                continue;
+            }
+            if y.len() < 2 {
+                m.push(Mismatch::new(
+                    FILE,
+                    k.clone(),
+                    "a decomposition",
+                    format!("none: {} blocks with every value", y.len()),
+                ));
+                continue;
+            }
+            let mine = levels(&y);
+            let d = got.get("decomposition");
+            let comps = d.and_then(|d| d.get("components")).and_then(Value::as_array).cloned().unwrap_or_default();
+            if comps.len() != mine.len() {
+                m.push(Mismatch::new(
+                    FILE,
+                    format!("{k}.decomposition.components"),
+                    comps.len().to_string(),
+                    mine.len().to_string(),
+                ));
+                continue;
+            }
+            for (j, (c, l)) in comps.iter().zip(&mine).enumerate() {
+                let ck = format!("{k}.decomposition.components[{j}]");
+                if c.get("level").and_then(Value::as_str) != Some(l.name)
+                    || c.get("df").and_then(Value::as_u64) != Some(l.df as u64)
+                {
+                    m.push(Mismatch::new(
+                        FILE,
+                        format!("{ck}.level/df"),
+                        c.to_string(),
+                        format!("{} df {}", l.name, l.df),
+                    ));
+                    continue;
+                }
+                let f = |key: &str| c.get(key).and_then(Value::as_f64);
+                let lo = c.get("sd_interval").and_then(|v| v.get(0)).and_then(Value::as_f64);
+                let hi = c.get("sd_interval").and_then(|v| v.get(1)).and_then(Value::as_f64);
+                for (key, got, want) in [
+                    ("mean_square", f("mean_square"), l.mean_square),
+                    ("variance", f("variance"), l.variance),
+                    ("sd", f("sd"), l.variance.sqrt()),
+                    ("sd_interval[0]", lo, l.interval.0.sqrt()),
+                    ("sd_interval[1]", hi, l.interval.1.sqrt()),
+                ] {
+                    if !got.is_some_and(|g| close(g, want)) {
+                        m.push(Mismatch::new(FILE, format!("{ck}.{key}"), num(got), num(Some(want))));
+                    }
+                }
+                if c.get("clamped").and_then(Value::as_bool) != Some(l.clamped) {
+                    m.push(Mismatch::new(
+                        FILE,
+                        format!("{ck}.clamped"),
+                        c.get("clamped").map_or("absent".into(), Value::to_string),
+                        l.clamped.to_string(),
+                    ));
+                }
+            }
+            let var = |name: &str| mine.iter().find(|l| l.name == name).map_or(0.0, |l| l.variance);
+            let paired = (2.0 * (var("server") + var("repeat"))).sqrt();
+            let got_paired = got.get("paired_sd_one_cell").and_then(Value::as_f64);
+            if !got_paired.is_some_and(|g| close(g, paired)) {
+                m.push(Mismatch::new(FILE, format!("{k}.paired_sd_one_cell"), num(got_paired), num(Some(paired))));
+            }
+        }
+    }
+    Some(Check::of(NAME, format!("{want_count} groups of {} measure(s)", plan.noise.len()), m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replay's ANOVA and the analysis path's (`stats::nested`) agree on designs
+    /// with and without a clamped level, with one repeat and with one server.
+    #[test]
+    fn replays_levels_match_the_analysis_path() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
+        };
+        for (b, s, r, block_sd) in [(4, 3, 2, 0.1), (5, 2, 3, 0.0), (3, 3, 1, 0.05), (4, 1, 3, 0.2), (2, 2, 2, 0.0)] {
+            let y: Vec<Vec<Vec<f64>>> = (0..b)
+                .map(|_| {
+                    let blk = block_sd * next();
+                    (0..s)
+                        .map(|_| {
+                            let srv = 0.03 * next();
+                            (0..r).map(|k| 1.5 + 0.1 * k as f64 + blk + srv + 0.02 * next()).collect()
+                        })
+                        .collect()
+                })
+                .collect();
+            let theirs = crate::stats::nested(&y).unwrap();
+            let mine = levels(&y);
+            assert_eq!(mine.len(), theirs.components.len(), "{b}x{s}x{r}");
+            for (l, c) in mine.iter().zip(&theirs.components) {
+                assert_eq!((l.name, l.df, l.clamped), (c.level, c.df, c.clamped), "{b}x{s}x{r}");
+                assert!(close(l.mean_square, c.mean_square) && close(l.variance, c.variance), "{l:?} {c:?}");
+                assert!(close(l.interval.0.sqrt(), c.sd_interval.0) && close(l.interval.1.sqrt(), c.sd_interval.1));
+            }
+        }
+    }
+}
