@@ -512,10 +512,13 @@ fn run_bench_plan(
     let _ = std::fs::remove_dir_all(&scratch);
     let ok = ran?;
     let resolved = prepared.frozen.plan.resolved_cells()?;
+    let peaks = bench_cmd::vllm_peaks(&out);
     for s in bench_cmd::summaries(&out)? {
         let cell = resolved.iter().find(|c| c.name == s.cell);
         let label = cell.map(|c| harness::report::load_label(c.load)).unwrap_or_default();
-        let facts = cell.map(|c| bench_cmd::load_facts(c.load)).unwrap_or_default();
+        let mut facts = cell.map(|c| bench_cmd::load_facts(c.load)).unwrap_or_default();
+        let key = (s.block, s.arm.clone(), s.cell.clone());
+        facts.peak_output_tps = peaks.iter().find(|(k, _)| *k == key).map(|(_, p)| *p);
         print!("\n{}", bench_cmd::render_block(&s, &label, facts, args.verbose));
     }
     println!(
@@ -731,6 +734,25 @@ mod tests {
         assert!(Cli::try_parse_from(["harness", "bench-client", "--rates", "10"]).is_ok());
         let help = Cli::command().render_help().to_string();
         assert!(help.contains("bench-loadgen") && !help.contains("bench-client"), "{help}");
+    }
+
+    /// One name per concept across subcommands: a rate list is `--rate`, a request
+    /// count `--num-prompts` and a JSON file `--json`, each with the older spelling
+    /// kept as an alias where one existed.
+    #[test]
+    fn one_flag_name_per_concept_across_subcommands() {
+        let ok = |args: &[&str]| Cli::try_parse_from(args).map_err(|e| e.to_string());
+        for flags in [["--rate", "10", "--num-prompts", "5"], ["--rates", "10", "--count", "5"]] {
+            ok(&[&["harness", "bench-loadgen"][..], &flags].concat()).unwrap();
+            ok(&[&["harness", "bench", "--url", "http://127.0.0.1:1"][..], &flags].concat()).unwrap();
+        }
+        for json in ["--json", "--json-out"] {
+            ok(&["harness", "gate", "--baseline", "a", "--candidate", "b", "--rules", "r", json, "v.json"]).unwrap();
+        }
+        ok(&["harness", "plan", "power", "p.toml", "--noise", "d", "--json", "x.json"]).unwrap();
+        ok(&["harness", "noise", "d", "--json", "x.json"]).unwrap();
+        let gate = Cli::command().find_subcommand_mut("gate").unwrap().render_help().to_string();
+        assert!(gate.contains("--json <JSON_OUT>") && !gate.contains("--json-out <"), "{gate}");
     }
 
     #[test]

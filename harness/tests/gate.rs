@@ -389,7 +389,7 @@ fn a_violation_exits_2_and_names_the_row() {
         cand.as_os_str(),
         "--rules".as_ref(),
         rules_file().as_os_str(),
-        "--json-out".as_ref(),
+        "--json".as_ref(),
         json_out.as_os_str(),
     ]);
     let out = text(&o);
@@ -462,7 +462,7 @@ fn an_exported_baseline_file_gates_like_the_directory() {
         base.as_os_str(),
         "--rules".as_ref(),
         rules_file().as_os_str(),
-        "--json-out".as_ref(),
+        "--json".as_ref(),
         tmp.path().join("x.json").as_os_str(),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -487,7 +487,7 @@ fn errors_exit_1_and_say_what_is_wrong() {
             cand.as_os_str(),
             "--rules".as_ref(),
             rules.as_os_str(),
-            "--json-out".as_ref(),
+            "--json".as_ref(),
             json.as_os_str(),
         ])
     };

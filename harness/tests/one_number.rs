@@ -105,6 +105,10 @@ fn every_output_shows_the_median_and_p99_ttft_its_stated_definition_gives() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
     close(v["median_ttft_ms"].as_f64().unwrap(), np50, 1e-6, "vLLM median");
     close(v["p99_ttft_ms"].as_f64().unwrap(), np99, 1e-6, "vLLM p99");
+    // vLLM's peak output line: the terminal shows the saved result's number.
+    let peak = v["max_output_tokens_per_s"].as_f64().unwrap();
+    assert!(peak > 0.0, "{v}");
+    close(after(&terminal, "Peak output token throughput (tok/s):"), peak, cent, "terminal peak output");
 
     // The guidellm export: its searchsorted percentile, nearest rank here.
     let g = guidellm(&out, tmp.path());

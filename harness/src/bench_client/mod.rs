@@ -44,14 +44,15 @@ pub enum BenchArrival {
 /// `harness bench-client` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Offered rates in requests per second, comma separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [100.0, 500.0, 2000.0])]
+    /// Offered rates in requests per second, comma separated (`--rates` is the
+    /// older name; `harness bench` spells it the same way).
+    #[arg(long = "rate", alias = "rates", value_delimiter = ',', default_values_t = [100.0, 500.0, 2000.0])]
     pub rates: Vec<f64>,
-    /// Measured seconds per rate (count = rate * duration), unless --count is given.
+    /// Measured seconds per rate (count = rate * duration), unless --num-prompts is given.
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
-    /// Measured requests per rate (overrides --duration-s).
-    #[arg(long)]
+    /// Measured requests per rate (overrides --duration-s; `--count` is the older name).
+    #[arg(long = "num-prompts", alias = "count")]
     pub count: Option<u64>,
     #[arg(long, value_enum, default_value_t = BenchArrival::Poisson)]
     pub arrival: BenchArrival,

@@ -29,7 +29,7 @@ use crate::plan::{FrozenPlan, PlanError};
 pub use argv::split_words;
 pub use plan_text::plan_text;
 pub use save::save_results;
-pub use summary::{load_facts, render_block};
+pub use summary::{load_facts, render_block, vllm_peaks};
 pub use sweep::{anchors_out, prepare_sweep};
 
 /// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
@@ -69,8 +69,9 @@ pub struct BenchArgs {
     /// --url: the first model the server lists at /v1/models.
     #[arg(long)]
     pub model: Option<String>,
-    /// Open-loop Poisson request rates in req/s, e.g. 1,2,4: one cell each.
-    #[arg(long, value_delimiter = ',')]
+    /// Open-loop Poisson request rates in req/s, e.g. 1,2,4: one cell each
+    /// (`--rates` is accepted too, as in `bench-loadgen`).
+    #[arg(long, alias = "rates", value_delimiter = ',')]
     pub rate: Vec<f64>,
     /// Closed-loop concurrencies, e.g. 1,8: one cell each (every request intended at
     /// the cell start, at most C in flight). With --rate too, both sweeps run.
@@ -86,8 +87,8 @@ pub struct BenchArgs {
     /// in flight is not supported yet.
     #[arg(long)]
     pub max_concurrency: Option<u32>,
-    /// Requests per cell.
-    #[arg(long, default_value_t = 100)]
+    /// Requests per cell (`--count` is accepted too, as a plan's cells spell it).
+    #[arg(long, alias = "count", default_value_t = 100)]
     pub num_prompts: u64,
     /// The prompt source (vLLM bench's `--dataset-name` is the same flag).
     #[arg(long, alias = "dataset-name", value_enum, default_value_t = Dataset::Random)]

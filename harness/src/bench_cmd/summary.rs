@@ -6,17 +6,34 @@
 //! replay recomputes from the raw records. Must not compute a measure or lay out a
 //! table of its own.
 
+use std::path::Path;
+
 use crate::metrics::{CellSummary, LoadFacts, render_extras, render_vllm_block};
 use crate::plan::ResolvedLoad;
+
+/// vLLM's "Peak output token throughput" of each (block, arm, cell) of the study in
+/// `dir`, as the vLLM export computes it (`export::vllm_bench_results`); empty when
+/// the records cannot be read (the block then leaves the line out).
+pub fn vllm_peaks(dir: &Path) -> Vec<((u32, String, String), f64)> {
+    let Ok(plan) = crate::export::read_plan(dir) else { return Vec::new() };
+    let Ok(cells) = crate::export::read_cells(dir, &plan) else { return Vec::new() };
+    cells
+        .iter()
+        .filter_map(|c| {
+            let r = crate::export::vllm_bench_results(&plan.plan, std::slice::from_ref(c), None).into_iter().next()?;
+            Some(((c.block, c.arm.clone(), c.cell.clone()), r.max_output_tokens_per_s))
+        })
+        .collect()
+}
 
 /// What vLLM's block says about a cell's load.
 pub fn load_facts(load: ResolvedLoad) -> LoadFacts {
     match load {
         ResolvedLoad::Closed { concurrency } => {
-            LoadFacts { max_concurrency: Some(concurrency), rate_rps: None, closed: true }
+            LoadFacts { max_concurrency: Some(concurrency), rate_rps: None, closed: true, peak_output_tps: None }
         }
         ResolvedLoad::Open { rate_rps, .. } => {
-            LoadFacts { max_concurrency: None, rate_rps: Some(rate_rps), closed: false }
+            LoadFacts { max_concurrency: None, rate_rps: Some(rate_rps), closed: false, peak_output_tps: None }
         }
         _ => LoadFacts::default(),
     }

@@ -207,6 +207,18 @@ fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
             && verbose.contains("(closed loop: every request is intended at the cell start"),
         "{verbose}"
     );
+    // vLLM's peak output line, in its place, when the caller computed it.
+    let peaked = crate::metrics::LoadFacts { rate_rps: Some(2.0), peak_output_tps: Some(37.0), ..Default::default() };
+    let p = render_block(&summary(), "open-loop 2 req/s poisson", peaked, false);
+    let pl: Vec<&str> = p.lines().collect();
+    let pat = |l: &str| pl.iter().position(|x| x.starts_with(l)).unwrap_or_else(|| panic!("no {l:?} in\n{p}"));
+    assert!(pat("Output token throughput (tok/s):") < pat("Peak output token throughput (tok/s):"));
+    assert!(pat("Peak output token throughput (tok/s):") < pat("Peak concurrent requests:"));
+    assert!(
+        p.contains(&format!("{:<40} 37.00\n", "Peak output token throughput (tok/s):"))
+            && p.contains("Peaks: output tokens as vLLM")
+    );
+    assert!(!text.contains("Peak output token throughput"), "only when computed: {text}");
     assert_eq!(lines[0], "cell poisson-r2 (block 0, arm server): open-loop 2 req/s poisson");
     assert_eq!(lines[1], "============ Serving Benchmark Result ============");
     for want in [

@@ -86,8 +86,8 @@ pub struct GateArgs {
     #[arg(long)]
     pub qualification: Option<PathBuf>,
     /// Write the verdict JSON here (default: <candidate>.gate.json beside the
-    /// candidate directory, never inside it).
-    #[arg(long)]
+    /// candidate directory, never inside it). `--json-out` is the older name.
+    #[arg(long = "json", alias = "json-out")]
     pub json_out: Option<PathBuf>,
     /// Instead of gating: write the baseline file of this evidence directory to --out.
     #[arg(long, conflicts_with_all = ["baseline", "candidate", "rules", "json_out"], requires = "out")]
@@ -141,7 +141,7 @@ fn refuse_inside(json_out: &std::path::Path, candidate: &std::path::Path) -> Res
     let parent = if parent.as_os_str().is_empty() { std::path::Path::new(".") } else { parent };
     match std::fs::canonicalize(parent) {
         Ok(p) if cand.is_dir() && p.starts_with(&cand) => Err(GateError::Args(format!(
-            "--json-out {} is inside the candidate evidence directory {}: write it elsewhere",
+            "--json {} is inside the candidate evidence directory {}: write it elsewhere",
             json_out.display(),
             candidate.display()
         ))),

@@ -1,5 +1,5 @@
 //! What a gate run produced: the verdict (`harness-gate/1`, the JSON written by
-//! `--json-out`) with one row per rule, or the summary of a baseline export; and
+//! `--json`) with one row per rule, or the summary of a baseline export; and
 //! their terminal text (the rules table, then the reason of every failed row). Owns
 //! the JSON layout and the table format. Must not evaluate anything.
 

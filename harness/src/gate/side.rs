@@ -364,11 +364,11 @@ pub fn export(dir: &Path, qualification: Option<&Path>, out: &Path) -> Result<Si
     Ok(side)
 }
 
-/// Where the JSON verdict goes without `--json-out`: `<candidate>.gate.json` beside
+/// Where the JSON verdict goes without `--json`: `<candidate>.gate.json` beside
 /// the candidate directory (never inside it: its files are covered by its manifest).
 pub fn default_json_out(candidate: &Path) -> Result<PathBuf, GateError> {
     let abs = std::fs::canonicalize(candidate).map_err(io(candidate))?;
-    let name = abs.file_name().ok_or_else(|| GateError::Args(format!("{}: give --json-out", candidate.display())))?;
+    let name = abs.file_name().ok_or_else(|| GateError::Args(format!("{}: give --json", candidate.display())))?;
     let mut file = name.to_os_string();
     file.push(".gate.json");
     Ok(abs.with_file_name(file))

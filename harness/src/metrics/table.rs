@@ -6,10 +6,13 @@
 //!
 //! Differences from vLLM's table, on purpose: "Median" is the nearest-rank p50 (vLLM
 //! interpolates); the duration runs from the first intended arrival to the last
-//! completion (not from the benchmark's start); there is no "peak output token
-//! throughput" line (a rate over tiny windows of a multi-token stream is not a
-//! throughput; the vLLM export's `max_output_tokens_per_s` has vLLM's); a measure
-//! with no sample prints `n/a`. `render_vllm_block` is vLLM's part alone (with the
+//! completion (not from the benchmark's start); "Peak output token throughput" is
+//! vLLM's own (token-bearing events in the busiest one-second bucket from the
+//! earliest send, the vLLM export's `max_output_tokens_per_s`), printed only when
+//! the caller passes it (`LoadFacts::peak_output_tps`: `harness bench` does), while
+//! "Peak concurrent requests" is the most requests in flight at one instant (vLLM
+//! counts a request in every one-second bucket it touches); the definitions note
+//! says both; a measure with no sample prints `n/a`. `render_vllm_block` is vLLM's part alone (with the
 //! load's "Maximum request concurrency" / "Request rate configured" lines),
 //! `render_extras` the rest, `render_line` one line per cell.
 
@@ -72,6 +75,9 @@ pub struct LoadFacts {
     pub rate_rps: Option<f64>,
     /// A closed loop, whose requests are all intended at the cell start.
     pub closed: bool,
+    /// vLLM's "Peak output token throughput" of the cell (its export's
+    /// `max_output_tokens_per_s`), when the caller computed it.
+    pub peak_output_tps: Option<f64>,
 }
 
 /// The summary as text, one `\n`-terminated line each (see the module doc): vLLM's
@@ -88,6 +94,12 @@ pub fn render_vllm_block(s: &CellSummary, load: LoadFacts) -> String {
     let mut t = vllm_block(s, load);
     t.title('=', "");
     notes(&mut t, s);
+    if load.peak_output_tps.is_some() {
+        t.0.push_str(
+            "Peaks: output tokens as vLLM counts them (token events in the busiest 1-s bucket from the earliest send); \
+             concurrent requests at one instant (vLLM: in any 1-s bucket).\n",
+        );
+    }
     t.0
 }
 
@@ -123,6 +135,9 @@ fn vllm_block(s: &CellSummary, load: LoadFacts) -> Table {
         t.line("Request goodput (req/s):", format!("{g:.2}"));
     }
     t.line("Output token throughput (tok/s):", format!("{:.2}", s.output_token_throughput_tps));
+    if let Some(p) = load.peak_output_tps {
+        t.line("Peak output token throughput (tok/s):", format!("{p:.2}"));
+    }
     t.line("Peak concurrent requests:", s.peak_concurrent_requests);
     t.line("Total Token throughput (tok/s):", format!("{:.2}", s.total_token_throughput_tps));
     t.section("Time to First Token");
