@@ -200,6 +200,9 @@ fn an_external_arm_is_checked_but_never_started_or_stopped() {
     let report = std::fs::read_to_string(out.join("results/report.md")).expect("report.md");
     let said = format!("server says (block 0): /version `{version}`; /v1/models synth (max_model_len ");
     assert!(report.contains(&said), "{said:?} not in report.md:\n{report}");
+    // The report does not speak of a log or a cold start it never saw.
+    assert!(report.contains("health answered after (s), per block:") && report.contains("no cold start"), "{report}");
+    assert!(!report.contains("cold start to healthy") && !report.contains("no version line in server.log"), "{report}");
     let outcome = read_json(&unit.join("arm_outcome.json"));
     assert_eq!(outcome["status"], "completed");
     assert!(outcome["stop"].is_null(), "an external server is never stopped");
