@@ -97,16 +97,36 @@ fn each_row_carries_its_records_stamps_and_an_older_table_still_replays() {
             assert_eq!(row[send], opt(r.send_ns));
             assert_eq!(row[first], opt(r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns)));
             assert_eq!(row[done], opt(r.done_ns));
+            // Wall time: the session's start plus the stamp.
+            assert_eq!(row[at("session")], "0");
+            let wall: f64 = row[at("send_unix_ms")].parse().expect("a wall time");
+            let want = harness::replay::synth::SYNTH_STARTED_UNIX_MS as f64 + r.send_ns.unwrap() as f64 / 1e6;
+            assert!((wall - want).abs() < 1e-3, "{wall} vs {want}");
             seen += 1;
         }
     }
     assert!(seen > 0);
-    // The 23-column layout of earlier reports, re-sealed: still a pass.
-    let old = tmp.path().join("old");
-    copy_dir(&clean, &old);
-    let cut: Vec<String> = lines.iter().map(|l| l[..23].join(",")).collect();
-    std::fs::write(old.join("results/requests.csv"), cut.join("\n") + "\n").unwrap();
-    rewrite_manifest(&old);
-    let o = replay_dir(&old).unwrap();
-    assert_eq!(o.check(CHECK).expect("the check runs").status, Status::Pass, "{}", o.render_table(5));
+    // The 23- and 30-column layouts of earlier reports, re-sealed: still a pass.
+    for width in [23, 30] {
+        let old = tmp.path().join(format!("old-{width}"));
+        copy_dir(&clean, &old);
+        let cut: Vec<String> = lines.iter().map(|l| l[..width].join(",")).collect();
+        std::fs::write(old.join("results/requests.csv"), cut.join("\n") + "\n").unwrap();
+        rewrite_manifest(&old);
+        let o = replay_dir(&old).unwrap();
+        assert_eq!(o.check(CHECK).expect("the check runs").status, Status::Pass, "{}", o.render_table(5));
+    }
+    // A wall time moved by a second: replay names it.
+    let moved = tmp.path().join("moved");
+    copy_dir(&clean, &moved);
+    let mut rows = lines.clone();
+    let col = at("done_unix_ms");
+    let v: f64 = rows[1][col].parse().unwrap();
+    rows[1][col] = format!("{}", v + 1000.0);
+    let text: Vec<String> = rows.iter().map(|l| l.join(",")).collect();
+    std::fs::write(moved.join("results/requests.csv"), text.join("\n") + "\n").unwrap();
+    rewrite_manifest(&moved);
+    let o = replay_dir(&moved).unwrap();
+    let c = o.check(CHECK).expect("the check runs");
+    assert!(c.mismatches.iter().any(|m| m.field.ends_with("done_unix_ms")), "{}", o.render_table(5));
 }

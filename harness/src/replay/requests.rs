@@ -1,8 +1,11 @@
 //! `results/requests.csv`, the per-request table, against replay's own per-request
 //! recomputation (`measures::one`, the definitions of DESIGN section 5): one row
 //! per record of every scheduled cell, keyed by (block, arm, cell, index); text and
-//! integers exactly, floats within `close`. A changed value is named by its row and
-//! column. Owns the table's expected columns. Must not call the report's writer.
+//! integers exactly, floats within `close`; the wall-time columns from the unit's
+//! session (`arm_outcome.json`) and that session's `started_unix_ms` (`run.json`).
+//! A changed value is named by its row and column. Tables written before the stamps
+//! (23 columns) or before the wall times (30) are checked on their columns. Owns
+//! the table's expected columns. Must not call the report's writer.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,7 +24,7 @@ pub const NAME: &str = "per-request table: results/requests.csv";
 const FILE: &str = "results/requests.csv";
 
 /// The columns the report writes, in order.
-const COLUMNS: [&str; 30] = [
+const COLUMNS: [&str; 35] = [
     "study",
     "plan_sha256",
     "block",
@@ -52,24 +55,35 @@ const COLUMNS: [&str; 30] = [
     "first_token_ns",
     "done_ns",
     "finish_reason",
+    "session",
+    "intended_unix_ms",
+    "send_unix_ms",
+    "first_token_unix_ms",
+    "done_unix_ms",
 ];
 
 /// The columns of a table written before the stamps were added.
 const BEFORE_STAMPS: usize = 23;
+/// The columns of a table written before the wall times were added.
+const BEFORE_WALL: usize = 30;
 
 /// One expected cell of the table.
 enum Want {
     Text(Option<String>),
     Int(Option<u64>),
     Float(Option<f64>),
+    /// Ms since the Unix epoch: `close`'s relative tolerance would be seconds at
+    /// 1.8e12, so within a microsecond.
+    Wall(Option<f64>),
 }
 
 fn ms(ns: u64) -> Option<f64> {
     Some(ns as f64 / 1e6)
 }
 
-/// The row `COLUMNS` expects for record `r`.
-fn expected(study: &str, plan_sha256: &str, r: &Rec) -> Vec<Want> {
+/// The row `COLUMNS` expects for record `r`, run by session `session` that started
+/// at `started` (ms since the Unix epoch).
+fn expected(study: &str, plan_sha256: &str, r: &Rec, session: Option<u32>, started: Option<u64>) -> Vec<Want> {
     use Want::{Float, Int, Text};
     let measured = if r.valid() { one(r).ok() } else { None };
     let status = match (r.valid(), &measured) {
@@ -119,7 +133,17 @@ fn expected(study: &str, plan_sha256: &str, r: &Rec) -> Vec<Want> {
         Int(r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns)),
         Int(r.done_ns),
         Text(r.finish_reason.clone()),
+        Int(session.map(u64::from)),
+        Want::Wall(wall(started, Some(r.intended_ns))),
+        Want::Wall(wall(started, r.send_ns)),
+        Want::Wall(wall(started, r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns))),
+        Want::Wall(wall(started, r.done_ns)),
     ]
+}
+
+/// A session-clock stamp as ms since the Unix epoch.
+fn wall(started: Option<u64>, ns: Option<u64>) -> Option<f64> {
+    Some(started? as f64 + ns? as f64 / 1e6)
 }
 
 /// Whether the archived text of one cell matches what replay expects.
@@ -137,6 +161,15 @@ fn matches(archived: &str, want: &Want) -> (bool, String) {
             let ok = match (got, w) {
                 (None, None) => true,
                 (Some(g), Some(x)) => g.parse::<f64>().is_ok_and(|g| close(g, *x)),
+                _ => false,
+            };
+            (ok, num(*w))
+        }
+        Want::Wall(w) => {
+            let got = got.filter(|g| *g != "NaN");
+            let ok = match (got, w) {
+                (None, None) => true,
+                (Some(g), Some(x)) => g.parse::<f64>().is_ok_and(|g| (g - x).abs() <= 1e-3),
                 _ => false,
             };
             (ok, num(*w))
@@ -163,7 +196,18 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
     };
     // Tables written before the study-clock stamps and finish reason were added
     // hold the first `BEFORE_STAMPS` columns: those are checked.
-    let columns: &[&str] = if rows[0] == COLUMNS[..BEFORE_STAMPS] { &COLUMNS[..BEFORE_STAMPS] } else { &COLUMNS };
+    let columns: &[&str] = match rows[0].len() {
+        BEFORE_STAMPS if rows[0] == COLUMNS[..BEFORE_STAMPS] => &COLUMNS[..BEFORE_STAMPS],
+        BEFORE_WALL if rows[0] == COLUMNS[..BEFORE_WALL] => &COLUMNS[..BEFORE_WALL],
+        _ => &COLUMNS,
+    };
+    let started_of: Vec<Option<u64>> = super::read::read_json::<serde_json::Value>(root, "run.json")
+        .ok()
+        .and_then(|v| v.get("sessions").and_then(serde_json::Value::as_array).cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s.get("started_unix_ms").and_then(serde_json::Value::as_u64))
+        .collect();
     if rows[0] != columns {
         let got = rows[0].join(",");
         return Check::of(NAME, "other columns".into(), vec![Mismatch::new(FILE, "header", got, COLUMNS.join(","))]);
@@ -187,8 +231,10 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
                 continue;
             };
             compared += 1;
-            for ((name, got), want) in columns.iter().zip(row.iter()).zip(expected(&s.plan.study.name, plan_sha256, r))
-            {
+            let session = s.units.iter().find(|u| u.block == r.block && u.arm == r.arm).and_then(|u| u.session);
+            let started = session.and_then(|i| started_of.get(i as usize).copied().flatten());
+            let want = expected(&s.plan.study.name, plan_sha256, r, session, started);
+            for ((name, got), want) in columns.iter().zip(row.iter()).zip(want) {
                 let (ok, mine) = matches(got, &want);
                 if !ok {
                     m.push(Mismatch::new(FILE, format!("{label} {name}"), got, mine));

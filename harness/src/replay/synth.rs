@@ -300,6 +300,9 @@ fn simulate(
     UnitSim { records: out, receipts }
 }
 
+/// The wall-clock start of a synthetic study's one session (2026-12-04 08:00 UTC).
+pub const SYNTH_STARTED_UNIX_MS: u64 = 1_796_371_200_000;
+
 /// Writes a complete synthetic evidence directory at `dir` (which must be empty or
 /// absent); returns the number of request records written.
 pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
@@ -364,7 +367,8 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
         state: "finished".into(),
         resumed: false,
         pid: None,
-        started_unix_ms: None,
+        // A fixed wall-clock start, so the per-request table's wall times are numbers.
+        started_unix_ms: Some(SYNTH_STARTED_UNIX_MS),
         finished_unix_ms: None,
         harness_version: env!("CARGO_PKG_VERSION").into(),
         git: Some(git.clone()),

@@ -42,6 +42,9 @@ pub struct UnitInfo {
     pub server_metrics: Vec<super::server_metrics::CellServerMetrics>,
     /// The peaks of `memory.jsonl` (process-group RSS, GPU).
     pub memory: super::memory::MemoryPeaks,
+    /// The session that ran the unit (`arm_outcome.json` `session`; none before
+    /// sessions were recorded).
+    pub session: Option<u32>,
 }
 
 /// One (block, arm, cell) with a raw requests file.
@@ -216,6 +219,11 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
         identity_checks,
         server_metrics,
         memory,
+        session: outcome
+            .as_ref()
+            .and_then(|v| v.get("session"))
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
     })
 }
 

@@ -3,8 +3,11 @@
 //! order), with the study, plan hash, block, arm, cell, status and failure class,
 //! token counts, each request's own measures in ms, its interleaved round, its
 //! study-clock stamps in ns (intended, dispatch, send, first token-bearing event,
-//! `[DONE]`; since the start of the session that ran it, `run.json` `sessions`) and
-//! the finish reason, so a time series plots straight from it, written as
+//! `[DONE]`; since the start of the session that ran it, `run.json` `sessions`), the
+//! finish reason, and the session with the same four stamps as wall time (ms since
+//! the Unix epoch: the session's `started_unix_ms` plus the stamp; the session
+//! reads the wall clock just before it starts its study clock, so within a
+//! millisecond), so a time series plots straight from it, written as
 //! `results/requests.csv` and `results/requests.parquet` (AIPerf's profile export is
 //! the peer). The measures come from `metrics::measure_request` (the definitions of
 //! DESIGN section 5); the ITL summary is over that request's gaps between
@@ -31,7 +34,7 @@ pub const STATUS_FAILED: &str = "failed";
 pub const STATUS_UNMEASURABLE: &str = "unmeasurable";
 
 /// The columns, in order.
-pub const COLUMNS: [&str; 30] = [
+pub const COLUMNS: [&str; 35] = [
     "study",
     "plan_sha256",
     "block",
@@ -62,6 +65,11 @@ pub const COLUMNS: [&str; 30] = [
     "first_token_ns",
     "done_ns",
     "finish_reason",
+    "session",
+    "intended_unix_ms",
+    "send_unix_ms",
+    "first_token_unix_ms",
+    "done_unix_ms",
 ];
 
 /// One row before it becomes columns.
@@ -89,6 +97,10 @@ pub struct RequestRow {
     pub first_token_ns: Option<u64>,
     pub done_ns: Option<u64>,
     pub finish_reason: Option<String>,
+    /// The session that ran it and that session's wall-clock start (ms since the
+    /// Unix epoch), when recorded.
+    pub session: Option<u32>,
+    pub session_started_unix_ms: Option<u64>,
 }
 
 impl RequestRow {
@@ -121,7 +133,14 @@ impl RequestRow {
             first_token_ns: r.events.iter().find(|e| e.tokens > 0).map(|e| e.t_ns),
             done_ns: r.done_ns,
             finish_reason: r.finish_reason.clone(),
+            session: None,
+            session_started_unix_ms: None,
         }
+    }
+
+    /// A study-clock stamp as wall time (ms since the Unix epoch).
+    fn unix_ms(&self, ns: Option<u64>) -> Option<f64> {
+        Some(self.session_started_unix_ms? as f64 + ns? as f64 / 1e6)
     }
 
     fn ms(&self, f: impl Fn(&RequestMeasures) -> Option<f64>) -> Option<f64> {
@@ -151,7 +170,20 @@ pub fn read_rows(root: &Path, l: &Loaded) -> Result<Vec<RequestRow>, ReportError
             for cell in &block.cells {
                 let path = ev.requests_path(block.index, arm, cell);
                 if path.is_file() {
-                    rows.extend(read_records(&path)?.iter().map(RequestRow::of));
+                    let session = l
+                        .units
+                        .iter()
+                        .find(|u| u.status.block == block.index && u.status.arm == *arm)
+                        .and_then(|u| u.session);
+                    let started = session
+                        .and_then(|i| l.sessions.get(i as usize))
+                        .and_then(|s| s.get("started_unix_ms"))
+                        .and_then(serde_json::Value::as_u64);
+                    rows.extend(read_records(&path)?.iter().map(|r| RequestRow {
+                        session,
+                        session_started_unix_ms: started,
+                        ..RequestRow::of(r)
+                    }));
                 }
             }
         }
@@ -219,6 +251,11 @@ pub fn dataframe(study: &str, plan_sha256: &str, rows: &[RequestRow]) -> Result<
         ints("first_token_ns", &|r| r.first_token_ns.map(int)),
         ints("done_ns", &|r| r.done_ns.map(int)),
         opt_text("finish_reason", &|r| r.finish_reason.clone()),
+        ints("session", &|r| r.session.map(i64::from)),
+        floats("intended_unix_ms", &|r| r.unix_ms(Some(r.intended_ns))),
+        floats("send_unix_ms", &|r| r.unix_ms(r.send_ns)),
+        floats("first_token_unix_ms", &|r| r.unix_ms(r.first_token_ns)),
+        floats("done_unix_ms", &|r| r.unix_ms(r.done_ns)),
     ];
     debug_assert_eq!(cols.len(), COLUMNS.len());
     DataFrame::new(rows.len(), cols).map_err(|e| ReportError::Matrix(format!("requests table: {e}")))
