@@ -171,6 +171,11 @@ enum PlanCommand {
         /// exit 2 when any failed.
         #[arg(long)]
         probe: bool,
+        /// A plan with [pilots]: estimate its closed loops and pilot-derived loads
+        /// with the rates the pilots of an earlier run measured (its
+        /// `pilots/derived.json`); the study still measures its own.
+        #[arg(long, value_name = "DIR")]
+        pilots_from: Option<PathBuf>,
     },
     /// Compute the loads and count of the plan's [derive] formula.
     #[command(after_help = "Example:\n  harness plan derive plans/quickstart.toml --write")]
@@ -214,10 +219,25 @@ fn freeze(path: &Path) -> Result<FrozenPlan> {
     plan::freeze_file(path).with_context(|| format!("plan {}", path.display()))
 }
 
-fn check(path: &Path, probe: bool) -> Result<bool> {
+fn check(path: &Path, probe: bool, pilots_from: Option<&Path>) -> Result<bool> {
     let frozen = freeze(path)?;
     let p = &frozen.plan;
-    print!("{}", p.render_check(&frozen.sha256));
+    match pilots_from {
+        Some(dir) => {
+            let bad = |m: String| PlanError::invalid("--pilots-from", m);
+            let rec = harness::pilot::read_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
+            let (shown, _) = p.with_pilot_rates(&rec.pilot_rates)?;
+            let rates: Vec<String> = rec.pilot_rates.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "estimated with the pilot rates of {} ({} req/s): the loads below are what those rates derive; \
+                 the study measures its own",
+                dir.display(),
+                rates.join(", ")
+            );
+            print!("{}", shown.render_check(&frozen.sha256));
+        }
+        None => print!("{}", p.render_check(&frozen.sha256)),
+    }
     print_identity_checks(p);
     let mut wrong = Vec::new();
     for (key, path, problem) in p.input_problems(Path::new(".")) {
@@ -600,11 +620,13 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Plan(PlanCommand::Check { plan, probe }) => match check(&plan, probe) {
-            Ok(true) => Ok(()),
-            Ok(false) => return ExitCode::from(2),
-            Err(e) => Err(e),
-        },
+        Command::Plan(PlanCommand::Check { plan, probe, pilots_from }) => {
+            match check(&plan, probe, pilots_from.as_deref()) {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::from(2),
+                Err(e) => Err(e),
+            }
+        }
         Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
         Command::Plan(PlanCommand::Power { plan, noise, json, target_effect, target_power, seed, draws }) => {
             let opts = harness::power::PowerOptions { plan, noise, target_effect, target_power, seed, draws };

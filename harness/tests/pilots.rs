@@ -78,6 +78,37 @@ fn pilots_run_first_derive_the_loads_and_replay_recomputes_them() {
     assert_eq!(rec["format"], "harness-pilots/1");
     let pilots = rec["pilots"].as_array().unwrap();
     assert_eq!(pilots.len(), 2, "{rec}");
+
+    // plan check says why it cannot estimate the pilot-rated cells, and estimates
+    // them from this run's pilots when asked.
+    let plan = tmp.path().join("plan.toml");
+    let check = |extra: &[&std::ffi::OsStr]| {
+        let o =
+            std::process::Command::new(harness_bin()).args(["plan", "check"]).arg(&plan).args(extra).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (_, plain, _) = check(&[]);
+    assert!(plain.contains("pilots first: 2 run(s) of") && plain.contains("at a rate they measure"), "{plain}");
+    assert!(
+        plain.contains("not estimated: closed loops and pilot-derived loads") && plain.contains("--pilots-from"),
+        "{plain}"
+    );
+    let (code, with, err) = check(&["--pilots-from".as_ref(), out.as_os_str()]);
+    assert_eq!(code, Some(0), "{with}\n{err}");
+    assert!(
+        with.contains("estimated with the pilot rates of") && with.contains("the study measures its own"),
+        "{with}"
+    );
+    assert!(!with.contains("not estimated") && with.contains("pilots first: 2 run(s) of"), "{with}");
+    let slower = rec["pilot_rates"].as_array().unwrap().iter().filter_map(|r| r.as_f64()).fold(f64::INFINITY, f64::min);
+    assert!(with.contains(&format!("at {slower:.2} req/s")), "{with}");
+    let (code, _, err) = check(&["--pilots-from".as_ref(), tmp.path().join("nothing").as_os_str()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--pilots-from") && err.contains("pilots/derived.json"), "{err}");
     for (i, p) in pilots.iter().enumerate() {
         assert_eq!((p["run"].as_u64(), p["arm"].as_str()), (Some(i as u64), Some("f16")));
         let records = out.join(p["records"].as_str().unwrap());

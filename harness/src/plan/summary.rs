@@ -18,14 +18,21 @@ impl Plan {
     /// isolated cells by their arrival span, closed-loop cells at the slower pilot
     /// rate from `[derive]` (`None` without pilots or when underived).
     pub fn cell_estimate_s(&self, cell: &ResolvedCell) -> Option<f64> {
-        let load = match cell.arrival_span_s() {
-            Some(s) => s,
-            None => {
-                let slower = self.derive.as_ref()?.pilot_rates.iter().copied().fold(f64::INFINITY, f64::min);
-                cell.count as f64 / Some(slower).filter(|s| s.is_finite())?
-            }
-        };
-        Some(self.timing.settle_s + load)
+        Some(self.timing.settle_s + self.load_estimate_s(cell)?)
+    }
+
+    /// Estimated seconds of one cell's load alone (see `cell_estimate_s`).
+    fn load_estimate_s(&self, cell: &ResolvedCell) -> Option<f64> {
+        match cell.arrival_span_s() {
+            Some(s) => Some(s),
+            None => Some(cell.count as f64 / self.slower_pilot_rate()?),
+        }
+    }
+
+    /// The slower of `[derive]`'s pilot rates (req/s), when it has any.
+    fn slower_pilot_rate(&self) -> Option<f64> {
+        let slower = self.derive.as_ref()?.pilot_rates.iter().copied().fold(f64::INFINITY, f64::min);
+        Some(slower).filter(|s| s.is_finite() && *s > 0.0)
     }
 
     /// The text `harness plan check` prints.
@@ -248,6 +255,57 @@ impl Plan {
         o
     }
 
+    /// The time estimate: settling, the load of every cell run whose duration is
+    /// known, the pilots', and why the rest is not known.
+    fn render_estimate(&self, o: &mut String, runs: usize, settle: f64, load: f64, unknown: usize) {
+        let known = runs - unknown.min(runs);
+        let what = match (known, unknown) {
+            (_, 0) => format!("about {} ({} settling, {} load)", secs(settle + load), secs(settle), secs(load)),
+            (0, _) => format!("{} of settling; the load of the {unknown} cell runs is not estimated", secs(settle)),
+            _ => format!(
+                "about {} ({} settling, {} load of {known} cell runs; {unknown} more not estimated)",
+                secs(settle + load),
+                secs(settle),
+                secs(load)
+            ),
+        };
+        let _ = writeln!(o, "estimate: {what}; plus server startups, warmups and drains");
+        let rate = self.slower_pilot_rate();
+        if let Some(p) = &self.pilots {
+            let runs = u64::from(p.runs) * p.arms.len() as u64;
+            match rate {
+                Some(r) => {
+                    let each = self.timing.settle_s + p.count as f64 / r;
+                    let _ = writeln!(
+                        o,
+                        "  pilots first: {runs} run(s) of {} requests at concurrency {}, about {} at {r:.2} req/s",
+                        p.count,
+                        p.concurrency,
+                        secs(each * runs as f64)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  pilots first: {runs} run(s) of {} requests at concurrency {}, at a rate they measure",
+                        p.count, p.concurrency
+                    );
+                }
+            }
+        }
+        if unknown > 0 {
+            let why = if self.pilots.is_some() && rate.is_none() {
+                "closed loops and pilot-derived loads run at the rate the study's own pilots measure; \
+                 `harness plan check PLAN --pilots-from DIR` estimates them from the pilots of an earlier run of \
+                 this plan"
+            } else {
+                "a closed loop lasts its count over the server's rate, which the plan does not know before it runs \
+                 (`[derive] pilot_rates` or `[pilots]` would give one)"
+            };
+            let _ = writeln!(o, "  not estimated: {why}");
+        }
+    }
+
     fn render_schedule(&self, o: &mut String) {
         let schedule = self.schedule();
         let starts: usize = schedule.blocks.iter().map(|b| b.arms.len()).sum();
@@ -307,24 +365,26 @@ impl Plan {
                 seq.max_minutes.map_or(String::new(), |m| format!("; last look after {m} minutes of blocks"))
             );
         }
-        let (mut requests, mut seconds, mut unknown) = (0u64, 0.0, false);
+        let (mut requests, mut settle, mut load, mut unknown, mut runs) = (0u64, 0.0, 0.0, 0usize, 0usize);
         for b in &schedule.blocks {
             let _ = writeln!(o, "  block {} ({}):", b.index, b.kind.as_str());
             for arm in &b.arms {
                 let mut parts = Vec::new();
                 for name in &b.cells {
                     let resolved = self.cell(name).and_then(|c| self.try_resolve(c));
+                    settle += self.timing.settle_s;
+                    runs += 1;
                     match resolved {
                         Some(rc) => {
                             requests += rc.count;
-                            match self.cell_estimate_s(&rc) {
-                                Some(s) => seconds += s,
-                                None => unknown = true,
+                            match self.load_estimate_s(&rc) {
+                                Some(s) => load += s,
+                                None => unknown += 1,
                             }
                             parts.push(format!("{name} ({})", rc.count));
                         }
                         None => {
-                            unknown = true;
+                            unknown += 1;
                             parts.push(format!("{name} (underived)"));
                         }
                     }
@@ -337,12 +397,7 @@ impl Plan {
             "total: {requests} timed requests, {} warmup calls",
             if self.warmup.prompts > 0 { starts } else { 0 }
         );
-        let _ = writeln!(
-            o,
-            "estimate: about {} of settling and load{}; plus server startups, warmups and drains",
-            secs(seconds),
-            if unknown { " (some cells not estimable: closed loop without pilots, or underived)" } else { "" }
-        );
+        self.render_estimate(o, runs, settle, load, unknown);
         for note in self.balance_notes() {
             let _ = writeln!(o, "note: {note}");
         }
