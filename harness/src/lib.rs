@@ -25,3 +25,10 @@ pub mod run;
 pub mod sequential;
 pub mod stats;
 pub mod trace;
+
+/// Whether an error is about the user's input (exit 2: a plan, flag, input file or
+/// evidence directory to fix) or anything else (exit 1). Each layer's error enum
+/// answers for itself; `main` only asks.
+pub trait BadInput {
+    fn is_bad_input(&self) -> bool;
+}

@@ -26,6 +26,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use harness::BadInput;
 use harness::plan::{self, FrozenPlan, PlanError};
 use harness::run::RunOptions;
 use harness::trace;
@@ -551,68 +552,30 @@ fn run_bench_plan(
 }
 
 /// Whether a plan error is bad input (everything but failing to write the plan back).
-fn bad_plan(e: &PlanError) -> bool {
-    !matches!(e, PlanError::Write { .. })
-}
-
-/// The exit code of an error: 2 for bad input, 1 for anything else. The wrapping
-/// enums forward a plan error transparently, so each is looked into here.
+/// The exit code of an error: 2 when any error of its chain says it is bad input
+/// (`harness::BadInput`), 1 for anything else.
 fn exit_code(e: &anyhow::Error) -> u8 {
-    use harness::accept::AcceptError;
-    use harness::compare::CompareError;
-    use harness::quality::QualityError;
-    use harness::run::RunError;
     let bad = e.chain().any(|c| {
-        if let Some(p) = c.downcast_ref::<PlanError>() {
-            return bad_plan(p);
+        macro_rules! ask {
+            ($($t:ty),*) => {
+                $(if let Some(x) = c.downcast_ref::<$t>() {
+                    return x.is_bad_input();
+                })*
+            };
         }
-        match c.downcast_ref::<harness::power::PowerError>() {
-            Some(harness::power::PowerError::Plan(p)) => return bad_plan(p),
-            Some(harness::power::PowerError::Write { .. } | harness::power::PowerError::Stats(_)) => return false,
-            Some(_) => return true,
-            None => {}
-        }
-        // Evidence that cannot be read at all (a missing directory, a manifest that
-        // is a link or truncated) fails its audit like evidence that fails a check.
-        if c.downcast_ref::<harness::replay::ReplayError>().is_some() {
-            return true;
-        }
-        if let Some(harness::trace::TraceError::Plan(p)) = c.downcast_ref::<harness::trace::TraceError>() {
-            return bad_plan(p);
-        }
-        match c.downcast_ref::<RunError>() {
-            Some(RunError::Plan(p) | RunError::Trace(harness::trace::TraceError::Plan(p))) => return bad_plan(p),
-            Some(RunError::Evidence(e)) if e.is_bad_input() => return true,
-            Some(
-                RunError::StartFailures { .. }
-                | RunError::Identity { .. }
-                | RunError::Input(_)
-                | RunError::Arm(harness::arm::ArmError::MissingApiKey { .. }),
-            ) => {
-                return true;
-            }
-            _ => {}
-        }
-        if let Some(CompareError::Plan(p) | CompareError::Inputs(RunError::Plan(p))) = c.downcast_ref::<CompareError>()
-        {
-            return bad_plan(p);
-        }
-        match c.downcast_ref::<QualityError>() {
-            Some(QualityError::Plan(p)) => return bad_plan(p),
-            Some(QualityError::NotConfigured | QualityError::Arm(harness::arm::ArmError::MissingApiKey { .. })) => {
-                return true;
-            }
-            _ => {}
-        }
-        if let Some(b) = c.downcast_ref::<harness::bench_cmd::BenchError>() {
-            use harness::bench_cmd::BenchError;
-            return matches!(b, BenchError::Args(_)) || matches!(b, BenchError::Plan(p) if bad_plan(p));
-        }
-        match c.downcast_ref::<AcceptError>() {
-            Some(AcceptError::Plan(p)) => bad_plan(p),
-            Some(AcceptError::Args(_) | AcceptError::NotLoopback { .. } | AcceptError::UnknownArm { .. }) => true,
-            _ => false,
-        }
+        ask!(
+            PlanError,
+            harness::power::PowerError,
+            harness::replay::ReplayError,
+            harness::trace::TraceError,
+            harness::run::RunError,
+            harness::compare::CompareError,
+            harness::quality::QualityError,
+            harness::bench_cmd::BenchError,
+            harness::accept::AcceptError,
+            harness::noise::NoiseError
+        );
+        false
     });
     if bad { 2 } else { 1 }
 }
@@ -756,6 +719,22 @@ mod tests {
         assert!(Cli::try_parse_from(["harness", "bench-client", "--rates", "10"]).is_ok());
         let help = Cli::command().render_help().to_string();
         assert!(help.contains("bench-loadgen") && !help.contains("bench-client"), "{help}");
+    }
+
+    /// Each error says whether it is bad input, through whatever wraps it.
+    #[test]
+    fn exit_codes_come_from_the_errors_own_verdicts() {
+        use harness::run::RunError;
+        let code = |e: anyhow::Error| exit_code(&e);
+        assert_eq!(code(PlanError::invalid("blocks.count", "must be at least 1").into()), 2);
+        let write = PlanError::Write { path: "p".into(), error: std::io::Error::other("disk full") };
+        assert_eq!(code(write.into()), 1);
+        assert_eq!(code(RunError::input(PlanError::invalid("k", "m")).into()), 2);
+        let stopped =
+            RunError::StartFailures { arm: "a".into(), failures: 2, max: 2, last: "x".into(), dir: "d".into() };
+        assert_eq!(code(stopped.into()), 2);
+        assert_eq!(code(anyhow::Error::from(PlanError::invalid("k", "m")).context("while checking")), 2);
+        assert_eq!(code(anyhow::anyhow!("something else")), 1);
     }
 
     /// One name per concept across subcommands: a rate list is `--rate`, a request

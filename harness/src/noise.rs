@@ -44,9 +44,9 @@ pub enum NoiseError {
     Write { path: PathBuf, message: String },
 }
 
-impl NoiseError {
+impl crate::BadInput for NoiseError {
     /// Every error here is about the input (the directory, the flags).
-    pub fn is_bad_input(&self) -> bool {
+    fn is_bad_input(&self) -> bool {
         !matches!(self, NoiseError::Write { .. })
     }
 }

@@ -133,6 +133,23 @@ pub enum RunError {
     Input(Box<RunError>),
 }
 
+impl crate::BadInput for RunError {
+    /// The plan, its inputs, a missing API key, and a study stopped because an arm
+    /// could not start or was not what it claimed (fix the cause, then resume).
+    fn is_bad_input(&self) -> bool {
+        match self {
+            RunError::Plan(p) => p.is_bad_input(),
+            RunError::Trace(t) => t.is_bad_input(),
+            RunError::Evidence(e) => e.is_bad_input(),
+            RunError::StartFailures { .. }
+            | RunError::Identity { .. }
+            | RunError::Input(_)
+            | RunError::Arm(crate::arm::ArmError::MissingApiKey { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
 impl RunError {
     /// `e` found while checking the inputs, before anything was written.
     pub fn input(e: impl Into<RunError>) -> RunError {

@@ -188,6 +188,16 @@ pub enum AcceptError {
     Runtime(String),
 }
 
+impl crate::BadInput for AcceptError {
+    fn is_bad_input(&self) -> bool {
+        match self {
+            AcceptError::Plan(p) => crate::BadInput::is_bad_input(p),
+            AcceptError::Args(_) | AcceptError::NotLoopback { .. } | AcceptError::UnknownArm { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// Rejects URLs whose host is not a loopback address.
 pub fn require_loopback(url: &str) -> Result<(), AcceptError> {
     let err = || AcceptError::NotLoopback { url: url.to_string() };

@@ -271,6 +271,16 @@ pub enum BenchError {
     Save { why: String },
 }
 
+impl crate::BadInput for BenchError {
+    fn is_bad_input(&self) -> bool {
+        match self {
+            BenchError::Args(_) => true,
+            BenchError::Plan(p) => crate::BadInput::is_bad_input(p),
+            _ => false,
+        }
+    }
+}
+
 /// The plan of a bench: its text, frozen (validated) from those bytes, and where the
 /// evidence goes.
 #[derive(Debug, Clone)]

@@ -82,6 +82,17 @@ pub enum CompareError {
     Interrupted(PathBuf),
 }
 
+impl crate::BadInput for CompareError {
+    fn is_bad_input(&self) -> bool {
+        match self {
+            CompareError::Plan(p) | CompareError::Inputs(crate::run::RunError::Plan(p)) => {
+                crate::BadInput::is_bad_input(p)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A finished comparison (parity passed or not).
 #[derive(Debug, Clone)]
 pub struct CompareOutcome {

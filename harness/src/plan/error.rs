@@ -60,6 +60,13 @@ pub enum PlanError {
     Invalid(Vec<Issue>),
 }
 
+impl crate::BadInput for PlanError {
+    /// Everything but failing to write a plan back is about the plan.
+    fn is_bad_input(&self) -> bool {
+        !matches!(self, PlanError::Write { .. })
+    }
+}
+
 impl From<std::str::Utf8Error> for PlanError {
     fn from(e: std::str::Utf8Error) -> Self {
         PlanError::NotUtf8(e)

@@ -62,6 +62,16 @@ pub enum PowerError {
     Write { path: PathBuf, error: String },
 }
 
+impl crate::BadInput for PowerError {
+    fn is_bad_input(&self) -> bool {
+        match self {
+            PowerError::Plan(p) => crate::BadInput::is_bad_input(p),
+            PowerError::Write { .. } | PowerError::Stats(_) => false,
+            _ => true,
+        }
+    }
+}
+
 /// What `harness plan power` was asked.
 #[derive(Debug, Clone)]
 pub struct PowerOptions {

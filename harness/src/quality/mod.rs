@@ -66,6 +66,16 @@ pub enum QualityError {
     Runtime(String),
 }
 
+impl crate::BadInput for QualityError {
+    fn is_bad_input(&self) -> bool {
+        match self {
+            QualityError::Plan(p) => crate::BadInput::is_bad_input(p),
+            QualityError::NotConfigured | QualityError::Arm(crate::arm::ArmError::MissingApiKey { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
 /// Runs every gate of `plan` on every arm (plan order, a fresh server each) and
 /// writes the evidence under `dir` (a study's `qualification/` directory).
 /// Relative paths of the plan are resolved under `base` (the working directory).

@@ -138,6 +138,14 @@ pub enum ReplayError {
     Malformed { path: PathBuf, message: String },
 }
 
+impl crate::BadInput for ReplayError {
+    /// Evidence that cannot be read at all (a missing directory, a manifest that is
+    /// a link or truncated) fails its audit like evidence that fails a check.
+    fn is_bad_input(&self) -> bool {
+        true
+    }
+}
+
 /// The verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

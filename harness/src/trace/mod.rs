@@ -106,3 +106,9 @@ pub enum TraceError {
     #[error("{}", Problems(.0))]
     Catalog(Vec<CatalogProblem>),
 }
+
+impl crate::BadInput for TraceError {
+    fn is_bad_input(&self) -> bool {
+        matches!(self, TraceError::Plan(p) if crate::BadInput::is_bad_input(p))
+    }
+}
