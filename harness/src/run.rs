@@ -349,6 +349,90 @@ fn check_inputs_usable(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError>
     if issues.is_empty() { Ok(()) } else { Err(RunError::input(PlanError::Invalid(issues))) }
 }
 
+/// What this session has done so far: the sessions of `run.json` (this one last),
+/// every unit's outcome in schedule order, the cell summaries as written, the units
+/// an earlier session completed, and each arm's start failures in this session.
+struct Ledger {
+    sessions: Vec<Session>,
+    units: Vec<UnitOutcome>,
+    summaries: Vec<serde_json::Value>,
+    verified_units: usize,
+    start_failures: std::collections::BTreeMap<String, u32>,
+}
+
+impl Ledger {
+    /// Marks this session ended (`finished` or `stopped`) now.
+    fn end_session(&mut self, state: &str) {
+        if let Some(s) = self.sessions.last_mut() {
+            s.state = state.into();
+            s.finished_unix_ms = Some(session::unix_ms());
+        }
+    }
+
+    /// Closes a unit this session ran: its completion record, the unit and its
+    /// summaries in the ledger. `Some`: why the study must stop now (a server that
+    /// is not what its arm claims, or an arm past its `max_start_failures`).
+    fn close_unit(
+        &mut self,
+        ev: &Evidence,
+        block: &ScheduledBlock,
+        session: u32,
+        arm: &crate::plan::Arm,
+        (mut unit, cell_summaries): (UnitOutcome, Vec<serde_json::Value>),
+        secrets: &crate::evidence::Secrets,
+    ) -> Result<Option<RunError>, RunError> {
+        let name = record::unit_name(block.index, &arm.name);
+        let dir = ev.unit_dir(block.index, &arm.name);
+        let extra = resume::summary_paths(ev, block, &arm.name);
+        let completion = record::Completion { unit: &name, block: Some(block.index), session, status: &unit.status };
+        record::write_record(ev.root(), &dir, &extra, completion, secrets)?;
+        // As its arm_outcome.json now says (run.json repeats the detail).
+        unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
+        if let Some(s) = self.sessions.last_mut() {
+            s.units_run.push(name);
+        }
+        self.summaries.extend(cell_summaries);
+        let failed_start = unit.status == "start_failed";
+        let last = unit.detail.clone().unwrap_or_default();
+        let not_itself = unit.status == unit::IDENTITY_FAILED;
+        self.units.push(unit);
+        // A server that is not what its arm claims: every later block would time the
+        // wrong thing (or fail the same way).
+        if not_itself {
+            let (block, arm, dir) = (block.index, arm.name.clone(), ev.root().to_path_buf());
+            return Ok(Some(RunError::Identity { block, arm, detail: last, dir }));
+        }
+        if failed_start {
+            let n = self.start_failures.entry(arm.name.clone()).or_insert(0);
+            *n += 1;
+            if *n >= arm.max_start_failures {
+                return Ok(Some(RunError::StartFailures {
+                    arm: arm.name.clone(),
+                    failures: *n,
+                    max: arm.max_start_failures,
+                    last,
+                    dir: ev.root().to_path_buf(),
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Requests the schedule plans in all, and the estimated seconds of its cells
+/// (`None` when a cell's duration is unknown), for the progress bar.
+fn planned_totals(plan: &crate::plan::Plan, resolved: &[ResolvedCell], inputs: &Inputs) -> (u64, Option<f64>) {
+    let mut total = 0u64;
+    let mut expected = Some(0.0);
+    for b in &plan.schedule().blocks {
+        for c in b.cells.iter().filter_map(|name| resolved.iter().find(|c| c.name == *name)) {
+            total += inputs.planned_records(&c.name).unwrap_or(c.count) * b.arms.len() as u64;
+            expected = expected.zip(plan.cell_estimate_s(c)).map(|(e, s)| e + s * b.arms.len() as f64);
+        }
+    }
+    (total, expected)
+}
+
 /// The study itself. `dir_out` receives the evidence directory as soon as it is known.
 pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
     let frozen = freeze_file(&opts.plan)?;
@@ -424,7 +508,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     };
     let schedule = plan.schedule();
     let started_unix_ms = state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms));
-    let mut units: Vec<UnitOutcome> = Vec::new();
+    let units: Vec<UnitOutcome> = Vec::new();
     let dispatch_realtime = crate::load::realtime_dispatch_available();
     let write_run = |sessions: &[Session], units: &[UnitOutcome], finished: bool| {
         session::RunRecord {
@@ -470,15 +554,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         }
     }
 
-    let count_of = |name: &str| resolved.iter().find(|c| c.name == name);
-    let mut total = 0u64;
-    let mut expected = Some(0.0);
-    for b in &schedule.blocks {
-        for c in b.cells.iter().filter_map(|c| count_of(c)) {
-            total += inputs.planned_records(&c.name).unwrap_or(c.count) * b.arms.len() as u64;
-            expected = expected.zip(plan.cell_estimate_s(c)).map(|(e, s)| e + s * b.arms.len() as f64);
-        }
-    }
+    let (total, expected) = planned_totals(plan, &resolved, &inputs);
     let progress = Progress::new(opts.quiet, total, expected).with_cell_tables(opts.cell_tables);
     let study = Study {
         frozen: &frozen,
@@ -491,10 +567,14 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         base_dir: &opts.base_dir,
         nvidia_smi: nvidia_smi.clone(),
     };
-    let mut summaries = Vec::new();
+    let mut ledger = Ledger {
+        sessions,
+        units,
+        summaries: Vec::new(),
+        verified_units: 0,
+        start_failures: std::collections::BTreeMap::new(),
+    };
     let mut done = 0u64;
-    let mut verified_units = 0;
-    let mut start_failures: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
     let mut sequential = crate::sequential::Tracker::new();
     let blocks_started = std::time::Instant::now();
     for block in &schedule.blocks {
@@ -506,9 +586,9 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 progress.println(&format!("resume: {name} verified ({RECORD_NAME}, session {})", rec.session));
                 done += unit_requests(&resolved, block);
                 progress.set_done(done);
-                summaries.extend(cell_summaries);
-                units.push(unit);
-                verified_units += 1;
+                ledger.summaries.extend(cell_summaries);
+                ledger.units.push(unit);
+                ledger.verified_units += 1;
                 continue;
             }
             let ran = if plan.blocks.rounds > 0 {
@@ -518,63 +598,13 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             } else {
                 vec![unit::run_unit(&study, block, arm, &mut done).await?]
             };
-            for (mut unit, cell_summaries) in ran {
-                let arm_name = &unit.arm.clone();
-                let Some(arm) = plan.arm(arm_name) else { continue };
-                let name = record::unit_name(block.index, arm_name);
-                let dir = ev.unit_dir(block.index, arm_name);
-                let extra = resume::summary_paths(&ev, block, arm_name);
-                record::write_record(
-                    ev.root(),
-                    &dir,
-                    &extra,
-                    record::Completion { unit: &name, block: Some(block.index), session: index, status: &unit.status },
-                    &secrets,
-                )?;
-                // As its arm_outcome.json now says (run.json repeats the detail).
-                unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
-                if let Some(s) = sessions.last_mut() {
-                    s.units_run.push(name);
-                }
-                summaries.extend(cell_summaries);
-                let failed_start = unit.status == "start_failed";
-                let last = unit.detail.clone().unwrap_or_default();
-                let not_itself = unit.status == unit::IDENTITY_FAILED;
-                units.push(unit);
-                // A server that is not what its arm claims: every later block would
-                // time the wrong thing (or fail the same way).
-                if not_itself {
+            for ran_unit in ran {
+                let Some(arm) = plan.arm(&ran_unit.0.arm) else { continue };
+                if let Some(stop) = ledger.close_unit(&ev, block, index, arm, ran_unit, &secrets)? {
                     progress.finish();
-                    if let Some(s) = sessions.last_mut() {
-                        s.state = "stopped".into();
-                        s.finished_unix_ms = Some(session::unix_ms());
-                    }
-                    write_run(&sessions, &units, false)?;
-                    return Err(RunError::Identity {
-                        block: block.index,
-                        arm: arm_name.clone(),
-                        detail: last,
-                        dir: ev.root().to_path_buf(),
-                    });
-                }
-                if failed_start {
-                    let n = start_failures.entry(arm_name.clone()).or_insert(0);
-                    *n += 1;
-                    if *n >= arm.max_start_failures {
-                        progress.finish();
-                        if let Some(s) = sessions.last_mut() {
-                            s.state = "stopped".into();
-                            s.finished_unix_ms = Some(session::unix_ms());
-                        }
-                        write_run(&sessions, &units, false)?;
-                        return Err(RunError::StartFailures {
-                            arm: arm_name.clone(),
-                            failures: *n,
-                            max: arm.max_start_failures,
-                            last,
-                            dir: ev.root().to_path_buf(),
-                        });
-                    }
+                    ledger.end_session("stopped");
+                    write_run(&ledger.sessions, &ledger.units, false)?;
+                    return Err(stop);
                 }
             }
             if plan.blocks.rounds > 0 {
@@ -588,7 +618,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             .is_some_and(|m| blocks_started.elapsed().as_secs_f64() > m * 60.0);
         // The summaries as written (a cell without one is a JSON record of why): typed here.
         let typed = || -> Vec<crate::metrics::CellSummary> {
-            summaries.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect()
+            ledger.summaries.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect()
         };
         if let Some(rec) = sequential.after_block(plan, typed, block.index + 1, over_time) {
             write_json(&ev.root().join(crate::sequential::NAME), &rec)?;
@@ -604,21 +634,18 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         }
     }
     progress.finish();
-    write_json(&ev.results_dir().join("summaries.json"), &summaries)?;
-    if let Some(s) = sessions.last_mut() {
-        s.state = "finished".into();
-        s.finished_unix_ms = Some(session::unix_ms());
-    }
-    write_run(&sessions, &units, true)?;
+    write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
+    ledger.end_session("finished");
+    write_run(&ledger.sessions, &ledger.units, true)?;
     // The report reads only what is written by now, so the manifest covers its files.
     let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
     let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git.clone())?;
     Ok(StudyOutcome {
         dir: ev.root().to_path_buf(),
-        units,
+        units: ledger.units,
         manifest_files: manifest.files.len(),
-        sessions,
-        verified_units,
+        sessions: ledger.sessions,
+        verified_units: ledger.verified_units,
         report,
         planned_requests: total,
         max_error_rate: plan.max_error_rate,
