@@ -18,8 +18,8 @@ pub enum Api {
 impl Api {
     pub fn path(self) -> &'static str {
         match self {
-            Api::Completions => "/v1/completions",
-            Api::Chat => "/v1/chat/completions",
+            Api::Completions => crate::arm::dialect::COMPLETIONS_PATH,
+            Api::Chat => crate::arm::dialect::CHAT_COMPLETIONS_PATH,
         }
     }
 

@@ -89,13 +89,7 @@ impl Http {
     /// sent on a socket the server is closing, an artefact of the client.
     /// `headers` go on every request (the client headers, `accept::headers`).
     pub fn new(base: &str, timeout: Duration, headers: reqwest::header::HeaderMap) -> Result<Http, String> {
-        let client = reqwest::Client::builder()
-            .default_headers(headers)
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(0)
-            .build()
-            .map_err(|e| e.to_string())?;
+        let client = crate::load::http_client_with(headers).map_err(|e| e.to_string())?;
         Ok(Http { client, base: base.trim_end_matches('/').to_string(), timeout })
     }
 

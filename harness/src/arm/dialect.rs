@@ -37,6 +37,8 @@ pub fn route_of(endpoint: crate::plan::Endpoint) -> &'static str {
 
 /// The model list (`owned_by`, vLLM's `max_model_len`).
 pub const MODELS_PATH: &str = "/v1/models";
+/// The server's version (vLLM and this engine: `{"version": ...}`).
+pub const VERSION_PATH: &str = "/version";
 /// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).
 pub const PROPS_PATH: &str = "/props";
 

@@ -295,7 +295,7 @@ impl Invocation {
     pub async fn identity(&self) -> ServerIdentity {
         let json = |path| async move { self.get_text(path).await.and_then(|t| serde_json::from_str(&t).ok()) };
         ServerIdentity {
-            version: json("/version").await,
+            version: json(super::dialect::VERSION_PATH).await,
             models: json(super::dialect::MODELS_PATH).await,
             ..ServerIdentity::default()
         }

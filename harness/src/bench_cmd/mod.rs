@@ -132,7 +132,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Path polled until the server answers 200.
-    #[arg(long, default_value = "/health")]
+    #[arg(long, default_value = crate::arm::dialect::DEFAULT_HEALTH_PATH)]
     pub health: String,
     /// Longest wait for the server's health path.
     #[arg(long, default_value_t = 600.0)]
@@ -171,7 +171,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = ["openai", "vllm", "openai-chat"])]
     pub backend: Option<String>,
     /// vLLM's `--endpoint`: `/v1/completions` or `/v1/chat/completions`.
-    #[arg(long, value_parser = ["/v1/completions", "/v1/chat/completions"])]
+    #[arg(long, value_parser = [crate::arm::dialect::COMPLETIONS_PATH, crate::arm::dialect::CHAT_COMPLETIONS_PATH])]
     pub endpoint: Option<String>,
     /// vLLM's `--burstiness`: open-loop arrivals gamma-distributed with this shape
     /// (1.0, the default, is Poisson; smaller is burstier).

@@ -54,15 +54,10 @@ impl GateClient {
     /// (`arm::arm_headers`), as on the arm's timed requests.
     pub fn new(base_url: &str, timeout: Duration, headers: HeaderMap) -> Result<GateClient, QualityError> {
         require_loopback(base_url)?;
-        // A fresh connection per request (see `load::http_client`).
-        let client = reqwest::Client::builder()
-            .default_headers(headers)
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(0)
-            .build()
-            .map_err(|e| QualityError::Client(e.to_string()))?;
-        Ok(GateClient { client, url: format!("{}/v1/completions", base_url.trim_end_matches('/')), timeout })
+        // A fresh connection per request, as the load client's (`load::http_client`).
+        let client = crate::load::http_client_with(headers).map_err(|e| QualityError::Client(e.to_string()))?;
+        let url = format!("{}{}", base_url.trim_end_matches('/'), crate::arm::dialect::COMPLETIONS_PATH);
+        Ok(GateClient { client, url, timeout })
     }
 
     async fn call(&self, body: &Value) -> Result<(u16, String), String> {
