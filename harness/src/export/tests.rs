@@ -122,6 +122,14 @@ fn numbers_follow_vllm_definitions_and_units() {
     // One token event per bucket-second: all 6 fall in second 0 (sends at 1 and 501 ms).
     assert_eq!(v["max_output_tokens_per_s"], 6.0);
     assert_eq!(v["max_concurrent_requests"], 2);
+    // vLLM 0.34's per-request lists: E2E (0.0 for the failed one), the send on the
+    // study clock, and send - arrival (1 ms each: the failed one was sent too).
+    let floats = |k: &str| v[k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<_>>();
+    let near = |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12);
+    assert!(near(&floats("latencies"), &[0.05, 0.06, 0.0]), "{}", v["latencies"]);
+    assert!(near(&floats("start_times"), &[0.001, 0.501, 1.001]), "{}", v["start_times"]);
+    assert!(near(&floats("queue_times"), &[0.001, 0.001, 0.001]), "{}", v["queue_times"]);
+    assert_eq!(v["rtfx"], 0.0);
 }
 
 /// Each export names the route of each cell: vLLM's `openai` / `openai-chat`

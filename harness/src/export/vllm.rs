@@ -21,6 +21,13 @@
 //!   failed request), `generated_texts` (always "": the harness records token IDs,
 //!   not text), `errors` ("" for a completed request, else failure class and
 //!   detail): one entry per planned request, in trace order.
+//! - `latencies` (s): E2E = `[DONE]` - HTTP send per request, 0.0 for a failed
+//!   one; `start_times` (s): the HTTP send on the session's study clock (vLLM's is
+//!   `time.perf_counter()`: both monotonic with their own origin, only differences
+//!   mean anything), 0.0 when never sent; `queue_times` (s): send - intended
+//!   arrival (vLLM's `client_queue_time`, the wait for a `--max-concurrency` slot;
+//!   in an open loop our dispatch lag), 0.0 when never sent; `rtfx`: 0.0 (vLLM's
+//!   audio real-time factor; no audio here).
 //! - `max_output_tokens_per_s` / `max_concurrent_requests`: vLLM's one-second
 //!   buckets from the earliest send of a completed request: a token-bearing event
 //!   counts once in its bucket (as vLLM counts one token per chunk), a request
@@ -52,13 +59,12 @@ use crate::metrics::{measure_request, request_meets_slo};
 use crate::plan::{Arrival, Endpoint, Plan, ResolvedLoad};
 
 /// Where the key list and definitions come from.
-pub const VLLM_SOURCE: &str =
-    "vllm-project/vllm vllm/benchmarks/serve.py at commit def9ce85ba1079af970a58ed3d42dd861ae35d58";
+pub const VLLM_SOURCE: &str = "vllm/benchmarks/serve.py of vLLM 0.34.0 (the release wheel's copy, dated 2026-11-16)";
 
 /// Every key of one exported object, in vLLM's order (`result_json`: setup,
 /// metadata, traffic, then the benchmark result with `--save-detailed` and
 /// `--percentile-metrics ttft,tpot,itl,e2el`, `--metric-percentiles 99`).
-pub const VLLM_BENCH_KEYS: [&str; 49] = [
+pub const VLLM_BENCH_KEYS: [&str; 53] = [
     "date",
     "endpoint_type",
     "backend",
@@ -88,10 +94,14 @@ pub const VLLM_BENCH_KEYS: [&str; 49] = [
     "output_lens",
     "ttfts",
     "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
     "generated_texts",
     "errors",
     "max_output_tokens_per_s",
     "max_concurrent_requests",
+    "rtfx",
     "mean_ttft_ms",
     "median_ttft_ms",
     "std_ttft_ms",
@@ -146,10 +156,14 @@ pub struct VllmBenchResult {
     pub output_lens: Vec<u64>,
     pub ttfts: Vec<f64>,
     pub itls: Vec<Vec<f64>>,
+    pub latencies: Vec<f64>,
+    pub start_times: Vec<f64>,
+    pub queue_times: Vec<f64>,
     pub generated_texts: Vec<String>,
     pub errors: Vec<String>,
     pub max_output_tokens_per_s: f64,
     pub max_concurrent_requests: u64,
+    pub rtfx: f64,
     pub mean_ttft_ms: f64,
     pub median_ttft_ms: f64,
     pub std_ttft_ms: f64,
@@ -243,6 +257,13 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
         let n = c.records.len();
         let (mut input_lens, mut output_lens, mut ttfts) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
         let (mut itls, mut errors) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        // vLLM's start_time (the send) and client_queue_time (send - arrival) are set
+        // for every request, its latency only for a completed one (0.0 otherwise).
+        let secs = |ns: u64| ns as f64 / 1e9;
+        let start_times: Vec<f64> = c.records.iter().map(|r| r.send_ns.map_or(0.0, secs)).collect();
+        let queue_times: Vec<f64> =
+            c.records.iter().map(|r| r.send_ns.map_or(0.0, |s| secs(s.saturating_sub(r.intended_ns)))).collect();
+        let mut latencies = Vec::with_capacity(n);
         let (mut ttft_s, mut tpot_s, mut itl_s, mut e2e_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut completed, mut total_input, mut good) = (0u64, 0u64, 0u64);
         let mut lines: Vec<Timeline> = Vec::new();
@@ -253,6 +274,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
                 output_lens.push(0);
                 ttfts.push(0.0);
                 itls.push(Vec::new());
+                latencies.push(0.0);
                 errors.push(match &r.failure {
                     Some(f) => format!("{}: {}", f.class(), serde_json::to_string(f).unwrap_or_default()),
                     None => "incomplete: no [DONE]".into(),
@@ -270,6 +292,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
             ttfts.push(ttft);
             ttft_s.push(ttft);
             e2e_s.push(e2e);
+            latencies.push(e2e);
             if m.output_tokens > 1 {
                 tpot_s.push((e2e - ttft) / (m.output_tokens - 1) as f64);
             }
@@ -324,10 +347,15 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
             output_lens,
             ttfts,
             itls,
+            latencies,
+            start_times,
+            queue_times,
             generated_texts: vec![String::new(); n],
             errors,
             max_output_tokens_per_s: max_tps,
             max_concurrent_requests: max_conc,
+            // Inverse real-time factor of audio input: no audio, 0.0 as vLLM writes it.
+            rtfx: 0.0,
             mean_ttft_ms: mt,
             median_ttft_ms: dt,
             std_ttft_ms: st,
