@@ -153,29 +153,42 @@ pub fn cpu_set(cpus: &[u32]) -> Result<libc::cpu_set_t, String> {
 }
 
 /// Pins every thread of this process to `cpus` (threads started later inherit it
-/// from the thread that starts them) and returns the resulting `Cpus_allowed_list`.
-/// Refused when the kernel refuses any thread (a CPU that is offline or outside the
-/// container's cpuset).
+/// from the thread that starts them) and returns the CPUs its threads may now use
+/// (the union over all of them, so a thread left off would show). A thread started
+/// by a not-yet-pinned thread during the pass is caught by the next pass; passes
+/// repeat until one finds no new thread. Refused when the kernel refuses any thread
+/// (a CPU that is offline or outside the container's cpuset).
 #[cfg(target_os = "linux")]
 pub fn pin_this_process(cpus: &[u32]) -> Result<String, String> {
     let set = cpu_set(cpus)?;
-    let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))?;
-    for task in tasks.flatten() {
-        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<libc::pid_t>().ok()) else {
-            continue;
-        };
-        // SAFETY: `set` is a valid cpu_set_t of the size passed.
-        let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            // A thread that ended between the listing and the call is not an error.
-            if e.raw_os_error() == Some(libc::ESRCH) {
+    let mut pinned = std::collections::HashSet::new();
+    loop {
+        let tasks = std::fs::read_dir("/proc/self/task").map_err(|e| format!("/proc/self/task: {e}"))?;
+        let mut new = 0;
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<libc::pid_t>().ok()) else {
+                continue;
+            };
+            if !pinned.insert(tid) {
                 continue;
             }
-            return Err(format!("cannot pin this process to CPUs {}: {e}", cpu_list(cpus)));
+            new += 1;
+            // SAFETY: `set` is a valid cpu_set_t of the size passed.
+            let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                // A thread that ended between the listing and the call is not an error.
+                if e.raw_os_error() == Some(libc::ESRCH) {
+                    continue;
+                }
+                return Err(format!("cannot pin this process to CPUs {}: {e}", cpu_list(cpus)));
+            }
+        }
+        if new == 0 {
+            break;
         }
     }
-    allowed_cpus(None).ok_or_else(|| "cannot read this thread's Cpus_allowed_list".into())
+    process_cpus(std::process::id()).ok_or_else(|| "cannot read this process's threads' Cpus_allowed_list".into())
 }
 
 #[cfg(not(target_os = "linux"))]

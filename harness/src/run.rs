@@ -343,9 +343,6 @@ fn check_inputs_usable(frozen: &FrozenPlan, base: &Path) -> Result<(), RunError>
         })
         .collect();
     issues.extend(frozen.plan.engine_device_problems());
-    if let Some(allowed) = crate::host::allowed_cpus(None).and_then(|l| crate::host::parse_cpu_list(&l).ok()) {
-        issues.extend(frozen.plan.cpu_problems(&allowed));
-    }
     if issues.is_empty() { Ok(()) } else { Err(RunError::input(PlanError::Invalid(issues))) }
 }
 
@@ -421,10 +418,15 @@ impl Ledger {
 
 /// Requests the schedule plans in all, and the estimated seconds of its cells
 /// (`None` when a cell's duration is unknown), for the progress bar.
-fn planned_totals(plan: &crate::plan::Plan, resolved: &[ResolvedCell], inputs: &Inputs) -> (u64, Option<f64>) {
+fn planned_totals(
+    plan: &crate::plan::Plan,
+    schedule: &crate::plan::Schedule,
+    resolved: &[ResolvedCell],
+    inputs: &Inputs,
+) -> (u64, Option<f64>) {
     let mut total = 0u64;
     let mut expected = Some(0.0);
-    for b in &plan.schedule().blocks {
+    for b in &schedule.blocks {
         for c in b.cells.iter().filter_map(|name| resolved.iter().find(|c| c.name == *name)) {
             total += inputs.planned_records(&c.name).unwrap_or(c.count) * b.arms.len() as u64;
             expected = expected.zip(plan.cell_estimate_s(c)).map(|(e, s)| e + s * b.arms.len() as f64);
@@ -458,6 +460,14 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             Some(panel)
         }
     };
+    // CPU sets this machine cannot give: refused before anything is written (a
+    // resumed session too: it may run on another machine than the first).
+    if let Some(allowed) = crate::host::allowed_cpus(None).and_then(|l| crate::host::parse_cpu_list(&l).ok()) {
+        let issues = frozen.plan.cpu_problems(&allowed);
+        if !issues.is_empty() {
+            return Err(RunError::input(PlanError::Invalid(issues)));
+        }
+    }
     let git = git_info(&opts.base_dir);
     // The machine as found, then the client's own CPU set (before any thread of the
     // study's runtime work starts on other CPUs).
@@ -554,7 +564,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         }
     }
 
-    let (total, expected) = planned_totals(plan, &resolved, &inputs);
+    let (total, expected) = planned_totals(plan, &schedule, &resolved, &inputs);
     let progress = Progress::new(opts.quiet, total, expected).with_cell_tables(opts.cell_tables);
     let study = Study {
         frozen: &frozen,
