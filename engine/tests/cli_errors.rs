@@ -36,12 +36,12 @@ fn gguf_with_unsupported_tensor_type() {
         .meta("llama.rope.freq_base", MetaValue::F32(10000.0))
         .meta("llama.attention.layer_norm_rms_epsilon", MetaValue::F32(1e-5))
         .meta("llama.vocab_size", u(256));
-    // Q6_K (ggml type 14): 210 bytes per 256 values.
-    w.tensor("token_embd.weight", &[256, 256], 14, vec![0; 210 * 256]);
+    // IQ2_XXS (ggml type 16, not decoded): 66 bytes per 256 values.
+    w.tensor("token_embd.weight", &[256, 256], 16, vec![0; 66 * 256]);
     std::fs::write(&path, w.to_bytes(3)).unwrap();
     let (code, err) = engine(&["generate", "--model", path.to_str().unwrap(), "--prompt-ids", "1,2"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("Q6_K") && err.contains("token_embd.weight"), "{err}");
+    assert!(err.contains("IQ2_XXS") && err.contains("token_embd.weight"), "{err}");
 }
 
 #[test]

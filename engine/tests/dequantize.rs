@@ -311,15 +311,15 @@ fn bad_input_is_a_clear_error_with_exit_2() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("not a GGUF file"), "{err}");
 
-    // Q6_K (ggml type 14) is not decoded by the loader: named, nothing written.
+    // IQ2_XXS (ggml type 16) is not decoded by the loader: named, nothing written.
     let mut w = GgufWriter::new();
     w.meta("general.architecture", MetaValue::String("llama".into()));
     w.tensor("blk.0.attn_norm.weight", &[256], 0, vec![0; 1024]);
-    w.tensor("token_embd.weight", &[256, 4], 14, vec![0; 210 * 4]);
-    std::fs::write(d("q6k.gguf"), w.to_bytes(3)).unwrap();
-    let (code, err) = engine(&["dequantize", "--model", &d("q6k.gguf"), "--out", &out]);
+    w.tensor("token_embd.weight", &[256, 4], 16, vec![0; 66 * 4]);
+    std::fs::write(d("iq2xxs.gguf"), w.to_bytes(3)).unwrap();
+    let (code, err) = engine(&["dequantize", "--model", &d("iq2xxs.gguf"), "--out", &out]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("Q6_K") && err.contains("token_embd.weight"), "{err}");
+    assert!(err.contains("IQ2_XXS") && err.contains("token_embd.weight"), "{err}");
     assert!(!Path::new(&out).exists() && !PathBuf::from(format!("{out}.tmp")).exists());
 
     let model = d("m.gguf");

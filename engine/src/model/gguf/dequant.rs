@@ -1,7 +1,11 @@
 //! ggml tensor types and their dequantization to f32. Owns the block layouts of
 //! every ggml type id (so the parser can bounds-check any tensor) and the
-//! decoders of the types we support: F32, F16, BF16, Q8_0, Q4_0, Q4_1. Any other
-//! type is reported by name, never guessed. Does not rename or permute tensors.
+//! decoders of the types we support: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+//! Q5_1 and the k-quants Q4_K, Q5_K, Q6_K. Each quantized decoder is ggml's
+//! reference `dequantize_row_*` (ggml-quants.c) with its f32 operations in the
+//! same order, so the values equal ggml's (and gguf-py's `quants.dequantize`)
+//! bit for bit. Any other type is reported by name, never guessed. Does not
+//! rename or permute tensors.
 
 use rayon::prelude::*;
 use std::fmt;
@@ -171,7 +175,7 @@ impl GgmlType {
     /// Whether `dequantize` decodes this type.
     pub fn is_supported(self) -> bool {
         use GgmlType::*;
-        matches!(self, F32 | F16 | Bf16 | Q8_0 | Q4_0 | Q4_1)
+        matches!(self, F32 | F16 | Bf16 | Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q4K | Q5K | Q6K)
     }
 }
 
@@ -183,6 +187,52 @@ impl fmt::Display for GgmlType {
 
 fn f16_at(b: &[u8], i: usize) -> f32 {
     half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+/// ggml's `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` (0..8)
+/// of a Q4_K/Q5_K super-block from its 12 packed bytes. Bytes 0..4 hold the
+/// scales of sub-blocks 0..4 in their low 6 bits, bytes 4..8 their mins; bytes
+/// 8..12 hold the low 4 bits of sub-blocks 4..8 (scale low nibble, min high
+/// nibble), whose top 2 bits are the top bits of bytes 0..4 (scales) and 4..8
+/// (mins).
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+}
+
+/// The 5th bits of Q5_0/Q5_1 element `j` (0..16) and `j + 16` from `qh`, in
+/// place (0 or 0x10), as ggml's `xh_0` / `xh_1`.
+fn q5_high_bits(qh: u32, j: usize) -> (u8, u8) {
+    ((((qh >> j) << 4) & 0x10) as u8, ((qh >> (j + 12)) & 0x10) as u8)
+}
+
+/// Q4_K and Q5_K (`dequantize_row_q4_K` / `_q5_K`): per 64 elements, two
+/// sub-blocks of 32 with `d1 = d * sc`, `m1 = dmin * m`, `y = d1 * q - m1`;
+/// the low nibbles of 32 bytes of `qs` are the first sub-block, their high
+/// nibbles the second. Q5_K adds bit `2g` (first) / `2g + 1` (second) of
+/// `qh[l]` as 16 for group `g`.
+fn decode_k4_k5(blk: &[u8], qh: Option<&[u8]>, qs: &[u8], o: &mut [f32]) {
+    let d = f16_at(blk, 0);
+    let min = f16_at(blk, 2);
+    let scales = &blk[4..16];
+    for (g, (q, y)) in qs.chunks_exact(32).zip(o.chunks_exact_mut(64)).enumerate() {
+        let (sc, m) = scale_min_k4(2 * g, scales);
+        let (d1, m1) = (d * sc as f32, min * m as f32);
+        let (sc, m) = scale_min_k4(2 * g + 1, scales);
+        let (d2, m2) = (d * sc as f32, min * m as f32);
+        let (y1, y2) = y.split_at_mut(32);
+        for (l, &b) in q.iter().enumerate() {
+            let (h1, h2) = match qh {
+                Some(qh) => ((qh[l] >> (2 * g)) & 1, (qh[l] >> (2 * g + 1)) & 1),
+                None => (0, 0),
+            };
+            y1[l] = d1 * ((b & 0x0f) + (h1 << 4)) as f32 - m1;
+            y2[l] = d2 * ((b >> 4) + (h2 << 4)) as f32 - m2;
+        }
+    }
 }
 
 fn decode_block(ty: GgmlType, b: &[u8], out: &mut [f32]) {
@@ -230,6 +280,73 @@ fn decode_block(ty: GgmlType, b: &[u8], out: &mut [f32]) {
                 for (j, &q) in blk[4..20].iter().enumerate() {
                     o[j] = d * (q & 0x0f) as f32 + m;
                     o[j + 16] = d * (q >> 4) as f32 + m;
+                }
+            }
+        }
+        // block_q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: q = low nibble (j) or
+        // high nibble (j + 16) of qs[j], bit j or j + 16 of qh (little-endian
+        // u32) as its 5th bit; x = (q - 16) * d
+        GgmlType::Q5_0 => {
+            for (blk, o) in b.chunks_exact(22).zip(out.chunks_exact_mut(32)) {
+                let d = f16_at(blk, 0);
+                let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                for (j, &q) in blk[6..22].iter().enumerate() {
+                    let (h0, h1) = q5_high_bits(qh, j);
+                    o[j] = (((q & 0x0f) | h0) as i32 - 16) as f32 * d;
+                    o[j + 16] = (((q >> 4) | h1) as i32 - 16) as f32 * d;
+                }
+            }
+        }
+        // block_q5_1 { f16 d; f16 m; u8 qh[4]; u8 qs[16]; }: q as Q5_0;
+        // x = q * d + m
+        GgmlType::Q5_1 => {
+            for (blk, o) in b.chunks_exact(24).zip(out.chunks_exact_mut(32)) {
+                let d = f16_at(blk, 0);
+                let m = f16_at(blk, 2);
+                let qh = u32::from_le_bytes([blk[4], blk[5], blk[6], blk[7]]);
+                for (j, &q) in blk[8..24].iter().enumerate() {
+                    let (h0, h1) = q5_high_bits(qh, j);
+                    o[j] = ((q & 0x0f) | h0) as f32 * d + m;
+                    o[j + 16] = ((q >> 4) | h1) as f32 * d + m;
+                }
+            }
+        }
+        // block_q4_K { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }
+        GgmlType::Q4K => {
+            for (blk, o) in b.chunks_exact(144).zip(out.chunks_exact_mut(256)) {
+                decode_k4_k5(blk, None, &blk[16..144], o);
+            }
+        }
+        // block_q5_K { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }
+        GgmlType::Q5K => {
+            for (blk, o) in b.chunks_exact(176).zip(out.chunks_exact_mut(256)) {
+                decode_k4_k5(blk, Some(&blk[16..48]), &blk[48..176], o);
+            }
+        }
+        // block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; }: per half
+        // of 128 elements (64 bytes of ql, 32 of qh, 8 scales), element
+        // l + 32 k (l < 32, k < 4) takes the low (k = 0, 1) or high (k = 2, 3)
+        // nibble of ql[l + 32 (k % 2)] and bits 2k..2k+2 of qh[l] as bits 4..6,
+        // q = that - 32, and y = d * scales[(l + 32 k) / 16] * q, left to right.
+        GgmlType::Q6K => {
+            for (blk, o) in b.chunks_exact(210).zip(out.chunks_exact_mut(256)) {
+                let d = f16_at(blk, 208);
+                for (n, y) in o.chunks_exact_mut(128).enumerate() {
+                    let ql = &blk[64 * n..64 * n + 64];
+                    let qh = &blk[128 + 32 * n..128 + 32 * n + 32];
+                    let sc = &blk[192 + 8 * n..192 + 8 * n + 8];
+                    for (l, &h) in qh.iter().enumerate() {
+                        let is = l / 16;
+                        let q1 = ((ql[l] & 0x0f) | ((h & 3) << 4)) as i32 - 32;
+                        let q2 = ((ql[l + 32] & 0x0f) | (((h >> 2) & 3) << 4)) as i32 - 32;
+                        let q3 = ((ql[l] >> 4) | (((h >> 4) & 3) << 4)) as i32 - 32;
+                        let q4 = ((ql[l + 32] >> 4) | (((h >> 6) & 3) << 4)) as i32 - 32;
+                        let s = |i: usize| sc[is + i] as i8 as f32;
+                        y[l] = d * s(0) * q1 as f32;
+                        y[l + 32] = d * s(2) * q2 as f32;
+                        y[l + 64] = d * s(4) * q3 as f32;
+                        y[l + 96] = d * s(6) * q4 as f32;
+                    }
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! Unit tests of the GGUF reader on tiny files built with `writer::GgufWriter`:
-//! metadata of every value type, each supported tensor type with known values,
+//! metadata of every value type, each supported tensor type with known values
+//! (hand-packed blocks, including Q5_0/Q5_1 and the Q4_K/Q5_K/Q6_K k-quants),
 //! corrupt and truncated files, unsupported types (model-level tests are in
 //! `tests_model.rs`).
 
@@ -59,18 +60,22 @@ fn reads_every_metadata_type_in_v2_and_v3() {
     }
 }
 
-/// (ggml type id, encoded bytes, expected values) for a [32, 2] tensor.
-fn typed_cases() -> Vec<(u32, &'static str, Vec<u8>, Vec<f32>)> {
-    let mut cases = Vec::new();
+/// One tensor of each supported type: (ggml type id, name, row length `cols`,
+/// encoded bytes, expected values) for a [cols, 2] tensor (two rows, each one
+/// block of 32 or one super-block of 256 values).
+type TypedCase = (u32, &'static str, usize, Vec<u8>, Vec<f32>);
+
+fn typed_cases() -> Vec<TypedCase> {
+    let mut cases: Vec<TypedCase> = Vec::new();
     let vals: Vec<f32> = (0..64).map(|i| i as f32 * 0.5 - 7.0).collect();
     // F32
     let bytes = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-    cases.push((0, "F32", bytes, vals.clone()));
+    cases.push((0, "F32", 32, bytes, vals.clone()));
     // F16 and BF16: these values are exact in both
     let bytes = vals.iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect();
-    cases.push((1, "F16", bytes, vals.clone()));
+    cases.push((1, "F16", 32, bytes, vals.clone()));
     let bytes = vals.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect();
-    cases.push((30, "BF16", bytes, vals.clone()));
+    cases.push((30, "BF16", 32, bytes, vals.clone()));
     // Q8_0: block 0 d = 0.5 (0x3800), block 1 d = -2.0 (0xC000); q_i = 8 i - 128
     let mut bytes = Vec::new();
     let mut want = Vec::new();
@@ -82,7 +87,7 @@ fn typed_cases() -> Vec<(u32, &'static str, Vec<u8>, Vec<f32>)> {
             want.push(d * q as f32);
         }
     }
-    cases.push((8, "Q8_0", bytes, want));
+    cases.push((8, "Q8_0", 32, bytes, want));
     // Q4_0: d = 2.0 (0x4000) then 0.5; qs[j] = j | (15 - j) << 4
     // element j = d (j - 8), element j + 16 = d (7 - j)
     let mut bytes = Vec::new();
@@ -95,7 +100,7 @@ fn typed_cases() -> Vec<(u32, &'static str, Vec<u8>, Vec<f32>)> {
             want[b * 32 + j as usize + 16] = d * (7.0 - j as f32);
         }
     }
-    cases.push((2, "Q4_0", bytes, want));
+    cases.push((2, "Q4_0", 32, bytes, want));
     // Q4_1: d = 0.25 (0x3400), m = -1 (0xBC00); then d = 1, m = 0.5 (0x3C00, 0x3800)
     let mut bytes = Vec::new();
     let mut want = vec![0f32; 64];
@@ -109,7 +114,156 @@ fn typed_cases() -> Vec<(u32, &'static str, Vec<u8>, Vec<f32>)> {
             want[b * 32 + j as usize + 16] = d * (15 - j) as f32 + m;
         }
     }
-    cases.push((3, "Q4_1", bytes, want));
+    cases.push((3, "Q4_1", 32, bytes, want));
+    cases.extend(q5_cases());
+    cases.extend(k_quant_cases());
+    cases
+}
+
+/// Q5_0 and Q5_1, two blocks each. Element j (0..32) of block b has the 5-bit
+/// quant q = (11 j + 3 b) % 32 (each of 0..=31 once per block, so every bit of
+/// qh is set in some block): its low 4 bits go to nibble j % 16 of qs (low
+/// nibble for j < 16), its 5th bit to bit j of qh (a little-endian u32).
+fn q5_cases() -> Vec<TypedCase> {
+    let quant = |b: usize, j: usize| ((11 * j + 3 * b) % 32) as u8;
+    let pack = |b: usize| -> Vec<u8> {
+        let mut qh = 0u32;
+        let mut qs = [0u8; 16];
+        for j in 0..32 {
+            let q = quant(b, j);
+            qh |= u32::from(q >> 4) << j;
+            qs[j % 16] |= (q & 0x0f) << if j < 16 { 0 } else { 4 };
+        }
+        qh.to_le_bytes().into_iter().chain(qs).collect()
+    };
+    // Q5_0: d = 0.5 (0x3800), then -0.25 (0xB400); x = (q - 16) d
+    let mut bytes = Vec::new();
+    let mut want = Vec::new();
+    for (b, (d_bits, d)) in [(0x3800u16, 0.5f32), (0xB400, -0.25)].into_iter().enumerate() {
+        bytes.extend_from_slice(&f16(d_bits));
+        bytes.extend(pack(b));
+        want.extend((0..32).map(|j| (quant(b, j) as f32 - 16.0) * d));
+    }
+    // Spot checks written out: block 0, j = 3 is q = 33 % 32 = 1 (-7.5); j = 5
+    // is q = 55 % 32 = 23 (5th bit set, 3.5); j = 29 (a high nibble, qh bit 29)
+    // is q = 319 % 32 = 31 (7.5).
+    assert_eq!((want[3], want[5], want[29]), (-7.5, 3.5, 7.5));
+    let mut cases = vec![(6, "Q5_0", 32, bytes, want)];
+    // Q5_1: d = 0.25 (0x3400), m = -3.5 (0xC300); then d = 2, m = 1 (0x4000, 0x3C00); x = q d + m
+    let mut bytes = Vec::new();
+    let mut want = Vec::new();
+    let blocks = [(0x3400u16, 0.25f32, 0xC300u16, -3.5f32), (0x4000, 2.0, 0x3C00, 1.0)];
+    for (b, (d_bits, d, m_bits, m)) in blocks.into_iter().enumerate() {
+        bytes.extend_from_slice(&f16(d_bits));
+        bytes.extend_from_slice(&f16(m_bits));
+        bytes.extend(pack(b));
+        want.extend((0..32).map(|j| quant(b, j) as f32 * d + m));
+    }
+    assert_eq!((want[3], want[5], want[29]), (-3.25, 2.25, 4.25));
+    cases.push((7, "Q5_1", 32, bytes, want));
+    cases
+}
+
+/// The 12 scale bytes of a Q4_K/Q5_K super-block for eight 6-bit scales and
+/// mins, laid out as ggml's `get_scale_min_k4` reads them: bytes 0..4 =
+/// sc[0..4] | (sc[4..8] >> 4) << 6, bytes 4..8 = m[0..4] | (m[4..8] >> 4) << 6,
+/// bytes 8..12 = (sc[4..8] & 15) | (m[4..8] & 15) << 4.
+fn pack_k4_scales(sc: [u8; 8], m: [u8; 8]) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    for j in 0..4 {
+        out[j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+        out[j + 4] = m[j] | ((m[j + 4] >> 4) << 6);
+        out[j + 8] = (sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4);
+    }
+    out
+}
+
+/// Q4_K, Q5_K and Q6_K, two super-blocks of 256 each. Scales and mins include
+/// values >= 16 in sub-blocks 4..8 (the j >= 4 branch of get_scale_min_k4 takes
+/// their top 2 bits from the top of bytes 0..8) and 63. Powers of two for d
+/// and dmin keep every product exact, so `want` is the formula's value.
+fn k_quant_cases() -> Vec<TypedCase> {
+    let mut cases = Vec::new();
+    // (d bits, d, dmin bits, dmin, scales, mins) per super-block
+    let supers = [
+        (0x3800u16, 0.5f32, 0x3400u16, 0.25f32, [1u8, 2, 3, 63, 17, 33, 50, 5], [0u8, 7, 40, 1, 20, 63, 2, 48]),
+        (0xBC00, -1.0, 0x4000, 2.0, [63, 0, 31, 16, 63, 47, 1, 32], [63, 15, 16, 0, 0, 31, 62, 17]),
+    ];
+    // The packing of the first super-block's scales, written out: sc[4] = 17 =
+    // 0b01_0001 and m[4] = 20 = 0b01_0100 put 0b01 in the top bits of bytes 0
+    // and 4 and 0x41 (1 | 4 << 4) in byte 8; sc[5] = 33 = 0b10_0001, m[5] = 63.
+    let first = pack_k4_scales(supers[0].4, supers[0].5);
+    assert_eq!(first, [0x41, 0x82, 0xC3, 0x3F, 0x40, 0xC7, 0x28, 0xC1, 0x41, 0xF1, 0x22, 0x05]);
+
+    // Q4_K: element e (0..256) of super-block b has q = (7 e + b) % 16; group
+    // g = e / 64 packs elements 64 g + l (low nibble) and 64 g + 32 + l (high
+    // nibble) in qs[32 g + l]; sub-block e / 32 gives y = d sc q - dmin m.
+    // Q5_K: q = (13 e + b) % 32, its 5th bit in bit 2 g (first 32 of the
+    // group) or 2 g + 1 (second 32) of qh[e % 32].
+    for (id, name, bits) in [(12u32, "Q4_K", 4u32), (13, "Q5_K", 5)] {
+        let mut bytes = Vec::new();
+        let mut want = Vec::new();
+        for (b, &(d_bits, d, dmin_bits, dmin, sc, m)) in supers.iter().enumerate() {
+            let quant = |e: usize| ((if bits == 4 { 7 * e } else { 13 * e } + b) % (1 << bits)) as u8;
+            bytes.extend_from_slice(&f16(d_bits));
+            bytes.extend_from_slice(&f16(dmin_bits));
+            bytes.extend_from_slice(&pack_k4_scales(sc, m));
+            let mut qh = [0u8; 32];
+            let mut qs = [0u8; 128];
+            for e in 0..256 {
+                let (g, half, l) = (e / 64, (e / 32) % 2, e % 32);
+                let q = quant(e);
+                qs[32 * g + l] |= (q & 0x0f) << (4 * half);
+                qh[l] |= (q >> 4) << (2 * g + half);
+                let s = e / 32;
+                want.push(d * sc[s] as f32 * q as f32 - dmin * m[s] as f32);
+            }
+            if bits == 5 {
+                bytes.extend_from_slice(&qh);
+            } else {
+                assert_eq!(qh, [0; 32]);
+            }
+            bytes.extend_from_slice(&qs);
+        }
+        cases.push((id, name, 256, bytes, want));
+    }
+    // Spot checks: Q4_K super-block 0, element 130 (sub-block 4: sc 17, m 20)
+    // has q = 910 % 16 = 14: 0.5 * 17 * 14 - 0.25 * 20 = 114; element 200
+    // (sub-block 6: sc 50, m 2) has q = 1400 % 16 = 8: 200 - 0.5 = 199.5.
+    assert_eq!((cases[0].4[130], cases[0].4[200]), (114.0, 199.5));
+    // Q5_K super-block 1, element 255 (sub-block 7: sc 32, m 17) has
+    // q = 3316 % 32 = 20 (5th bit, qh[31] bit 7): -1 * 32 * 20 - 2 * 17 = -674.
+    assert_eq!(cases[1].4[511], -674.0);
+
+    // Q6_K: element e of super-block b has q = (29 e + b) % 64 - 32 and scale
+    // scales[e / 16] (i8, negative ones included); half n = e / 128, and
+    // within it k = (e % 128) / 32, l = e % 32: the low 4 bits of q + 32 go to
+    // the low (k = 0, 1) or high (k = 2, 3) nibble of ql[64 n + l + 32 (k % 2)],
+    // the top 2 bits to bits 2k..2k+2 of qh[32 n + l]; y = d scale q.
+    let mut bytes = Vec::new();
+    let mut want = Vec::new();
+    for (b, (d_bits, d)) in [(0x3000u16, 0.125f32), (0xC000, -2.0)].into_iter().enumerate() {
+        let scales: Vec<i8> = (0..16i32).map(|i| (i * 17 - 128 + 5 * b as i32) as i8).collect();
+        let mut ql = [0u8; 128];
+        let mut qh = [0u8; 64];
+        for e in 0..256 {
+            let u = ((29 * e + b) % 64) as u8;
+            let (n, k, l) = (e / 128, (e % 128) / 32, e % 32);
+            ql[64 * n + l + 32 * (k % 2)] |= (u & 0x0f) << (4 * (k / 2));
+            qh[32 * n + l] |= (u >> 4) << (2 * k);
+            want.push(d * scales[e / 16] as f32 * (u as i32 - 32) as f32);
+        }
+        bytes.extend_from_slice(&ql);
+        bytes.extend_from_slice(&qh);
+        bytes.extend(scales.iter().map(|&s| s as u8));
+        bytes.extend_from_slice(&f16(d_bits));
+    }
+    // Spot checks: super-block 0, element 0 is scale -128, q = -32:
+    // 0.125 * -128 * -32 = 512; element 100 (scale index 6: -26) has
+    // u = 2900 % 64 = 20, q = -12: 0.125 * -26 * -12 = 39.
+    assert_eq!((want[0], want[100]), (512.0, 39.0));
+    assert_eq!(bytes.len(), 2 * 210);
+    cases.push((14, "Q6_K", 256, bytes, want));
     cases
 }
 
@@ -118,19 +272,51 @@ fn dequantizes_each_supported_type() {
     let mut w = GgufWriter::new();
     w.meta("general.alignment", MetaValue::U32(64));
     let cases = typed_cases();
-    for (id, name, bytes, _) in &cases {
-        w.tensor(&format!("t.{name}"), &[32, 2], *id, bytes.clone());
+    for (id, name, cols, bytes, _) in &cases {
+        w.tensor(&format!("t.{name}"), &[*cols, 2], *id, bytes.clone());
     }
     let g = GgufFile::from_bytes(w.to_bytes(3)).unwrap();
     assert_eq!(g.alignment(), 64);
     assert_eq!(g.data_offset() % 64, 0);
-    for (_, name, _, want) in &cases {
+    for (_, name, cols, bytes, want) in &cases {
         let info = g.tensor_info(&format!("t.{name}")).unwrap();
         assert_eq!(info.ty.name(), *name);
+        assert!(info.ty.is_supported(), "{name}");
+        let (block, type_size) = info.ty.block_layout().unwrap();
+        assert_eq!(bytes.len(), 2 * cols / block * type_size, "{name}: test bytes");
         assert_eq!(info.offset % 64, 0);
         let t = g.dequantize_raw(&format!("t.{name}")).unwrap();
-        assert_eq!(t.shape, vec![2, 32], "{name}");
-        assert_eq!(&t.data, want, "{name}");
+        assert_eq!(t.shape, vec![2, *cols], "{name}");
+        for (i, (a, b)) in t.data.iter().zip(want).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "{name}[{i}]: ours {a}, want {b}");
+        }
+        assert_eq!(t.data.len(), want.len(), "{name}");
+    }
+    let names: Vec<&str> = cases.iter().map(|c| c.1).collect();
+    let all = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"];
+    assert_eq!(names, all);
+}
+
+/// A decoder reads exactly its block: each byte of each case's tensor, flipped
+/// in turn, changes at least one decoded value (so no byte is ignored), and only
+/// values of the block (32) or super-block (256) that holds it.
+#[test]
+fn every_byte_of_a_quantized_block_matters_and_only_to_its_block() {
+    for (id, name, cols, bytes, want) in typed_cases() {
+        let ty = GgmlType::from_id(id);
+        let (block, type_size) = ty.block_layout().unwrap();
+        if block == 1 {
+            continue;
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x81;
+            let got = dequantize(ty, &b, 2 * cols).unwrap();
+            let changed: Vec<usize> = (0..got.len()).filter(|&k| got[k].to_bits() != want[k].to_bits()).collect();
+            assert!(!changed.is_empty(), "{name}: byte {i} changes nothing");
+            let blk = i / type_size;
+            assert!(changed.iter().all(|&k| k / block == blk), "{name}: byte {i} changed {changed:?}");
+        }
     }
 }
 
@@ -138,19 +324,20 @@ fn dequantizes_each_supported_type() {
 fn unsupported_type_is_named_with_its_tensor() {
     let mut w = GgufWriter::new();
     w.meta("general.architecture", MetaValue::String("llama".into()));
-    w.tensor("blk.0.ffn_down.weight", &[256, 1], 14, vec![0u8; 210]);
+    // IQ2_XXS (ggml type 16): 66 bytes per 256 values.
+    w.tensor("blk.0.ffn_down.weight", &[256, 1], 16, vec![0u8; 66]);
     w.tensor("blk.0.odd.weight", &[4], 99, vec![0u8; 16]);
     let g = GgufFile::from_bytes(w.to_bytes(3)).unwrap();
     let e = g.dequantize_raw("blk.0.ffn_down.weight").unwrap_err();
     match &e {
         EngineError::UnsupportedTensorType { name, ty } => {
             assert_eq!(name, "blk.0.ffn_down.weight");
-            assert_eq!(ty, "Q6_K");
+            assert_eq!(ty, "IQ2_XXS");
         }
         other => panic!("wrong error {other:?}"),
     }
     let msg = e.to_string();
-    assert!(msg.contains("Q6_K") && msg.contains("blk.0.ffn_down.weight"), "{msg}");
+    assert!(msg.contains("IQ2_XXS") && msg.contains("blk.0.ffn_down.weight"), "{msg}");
     let e = g.dequantize_raw("blk.0.odd.weight").unwrap_err().to_string();
     assert!(e.contains("unknown ggml type id 99"), "{e}");
 }
@@ -158,8 +345,8 @@ fn unsupported_type_is_named_with_its_tensor() {
 #[test]
 fn every_truncation_is_an_error_not_a_panic() {
     let mut w = all_value_types();
-    for (id, name, bytes, _) in typed_cases() {
-        w.tensor(name, &[32, 2], id, bytes);
+    for (id, name, cols, bytes, _) in typed_cases() {
+        w.tensor(name, &[cols, 2], id, bytes);
     }
     let full = w.to_bytes(3);
     assert!(GgufFile::from_bytes(full.clone()).is_ok());

@@ -164,10 +164,10 @@ fn load_reports_the_first_unsupported_tensor() {
     for t in g.tensors() {
         w.tensor(&t.name, &t.dims, 0, g.tensor_bytes(t).unwrap().to_vec());
     }
-    w.tensor("blk.0.extra.weight", &[256], 14, vec![0; 210]);
+    w.tensor("blk.0.extra.weight", &[256], 16, vec![0; 66]);
     let g = GgufFile::from_bytes(w.to_bytes(2)).unwrap();
     let e = g.load_tensors(&cfg).unwrap_err().to_string();
-    assert_eq!(e, "tensor blk.0.extra.weight: unsupported tensor type Q6_K");
+    assert_eq!(e, "tensor blk.0.extra.weight: unsupported tensor type IQ2_XXS");
 }
 
 #[test]
