@@ -5,7 +5,7 @@
 //! another implementation of these calls, without touching the model.
 //!
 //! Defaults: the best path this CPU supports, and `q8` (activation-quantized,
-//! llama.cpp's numerics) for GGUF Q4_1/Q8_0 weights. `exact` (f32 activations
+//! llama.cpp's numerics) for GGUF Q4_0/Q4_1/Q8_0 weights. `exact` (f32 activations
 //! times exactly dequantized weights, bit-identical to the f32 layer) is chosen
 //! with `--exact-quant-matmul` or `ENGINE_QUANT_MATMUL=exact`; the path with
 //! `--cpu-path` or `ENGINE_CPU_PATH`. F32 weights always take the f32 kernel,

@@ -5,7 +5,7 @@
 //! other rows share the call, so that greedy output does not depend on batch
 //! composition, chunking or preemption.
 //!
-//! Linear layers over GGUF Q4_1/Q8_0 weights default to the activation-quantized
+//! Linear layers over GGUF Q4_0/Q4_1/Q8_0 weights default to the activation-quantized
 //! path (`cpu::q8`, llama.cpp's numerics); `--exact-quant-matmul` (or
 //! `ENGINE_QUANT_MATMUL=exact`) selects the exact path (`cpu::quant`),
 //! bit-identical to f32 references. `--cpu-path scalar|avx2|avx512|amx` (or

@@ -1,4 +1,4 @@
-//! The activation-quantized linear layer for GGUF Q4_1 and Q8_0 weights, as
+//! The activation-quantized linear layer for GGUF Q4_0, Q4_1 and Q8_0 weights, as
 //! llama.cpp computes it: each activation row is quantized per 32-element block
 //! to 8 bits (`Q8Rows`, llama.cpp's `quantize_row_q8_1_ref`), and each output is
 //! a sum over blocks of integer dot products times the two blocks' scales.
@@ -8,9 +8,11 @@
 //!
 //! The formula, per output (row r, weight row j), blocks b in ascending order:
 //! `I_b = Σ_{e<32} w[e]·a[e]` (an exact integer, whatever order it is summed
-//! in), `acc = fma(d_w·d_a, I_b, acc)` (the product `d_w·d_a` rounded to f32);
-//! for Q4_1 also `mins = fma(m_w, s_a, mins)`. The result is `acc` (Q8_0) or
-//! `acc + mins` (Q4_1). Only the float steps fix the bits, and they are the same
+//! in; for Q4_0 `w[e] = q[e] - 8`, summed as `Σ q·a - 8·Σa`), `acc =
+//! fma(d_w·d_a, I_b, acc)` (the product `d_w·d_a` rounded to f32); for Q4_1
+//! also `mins = fma(m_w, s_a, mins)`. The result is `acc` (Q4_0, Q8_0) or
+//! `acc + mins` (Q4_1). Q4_0 and Q8_0 are llama.cpp's `vec_dot_q4_0_q8_0` and
+//! `vec_dot_q8_0_q8_0` up to the order of the float sum over blocks. Only the float steps fix the bits, and they are the same
 //! for every kernel: the scalar path writes them out, the AVX2 kernels do them
 //! for eight weight rows at once (one vector lane per row), so scalar and AVX2
 //! give the same bits, and a row's result never depends on the other rows of
@@ -30,7 +32,7 @@
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
-use super::quant::{QK, QuantKind, QuantMatrix};
+use super::quant::{QK, QuantKind, QuantMatrix, kind_id};
 use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index};
 use half::f16;
 
@@ -241,13 +243,16 @@ mod scalar {
             let blk = weight_block(w, j, b);
             let dw = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
             match w.kind {
-                QuantKind::Q4_1 => {
-                    for (e, &byte) in blk[4..20].iter().enumerate() {
-                        wq[e] = i32::from(byte & 0x0f);
-                        wq[e + 16] = i32::from(byte >> 4);
+                QuantKind::Q4_0 | QuantKind::Q4_1 => {
+                    let (at, off) = (w.kind.quants_at(), w.kind.nibble_offset());
+                    for (e, &byte) in blk[at..at + 16].iter().enumerate() {
+                        wq[e] = i32::from(byte & 0x0f) - off;
+                        wq[e + 16] = i32::from(byte >> 4) - off;
                     }
-                    let mw = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
-                    mins = mw.mul_add(a.s[r * nb + b], mins);
+                    if w.kind == QuantKind::Q4_1 {
+                        let mw = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
+                        mins = mw.mul_add(a.s[r * nb + b], mins);
+                    }
                 }
                 QuantKind::Q8_0 => {
                     for (e, &byte) in blk[2..34].iter().enumerate() {
@@ -261,7 +266,7 @@ mod scalar {
         }
         match w.kind {
             QuantKind::Q4_1 => acc + mins,
-            QuantKind::Q8_0 => acc,
+            QuantKind::Q4_0 | QuantKind::Q8_0 => acc,
         }
     }
 }
@@ -270,7 +275,8 @@ mod scalar {
 mod avx2 {
     //! Integer dot products with `maddubs` (u8 x i8 pairs to i16) and `madd`
     //! (i16 pairs to i32), as ggml's AVX2 `vec_dot_q4_1_q8_1` and
-    //! `vec_dot_q8_0_q8_0`; Q8_0 takes the sign trick (|w| x sign(a, w)), which
+    //! `vec_dot_q8_0_q8_0` (Q4_0: the Q4_1 products of the raw nibbles, less
+    //! `8 · Σa`); Q8_0 takes the sign trick (|w| x sign(a, w)), which
     //! is exact here because activations lie in [-127, 127]. Eight weight rows
     //! at a time: their eight-lane integer products are reduced to one vector
     //! of eight `I_b` (horizontal adds), then one multiply and one FMA do the
@@ -337,7 +343,7 @@ mod avx2 {
             // SAFETY: same features as this function.
             return unsafe { panel::block(a, w, c0, c1, out) };
         }
-        let q4 = w.kind == QuantKind::Q4_1;
+        let kind = w.kind.id();
         let mut i = 0;
         while i < a.rows {
             let rows = (a.rows - i).min(2);
@@ -345,11 +351,13 @@ mod avx2 {
             while j < c1 {
                 // SAFETY: rows i..i+rows exist; `group` clamps columns to c1.
                 unsafe {
-                    match (rows, q4) {
-                        (2, true) => group::<2, true>(a, w, i, j, c0, c1, out),
-                        (2, false) => group::<2, false>(a, w, i, j, c0, c1, out),
-                        (_, true) => group::<1, true>(a, w, i, j, c0, c1, out),
-                        (_, false) => group::<1, false>(a, w, i, j, c0, c1, out),
+                    match (rows, kind) {
+                        (2, kind_id::Q4_0) => group::<2, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
+                        (2, kind_id::Q4_1) => group::<2, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
+                        (2, _) => group::<2, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
+                        (_, kind_id::Q4_0) => group::<1, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
+                        (_, kind_id::Q4_1) => group::<1, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
+                        (_, _) => group::<1, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                     }
                 }
                 j += 8;
@@ -363,7 +371,7 @@ mod avx2 {
     #[allow(clippy::too_many_arguments)]
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn group<const R: usize, const Q4: bool>(
+    unsafe fn group<const R: usize, const KIND: u8>(
         a: &Q8Rows,
         w: &QuantMatrix,
         i0: usize,
@@ -372,6 +380,11 @@ mod avx2 {
         c1: usize,
         out: &mut ScatterBlock<'_, f32>,
     ) {
+        // Nibbles (Q4_0, Q4_1) or bytes (Q8_0); Q4_1's minimums; Q4_0's offset.
+        let q4 = KIND != kind_id::Q8_0;
+        let has_mins = KIND == kind_id::Q4_1;
+        let off8 = KIND == kind_id::Q4_0;
+        let qat = if has_mins { 4 } else { 2 };
         let k = a.cols;
         let nb = k / QK;
         let bb = w.kind.block_bytes();
@@ -398,7 +411,8 @@ mod avx2 {
                 for rp in rowp {
                     _mm_prefetch::<_MM_HINT_T0>(rp.wrapping_add(off + PREFETCH_BYTES) as *const i8);
                 }
-                // Scales (and Q4_1 minimums) of the eight rows' block b.
+                // Scales (and Q4_1 minimums) of the eight rows' block b (for
+                // Q4_0 and Q8_0 the upper half holds quants, and is not used).
                 let head = _mm256_setr_epi32(
                     (rowp[0].add(off) as *const i32).read_unaligned(),
                     (rowp[1].add(off) as *const i32).read_unaligned(),
@@ -424,15 +438,15 @@ mod avx2 {
                     let mut p = [[_mm256_setzero_si256(); 2]; R];
                     for s in 0..2 {
                         let blk = rowp[2 * q + s].add(off);
-                        let wq = if Q4 {
-                            let raw = _mm_loadu_si128(blk.add(4) as *const __m128i);
+                        let wq = if q4 {
+                            let raw = _mm_loadu_si128(blk.add(qat) as *const __m128i);
                             _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw), low)
                         } else {
                             _mm256_loadu_si256(blk.add(2) as *const __m256i)
                         };
-                        let wabs = if Q4 { wq } else { _mm256_sign_epi8(wq, wq) };
+                        let wabs = if q4 { wq } else { _mm256_sign_epi8(wq, wq) };
                         for r in 0..R {
-                            let av = if Q4 { aq[r] } else { _mm256_sign_epi8(aq[r], wq) };
+                            let av = if q4 { aq[r] } else { _mm256_sign_epi8(aq[r], wq) };
                             p[r][s] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, av), ones);
                         }
                     }
@@ -443,13 +457,16 @@ mod avx2 {
                             1 => x[r] = _mm256_hadd_epi32(t[r], h),
                             _ => {
                                 let y = _mm256_hadd_epi32(t[r], h);
-                                let i = _mm256_add_epi32(
+                                let mut i = _mm256_add_epi32(
                                     _mm256_permute2x128_si256::<0x20>(x[r], y),
                                     _mm256_permute2x128_si256::<0x31>(x[r], y),
                                 );
+                                if off8 {
+                                    i = _mm256_sub_epi32(i, _mm256_set1_epi32(8 * a.sums[(i0 + r) * nb + b]));
+                                }
                                 let da = _mm256_set1_ps(a.d[(i0 + r) * nb + b]);
                                 acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(i), acc[r]);
-                                if Q4 {
+                                if has_mins {
                                     mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.s[(i0 + r) * nb + b]), mins[r]);
                                 }
                             }
@@ -459,7 +476,7 @@ mod avx2 {
             }
         }
         for r in 0..R {
-            let y = if Q4 { _mm256_add_ps(acc[r], mins[r]) } else { acc[r] };
+            let y = if has_mins { _mm256_add_ps(acc[r], mins[r]) } else { acc[r] };
             let mut lanes = [0.0f32; 8];
             // SAFETY: lanes holds eight floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };

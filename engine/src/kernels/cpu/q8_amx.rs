@@ -6,9 +6,10 @@
 //! Per task (a column block of whole groups of sixteen weight rows), each
 //! group's blocks are first widened into B tiles (`b_tiles`): per block, 8
 //! rows of 64 signed bytes, row t holding elements 4t..4t+4 of the group's
-//! sixteen weight rows. That is the packed layout's chunks with the Q4_1
+//! sixteen weight rows. That is the packed layout's chunks with the Q4_0/Q4_1
 //! nibbles split into bytes (low nibbles give rows 0..4, high nibbles rows
-//! 4..8) and Q8_0's +128 offset taken off again. Then, for each tile of
+//! 4..8; Q4_0's less 8, its weights `q - 8`) and Q8_0's +128 offset taken off
+//! again. Then, for each tile of
 //! sixteen activation rows and each group, block by block in ascending order:
 //! `tdpbssd` of the rows' 32 quants of the block (an A tile read in place from
 //! `Q8Rows::qs`, one row of the matrix apart) with the block's B tile gives
@@ -76,17 +77,19 @@ fn b_tiles(p: &Packed, g0: usize, g1: usize) -> Vec<u8> {
             let src = &p.data[(g * nb + b) * gb + qo..(g * nb + b + 1) * gb];
             let at = ((g - g0) * nb + b) * B_TILE_BYTES;
             let dst = &mut out[at..at + B_TILE_BYTES];
-            // SAFETY: `src` holds the block's 4 (Q4_1) or 8 (Q8_0) chunks of 64
+            // SAFETY: `src` holds the block's 4 (Q4_0, Q4_1) or 8 (Q8_0) chunks of 64
             // bytes and `dst` 8 rows of 64 bytes; every access is in bounds.
             unsafe {
                 let load = |t: usize| _mm512_loadu_si512(src.as_ptr().add(64 * t) as *const _);
                 let d = dst.as_mut_ptr();
                 match p.kind {
-                    QuantKind::Q4_1 => {
+                    QuantKind::Q4_0 | QuantKind::Q4_1 => {
+                        let eight = _mm512_set1_epi8(p.kind.nibble_offset() as i8);
                         for t in 0..4 {
                             let w = load(t);
-                            _mm512_storeu_si512(d.add(64 * t) as *mut _, _mm512_and_si512(w, low));
-                            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(w), low);
+                            let lo = _mm512_sub_epi8(_mm512_and_si512(w, low), eight);
+                            _mm512_storeu_si512(d.add(64 * t) as *mut _, lo);
+                            let hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16::<4>(w), low), eight);
                             _mm512_storeu_si512(d.add(64 * (4 + t)) as *mut _, hi);
                         }
                     }
@@ -109,7 +112,7 @@ unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: 
     assert!(rows.is_multiple_of(TILE_ROWS) && rows <= a.rows && k == nb * QK);
     let gb = Packed::group_block_bytes(p.kind);
     let (g0, g1, width) = (c0 / GROUP_ROWS, c1.div_ceil(GROUP_ROWS), c1 - c0);
-    let q4 = p.kind == QuantKind::Q4_1;
+    let has_mins = p.kind == QuantKind::Q4_1;
     let bt = b_tiles(p, g0, g1);
     let config = TileConfig::default()
         .with_tile(0, 16, 64)
@@ -177,7 +180,7 @@ unsafe fn tiles(a: &Q8Rows, p: &Packed, rows: usize, c0: usize, c1: usize, out: 
                 for (r, acc) in acc.iter().enumerate() {
                     _mm512_store_ps(rp.add(r * GROUP_ROWS), *acc);
                 }
-                if q4 {
+                if has_mins {
                     let mut mins = [_mm512_setzero_ps(); TILE_ROWS];
                     for b in 0..nb {
                         let mw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.add(b * gb + 32) as *const __m256i));

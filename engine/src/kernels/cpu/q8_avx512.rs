@@ -4,9 +4,10 @@
 //! order; per block and 4-element chunk it loads 64 weight bytes per group,
 //! broadcasts four activation bytes per row and accumulates with `vpdpbusd`
 //! (u8 x i8, four products per i32 lane), so the block's integer sums land one
-//! per weight row in a vector. Q4_1 nibbles (0..15) are the unsigned side
-//! directly; Q8_0 weights are stored offset by 128, and `128 · Σa` (the
-//! activation block's exact integer sum) is subtracted. Then the float steps
+//! per weight row in a vector. Q4_0 and Q4_1 nibbles (0..15) are the
+//! unsigned side directly; Q8_0 weights are stored offset by 128, and `128 ·
+//! Σa` (the activation block's exact integer sum) is subtracted, as `8 · Σa`
+//! is for Q4_0 (whose weights are `q - 8`). Then the float steps
 //! of `q8`'s module doc, sixteen weight rows per vector: one product of the
 //! scales, one FMA (and one for the Q4_1 minimums). Same integers, same float
 //! operations in the same order: bit-identical to the scalar and AVX2 paths.
@@ -15,7 +16,7 @@
 //! so eight independent `vpdpbusd` chains hide its latency; prefill uses four
 //! rows by two groups, each weight load shared by four rows.
 
-use super::{Q8Rows, QK, QuantKind};
+use super::{Q8Rows, QK, kind_id};
 use crate::kernels::cpu::q8_pack::{GROUP_ROWS, Packed};
 use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
@@ -47,7 +48,7 @@ pub(super) unsafe fn block_rows(
     assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols && r1 <= a.rows);
     assert!(out.rows() == a.rows && out.width() == c1 - c0);
     let g_end = c1.div_ceil(GROUP_ROWS);
-    let q4 = p.kind == QuantKind::Q4_1;
+    let kind = p.kind.id();
     let (max_r, max_g) = if r1 - r0 == 1 { (1, 4) } else { (4, 2) };
     let mut i = r0;
     while i < r1 {
@@ -57,10 +58,11 @@ pub(super) unsafe fn block_rows(
             let gs = (g_end - g).min(max_g);
             macro_rules! go {
                 ($($r:literal, $g:literal);*) => {
-                    match (rows, gs, q4) {
+                    match (rows, gs, kind) {
                         $(
-                            ($r, $g, true) => tile::<$r, $g, true>(a, p, i, g, c0, out),
-                            ($r, $g, false) => tile::<$r, $g, false>(a, p, i, g, c0, out),
+                            ($r, $g, kind_id::Q4_0) => tile::<$r, $g, { kind_id::Q4_0 }>(a, p, i, g, c0, out),
+                            ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, p, i, g, c0, out),
+                            ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, p, i, g, c0, out),
                         )*
                         _ => unreachable!("tile {rows}x{gs}"),
                     }
@@ -77,7 +79,7 @@ pub(super) unsafe fn block_rows(
 /// Activation rows `i0..i0+R` times groups `g0..g0+G`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
+unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     a: &Q8Rows,
     p: &Packed,
     i0: usize,
@@ -85,6 +87,14 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     c0: usize,
     out: &mut ScatterBlock<'_, f32>,
 ) {
+    let q4 = KIND != kind_id::Q8_0;
+    let has_mins = KIND == kind_id::Q4_1;
+    // What the stored quants are offset by, times Σa, comes off each block's sum.
+    let offset = match KIND {
+        kind_id::Q8_0 => 128,
+        kind_id::Q4_0 => 8,
+        _ => 0,
+    };
     let (k, nb) = (a.cols, p.nb);
     let gb = Packed::group_block_bytes(p.kind);
     let qo = Packed::quants_offset(p.kind);
@@ -125,7 +135,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
                 ($s:ident, $t:expr) => {
                     for g in 0..G {
                         let w = _mm512_loadu_si512(blk[g].add(qo + 64 * $t) as *const _);
-                        if Q4 {
+                        if q4 {
                             let lo = _mm512_and_si512(w, low);
                             let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(w), low);
                             for r in 0..R {
@@ -140,7 +150,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
                     }
                 };
             }
-            let chunks = if Q4 { 4 } else { 8 };
+            let chunks = if q4 { 4 } else { 8 };
             let mut t = 0;
             while t < chunks {
                 chunk!(s0, t);
@@ -162,15 +172,15 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
             for r in 0..R {
                 let at = (i0 + r) * nb + b;
                 let da = _mm512_set1_ps(a.d[at]);
-                let off = _mm512_set1_epi32(128 * a.sums[at]);
+                let off = _mm512_set1_epi32(offset * a.sums[at]);
                 for g in 0..G {
                     let mut i = s[r][g];
-                    if !Q4 {
+                    if offset != 0 {
                         i = _mm512_sub_epi32(i, off);
                     }
                     let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g] as *const __m256i));
                     acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(i), acc[r][g]);
-                    if Q4 {
+                    if has_mins {
                         let mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g].add(32) as *const __m256i));
                         mins[r][g] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[at]), mins[r][g]);
                     }
@@ -180,7 +190,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     }
     for r in 0..R {
         for g in 0..G {
-            let y = if Q4 { _mm512_add_ps(acc[r][g], mins[r][g]) } else { acc[r][g] };
+            let y = if has_mins { _mm512_add_ps(acc[r][g], mins[r][g]) } else { acc[r][g] };
             let mut lanes = [0.0f32; GROUP_ROWS];
             // SAFETY: lanes holds sixteen floats.
             unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), y) };

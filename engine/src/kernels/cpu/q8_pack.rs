@@ -7,6 +7,8 @@
 //!   `[row 0..16][4 bytes]`: chunk `t` holds each row's packed bytes `4t..4t+4`,
 //!   whose low nibbles are elements `4t..4t+4` and high nibbles elements
 //!   `16+4t..16+4t+4`.
+//! - Q4_0 (288 bytes = 16 x 18): `d[16]` f16, then the same 4 chunks of
+//!   nibbles (stored `q`, not `q - 8`).
 //! - Q8_0 (544 bytes = 16 x 34): `d[16]` f16, then 8 chunks of
 //!   `[row 0..16][4 bytes]`: chunk `t` holds elements `4t..4t+4` of each row,
 //!   offset by 128 (`w ^ 0x80` = `w + 128` as an unsigned byte).
@@ -48,7 +50,7 @@ impl Packed {
     pub fn quants_offset(kind: QuantKind) -> usize {
         match kind {
             QuantKind::Q4_1 => 64,
-            QuantKind::Q8_0 => 32,
+            QuantKind::Q4_0 | QuantKind::Q8_0 => 32,
         }
     }
 
@@ -67,6 +69,12 @@ impl Packed {
                     let out = &mut dst[b * gb..(b + 1) * gb];
                     out[2 * lane..2 * lane + 2].copy_from_slice(&blk[..2]);
                     match w.kind {
+                        QuantKind::Q4_0 => {
+                            for t in 0..4 {
+                                let at = 32 + 64 * t + 4 * lane;
+                                out[at..at + 4].copy_from_slice(&blk[2 + 4 * t..6 + 4 * t]);
+                            }
+                        }
                         QuantKind::Q4_1 => {
                             out[32 + 2 * lane..34 + 2 * lane].copy_from_slice(&blk[2..4]);
                             for t in 0..4 {
@@ -100,6 +108,12 @@ impl Packed {
                 let blk = &mut data[(j * self.nb + b) * bb..(j * self.nb + b + 1) * bb];
                 blk[..2].copy_from_slice(&src[2 * lane..2 * lane + 2]);
                 match self.kind {
+                    QuantKind::Q4_0 => {
+                        for t in 0..4 {
+                            let at = 32 + 64 * t + 4 * lane;
+                            blk[2 + 4 * t..6 + 4 * t].copy_from_slice(&src[at..at + 4]);
+                        }
+                    }
                     QuantKind::Q4_1 => {
                         blk[2..4].copy_from_slice(&src[32 + 2 * lane..34 + 2 * lane]);
                         for t in 0..4 {

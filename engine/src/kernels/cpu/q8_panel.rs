@@ -1,20 +1,21 @@
 //! The AVX2 q8 kernel for many rows (prefill) as GEMM tiles: a column block's
 //! weights are first interleaved into a panel, eight weight rows per group,
-//! in 4-element chunks (`[group][block][chunk 0..8][row 0..8][4 bytes]`, Q4_1
-//! nibbles widened to bytes), with block scales and minimums as f32. A tile of
+//! in 4-element chunks (`[group][block][chunk 0..8][row 0..8][4 bytes]`, Q4_0
+//! and Q4_1 nibbles widened to bytes), with block scales and minimums as f32. A tile of
 //! `R` activation rows by `G` groups then broadcasts four activation bytes per
 //! row and multiplies them with one 32-byte load per group (`maddubs`), so one
 //! instruction does four multiply-adds for each of eight weight rows and the
 //! integer sums of a block land per weight row in one vector, with no
-//! horizontal reduction. Q4_1 products are summed in i16 over a whole block
-//! (at most 8 · 2 · 15 · 127 = 30480, no overflow), Q8_0 ones in i32.
+//! horizontal reduction. Nibble products are summed in i16 over a whole block
+//! (at most 8 · 2 · 15 · 127 = 30480, no overflow), Q8_0 ones in i32; Q4_0
+//! then takes `8 · Σa` off the block's sum (its weights are `q - 8`).
 //!
 //! Every output is the module doc's formula of `q8` (same integer `I_b`, same
 //! float steps in the same order), so results are bit-identical to the
 //! in-place AVX2 kernel and to the scalar path, for any tile shape.
 
 use super::avx2::f16_at;
-use super::{Q8Rows, QK, QuantKind, QuantMatrix};
+use super::{Q8Rows, QK, QuantKind, QuantMatrix, kind_id};
 use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
 
@@ -25,7 +26,7 @@ const GROUP_BLOCK: usize = 8 * QK;
 struct Panel {
     groups: usize,
     nb: usize,
-    /// `[group][block][chunk][row][4]` quants: Q4_1 nibbles (0..15) or Q8_0 bytes.
+    /// `[group][block][chunk][row][4]` quants: Q4_0/Q4_1 nibbles (0..15) or Q8_0 bytes.
     qs: Vec<u8>,
     /// `[group][block][row]` block scales (0 for padding rows).
     d: Vec<f32>,
@@ -38,14 +39,14 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
     let (k, width) = (w.cols, c1 - c0);
     let nb = k / QK;
     let bb = w.kind.block_bytes();
-    let q4 = w.kind == QuantKind::Q4_1;
+    let (q4, has_mins, qat) = (w.kind.nibbles(), w.kind == QuantKind::Q4_1, w.kind.quants_at());
     let groups = width.div_ceil(8);
     let mut p = Panel {
         groups,
         nb,
         qs: vec![0; groups * nb * GROUP_BLOCK],
         d: vec![0.0; groups * nb * 8],
-        m: if q4 { vec![0.0; groups * nb * 8] } else { Vec::new() },
+        m: if has_mins { vec![0.0; groups * nb * 8] } else { Vec::new() },
     };
     let mut elems = [0u8; QK];
     for c in 0..width {
@@ -56,9 +57,11 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
             // SAFETY: blk holds a whole block.
             p.d[at] = unsafe { f16_at(blk.as_ptr()) };
             if q4 {
-                // SAFETY: as above.
-                p.m[at] = unsafe { f16_at(blk.as_ptr().add(2)) };
-                for (e, &byte) in blk[4..20].iter().enumerate() {
+                if has_mins {
+                    // SAFETY: as above.
+                    p.m[at] = unsafe { f16_at(blk.as_ptr().add(2)) };
+                }
+                for (e, &byte) in blk[qat..qat + 16].iter().enumerate() {
                     (elems[e], elems[e + 16]) = (byte & 0x0f, byte >> 4);
                 }
             } else {
@@ -77,7 +80,7 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
 pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     // SAFETY: same features as this function.
     let p = unsafe { interleave(w, c0, c1) };
-    let q4 = w.kind == QuantKind::Q4_1;
+    let kind = w.kind.id();
     assert!(out.rows() == a.rows && out.width() == c1 - c0);
     let mut sums = vec![_mm256_setzero_si256(); ROWS * GROUPS * p.nb];
     let mut i = 0;
@@ -89,24 +92,19 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
             let s = &mut sums;
             // SAFETY: rows i..i+rows and groups g..g+gs exist.
             unsafe {
-                match (rows, gs, q4) {
-                    (4, 2, true) => tile::<4, 2, true>(a, &p, i, g, out, s),
-                    (4, 2, false) => tile::<4, 2, false>(a, &p, i, g, out, s),
-                    (4, _, true) => tile::<4, 1, true>(a, &p, i, g, out, s),
-                    (4, _, false) => tile::<4, 1, false>(a, &p, i, g, out, s),
-                    (3, 2, true) => tile::<3, 2, true>(a, &p, i, g, out, s),
-                    (3, 2, false) => tile::<3, 2, false>(a, &p, i, g, out, s),
-                    (3, _, true) => tile::<3, 1, true>(a, &p, i, g, out, s),
-                    (3, _, false) => tile::<3, 1, false>(a, &p, i, g, out, s),
-                    (2, 2, true) => tile::<2, 2, true>(a, &p, i, g, out, s),
-                    (2, 2, false) => tile::<2, 2, false>(a, &p, i, g, out, s),
-                    (2, _, true) => tile::<2, 1, true>(a, &p, i, g, out, s),
-                    (2, _, false) => tile::<2, 1, false>(a, &p, i, g, out, s),
-                    (_, 2, true) => tile::<1, 2, true>(a, &p, i, g, out, s),
-                    (_, 2, false) => tile::<1, 2, false>(a, &p, i, g, out, s),
-                    (_, _, true) => tile::<1, 1, true>(a, &p, i, g, out, s),
-                    (_, _, false) => tile::<1, 1, false>(a, &p, i, g, out, s),
+                macro_rules! go {
+                    ($($r:literal, $g:literal);*) => {
+                        match (rows, gs, kind) {
+                            $(
+                                ($r, $g, kind_id::Q4_0) => tile::<$r, $g, { kind_id::Q4_0 }>(a, &p, i, g, out, s),
+                                ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, &p, i, g, out, s),
+                                ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, &p, i, g, out, s),
+                            )*
+                            _ => unreachable!("tile {rows}x{gs}"),
+                        }
+                    };
                 }
+                go!(4, 2; 4, 1; 3, 2; 3, 1; 2, 2; 2, 1; 1, 2; 1, 1)
             }
             g += gs;
         }
@@ -124,7 +122,7 @@ const GROUPS: usize = 2;
 /// float steps per row, blocks ascending, and stores.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
+unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     a: &Q8Rows,
     p: &Panel,
     i0: usize,
@@ -132,6 +130,8 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
     out: &mut ScatterBlock<'_, f32>,
     sums: &mut [__m256i],
 ) {
+    let q4 = KIND != kind_id::Q8_0;
+    let has_mins = KIND == kind_id::Q4_1;
     let (k, nb) = (a.cols, p.nb);
     let (wp, ap) = (p.qs.as_ptr(), a.qs.as_ptr());
     let ones = _mm256_set1_epi16(1);
@@ -150,7 +150,7 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
                 let four = unsafe { (ap.add((i0 + r) * k + b * QK + 4 * t) as *const i32).read_unaligned() };
                 let av = _mm256_set1_epi32(four);
                 for (g, sv) in sr.iter_mut().enumerate() {
-                    *sv = if Q4 {
+                    *sv = if q4 {
                         _mm256_add_epi16(*sv, _mm256_maddubs_epi16(wq[g], av))
                     } else {
                         let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[g], wq[g]), _mm256_sign_epi8(av, wq[g]));
@@ -160,8 +160,10 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
             }
         }
         for (r, sr) in s.iter().enumerate() {
+            // Q4_0: Σ (q - 8)·a = Σ q·a - 8·Σa.
+            let off = _mm256_set1_epi32(if KIND == kind_id::Q4_0 { 8 * a.sums[(i0 + r) * nb + b] } else { 0 });
             for (g, sv) in sr.iter().enumerate() {
-                sums[(b * R + r) * G + g] = if Q4 { _mm256_madd_epi16(*sv, ones) } else { *sv };
+                sums[(b * R + r) * G + g] = if q4 { _mm256_sub_epi32(_mm256_madd_epi16(*sv, ones), off) } else { *sv };
             }
         }
     }
@@ -179,14 +181,14 @@ unsafe fn tile<const R: usize, const G: usize, const Q4: bool>(
                     let dw = _mm256_loadu_ps(p.d.as_ptr().add(at));
                     let i = _mm256_cvtepi32_ps(sums[(b * R + r) * G + g]);
                     acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), i, acc[g]);
-                    if Q4 {
+                    if has_mins {
                         mins[g] = _mm256_fmadd_ps(_mm256_loadu_ps(p.m.as_ptr().add(at)), sa, mins[g]);
                     }
                 }
             }
         }
         for g in 0..G {
-            let y = if Q4 { _mm256_add_ps(acc[g], mins[g]) } else { acc[g] };
+            let y = if has_mins { _mm256_add_ps(acc[g], mins[g]) } else { acc[g] };
             let mut lanes = [0.0f32; 8];
             // SAFETY: lanes holds eight floats.
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), y) };

@@ -32,6 +32,7 @@ fn weights(kind: QuantKind, rows: usize, cols: usize, seed: u64) -> QuantMatrix 
     for _ in 0..rows * cols / QK {
         data.extend(f16::from_f32(rng.uniform(0.001, 0.05)).to_le_bytes());
         let n = match kind {
+            QuantKind::Q4_0 => 16,
             QuantKind::Q4_1 => {
                 data.extend(f16::from_f32(rng.uniform(-0.4, 0.0)).to_le_bytes());
                 16
@@ -56,7 +57,7 @@ fn activations(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
     x
 }
 
-const KINDS: [QuantKind; 2] = [QuantKind::Q4_1, QuantKind::Q8_0];
+const KINDS: [QuantKind; 3] = QuantKind::ALL;
 
 #[test]
 fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
@@ -159,6 +160,13 @@ fn the_interleaved_layout_holds_exactly_the_gguf_bytes() {
     let byte = weight_block(&w, 17, 1)[4 + 5];
     assert_eq!(p.data[(3 + 1) * 320 + 64 + 64 + 4 + 1], byte);
     assert_eq!(p.data[(3 + 1) * 320 + 2..(3 + 1) * 320 + 4], weight_block(&w, 17, 1)[..2]);
+    // The same element of a Q4_0 matrix: its quants start after d (byte 2),
+    // and a group block's after d[16] (byte 32).
+    let w = weights(QuantKind::Q4_0, 40, 96, 7);
+    let p = w.packed16();
+    let byte = weight_block(&w, 17, 1)[2 + 5];
+    assert_eq!(p.data[(3 + 1) * 288 + 32 + 64 + 4 + 1], byte);
+    assert_eq!(p.data[(3 + 1) * 288 + 2..(3 + 1) * 288 + 4], weight_block(&w, 17, 1)[..2]);
 }
 
 #[test]
@@ -198,6 +206,12 @@ fn reference(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> (f64, f64) {
         let (da, sa) = (f64::from(a.d[r * nb + b]), f64::from(a.s[r * nb + b]));
         let mut qs = [0.0f64; QK];
         match w.kind {
+            QuantKind::Q4_0 => {
+                // llama.cpp's dequantize_row_q4_0: x = d · (q - 8).
+                for (e, &byte) in blk[2..18].iter().enumerate() {
+                    (qs[e], qs[e + 16]) = (f64::from(byte & 0x0f) - 8.0, f64::from(byte >> 4) - 8.0);
+                }
+            }
             QuantKind::Q4_1 => {
                 for (e, &byte) in blk[4..20].iter().enumerate() {
                     (qs[e], qs[e + 16]) = (f64::from(byte & 0x0f), f64::from(byte >> 4));

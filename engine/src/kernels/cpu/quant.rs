@@ -1,10 +1,10 @@
-//! Linear layers over weights kept in their GGUF block-quantized form (Q4_1,
-//! Q8_0), dequantized inside the kernel. Each weight is rebuilt with exactly
-//! the operations the loader uses (`d * q + m` for Q4_1, `d * q` for Q8_0, in
-//! f32, unfused), and the dot products follow exactly the lane structure of
-//! `matmul` (eight lanes, k ascending in steps of 8, fixed final sum). So a
-//! quantized layer gives bit-for-bit the result of the f32 layer built from the
-//! dequantized tensor, while reading 4.5 or 8.5 bits per weight instead of 32.
+//! Linear layers over weights kept in their GGUF block-quantized form (Q4_0,
+//! Q4_1, Q8_0), dequantized inside the kernel. Each weight is rebuilt with
+//! exactly the operations the loader uses (`d * (q - 8)` for Q4_0, `d * q + m`
+//! for Q4_1, `d * q` for Q8_0, in f32, unfused), and the dot products follow
+//! exactly the lane structure of `matmul` (eight lanes, k ascending in steps
+//! of 8, fixed final sum). So a quantized layer gives bit-for-bit the result of
+//! the f32 layer built from the dequantized tensor, while reading 4.5, 5 or 8.5 bits per weight instead of 32.
 //!
 //! This is the exact path (`--exact-quant-matmul`), kept for parity studies
 //! against f32 references; the default for quantized weights is the
@@ -25,16 +25,24 @@ pub const QK: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuantKind {
-    /// `{f16 d; f16 m; u8 qs[16]}`: low nibbles are elements 0..16, high 16..32.
+    /// `{f16 d; u8 qs[16]}`: low nibbles are elements 0..16, high 16..32;
+    /// `x = d * (q - 8)`.
+    Q4_0,
+    /// `{f16 d; f16 m; u8 qs[16]}`: low nibbles are elements 0..16, high 16..32;
+    /// `x = d * q + m`.
     Q4_1,
-    /// `{f16 d; i8 qs[32]}`.
+    /// `{f16 d; i8 qs[32]}`: `x = d * q`.
     Q8_0,
 }
 
 impl QuantKind {
-    /// `"q4_1"` or `"q8_0"`.
+    /// Every kind, for tests and listings.
+    pub const ALL: [QuantKind; 3] = [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q8_0];
+
+    /// `"q4_0"`, `"q4_1"` or `"q8_0"`.
     pub fn name(self) -> &'static str {
         match self {
+            QuantKind::Q4_0 => "q4_0",
             QuantKind::Q4_1 => "q4_1",
             QuantKind::Q8_0 => "q8_0",
         }
@@ -42,10 +50,46 @@ impl QuantKind {
 
     pub fn block_bytes(self) -> usize {
         match self {
+            QuantKind::Q4_0 => 18,
             QuantKind::Q4_1 => 20,
             QuantKind::Q8_0 => 34,
         }
     }
+
+    /// Where a block's quants start (after its f16 scale, and Q4_1's minimum).
+    pub fn quants_at(self) -> usize {
+        match self {
+            QuantKind::Q4_1 => 4,
+            QuantKind::Q4_0 | QuantKind::Q8_0 => 2,
+        }
+    }
+
+    /// Whether the quants are packed nibbles (Q4_0, Q4_1) rather than bytes.
+    pub fn nibbles(self) -> bool {
+        self != QuantKind::Q8_0
+    }
+
+    /// What a stored nibble is offset by: `q - 8` for Q4_0, 0 otherwise.
+    pub fn nibble_offset(self) -> i32 {
+        if self == QuantKind::Q4_0 { 8 } else { 0 }
+    }
+
+    /// The kind as a const-generic parameter of the kernels ([`kind_id`]).
+    pub const fn id(self) -> u8 {
+        match self {
+            QuantKind::Q4_0 => kind_id::Q4_0,
+            QuantKind::Q4_1 => kind_id::Q4_1,
+            QuantKind::Q8_0 => kind_id::Q8_0,
+        }
+    }
+}
+
+/// [`QuantKind::id`]: the kernels are monomorphized per kind over a `u8`
+/// (stable Rust has no enum const generics).
+pub mod kind_id {
+    pub const Q4_0: u8 = 0;
+    pub const Q4_1: u8 = 1;
+    pub const Q8_0: u8 = 2;
 }
 
 /// A `[rows, cols]` matrix of quantized blocks, held in the layout its kernels
@@ -114,6 +158,12 @@ impl QuantMatrix {
         for (blk, o) in self.data()[r * rb..(r + 1) * rb].chunks_exact(bb).zip(out.chunks_exact_mut(QK)) {
             let d = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
             match self.kind {
+                QuantKind::Q4_0 => {
+                    for (j, &q) in blk[2..18].iter().enumerate() {
+                        o[j] = d * ((q & 0x0f) as i32 - 8) as f32;
+                        o[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+                    }
+                }
                 QuantKind::Q4_1 => {
                     let m = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
                     for (j, &q) in blk[4..20].iter().enumerate() {
@@ -224,13 +274,18 @@ mod avx2 {
     unsafe fn weights8(kind: QuantKind, blk: *const u8, s: usize, d: __m256, mn: __m256) -> __m256 {
         unsafe {
             match kind {
-                QuantKind::Q4_1 => {
+                QuantKind::Q4_0 | QuantKind::Q4_1 => {
                     // s = 0, 1: low nibbles of bytes 0..8, 8..16; s = 2, 3: high nibbles.
-                    let bytes = _mm_loadl_epi64(blk.add(4 + (s & 1) * 8) as *const __m128i);
+                    let bytes = _mm_loadl_epi64(blk.add(kind.quants_at() + (s & 1) * 8) as *const __m128i);
                     let q = _mm256_cvtepu8_epi32(bytes);
                     let q =
                         if s < 2 { _mm256_and_si256(q, _mm256_set1_epi32(0x0f)) } else { _mm256_srli_epi32::<4>(q) };
-                    _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), mn)
+                    if kind == QuantKind::Q4_0 {
+                        // d * (q - 8): q - 8 is exact in i32 and in f32.
+                        _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8))))
+                    } else {
+                        _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), mn)
+                    }
                 }
                 QuantKind::Q8_0 => {
                     let bytes = _mm_loadl_epi64(blk.add(2 + s * 8) as *const __m128i);
@@ -313,6 +368,7 @@ mod tests {
             let d = f16::from_f32(0.01 + (next() as f32) / 5000.0).to_le_bytes();
             out.extend(d);
             match kind {
+                QuantKind::Q4_0 => out.extend((0..16).map(|_| next())),
                 QuantKind::Q4_1 => {
                     out.extend(f16::from_f32(-(next() as f32) / 300.0).to_le_bytes());
                     out.extend((0..16).map(|_| next()));
@@ -325,7 +381,7 @@ mod tests {
 
     #[test]
     fn bit_identical_to_the_f32_path_at_every_batch_size() {
-        for kind in [QuantKind::Q4_1, QuantKind::Q8_0] {
+        for kind in QuantKind::ALL {
             let (rows, cols) = (70, 96);
             let q = QuantMatrix::new(kind, rows, cols, blocks(kind, rows, cols, 3)).unwrap();
             let wf = q.dequantize();
@@ -338,7 +394,7 @@ mod tests {
 
     #[test]
     fn bit_identical_to_the_f32_path_on_every_cpu_path() {
-        for kind in [QuantKind::Q4_1, QuantKind::Q8_0] {
+        for kind in QuantKind::ALL {
             let (rows, cols) = (45, 64);
             let q = QuantMatrix::new(kind, rows, cols, blocks(kind, rows, cols, 9)).unwrap();
             let wf = q.dequantize();
