@@ -251,8 +251,9 @@ fn f32_rewrite_of_a_qwen3_model_keeps_alignment_and_version() {
 fn sixteen_bit_rewrites_round_the_same_values_and_keep_norms_f32() {
     let f16 = |v: f32| half::f16::from_f32(v).to_f32();
     let bf16 = |v: f32| half::bf16::from_f32(v).to_f32();
-    let cases: [(&str, GgmlType, u32, &dyn Fn(f32) -> f32); 2] =
-        [("f16", GgmlType::F16, 1, &f16), ("bf16", GgmlType::Bf16, 32, &bf16)];
+    // (dtype, tensor type, general.file_type, the rounding it applies)
+    type Case<'a> = (&'a str, GgmlType, u32, &'a dyn Fn(f32) -> f32);
+    let cases: [Case; 2] = [("f16", GgmlType::F16, 1, &f16), ("bf16", GgmlType::Bf16, 32, &bf16)];
     for (dtype, ty, file_type, round) in cases {
         let dir = tempfile::tempdir().unwrap();
         let (q_path, h_path) = (dir.path().join("m.gguf"), dir.path().join("m.16.gguf"));

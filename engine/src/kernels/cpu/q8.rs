@@ -1,4 +1,4 @@
-//! The activation-quantized linear layer for GGUF Q4_0, Q4_1 and Q8_0 weights, as
+//! The activation-quantized linear layer for GGUF Q4_0, Q4_1, Q5_0 and Q8_0 weights, as
 //! llama.cpp computes it: each activation row is quantized per 32-element block
 //! to 8 bits (`Q8Rows`, llama.cpp's `quantize_row_q8_1_ref`), and each output is
 //! a sum over blocks of integer dot products times the two blocks' scales.
@@ -8,10 +8,11 @@
 //!
 //! The formula, per output (row r, weight row j), blocks b in ascending order:
 //! `I_b = Σ_{e<32} w[e]·a[e]` (an exact integer, whatever order it is summed
-//! in; for Q4_0 `w[e] = q[e] - 8`, summed as `Σ q·a - 8·Σa`), `acc =
-//! fma(d_w·d_a, I_b, acc)` (the product `d_w·d_a` rounded to f32); for Q4_1
-//! also `mins = fma(m_w, s_a, mins)`. The result is `acc` (Q4_0, Q8_0) or
-//! `acc + mins` (Q4_1). Q4_0 and Q8_0 are llama.cpp's `vec_dot_q4_0_q8_0` and
+//! in; for Q4_0 `w[e] = q[e] - 8`, summed as `Σ q·a - 8·Σa`, for Q5_0
+//! `q[e] - 16` likewise), `acc = fma(d_w·d_a, I_b, acc)` (the product
+//! `d_w·d_a` rounded to f32); for Q4_1 also `mins = fma(m_w, s_a, mins)`. The
+//! result is `acc` (Q4_0, Q5_0, Q8_0) or `acc + mins` (Q4_1). Q4_0, Q5_0 and
+//! Q8_0 are llama.cpp's `vec_dot_q4_0_q8_0`, `vec_dot_q5_0_q8_0` and
 //! `vec_dot_q8_0_q8_0` up to the order of the float sum over blocks. Only the float steps fix the bits, and they are the same
 //! for every kernel: the scalar path writes them out, the AVX2 kernels do them
 //! for eight weight rows at once (one vector lane per row), so scalar and AVX2
@@ -32,7 +33,7 @@
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
-use super::quant::{QK, QuantKind, QuantMatrix, kind_id};
+use super::quant::{QK, QuantKind, QuantMatrix, kind_id, q5_high};
 use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index};
 use half::f16;
 
@@ -243,11 +244,13 @@ mod scalar {
             let blk = weight_block(w, j, b);
             let dw = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
             match w.kind {
-                QuantKind::Q4_0 | QuantKind::Q4_1 => {
+                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 => {
                     let (at, off) = (w.kind.quants_at(), w.kind.nibble_offset());
+                    let q5 = w.kind == QuantKind::Q5_0;
+                    let high = |e: usize| if q5 { q5_high(blk, e) } else { 0 };
                     for (e, &byte) in blk[at..at + 16].iter().enumerate() {
-                        wq[e] = i32::from(byte & 0x0f) - off;
-                        wq[e + 16] = i32::from(byte >> 4) - off;
+                        wq[e] = i32::from((byte & 0x0f) | high(e)) - off;
+                        wq[e + 16] = i32::from((byte >> 4) | high(e + 16)) - off;
                     }
                     if w.kind == QuantKind::Q4_1 {
                         let mw = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
@@ -266,7 +269,7 @@ mod scalar {
         }
         match w.kind {
             QuantKind::Q4_1 => acc + mins,
-            QuantKind::Q4_0 | QuantKind::Q8_0 => acc,
+            QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 => acc,
         }
     }
 }
@@ -276,7 +279,8 @@ mod avx2 {
     //! Integer dot products with `maddubs` (u8 x i8 pairs to i16) and `madd`
     //! (i16 pairs to i32), as ggml's AVX2 `vec_dot_q4_1_q8_1` and
     //! `vec_dot_q8_0_q8_0` (Q4_0: the Q4_1 products of the raw nibbles, less
-    //! `8 · Σa`); Q8_0 takes the sign trick (|w| x sign(a, w)), which
+    //! `8 · Σa`; Q5_0: the fifth bits spread to bytes and or-ed in, less
+    //! `16 · Σa`); Q8_0 takes the sign trick (|w| x sign(a, w)), which
     //! is exact here because activations lie in [-127, 127]. Eight weight rows
     //! at a time: their eight-lane integer products are reduced to one vector
     //! of eight `I_b` (horizontal adds), then one multiply and one FMA do the
@@ -354,9 +358,11 @@ mod avx2 {
                     match (rows, kind) {
                         (2, kind_id::Q4_0) => group::<2, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
                         (2, kind_id::Q4_1) => group::<2, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
+                        (2, kind_id::Q5_0) => group::<2, { kind_id::Q5_0 }>(a, w, i, j, c0, c1, out),
                         (2, _) => group::<2, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4_0) => group::<1, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4_1) => group::<1, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
+                        (_, kind_id::Q5_0) => group::<1, { kind_id::Q5_0 }>(a, w, i, j, c0, c1, out),
                         (_, _) => group::<1, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                     }
                 }
@@ -364,6 +370,20 @@ mod avx2 {
             }
             i += rows;
         }
+    }
+
+    /// Byte `e` of the result is 0xff if bit `e` of `bits` is set, else 0
+    /// (ggml's `bytes_from_bits_32`): byte `e` is a copy of byte `e / 8` with
+    /// every bit but `e % 8` set, compared with all ones.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn bytes_from_bits(bits: i32) -> __m256i {
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits),
+            _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0),
+        );
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
     }
 
     /// Weight rows `j0..j0+8` (those below `c1`; the others repeat row
@@ -380,11 +400,21 @@ mod avx2 {
         c1: usize,
         out: &mut ScatterBlock<'_, f32>,
     ) {
-        // Nibbles (Q4_0, Q4_1) or bytes (Q8_0); Q4_1's minimums; Q4_0's offset.
+        // Nibbles (Q4_0, Q4_1, Q5_0) or bytes (Q8_0); Q4_1's minimums; Q5_0's
+        // fifth bits; Q4_0's and Q5_0's offsets (times Σa, off each block's sum).
         let q4 = KIND != kind_id::Q8_0;
         let has_mins = KIND == kind_id::Q4_1;
-        let off8 = KIND == kind_id::Q4_0;
-        let qat = if has_mins { 4 } else { 2 };
+        let q5 = KIND == kind_id::Q5_0;
+        let offset = match KIND {
+            kind_id::Q4_0 => 8,
+            kind_id::Q5_0 => 16,
+            _ => 0,
+        };
+        let qat = match KIND {
+            kind_id::Q4_1 => 4,
+            kind_id::Q5_0 => 6,
+            _ => 2,
+        };
         let k = a.cols;
         let nb = k / QK;
         let bb = w.kind.block_bytes();
@@ -440,7 +470,13 @@ mod avx2 {
                         let blk = rowp[2 * q + s].add(off);
                         let wq = if q4 {
                             let raw = _mm_loadu_si128(blk.add(qat) as *const __m128i);
-                            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw), low)
+                            let nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(raw), raw), low);
+                            if q5 {
+                                let qh = (blk.add(2) as *const i32).read_unaligned();
+                                _mm256_or_si256(nib, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)))
+                            } else {
+                                nib
+                            }
                         } else {
                             _mm256_loadu_si256(blk.add(2) as *const __m256i)
                         };
@@ -461,8 +497,8 @@ mod avx2 {
                                     _mm256_permute2x128_si256::<0x20>(x[r], y),
                                     _mm256_permute2x128_si256::<0x31>(x[r], y),
                                 );
-                                if off8 {
-                                    i = _mm256_sub_epi32(i, _mm256_set1_epi32(8 * a.sums[(i0 + r) * nb + b]));
+                                if offset != 0 {
+                                    i = _mm256_sub_epi32(i, _mm256_set1_epi32(offset * a.sums[(i0 + r) * nb + b]));
                                 }
                                 let da = _mm256_set1_ps(a.d[(i0 + r) * nb + b]);
                                 acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(i), acc[r]);

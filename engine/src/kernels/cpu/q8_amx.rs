@@ -8,8 +8,8 @@
 //! rows of 64 signed bytes, row t holding elements 4t..4t+4 of the group's
 //! sixteen weight rows. That is the packed layout's chunks with the Q4_0/Q4_1
 //! nibbles split into bytes (low nibbles give rows 0..4, high nibbles rows
-//! 4..8; Q4_0's less 8, its weights `q - 8`) and Q8_0's +128 offset taken off
-//! again. Then, for each tile of
+//! 4..8; Q4_0's less 8, its weights `q - 8`; Q5_0's with their fifth bits,
+//! less 16) and Q8_0's +128 offset taken off again. Then, for each tile of
 //! sixteen activation rows and each group, block by block in ascending order:
 //! `tdpbssd` of the rows' 32 quants of the block (an A tile read in place from
 //! `Q8Rows::qs`, one row of the matrix apart) with the block's B tile gives
@@ -77,20 +77,27 @@ fn b_tiles(p: &Packed, g0: usize, g1: usize) -> Vec<u8> {
             let src = &p.data[(g * nb + b) * gb + qo..(g * nb + b + 1) * gb];
             let at = ((g - g0) * nb + b) * B_TILE_BYTES;
             let dst = &mut out[at..at + B_TILE_BYTES];
-            // SAFETY: `src` holds the block's 4 (Q4_0, Q4_1) or 8 (Q8_0) chunks of 64
-            // bytes and `dst` 8 rows of 64 bytes; every access is in bounds.
+            // SAFETY: `src` holds the block's 4 (Q4_0, Q4_1, Q5_0) or 8 (Q8_0)
+            // chunks of 64 bytes (Q5_0's 64 bytes of fifth bits come right
+            // before them in the same group block of p.data) and `dst` 8 rows
+            // of 64 bytes; every access is in bounds.
             unsafe {
                 let load = |t: usize| _mm512_loadu_si512(src.as_ptr().add(64 * t) as *const _);
                 let d = dst.as_mut_ptr();
                 match p.kind {
-                    QuantKind::Q4_0 | QuantKind::Q4_1 => {
-                        let eight = _mm512_set1_epi8(p.kind.nibble_offset() as i8);
+                    QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 => {
+                        let off = _mm512_set1_epi8(p.kind.nibble_offset() as i8);
                         for t in 0..4 {
                             let w = load(t);
-                            let lo = _mm512_sub_epi8(_mm512_and_si512(w, low), eight);
-                            _mm512_storeu_si512(d.add(64 * t) as *mut _, lo);
-                            let hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16::<4>(w), low), eight);
-                            _mm512_storeu_si512(d.add(64 * (4 + t)) as *mut _, hi);
+                            let (mut lo, mut hi) =
+                                (_mm512_and_si512(w, low), _mm512_and_si512(_mm512_srli_epi16::<4>(w), low));
+                            if p.kind == QuantKind::Q5_0 {
+                                // The chunk's fifth bits lie before the nibbles (q8_pack).
+                                let (hl, hh) = avx512::q5_fifth_bits(src.as_ptr().sub(64).add(16 * t));
+                                (lo, hi) = (_mm512_or_si512(lo, hl), _mm512_or_si512(hi, hh));
+                            }
+                            _mm512_storeu_si512(d.add(64 * t) as *mut _, _mm512_sub_epi8(lo, off));
+                            _mm512_storeu_si512(d.add(64 * (4 + t)) as *mut _, _mm512_sub_epi8(hi, off));
                         }
                     }
                     QuantKind::Q8_0 => {

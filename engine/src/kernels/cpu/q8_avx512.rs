@@ -5,9 +5,11 @@
 //! broadcasts four activation bytes per row and accumulates with `vpdpbusd`
 //! (u8 x i8, four products per i32 lane), so the block's integer sums land one
 //! per weight row in a vector. Q4_0 and Q4_1 nibbles (0..15) are the
-//! unsigned side directly; Q8_0 weights are stored offset by 128, and `128 ·
-//! Σa` (the activation block's exact integer sum) is subtracted, as `8 · Σa`
-//! is for Q4_0 (whose weights are `q - 8`). Then the float steps
+//! unsigned side directly, and so are Q5_0's five bits (0..31: the nibbles
+//! or-ed with the fifth bits, spread to bit 4 of each byte by a 16-entry
+//! table lookup, `vpermd`); Q8_0 weights are stored offset by 128, and
+//! `128 · Σa` (the activation block's exact integer sum) is subtracted, as
+//! `8 · Σa` is for Q4_0 (whose weights are `q - 8`) and `16 · Σa` for Q5_0. Then the float steps
 //! of `q8`'s module doc, sixteen weight rows per vector: one product of the
 //! scales, one FMA (and one for the Q4_1 minimums). Same integers, same float
 //! operations in the same order: bit-identical to the scalar and AVX2 paths.
@@ -62,6 +64,7 @@ pub(super) unsafe fn block_rows(
                         $(
                             ($r, $g, kind_id::Q4_0) => tile::<$r, $g, { kind_id::Q4_0 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, p, i, g, c0, out),
+                            ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, p, i, g, c0, out),
                             ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, p, i, g, c0, out),
                         )*
                         _ => unreachable!("tile {rows}x{gs}"),
@@ -74,6 +77,41 @@ pub(super) unsafe fn block_rows(
         }
         i += rows;
     }
+}
+
+/// The fifth bits of one Q5_0 chunk of a packed group (`p`: the chunk's
+/// sixteen bytes, one per weight row), as bit 4 of each byte: for the
+/// elements whose low bits are the chunk's low nibbles, then for those of
+/// its high nibbles. Or-ed into the nibbles, they give the quants 0..31.
+///
+/// # Safety
+/// `p` points at 16 readable bytes; the CPU has AVX-512 F.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn q5_fifth_bits(p: *const u8) -> (__m512i, __m512i) {
+    // Entry x: bit e of x moved to bit 4 of byte e.
+    let table = _mm512_setr_epi32(
+        0x0000_0000,
+        0x0000_0010,
+        0x0000_1000,
+        0x0000_1010,
+        0x0010_0000,
+        0x0010_0010,
+        0x0010_1000,
+        0x0010_1010,
+        0x1000_0000,
+        0x1000_0010,
+        0x1000_1000,
+        0x1000_1010,
+        0x1010_0000,
+        0x1010_0010,
+        0x1010_1000,
+        0x1010_1010,
+    );
+    // SAFETY: p holds 16 bytes.
+    let h = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(p as *const __m128i) });
+    // vpermd reads the low four bits of each index lane.
+    (_mm512_permutexvar_epi32(h, table), _mm512_permutexvar_epi32(_mm512_srli_epi32::<4>(h), table))
 }
 
 /// Activation rows `i0..i0+R` times groups `g0..g0+G`.
@@ -93,8 +131,10 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     let offset = match KIND {
         kind_id::Q8_0 => 128,
         kind_id::Q4_0 => 8,
+        kind_id::Q5_0 => 16,
         _ => 0,
     };
+    let q5 = KIND == kind_id::Q5_0;
     let (k, nb) = (a.cols, p.nb);
     let gb = Packed::group_block_bytes(p.kind);
     let qo = Packed::quants_offset(p.kind);
@@ -136,8 +176,12 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                     for g in 0..G {
                         let w = _mm512_loadu_si512(blk[g].add(qo + 64 * $t) as *const _);
                         if q4 {
-                            let lo = _mm512_and_si512(w, low);
-                            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(w), low);
+                            let mut lo = _mm512_and_si512(w, low);
+                            let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(w), low);
+                            if q5 {
+                                let (hl, hh) = q5_fifth_bits(blk[g].add(32 + 16 * $t));
+                                (lo, hi) = (_mm512_or_si512(lo, hl), _mm512_or_si512(hi, hh));
+                            }
                             for r in 0..R {
                                 $s[r][g] = _mm512_dpbusd_epi32($s[r][g], lo, bcast!(r, 4 * $t));
                                 $s[r][g] = _mm512_dpbusd_epi32($s[r][g], hi, bcast!(r, 16 + 4 * $t));

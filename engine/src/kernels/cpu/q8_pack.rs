@@ -9,6 +9,11 @@
 //!   `16+4t..16+4t+4`.
 //! - Q4_0 (288 bytes = 16 x 18): `d[16]` f16, then the same 4 chunks of
 //!   nibbles (stored `q`, not `q - 8`).
+//! - Q5_0 (352 bytes = 16 x 22): `d[16]` f16, then the fifth bits as 4 chunks
+//!   of `[row 0..16][1 byte]` (chunk `t`'s byte holds bits `4t..4t+4` of the
+//!   row's `qh` in its low half and bits `16+4t..16+4t+4` in its high half:
+//!   the fifth bits of the elements whose low bits chunk `t` of the nibbles
+//!   holds), then the 4 chunks of nibbles as Q4_0's.
 //! - Q8_0 (544 bytes = 16 x 34): `d[16]` f16, then 8 chunks of
 //!   `[row 0..16][4 bytes]`: chunk `t` holds elements `4t..4t+4` of each row,
 //!   offset by 128 (`w ^ 0x80` = `w + 128` as an unsigned byte).
@@ -50,6 +55,7 @@ impl Packed {
     pub fn quants_offset(kind: QuantKind) -> usize {
         match kind {
             QuantKind::Q4_1 => 64,
+            QuantKind::Q5_0 => 96,
             QuantKind::Q4_0 | QuantKind::Q8_0 => 32,
         }
     }
@@ -73,6 +79,15 @@ impl Packed {
                             for t in 0..4 {
                                 let at = 32 + 64 * t + 4 * lane;
                                 out[at..at + 4].copy_from_slice(&blk[2 + 4 * t..6 + 4 * t]);
+                            }
+                        }
+                        QuantKind::Q5_0 => {
+                            let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                            for t in 0..4 {
+                                let (lo, hi) = ((qh >> (4 * t)) & 0xf, (qh >> (16 + 4 * t)) & 0xf);
+                                out[32 + 16 * t + lane] = (lo | hi << 4) as u8;
+                                let at = 96 + 64 * t + 4 * lane;
+                                out[at..at + 4].copy_from_slice(&blk[6 + 4 * t..10 + 4 * t]);
                             }
                         }
                         QuantKind::Q4_1 => {
@@ -113,6 +128,16 @@ impl Packed {
                             let at = 32 + 64 * t + 4 * lane;
                             blk[2 + 4 * t..6 + 4 * t].copy_from_slice(&src[at..at + 4]);
                         }
+                    }
+                    QuantKind::Q5_0 => {
+                        let mut qh = 0u32;
+                        for t in 0..4 {
+                            let h = u32::from(src[32 + 16 * t + lane]);
+                            qh |= (h & 0xf) << (4 * t) | (h >> 4) << (16 + 4 * t);
+                            let at = 96 + 64 * t + 4 * lane;
+                            blk[6 + 4 * t..10 + 4 * t].copy_from_slice(&src[at..at + 4]);
+                        }
+                        blk[2..6].copy_from_slice(&qh.to_le_bytes());
                     }
                     QuantKind::Q4_1 => {
                         blk[2..4].copy_from_slice(&src[32 + 2 * lane..34 + 2 * lane]);

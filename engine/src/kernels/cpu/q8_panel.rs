@@ -1,21 +1,23 @@
 //! The AVX2 q8 kernel for many rows (prefill) as GEMM tiles: a column block's
 //! weights are first interleaved into a panel, eight weight rows per group,
 //! in 4-element chunks (`[group][block][chunk 0..8][row 0..8][4 bytes]`, Q4_0
-//! and Q4_1 nibbles widened to bytes), with block scales and minimums as f32. A tile of
+//! and Q4_1 nibbles and Q5_0's five bits widened to bytes), with block scales
+//! and minimums as f32. A tile of
 //! `R` activation rows by `G` groups then broadcasts four activation bytes per
 //! row and multiplies them with one 32-byte load per group (`maddubs`), so one
 //! instruction does four multiply-adds for each of eight weight rows and the
 //! integer sums of a block land per weight row in one vector, with no
 //! horizontal reduction. Nibble products are summed in i16 over a whole block
-//! (at most 8 · 2 · 15 · 127 = 30480, no overflow), Q8_0 ones in i32; Q4_0
-//! then takes `8 · Σa` off the block's sum (its weights are `q - 8`).
+//! (at most 8 · 2 · 15 · 127 = 30480, no overflow), Q5_0 (up to 31) and Q8_0
+//! ones in i32; Q4_0 then takes `8 · Σa` off the block's sum (its weights are
+//! `q - 8`), Q5_0 `16 · Σa`.
 //!
 //! Every output is the module doc's formula of `q8` (same integer `I_b`, same
 //! float steps in the same order), so results are bit-identical to the
 //! in-place AVX2 kernel and to the scalar path, for any tile shape.
 
 use super::avx2::f16_at;
-use super::{Q8Rows, QK, QuantKind, QuantMatrix, kind_id};
+use super::{Q8Rows, QK, QuantKind, QuantMatrix, kind_id, q5_high};
 use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
 
@@ -26,7 +28,8 @@ const GROUP_BLOCK: usize = 8 * QK;
 struct Panel {
     groups: usize,
     nb: usize,
-    /// `[group][block][chunk][row][4]` quants: Q4_0/Q4_1 nibbles (0..15) or Q8_0 bytes.
+    /// `[group][block][chunk][row][4]` quants: Q4_0/Q4_1 nibbles (0..15), Q5_0
+    /// five-bit values (0..31) or Q8_0 bytes.
     qs: Vec<u8>,
     /// `[group][block][row]` block scales (0 for padding rows).
     d: Vec<f32>,
@@ -61,8 +64,10 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
                     // SAFETY: as above.
                     p.m[at] = unsafe { f16_at(blk.as_ptr().add(2)) };
                 }
+                let q5 = w.kind == QuantKind::Q5_0;
+                let high = |e: usize| if q5 { q5_high(blk, e) } else { 0 };
                 for (e, &byte) in blk[qat..qat + 16].iter().enumerate() {
-                    (elems[e], elems[e + 16]) = (byte & 0x0f, byte >> 4);
+                    (elems[e], elems[e + 16]) = ((byte & 0x0f) | high(e), (byte >> 4) | high(e + 16));
                 }
             } else {
                 elems.copy_from_slice(&blk[2..34]);
@@ -98,6 +103,7 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
                             $(
                                 ($r, $g, kind_id::Q4_0) => tile::<$r, $g, { kind_id::Q4_0 }>(a, &p, i, g, out, s),
                                 ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, &p, i, g, out, s),
+                                ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, &p, i, g, out, s),
                                 ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, &p, i, g, out, s),
                             )*
                             _ => unreachable!("tile {rows}x{gs}"),
@@ -130,8 +136,14 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     out: &mut ScatterBlock<'_, f32>,
     sums: &mut [__m256i],
 ) {
-    let q4 = KIND != kind_id::Q8_0;
+    // Nibbles sum in i16 over the block; Q5_0 (up to 31) and Q8_0 in i32.
+    let i16_sums = KIND == kind_id::Q4_0 || KIND == kind_id::Q4_1;
     let has_mins = KIND == kind_id::Q4_1;
+    let offset = match KIND {
+        kind_id::Q4_0 => 8,
+        kind_id::Q5_0 => 16,
+        _ => 0,
+    };
     let (k, nb) = (a.cols, p.nb);
     let (wp, ap) = (p.qs.as_ptr(), a.qs.as_ptr());
     let ones = _mm256_set1_epi16(1);
@@ -150,8 +162,10 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                 let four = unsafe { (ap.add((i0 + r) * k + b * QK + 4 * t) as *const i32).read_unaligned() };
                 let av = _mm256_set1_epi32(four);
                 for (g, sv) in sr.iter_mut().enumerate() {
-                    *sv = if q4 {
+                    *sv = if i16_sums {
                         _mm256_add_epi16(*sv, _mm256_maddubs_epi16(wq[g], av))
+                    } else if KIND == kind_id::Q5_0 {
+                        _mm256_add_epi32(*sv, _mm256_madd_epi16(_mm256_maddubs_epi16(wq[g], av), ones))
                     } else {
                         let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[g], wq[g]), _mm256_sign_epi8(av, wq[g]));
                         _mm256_add_epi32(*sv, _mm256_madd_epi16(pr, ones))
@@ -160,10 +174,11 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
             }
         }
         for (r, sr) in s.iter().enumerate() {
-            // Q4_0: Σ (q - 8)·a = Σ q·a - 8·Σa.
-            let off = _mm256_set1_epi32(if KIND == kind_id::Q4_0 { 8 * a.sums[(i0 + r) * nb + b] } else { 0 });
+            // Q4_0: Σ (q - 8)·a = Σ q·a - 8·Σa; Q5_0 likewise with 16.
+            let off = _mm256_set1_epi32(offset * a.sums[(i0 + r) * nb + b]);
             for (g, sv) in sr.iter().enumerate() {
-                sums[(b * R + r) * G + g] = if q4 { _mm256_sub_epi32(_mm256_madd_epi16(*sv, ones), off) } else { *sv };
+                let i = if i16_sums { _mm256_madd_epi16(*sv, ones) } else { *sv };
+                sums[(b * R + r) * G + g] = _mm256_sub_epi32(i, off);
             }
         }
     }

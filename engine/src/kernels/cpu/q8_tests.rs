@@ -33,6 +33,7 @@ fn weights(kind: QuantKind, rows: usize, cols: usize, seed: u64) -> QuantMatrix 
         data.extend(f16::from_f32(rng.uniform(0.001, 0.05)).to_le_bytes());
         let n = match kind {
             QuantKind::Q4_0 => 16,
+            QuantKind::Q5_0 => 20,
             QuantKind::Q4_1 => {
                 data.extend(f16::from_f32(rng.uniform(-0.4, 0.0)).to_le_bytes());
                 16
@@ -57,7 +58,7 @@ fn activations(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
     x
 }
 
-const KINDS: [QuantKind; 3] = QuantKind::ALL;
+const KINDS: [QuantKind; 4] = QuantKind::ALL;
 
 #[test]
 fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
@@ -210,6 +211,16 @@ fn reference(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> (f64, f64) {
                 // llama.cpp's dequantize_row_q4_0: x = d · (q - 8).
                 for (e, &byte) in blk[2..18].iter().enumerate() {
                     (qs[e], qs[e + 16]) = (f64::from(byte & 0x0f) - 8.0, f64::from(byte >> 4) - 8.0);
+                }
+            }
+            QuantKind::Q5_0 => {
+                // llama.cpp's dequantize_row_q5_0: the fifth bit of element e is
+                // bit e of qh (u32, little-endian); x = d · (q - 16).
+                let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+                for (e, &byte) in blk[6..22].iter().enumerate() {
+                    let (h0, h1) = (((qh >> e) & 1) << 4, ((qh >> (e + 16)) & 1) << 4);
+                    qs[e] = f64::from(u32::from(byte & 0x0f) | h0) - 16.0;
+                    qs[e + 16] = f64::from(u32::from(byte >> 4) | h1) - 16.0;
                 }
             }
             QuantKind::Q4_1 => {

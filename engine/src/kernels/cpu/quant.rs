@@ -1,10 +1,11 @@
 //! Linear layers over weights kept in their GGUF block-quantized form (Q4_0,
-//! Q4_1, Q8_0), dequantized inside the kernel. Each weight is rebuilt with
-//! exactly the operations the loader uses (`d * (q - 8)` for Q4_0, `d * q + m`
-//! for Q4_1, `d * q` for Q8_0, in f32, unfused), and the dot products follow
+//! Q4_1, Q5_0, Q8_0), dequantized inside the kernel. Each weight is rebuilt
+//! with exactly the operations the loader uses (`d * (q - 8)` for Q4_0,
+//! `d * q + m` for Q4_1, `d * (q - 16)` for Q5_0, `d * q` for Q8_0, in f32,
+//! unfused), and the dot products follow
 //! exactly the lane structure of `matmul` (eight lanes, k ascending in steps
 //! of 8, fixed final sum). So a quantized layer gives bit-for-bit the result of
-//! the f32 layer built from the dequantized tensor, while reading 4.5, 5 or 8.5 bits per weight instead of 32.
+//! the f32 layer built from the dequantized tensor, while reading 4.5 to 8.5 bits per weight instead of 32.
 //!
 //! This is the exact path (`--exact-quant-matmul`), kept for parity studies
 //! against f32 references; the default for quantized weights is the
@@ -31,19 +32,24 @@ pub enum QuantKind {
     /// `{f16 d; f16 m; u8 qs[16]}`: low nibbles are elements 0..16, high 16..32;
     /// `x = d * q + m`.
     Q4_1,
+    /// `{f16 d; u8 qh[4]; u8 qs[16]}`: element `e`'s low four bits are nibbles
+    /// as in Q4_0, its fifth bit is bit `e` of `qh` (a little-endian u32);
+    /// `x = d * (q - 16)`.
+    Q5_0,
     /// `{f16 d; i8 qs[32]}`: `x = d * q`.
     Q8_0,
 }
 
 impl QuantKind {
     /// Every kind, for tests and listings.
-    pub const ALL: [QuantKind; 3] = [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q8_0];
+    pub const ALL: [QuantKind; 4] = [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q5_0, QuantKind::Q8_0];
 
-    /// `"q4_0"`, `"q4_1"` or `"q8_0"`.
+    /// `"q4_0"`, `"q4_1"`, `"q5_0"` or `"q8_0"`.
     pub fn name(self) -> &'static str {
         match self {
             QuantKind::Q4_0 => "q4_0",
             QuantKind::Q4_1 => "q4_1",
+            QuantKind::Q5_0 => "q5_0",
             QuantKind::Q8_0 => "q8_0",
         }
     }
@@ -52,26 +58,35 @@ impl QuantKind {
         match self {
             QuantKind::Q4_0 => 18,
             QuantKind::Q4_1 => 20,
+            QuantKind::Q5_0 => 22,
             QuantKind::Q8_0 => 34,
         }
     }
 
-    /// Where a block's quants start (after its f16 scale, and Q4_1's minimum).
+    /// Where a block's quants (nibbles or bytes) start: after its f16 scale,
+    /// Q4_1's minimum, Q5_0's high bits.
     pub fn quants_at(self) -> usize {
         match self {
             QuantKind::Q4_1 => 4,
+            QuantKind::Q5_0 => 6,
             QuantKind::Q4_0 | QuantKind::Q8_0 => 2,
         }
     }
 
-    /// Whether the quants are packed nibbles (Q4_0, Q4_1) rather than bytes.
+    /// Whether the quants are packed nibbles (Q4_0, Q4_1, Q5_0's low bits)
+    /// rather than bytes.
     pub fn nibbles(self) -> bool {
         self != QuantKind::Q8_0
     }
 
-    /// What a stored nibble is offset by: `q - 8` for Q4_0, 0 otherwise.
+    /// What a stored quant (nibble, or Q5_0's five bits) is offset by: `q - 8`
+    /// for Q4_0, `q - 16` for Q5_0, 0 otherwise.
     pub fn nibble_offset(self) -> i32 {
-        if self == QuantKind::Q4_0 { 8 } else { 0 }
+        match self {
+            QuantKind::Q4_0 => 8,
+            QuantKind::Q5_0 => 16,
+            QuantKind::Q4_1 | QuantKind::Q8_0 => 0,
+        }
     }
 
     /// The kind as a const-generic parameter of the kernels ([`kind_id`]).
@@ -79,6 +94,7 @@ impl QuantKind {
         match self {
             QuantKind::Q4_0 => kind_id::Q4_0,
             QuantKind::Q4_1 => kind_id::Q4_1,
+            QuantKind::Q5_0 => kind_id::Q5_0,
             QuantKind::Q8_0 => kind_id::Q8_0,
         }
     }
@@ -90,6 +106,13 @@ pub mod kind_id {
     pub const Q4_0: u8 = 0;
     pub const Q4_1: u8 = 1;
     pub const Q8_0: u8 = 2;
+    pub const Q5_0: u8 = 3;
+}
+
+/// Element `e`'s fifth bit of a Q5_0 block (`blk` its 22 bytes), as 0 or 16.
+#[inline]
+pub fn q5_high(blk: &[u8], e: usize) -> u8 {
+    ((blk[2 + e / 8] >> (e % 8)) & 1) << 4
 }
 
 /// A `[rows, cols]` matrix of quantized blocks, held in the layout its kernels
@@ -162,6 +185,12 @@ impl QuantMatrix {
                     for (j, &q) in blk[2..18].iter().enumerate() {
                         o[j] = d * ((q & 0x0f) as i32 - 8) as f32;
                         o[j + 16] = d * ((q >> 4) as i32 - 8) as f32;
+                    }
+                }
+                QuantKind::Q5_0 => {
+                    for (j, &q) in blk[6..22].iter().enumerate() {
+                        o[j] = d * (((q & 0x0f) | q5_high(blk, j)) as i32 - 16) as f32;
+                        o[j + 16] = d * (((q >> 4) | q5_high(blk, j + 16)) as i32 - 16) as f32;
                     }
                 }
                 QuantKind::Q4_1 => {
@@ -274,17 +303,26 @@ mod avx2 {
     unsafe fn weights8(kind: QuantKind, blk: *const u8, s: usize, d: __m256, mn: __m256) -> __m256 {
         unsafe {
             match kind {
-                QuantKind::Q4_0 | QuantKind::Q4_1 => {
+                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 => {
                     // s = 0, 1: low nibbles of bytes 0..8, 8..16; s = 2, 3: high nibbles.
                     let bytes = _mm_loadl_epi64(blk.add(kind.quants_at() + (s & 1) * 8) as *const __m128i);
                     let q = _mm256_cvtepu8_epi32(bytes);
-                    let q =
+                    let mut q =
                         if s < 2 { _mm256_and_si256(q, _mm256_set1_epi32(0x0f)) } else { _mm256_srli_epi32::<4>(q) };
-                    if kind == QuantKind::Q4_0 {
-                        // d * (q - 8): q - 8 is exact in i32 and in f32.
-                        _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8))))
-                    } else {
+                    if kind == QuantKind::Q5_0 {
+                        // Elements 8s..8s+8 take their fifth bits from qh byte s.
+                        let hb = _mm256_srlv_epi32(
+                            _mm256_set1_epi32(i32::from(*blk.add(2 + s))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                        );
+                        q = _mm256_or_si256(q, _mm256_slli_epi32::<4>(_mm256_and_si256(hb, _mm256_set1_epi32(1))));
+                    }
+                    if kind == QuantKind::Q4_1 {
                         _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), mn)
+                    } else {
+                        // d * (q - 8) or d * (q - 16): the difference is exact in i32 and in f32.
+                        let off = _mm256_set1_epi32(kind.nibble_offset());
+                        _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, off)))
                     }
                 }
                 QuantKind::Q8_0 => {
@@ -369,6 +407,7 @@ mod tests {
             out.extend(d);
             match kind {
                 QuantKind::Q4_0 => out.extend((0..16).map(|_| next())),
+                QuantKind::Q5_0 => out.extend((0..20).map(|_| next())),
                 QuantKind::Q4_1 => {
                     out.extend(f16::from_f32(-(next() as f32) / 300.0).to_le_bytes());
                     out.extend((0..16).map(|_| next()));

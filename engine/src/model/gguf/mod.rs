@@ -428,7 +428,7 @@ impl GgufFile {
 }
 
 impl GgufFile {
-    /// The block-quantized (Q4_0, Q4_1, Q8_0) 2-D weights, by Hugging Face name, with
+    /// The block-quantized (Q4_0, Q4_1, Q5_0, Q8_0) 2-D weights, by Hugging Face name, with
     /// llama Q/K rows un-permuted exactly as `load_tensors` does, so that each
     /// dequantizes to the same f32 tensor. Other tensors are not included.
     pub fn quantized_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, QuantMatrix)>> {
@@ -443,7 +443,7 @@ impl GgufFile {
     }
 
     /// The 2-D weights a model keeps as the file stores them: block-quantized
-    /// (Q4_0, Q4_1, Q8_0) and 16-bit float (F16, BF16) ones, by Hugging Face name,
+    /// (Q4_0, Q4_1, Q5_0, Q8_0) and 16-bit float (F16, BF16) ones, by Hugging Face name,
     /// llama Q/K rows un-permuted as `load_tensors` does (each decodes to the
     /// same f32 tensor).
     pub fn stored_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, Weight)>> {
@@ -456,6 +456,7 @@ impl GgufFile {
             let kind = match info.ty {
                 GgmlType::Q4_0 => Some(QuantKind::Q4_0),
                 GgmlType::Q4_1 => Some(QuantKind::Q4_1),
+                GgmlType::Q5_0 => Some(QuantKind::Q5_0),
                 GgmlType::Q8_0 => Some(QuantKind::Q8_0),
                 GgmlType::F16 | GgmlType::Bf16 if with_half => None,
                 _ => continue,
