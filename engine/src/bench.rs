@@ -2,9 +2,11 @@
 //! at batch 1, for each KV format, thread count and quantized-matmul mode (modes
 //! alternate in order within each repeat, so a busy machine hurts them alike),
 //! plus the linear-layer kernels against the `gemm` crate (the named baseline)
-//! at prefill and decode shapes. Writes one JSON object. A benchmark, never a
-//! test: nothing here asserts speed. Also owns the kernel flags (`KernelArgs`)
-//! that `generate`, `score` and `bench` share.
+//! at prefill and decode shapes, and what one token's linear layers read and
+//! multiply (`Model::linear_work`, the denominators of scripts/bench-roofline).
+//! Writes one JSON object. A benchmark, never a test: nothing here asserts
+//! speed. Also owns the kernel flags (`KernelArgs`) that `generate`, `score`
+//! and `bench` share.
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -27,7 +29,7 @@ pub struct KernelArgs {
     /// the best this CPU supports).
     #[arg(long)]
     pub cpu_path: Option<String>,
-    /// Multiply quantized (Q4_1/Q8_0) weights exactly: f32 activations times
+    /// Multiply quantized (Q4_0/Q4_1/Q8_0) weights exactly: f32 activations times
     /// exactly dequantized weights, bit-identical to the f32 model (for parity
     /// studies), instead of the default 8-bit activations (llama.cpp's numerics).
     #[arg(long)]
@@ -205,10 +207,19 @@ pub fn run(a: BenchArgs) -> Result<()> {
     } else {
         kernel_comparison(kernels.path(), &a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?
     };
+    let work = model.linear_work();
     let out = serde_json::json!({
         "model": a.model.display().to_string(),
         "config": cfg,
         "weight_dtypes": model.weight_dtypes(),
+        "weight_bytes_per_token": work.weight_bytes,
+        "linear_macs_per_token": work.macs,
+        "lm_head_weight_bytes": work.lm_head_weight_bytes,
+        "lm_head_macs": work.lm_head_macs,
+        "linear_work": "per token, over every linear layer and the LM head (the tied embedding matrix included): \
+                        the weight bytes the kernels read (quantized: rows*cols/32*block bytes; 16-bit: 2 a value; \
+                        f32: 4) and rows*cols multiply-accumulates; embedding lookups, norms and attention are not \
+                        counted; a prefill computes the LM head for its last token only",
         "cpu_features": CpuFeatures::get(),
         "cpu_path": kernels.path(),
         "repeats": a.repeats,

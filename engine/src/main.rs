@@ -1,6 +1,7 @@
 //! The `engine` command line: `generate` (serial, in-process), `score`,
-//! `calibrate`, `synth`, `bench`, `serve`, `export-tokenizer` and `dequantize`. Errors are mapped to exit codes here and
-//! nowhere else: 2 for bad input or assets, 1 for anything else.
+//! `calibrate`, `synth`, `bench`, `serve`, `export-tokenizer`, `dequantize` and
+//! `roofline`. Errors are mapped to exit codes here and nowhere else: 2 for bad
+//! input or assets, 1 for anything else.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
@@ -45,6 +46,29 @@ enum Command {
     /// with every metadata key copied (general.file_type updated). Gives another
     /// server (llama.cpp) un-quantized weights for a token-exact comparison.
     Dequantize(DequantizeArgs),
+    /// This machine's limits, as JSON: streaming read bandwidth of a large
+    /// array and the int8 multiply-accumulate peak of the widest dot-product
+    /// instruction, each on one thread and on all (scripts/bench-roofline
+    /// sets the engine's decode and prefill against them). A benchmark.
+    Roofline(RooflineArgs),
+}
+
+#[derive(Args)]
+struct RooflineArgs {
+    /// Bytes of the array the bandwidth figure reads, e.g. 1GiB (far above
+    /// the last-level cache: main memory). A smaller array is read several
+    /// times a repeat, at least 1 GiB in all.
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes)]
+    bytes: usize,
+    /// Threads of the all-thread figures (default: every logical CPU).
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Timed repeats of each figure (the best and the median are reported).
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Also write the JSON here (it is always printed on stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -358,6 +382,7 @@ fn main() {
         Command::Serve(a) => serve(a),
         Command::ExportTokenizer(a) => export_tokenizer(a),
         Command::Dequantize(a) => dequantize(a),
+        Command::Roofline(a) => roofline(a),
     };
     if let Err(e) = result {
         eprintln!("engine: error: {e:#}");
@@ -523,6 +548,21 @@ fn dequantize(a: DequantizeArgs) -> Result<()> {
         a.dtype.file_type(),
         report.bytes as f64 / (1 << 20) as f64
     );
+    Ok(())
+}
+
+fn roofline(a: RooflineArgs) -> Result<()> {
+    let doc = commands::roofline(&commands::RooflineOptions {
+        bytes: a.bytes,
+        threads: a.threads,
+        repeats: a.repeats,
+        command_line: std::env::args().collect(),
+        out: a.out.clone(),
+    })?;
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    if let Some(p) = &a.out {
+        eprintln!("engine: wrote {}", p.display());
+    }
     Ok(())
 }
 

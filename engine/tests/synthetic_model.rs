@@ -266,3 +266,22 @@ fn a_tied_checkpoint_that_ships_lm_head_keeps_its_head_16_bit_and_looks_up_f32_r
     let b = all_logits(&widened, &mut cache_for(&widened, KvFormat::F16, 8), &ids);
     assert!(a.iter().flatten().zip(b.iter().flatten()).all(|(x, y)| x.to_bits() == y.to_bits()));
 }
+
+#[test]
+fn linear_work_counts_every_linear_layer_and_the_tied_head() {
+    use engine::model::safetensors_dir::{load_tensors, read_config};
+    let dir = synth_dir(engine::model::Arch::Qwen3);
+    let kept = load(dir.path()).unwrap().model;
+    let widened = Model::from_tensors(read_config(dir.path()).unwrap(), load_tensors(dir.path()).unwrap()).unwrap();
+    let c = &kept.config;
+    let (h, q, kv) = (c.hidden_size, c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim);
+    let per_layer = h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size;
+    let head = (c.vocab_size * h) as u64;
+    let macs = (c.num_hidden_layers * per_layer) as u64 + head;
+    // BF16 weights and the stored tied head: 2 bytes a value.
+    let w = kept.linear_work();
+    assert_eq!((w.macs, w.weight_bytes, w.lm_head_macs, w.lm_head_weight_bytes), (macs, 2 * macs, head, 2 * head));
+    // Widened to f32, the head reads the f32 embedding matrix: 4 bytes a value.
+    let w = widened.linear_work();
+    assert_eq!((w.macs, w.weight_bytes, w.lm_head_macs, w.lm_head_weight_bytes), (macs, 4 * macs, head, 4 * head));
+}

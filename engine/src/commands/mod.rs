@@ -1,16 +1,18 @@
 //! The bodies of the engine's offline commands (`calibrate`, `export-tokenizer`,
-//! `dequantize`): each takes plain options, does its work through the library,
-//! writes its outputs atomically and returns what it wrote. The binary
-//! (main.rs) only parses arguments, prints and maps [`CommandError`] to an exit
-//! code; nothing here prints or exits.
+//! `dequantize`, `roofline`): each takes plain options, does its work through
+//! the library, writes its outputs atomically and returns what it wrote. The
+//! binary (main.rs) only parses arguments, prints and maps [`CommandError`] to
+//! an exit code; nothing here prints or exits.
 
 mod calibrate;
 mod dequantize;
 mod export_tokenizer;
+mod roofline;
 
 pub use calibrate::{CalibrateOptions, CalibrateReport, calibrate};
 pub use dequantize::{DequantizeReport, dequantize};
 pub use export_tokenizer::export_tokenizer;
+pub use roofline::{RooflineOptions, roofline};
 
 use crate::error::EngineError;
 use std::path::{Path, PathBuf};

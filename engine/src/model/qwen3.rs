@@ -485,7 +485,7 @@ impl Model {
     }
 
     /// How many linear layers (the LM head included when it is a layer of its
-    /// own) hold each weight type: `f32`, `f16`, `bf16`, `q4_1`, `q8_0`.
+    /// own) hold each weight type: `f32`, `f16`, `bf16`, `q4_0`, `q4_1`, `q8_0`.
     pub fn weight_dtypes(&self) -> std::collections::BTreeMap<&'static str, usize> {
         let mut counts = std::collections::BTreeMap::new();
         for (_, l) in self.named_linears() {
@@ -692,5 +692,50 @@ impl Model {
         let logits = self.lm_head_forward(&self.norm.forward(&picked));
         let mut rows = logits.chunks_exact(vocab).map(|r| r.to_vec());
         seqs.iter().zip(places).map(|(s, p)| rows.by_ref().take(wanted(s, p).len()).collect()).collect()
+    }
+}
+
+/// What one token's pass through the linear layers costs, as the model's
+/// weights are stored now: the weight bytes the kernels read (quantized: the
+/// GGUF block bytes, `rows * cols / 32 * block_bytes`, which the AVX-512 packed
+/// layout holds too, its rows padded to a multiple of 16; 16-bit: 2 bytes a
+/// value; f32: 4) and the multiply-accumulates (`rows * cols`), over every
+/// linear layer and the LM head (the f32 embedding matrix when the head is
+/// tied and not stored). Embedding lookups, norms and attention are not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinearWork {
+    /// Every linear layer and the LM head.
+    pub weight_bytes: u64,
+    pub macs: u64,
+    /// The LM head alone (a prefill computes it for its last token only).
+    pub lm_head_weight_bytes: u64,
+    pub lm_head_macs: u64,
+}
+
+impl Model {
+    /// See [`LinearWork`].
+    pub fn linear_work(&self) -> LinearWork {
+        let cost = |l: &Linear| {
+            let macs = (l.out_features * l.in_features) as u64;
+            let bytes = match &l.weight {
+                Weight::F32(_) => macs * 4,
+                Weight::Half(_) => macs * 2,
+                Weight::Quant(q) => macs / crate::kernels::cpu::quant::QK as u64 * q.kind.block_bytes() as u64,
+            };
+            (bytes, macs)
+        };
+        // named_linears holds the head when it is a layer of its own.
+        let (mut weight_bytes, mut macs) =
+            self.named_linears().map(|(_, l)| cost(l)).fold((0, 0), |(b, m), (lb, lm)| (b + lb, m + lm));
+        let (lm_head_weight_bytes, lm_head_macs) = match &self.lm_head {
+            LmHead::Linear(l) => cost(l),
+            LmHead::Tied => {
+                let head_macs = (self.config.vocab_size * self.config.hidden_size) as u64;
+                weight_bytes += head_macs * 4;
+                macs += head_macs;
+                (head_macs * 4, head_macs)
+            }
+        };
+        LinearWork { weight_bytes, macs, lm_head_weight_bytes, lm_head_macs }
     }
 }
