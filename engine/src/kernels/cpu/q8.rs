@@ -1,4 +1,5 @@
-//! The activation-quantized linear layer for GGUF Q4_0, Q4_1, Q5_0 and Q8_0 weights, as
+//! The activation-quantized linear layer for GGUF Q4_0, Q4_1, Q5_0, Q8_0 and
+//! Q4_K (repacked per 32: `QuantKind::Q4K`) weights, as
 //! llama.cpp computes it: each activation row is quantized per 32-element block
 //! to 8 bits (`Q8Rows`, llama.cpp's `quantize_row_q8_1_ref`), and each output is
 //! a sum over blocks of integer dot products times the two blocks' scales.
@@ -10,11 +11,14 @@
 //! `I_b = Σ_{e<32} w[e]·a[e]` (an exact integer, whatever order it is summed
 //! in; for Q4_0 `w[e] = q[e] - 8`, summed as `Σ q·a - 8·Σa`, for Q5_0
 //! `q[e] - 16` likewise), `acc = fma(d_w·d_a, I_b, acc)` (the product
-//! `d_w·d_a` rounded to f32); for Q4_1 also `mins = fma(m_w, s_a, mins)`. The
-//! result is `acc` (Q4_0, Q5_0, Q8_0) or `acc + mins` (Q4_1). Q4_0, Q5_0 and
-//! Q8_0 are llama.cpp's `vec_dot_q4_0_q8_0`, `vec_dot_q5_0_q8_0` and
-//! `vec_dot_q8_0_q8_0` up to the order of the float sum over blocks. Only the float steps fix the bits, and they are the same
-//! for every kernel: the scalar path writes them out, the AVX2 kernels do them
+//! `d_w·d_a` rounded to f32); for Q4_1 and Q4_K also `mins = fma(m_w, s_a,
+//! mins)` (Q4_K's `d_w = d·sc` and `m_w = -(dmin·m)`, exact in f32). The
+//! result is `acc` (Q4_0, Q5_0, Q8_0) or `acc + mins` (Q4_1, Q4_K). Q4_0,
+//! Q5_0 and Q8_0 are llama.cpp's `vec_dot_q4_0_q8_0`, `vec_dot_q5_0_q8_0` and
+//! `vec_dot_q8_0_q8_0` up to the order of the float sum over blocks; Q4_K
+//! differs from llama.cpp's `vec_dot_q4_K_q8_K`, which quantizes activations
+//! per 256 values (one scale) where this path keeps blocks of 32. Only the
+//! float steps fix the bits, and they are the same for every kernel: the scalar path writes them out, the AVX2 kernels do them
 //! for eight weight rows at once (one vector lane per row), so scalar and AVX2
 //! give the same bits, and a row's result never depends on the other rows of
 //! the batch, on tiling or on threads.
@@ -242,9 +246,9 @@ mod scalar {
         let mut wq = [0i32; QK];
         for b in 0..nb {
             let blk = weight_block(w, j, b);
-            let dw = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+            let (dw, mw) = w.kind.scales(blk);
             match w.kind {
-                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 => {
+                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 | QuantKind::Q4K => {
                     let (at, off) = (w.kind.quants_at(), w.kind.nibble_offset());
                     let q5 = w.kind == QuantKind::Q5_0;
                     let high = |e: usize| if q5 { q5_high(blk, e) } else { 0 };
@@ -252,8 +256,7 @@ mod scalar {
                         wq[e] = i32::from((byte & 0x0f) | high(e)) - off;
                         wq[e + 16] = i32::from((byte >> 4) | high(e + 16)) - off;
                     }
-                    if w.kind == QuantKind::Q4_1 {
-                        let mw = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
+                    if w.kind.has_mins() {
                         mins = mw.mul_add(a.s[r * nb + b], mins);
                     }
                 }
@@ -268,7 +271,7 @@ mod scalar {
             acc = (dw * a.d[r * nb + b]).mul_add(i as f32, acc);
         }
         match w.kind {
-            QuantKind::Q4_1 => acc + mins,
+            QuantKind::Q4_1 | QuantKind::Q4K => acc + mins,
             QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 => acc,
         }
     }
@@ -293,15 +296,6 @@ mod avx2 {
     /// How far ahead of the current block the in-place kernel prefetches each
     /// weight row.
     const PREFETCH_BYTES: usize = 384;
-
-    /// f16 bits at `p` (little-endian) to f32, exactly.
-    #[inline]
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
-        // SAFETY: p points at two readable bytes.
-        let bits = unsafe { u16::from_le_bytes([*p, *p.add(1)]) };
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
-    }
 
     /// [`super::quantize_block`] on eight lanes: the same maximum, scale,
     /// product and clamp, and `round` (half away from zero) done exactly as
@@ -359,10 +353,12 @@ mod avx2 {
                         (2, kind_id::Q4_0) => group::<2, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
                         (2, kind_id::Q4_1) => group::<2, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
                         (2, kind_id::Q5_0) => group::<2, { kind_id::Q5_0 }>(a, w, i, j, c0, c1, out),
+                        (2, kind_id::Q4K) => group::<2, { kind_id::Q4K }>(a, w, i, j, c0, c1, out),
                         (2, _) => group::<2, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4_0) => group::<1, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4_1) => group::<1, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q5_0) => group::<1, { kind_id::Q5_0 }>(a, w, i, j, c0, c1, out),
+                        (_, kind_id::Q4K) => group::<1, { kind_id::Q4K }>(a, w, i, j, c0, c1, out),
                         (_, _) => group::<1, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                     }
                 }
@@ -403,7 +399,7 @@ mod avx2 {
         // Nibbles (Q4_0, Q4_1, Q5_0) or bytes (Q8_0); Q4_1's minimums; Q5_0's
         // fifth bits; Q4_0's and Q5_0's offsets (times Σa, off each block's sum).
         let q4 = KIND != kind_id::Q8_0;
-        let has_mins = KIND == kind_id::Q4_1;
+        let has_mins = KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
         let q5 = KIND == kind_id::Q5_0;
         let offset = match KIND {
             kind_id::Q4_0 => 8,
@@ -412,7 +408,7 @@ mod avx2 {
         };
         let qat = match KIND {
             kind_id::Q4_1 => 4,
-            kind_id::Q5_0 => 6,
+            kind_id::Q5_0 | kind_id::Q4K => 6,
             _ => 2,
         };
         let k = a.cols;
@@ -454,8 +450,35 @@ mod avx2 {
                     (rowp[7].add(off) as *const i32).read_unaligned(),
                 );
                 let dm = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(head, split));
-                let dw = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
-                let mw = _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(dm));
+                let (mut dw, mut mw) =
+                    (_mm256_cvtph_ps(_mm256_castsi256_si128(dm)), _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(dm)));
+                if KIND == kind_id::Q4K {
+                    // d · sc and -(dmin · m), the sub-block's 6-bit scale and
+                    // minimum at bytes 4 and 5 (exact products).
+                    let byte = |c: usize, i: usize| f32::from(*rowp[c].add(off + i));
+                    let sc = _mm256_setr_ps(
+                        byte(0, 4),
+                        byte(1, 4),
+                        byte(2, 4),
+                        byte(3, 4),
+                        byte(4, 4),
+                        byte(5, 4),
+                        byte(6, 4),
+                        byte(7, 4),
+                    );
+                    let mn = _mm256_setr_ps(
+                        byte(0, 5),
+                        byte(1, 5),
+                        byte(2, 5),
+                        byte(3, 5),
+                        byte(4, 5),
+                        byte(5, 5),
+                        byte(6, 5),
+                        byte(7, 5),
+                    );
+                    dw = _mm256_mul_ps(dw, sc);
+                    mw = _mm256_xor_ps(_mm256_mul_ps(mw, mn), _mm256_set1_ps(-0.0));
+                }
                 let mut aq = [_mm256_setzero_si256(); R];
                 for (r, v) in aq.iter_mut().enumerate() {
                     *v = _mm256_loadu_si256(ap.add((i0 + r) * k + b * QK) as *const __m256i);

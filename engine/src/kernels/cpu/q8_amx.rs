@@ -23,6 +23,8 @@
 //! path. Activation rows beyond the last whole tile of sixteen take the
 //! AVX-512 kernel.
 //!
+//! Q4_K (repacked) takes the AVX-512 kernel for every row.
+//!
 //! Tiles: 0 and 1 are C (16 rows of 16 i32), 2 and 3 A (16 rows of 32
 //! bytes), 4 and 5 B (8 rows of 64 bytes); even blocks use 0/2/4, odd 1/3/5.
 
@@ -53,6 +55,12 @@ struct TileBuf([[i32; GROUP_ROWS]; TILE_ROWS]);
 pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols);
     assert!(out.rows() == a.rows && out.width() == c1 - c0);
+    // Q4_K has no tile kernel: its scales are products formed per block,
+    // which the tile loop does not do; every row takes the AVX-512 kernel.
+    if p.kind == QuantKind::Q4K {
+        // SAFETY: the caller guarantees the features.
+        return unsafe { avx512::block_rows(a, p, 0, a.rows, c0, c1, out) };
+    }
     let whole = a.rows / TILE_ROWS * TILE_ROWS;
     if whole > 0 {
         // SAFETY: the caller guarantees the features and AMX.
@@ -85,7 +93,7 @@ fn b_tiles(p: &Packed, g0: usize, g1: usize) -> Vec<u8> {
                 let load = |t: usize| _mm512_loadu_si512(src.as_ptr().add(64 * t) as *const _);
                 let d = dst.as_mut_ptr();
                 match p.kind {
-                    QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 => {
+                    QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 | QuantKind::Q4K => {
                         let off = _mm512_set1_epi8(p.kind.nibble_offset() as i8);
                         for t in 0..4 {
                             let w = load(t);

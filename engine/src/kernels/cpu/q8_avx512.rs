@@ -9,7 +9,9 @@
 //! or-ed with the fifth bits, spread to bit 4 of each byte by a 16-entry
 //! table lookup, `vpermd`); Q8_0 weights are stored offset by 128, and
 //! `128 · Σa` (the activation block's exact integer sum) is subtracted, as
-//! `8 · Σa` is for Q4_0 (whose weights are `q - 8`) and `16 · Σa` for Q5_0. Then the float steps
+//! `8 · Σa` is for Q4_0 (whose weights are `q - 8`) and `16 · Σa` for Q5_0.
+//! Q4_K's block scale and minimum are the products `d · sc` and `-(dmin ·
+//! m)` of its repacked fields, formed in f32 as the scalar path forms them. Then the float steps
 //! of `q8`'s module doc, sixteen weight rows per vector: one product of the
 //! scales, one FMA (and one for the Q4_1 minimums). Same integers, same float
 //! operations in the same order: bit-identical to the scalar and AVX2 paths.
@@ -65,6 +67,7 @@ pub(super) unsafe fn block_rows(
                             ($r, $g, kind_id::Q4_0) => tile::<$r, $g, { kind_id::Q4_0 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, p, i, g, c0, out),
+                            ($r, $g, kind_id::Q4K) => tile::<$r, $g, { kind_id::Q4K }>(a, p, i, g, c0, out),
                             ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, p, i, g, c0, out),
                         )*
                         _ => unreachable!("tile {rows}x{gs}"),
@@ -114,6 +117,18 @@ pub(super) unsafe fn q5_fifth_bits(p: *const u8) -> (__m512i, __m512i) {
     (_mm512_permutexvar_epi32(h, table), _mm512_permutexvar_epi32(_mm512_srli_epi32::<4>(h), table))
 }
 
+/// Sixteen unsigned bytes at `p` (one per weight row: Q4_K's sub-block
+/// scales or minimums) as f32.
+///
+/// # Safety
+/// `p` points at 16 readable bytes; the CPU has AVX-512 F.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn q4k_byte_scales(p: *const u8) -> __m512 {
+    // SAFETY: p holds 16 bytes.
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(p as *const __m128i) }))
+}
+
 /// Activation rows `i0..i0+R` times groups `g0..g0+G`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -126,7 +141,8 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     out: &mut ScatterBlock<'_, f32>,
 ) {
     let q4 = KIND != kind_id::Q8_0;
-    let has_mins = KIND == kind_id::Q4_1;
+    let has_mins = KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
+    let q4k = KIND == kind_id::Q4K;
     // What the stored quants are offset by, times Σa, comes off each block's sum.
     let offset = match KIND {
         kind_id::Q8_0 => 128,
@@ -222,10 +238,21 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                     if offset != 0 {
                         i = _mm512_sub_epi32(i, off);
                     }
-                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g] as *const __m256i));
+                    let mut dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g] as *const __m256i));
+                    if q4k {
+                        dw = _mm512_mul_ps(dw, q4k_byte_scales(blk[g].add(64)));
+                    }
                     acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(i), acc[r][g]);
                     if has_mins {
-                        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g].add(32) as *const __m256i));
+                        let mut mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g].add(32) as *const __m256i));
+                        if q4k {
+                            // -(dmin · m): the sign flipped exactly, as scalar negation does.
+                            let prod = _mm512_mul_ps(mw, q4k_byte_scales(blk[g].add(80)));
+                            mw = _mm512_castsi512_ps(_mm512_xor_si512(
+                                _mm512_castps_si512(prod),
+                                _mm512_set1_epi32(i32::MIN),
+                            ));
+                        }
                         mins[r][g] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[at]), mins[r][g]);
                     }
                 }

@@ -14,6 +14,8 @@
 //!   row's `qh` in its low half and bits `16+4t..16+4t+4` in its high half:
 //!   the fifth bits of the elements whose low bits chunk `t` of the nibbles
 //!   holds), then the 4 chunks of nibbles as Q4_0's.
+//! - Q4_K repacked (352 bytes = 16 x 22): `d[16]` f16, `dmin[16]` f16,
+//!   `sc[16]` u8, `m[16]` u8, then the 4 chunks of nibbles.
 //! - Q8_0 (544 bytes = 16 x 34): `d[16]` f16, then 8 chunks of
 //!   `[row 0..16][4 bytes]`: chunk `t` holds elements `4t..4t+4` of each row,
 //!   offset by 128 (`w ^ 0x80` = `w + 128` as an unsigned byte).
@@ -55,7 +57,7 @@ impl Packed {
     pub fn quants_offset(kind: QuantKind) -> usize {
         match kind {
             QuantKind::Q4_1 => 64,
-            QuantKind::Q5_0 => 96,
+            QuantKind::Q5_0 | QuantKind::Q4K => 96,
             QuantKind::Q4_0 | QuantKind::Q8_0 => 32,
         }
     }
@@ -79,6 +81,14 @@ impl Packed {
                             for t in 0..4 {
                                 let at = 32 + 64 * t + 4 * lane;
                                 out[at..at + 4].copy_from_slice(&blk[2 + 4 * t..6 + 4 * t]);
+                            }
+                        }
+                        QuantKind::Q4K => {
+                            out[32 + 2 * lane..34 + 2 * lane].copy_from_slice(&blk[2..4]);
+                            (out[64 + lane], out[80 + lane]) = (blk[4], blk[5]);
+                            for t in 0..4 {
+                                let at = 96 + 64 * t + 4 * lane;
+                                out[at..at + 4].copy_from_slice(&blk[6 + 4 * t..10 + 4 * t]);
                             }
                         }
                         QuantKind::Q5_0 => {
@@ -127,6 +137,14 @@ impl Packed {
                         for t in 0..4 {
                             let at = 32 + 64 * t + 4 * lane;
                             blk[2 + 4 * t..6 + 4 * t].copy_from_slice(&src[at..at + 4]);
+                        }
+                    }
+                    QuantKind::Q4K => {
+                        blk[2..4].copy_from_slice(&src[32 + 2 * lane..34 + 2 * lane]);
+                        (blk[4], blk[5]) = (src[64 + lane], src[80 + lane]);
+                        for t in 0..4 {
+                            let at = 96 + 64 * t + 4 * lane;
+                            blk[6 + 4 * t..10 + 4 * t].copy_from_slice(&src[at..at + 4]);
                         }
                     }
                     QuantKind::Q5_0 => {

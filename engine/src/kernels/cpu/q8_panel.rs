@@ -16,7 +16,6 @@
 //! float steps in the same order), so results are bit-identical to the
 //! in-place AVX2 kernel and to the scalar path, for any tile shape.
 
-use super::avx2::f16_at;
 use super::{Q8Rows, QK, QuantKind, QuantMatrix, kind_id, q5_high};
 use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
@@ -42,7 +41,7 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
     let (k, width) = (w.cols, c1 - c0);
     let nb = k / QK;
     let bb = w.kind.block_bytes();
-    let (q4, has_mins, qat) = (w.kind.nibbles(), w.kind == QuantKind::Q4_1, w.kind.quants_at());
+    let (q4, has_mins, qat) = (w.kind.nibbles(), w.kind.has_mins(), w.kind.quants_at());
     let groups = width.div_ceil(8);
     let mut p = Panel {
         groups,
@@ -57,13 +56,12 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
         let row = &w.data()[(c0 + c) * nb * bb..(c0 + c + 1) * nb * bb];
         for (b, blk) in row.chunks_exact(bb).enumerate() {
             let at = (g * nb + b) * 8 + lane;
-            // SAFETY: blk holds a whole block.
-            p.d[at] = unsafe { f16_at(blk.as_ptr()) };
+            let (d, m) = w.kind.scales(blk);
+            p.d[at] = d;
+            if has_mins {
+                p.m[at] = m;
+            }
             if q4 {
-                if has_mins {
-                    // SAFETY: as above.
-                    p.m[at] = unsafe { f16_at(blk.as_ptr().add(2)) };
-                }
                 let q5 = w.kind == QuantKind::Q5_0;
                 let high = |e: usize| if q5 { q5_high(blk, e) } else { 0 };
                 for (e, &byte) in blk[qat..qat + 16].iter().enumerate() {
@@ -104,6 +102,7 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
                                 ($r, $g, kind_id::Q4_0) => tile::<$r, $g, { kind_id::Q4_0 }>(a, &p, i, g, out, s),
                                 ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, &p, i, g, out, s),
                                 ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, &p, i, g, out, s),
+                                ($r, $g, kind_id::Q4K) => tile::<$r, $g, { kind_id::Q4K }>(a, &p, i, g, out, s),
                                 ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, &p, i, g, out, s),
                             )*
                             _ => unreachable!("tile {rows}x{gs}"),
@@ -137,8 +136,8 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     sums: &mut [__m256i],
 ) {
     // Nibbles sum in i16 over the block; Q5_0 (up to 31) and Q8_0 in i32.
-    let i16_sums = KIND == kind_id::Q4_0 || KIND == kind_id::Q4_1;
-    let has_mins = KIND == kind_id::Q4_1;
+    let i16_sums = KIND == kind_id::Q4_0 || KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
+    let has_mins = KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
     let offset = match KIND {
         kind_id::Q4_0 => 8,
         kind_id::Q5_0 => 16,

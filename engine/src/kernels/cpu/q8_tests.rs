@@ -32,6 +32,12 @@ fn weights(kind: QuantKind, rows: usize, cols: usize, seed: u64) -> QuantMatrix 
     for _ in 0..rows * cols / QK {
         data.extend(f16::from_f32(rng.uniform(0.001, 0.05)).to_le_bytes());
         let n = match kind {
+            QuantKind::Q4K => {
+                // dmin, then the 6-bit sub-block scale and minimum.
+                data.extend(f16::from_f32(rng.uniform(0.0, 0.01)).to_le_bytes());
+                data.extend([rng.byte() % 64, rng.byte() % 64]);
+                16
+            }
             QuantKind::Q4_0 => 16,
             QuantKind::Q5_0 => 20,
             QuantKind::Q4_1 => {
@@ -58,7 +64,7 @@ fn activations(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
     x
 }
 
-const KINDS: [QuantKind; 4] = QuantKind::ALL;
+const KINDS: [QuantKind; 5] = QuantKind::ALL;
 
 #[test]
 fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
@@ -203,7 +209,9 @@ fn reference(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> (f64, f64) {
     let (mut sum, mut abs) = (0.0f64, 0.0f64);
     for b in 0..nb {
         let blk = weight_block(w, j, b);
-        let dw = f64::from(f16::from_le_bytes([blk[0], blk[1]]).to_f32());
+        // Q4_K: d·sc and -(dmin·m), exact in f32 and f64 alike.
+        let (dw, mw) = w.kind.scales(blk);
+        let (dw, mw) = (f64::from(dw), f64::from(mw));
         let (da, sa) = (f64::from(a.d[r * nb + b]), f64::from(a.s[r * nb + b]));
         let mut qs = [0.0f64; QK];
         match w.kind {
@@ -223,11 +231,12 @@ fn reference(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> (f64, f64) {
                     qs[e + 16] = f64::from(u32::from(byte >> 4) | h1) - 16.0;
                 }
             }
-            QuantKind::Q4_1 => {
-                for (e, &byte) in blk[4..20].iter().enumerate() {
+            QuantKind::Q4_1 | QuantKind::Q4K => {
+                let at = w.kind.quants_at();
+                for (e, &byte) in blk[at..at + 16].iter().enumerate() {
                     (qs[e], qs[e + 16]) = (f64::from(byte & 0x0f), f64::from(byte >> 4));
                 }
-                let t = f64::from(f16::from_le_bytes([blk[2], blk[3]]).to_f32()) * sa;
+                let t = mw * sa;
                 (sum, abs) = (sum + t, abs + t.abs());
             }
             QuantKind::Q8_0 => {

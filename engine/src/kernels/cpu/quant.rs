@@ -1,8 +1,9 @@
 //! Linear layers over weights kept in their GGUF block-quantized form (Q4_0,
-//! Q4_1, Q5_0, Q8_0), dequantized inside the kernel. Each weight is rebuilt
-//! with exactly the operations the loader uses (`d * (q - 8)` for Q4_0,
-//! `d * q + m` for Q4_1, `d * (q - 16)` for Q5_0, `d * q` for Q8_0, in f32,
-//! unfused), and the dot products follow
+//! Q4_1, Q5_0, Q8_0, and Q4_K repacked into blocks of 32), dequantized inside
+//! the kernel. Each weight is rebuilt with exactly the operations the loader
+//! uses (`d * (q - 8)` for Q4_0, `d * q + m` for Q4_1 (and Q4_K, with
+//! `d = d_K * sc` and `m = -(dmin_K * m_K)`, both exact in f32), `d * (q - 16)`
+//! for Q5_0, `d * q` for Q8_0, in f32, unfused), and the dot products follow
 //! exactly the lane structure of `matmul` (eight lanes, k ascending in steps
 //! of 8, fixed final sum). So a quantized layer gives bit-for-bit the result of
 //! the f32 layer built from the dequantized tensor, while reading 4.5 to 8.5 bits per weight instead of 32.
@@ -38,19 +39,28 @@ pub enum QuantKind {
     Q5_0,
     /// `{f16 d; i8 qs[32]}`: `x = d * q`.
     Q8_0,
+    /// GGUF Q4_K, each 256-value super-block repacked at load into eight
+    /// blocks of 32 (`gguf::kquant`): `{f16 d; f16 dmin; u8 sc; u8 m; u8
+    /// qs[16]}`, the super-block's two scales repeated, the sub-block's 6-bit
+    /// scale and minimum unpacked, nibbles as Q4_1's; `x = (d * sc) * q - dmin
+    /// * m`, ggml's `dequantize_row_q4_K` value for value. 5.5 bits a weight
+    /// (the file's 4.5, plus the repeated scales).
+    Q4K,
 }
 
 impl QuantKind {
     /// Every kind, for tests and listings.
-    pub const ALL: [QuantKind; 4] = [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q5_0, QuantKind::Q8_0];
+    pub const ALL: [QuantKind; 5] =
+        [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q5_0, QuantKind::Q8_0, QuantKind::Q4K];
 
-    /// `"q4_0"`, `"q4_1"`, `"q5_0"` or `"q8_0"`.
+    /// `"q4_0"`, `"q4_1"`, `"q5_0"`, `"q8_0"` or `"q4_k"`.
     pub fn name(self) -> &'static str {
         match self {
             QuantKind::Q4_0 => "q4_0",
             QuantKind::Q4_1 => "q4_1",
             QuantKind::Q5_0 => "q5_0",
             QuantKind::Q8_0 => "q8_0",
+            QuantKind::Q4K => "q4_k",
         }
     }
 
@@ -58,18 +68,35 @@ impl QuantKind {
         match self {
             QuantKind::Q4_0 => 18,
             QuantKind::Q4_1 => 20,
-            QuantKind::Q5_0 => 22,
+            QuantKind::Q5_0 | QuantKind::Q4K => 22,
             QuantKind::Q8_0 => 34,
         }
     }
 
     /// Where a block's quants (nibbles or bytes) start: after its f16 scale,
-    /// Q4_1's minimum, Q5_0's high bits.
+    /// Q4_1's minimum, Q5_0's high bits, Q4_K's scales.
     pub fn quants_at(self) -> usize {
         match self {
             QuantKind::Q4_1 => 4,
-            QuantKind::Q5_0 => 6,
+            QuantKind::Q5_0 | QuantKind::Q4K => 6,
             QuantKind::Q4_0 | QuantKind::Q8_0 => 2,
+        }
+    }
+
+    /// Whether a block has a minimum term (`x = d * q + m`): Q4_1, Q4_K.
+    pub fn has_mins(self) -> bool {
+        matches!(self, QuantKind::Q4_1 | QuantKind::Q4K)
+    }
+
+    /// A block's scale `d` and minimum `m` (0 where the kind has none) as
+    /// f32, from its bytes: the f16 fields, or Q4_K's exact products.
+    #[inline]
+    pub fn scales(self, blk: &[u8]) -> (f32, f32) {
+        let h = |i: usize| f16::from_le_bytes([blk[i], blk[i + 1]]).to_f32();
+        match self {
+            QuantKind::Q4_1 => (h(0), h(2)),
+            QuantKind::Q4K => (h(0) * f32::from(blk[4]), -(h(2) * f32::from(blk[5]))),
+            QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 => (h(0), 0.0),
         }
     }
 
@@ -85,7 +112,7 @@ impl QuantKind {
         match self {
             QuantKind::Q4_0 => 8,
             QuantKind::Q5_0 => 16,
-            QuantKind::Q4_1 | QuantKind::Q8_0 => 0,
+            QuantKind::Q4_1 | QuantKind::Q8_0 | QuantKind::Q4K => 0,
         }
     }
 
@@ -96,6 +123,7 @@ impl QuantKind {
             QuantKind::Q4_1 => kind_id::Q4_1,
             QuantKind::Q5_0 => kind_id::Q5_0,
             QuantKind::Q8_0 => kind_id::Q8_0,
+            QuantKind::Q4K => kind_id::Q4K,
         }
     }
 }
@@ -107,6 +135,7 @@ pub mod kind_id {
     pub const Q4_1: u8 = 1;
     pub const Q8_0: u8 = 2;
     pub const Q5_0: u8 = 3;
+    pub const Q4K: u8 = 4;
 }
 
 /// Element `e`'s fifth bit of a Q5_0 block (`blk` its 22 bytes), as 0 or 16.
@@ -179,7 +208,7 @@ impl QuantMatrix {
         let rb = self.row_bytes();
         let bb = self.kind.block_bytes();
         for (blk, o) in self.data()[r * rb..(r + 1) * rb].chunks_exact(bb).zip(out.chunks_exact_mut(QK)) {
-            let d = f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+            let (d, m) = self.kind.scales(blk);
             match self.kind {
                 QuantKind::Q4_0 => {
                     for (j, &q) in blk[2..18].iter().enumerate() {
@@ -193,9 +222,9 @@ impl QuantMatrix {
                         o[j + 16] = d * (((q >> 4) | q5_high(blk, j + 16)) as i32 - 16) as f32;
                     }
                 }
-                QuantKind::Q4_1 => {
-                    let m = f16::from_le_bytes([blk[2], blk[3]]).to_f32();
-                    for (j, &q) in blk[4..20].iter().enumerate() {
+                QuantKind::Q4_1 | QuantKind::Q4K => {
+                    let at = self.kind.quants_at();
+                    for (j, &q) in blk[at..at + 16].iter().enumerate() {
                         o[j] = d * (q & 0x0f) as f32 + m;
                         o[j + 16] = d * (q >> 4) as f32 + m;
                     }
@@ -262,7 +291,6 @@ pub fn matmul_quant_on(path: CpuPath, x: &[f32], w: &QuantMatrix, m: usize) -> V
 mod avx2 {
     use super::{QK, QuantKind, QuantMatrix};
     use crate::kernels::cpu::matmul::avx2::hsum;
-    use half::f16;
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma")]
@@ -303,7 +331,7 @@ mod avx2 {
     unsafe fn weights8(kind: QuantKind, blk: *const u8, s: usize, d: __m256, mn: __m256) -> __m256 {
         unsafe {
             match kind {
-                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 => {
+                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 | QuantKind::Q4K => {
                     // s = 0, 1: low nibbles of bytes 0..8, 8..16; s = 2, 3: high nibbles.
                     let bytes = _mm_loadl_epi64(blk.add(kind.quants_at() + (s & 1) * 8) as *const __m128i);
                     let q = _mm256_cvtepu8_epi32(bytes);
@@ -317,7 +345,7 @@ mod avx2 {
                         );
                         q = _mm256_or_si256(q, _mm256_slli_epi32::<4>(_mm256_and_si256(hb, _mm256_set1_epi32(1))));
                     }
-                    if kind == QuantKind::Q4_1 {
+                    if kind.has_mins() {
                         _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), mn)
                     } else {
                         // d * (q - 8) or d * (q - 16): the difference is exact in i32 and in f32.
@@ -358,12 +386,9 @@ mod avx2 {
                 // SAFETY: row j0 + c < rows, block b < k / QK.
                 unsafe {
                     blk[c] = wp.add((j0 + c) * rb + b * bb);
-                    let d = f16::from_bits(u16::from_le_bytes([*blk[c], *blk[c].add(1)])).to_f32();
+                    let (d, m) = w.kind.scales(std::slice::from_raw_parts(blk[c], bb));
                     dv[c] = _mm256_set1_ps(d);
-                    if w.kind == QuantKind::Q4_1 {
-                        let m = f16::from_bits(u16::from_le_bytes([*blk[c].add(2), *blk[c].add(3)])).to_f32();
-                        mv[c] = _mm256_set1_ps(m);
-                    }
+                    mv[c] = _mm256_set1_ps(m);
                 }
             }
             for s in 0..4 {
@@ -408,6 +433,11 @@ mod tests {
             match kind {
                 QuantKind::Q4_0 => out.extend((0..16).map(|_| next())),
                 QuantKind::Q5_0 => out.extend((0..20).map(|_| next())),
+                QuantKind::Q4K => {
+                    out.extend(f16::from_f32((next() as f32) / 3000.0).to_le_bytes());
+                    out.extend([next() % 64, next() % 64]);
+                    out.extend((0..16).map(|_| next()));
+                }
                 QuantKind::Q4_1 => {
                     out.extend(f16::from_f32(-(next() as f32) / 300.0).to_le_bytes());
                     out.extend((0..16).map(|_| next()));

@@ -203,6 +203,32 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     }
 }
 
+/// Q4_K super-blocks (`bytes`, whole 144-byte blocks) repacked into the
+/// kernels' blocks of 32 (`QuantKind::Q4K`): per sub-block `j`, `{f16 d; f16
+/// dmin; u8 sc; u8 m; u8 qs[16]}` with the super-block's two scales copied,
+/// `(sc, m)` from `get_scale_min_k4`, and the sub-block's 32 nibbles laid out
+/// as Q4_1's (byte `i`: element `i` low, element `16 + i` high). Every value
+/// decodes as `dequantize_row_q4_K` decodes it. `None` unless `bytes` is whole
+/// super-blocks.
+pub fn repack_q4_k(bytes: &[u8]) -> Option<Vec<u8>> {
+    if !bytes.len().is_multiple_of(144) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 144 * 8 * 22);
+    for blk in bytes.chunks_exact(144) {
+        let (scales, qs) = (&blk[4..16], &blk[16..144]);
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, scales);
+            out.extend_from_slice(&blk[..4]);
+            out.extend([sc, m]);
+            // Sub-block j: the low (even j) or high (odd j) nibbles of qs[32(j/2)..].
+            let (src, shift) = (&qs[32 * (j / 2)..32 * (j / 2) + 32], 4 * (j % 2));
+            out.extend((0..16).map(|i| ((src[i] >> shift) & 0x0f) | (((src[16 + i] >> shift) & 0x0f) << 4)));
+        }
+    }
+    Some(out)
+}
+
 /// The 5th bits of Q5_0/Q5_1 element `j` (0..16) and `j + 16` from `qh`, in
 /// place (0 or 0x10), as ggml's `xh_0` / `xh_1`.
 fn q5_high_bits(qh: u32, j: usize) -> (u8, u8) {

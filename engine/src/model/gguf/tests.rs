@@ -472,3 +472,44 @@ fn open_reads_a_file_and_names_a_missing_one() {
     let e = GgufFile::open(dir.join("nope.gguf")).unwrap_err();
     assert!(matches!(e, EngineError::Io { .. }), "{e:?}");
 }
+
+/// The loader's Q4_K repack (super-blocks of 256 into the kernels' blocks of
+/// 32) keeps every value: the repacked matrix dequantizes to ggml's
+/// `dequantize_row_q4_K` values bit for bit, on the hand-built cases and on
+/// random super-blocks (every scale byte, both branches of
+/// `get_scale_min_k4`, negative scales); a truncated tensor is refused.
+#[test]
+fn q4_k_repacked_per_32_decodes_to_the_same_values() {
+    let mut cases: Vec<(usize, Vec<u8>)> = typed_cases()
+        .into_iter()
+        .filter(|c| GgmlType::from_id(c.0) == GgmlType::Q4K)
+        .map(|(_, _, cols, bytes, _)| (cols, bytes))
+        .collect();
+    assert!(!cases.is_empty(), "typed_cases has no Q4_K case");
+    let mut s = 0x9e37_79b9u32;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s >> 8) as u8
+    };
+    // 3 rows of 512: d and dmin random finite f16 (exponent byte kept below 0x7c).
+    let mut random = Vec::new();
+    for _ in 0..6 {
+        let mut blk: Vec<u8> = (0..144).map(|_| next()).collect();
+        blk[1] &= 0xbb;
+        blk[3] &= 0xbb;
+        random.extend(blk);
+    }
+    cases.push((512, random));
+    for (cols, bytes) in cases {
+        let rows = bytes.len() / 144 * 256 / cols;
+        let want = dequantize(GgmlType::Q4K, &bytes, rows * cols).unwrap();
+        let repacked = repack_q4_k(&bytes).unwrap();
+        let q = QuantMatrix::new(QuantKind::Q4K, rows, cols, repacked).unwrap();
+        let got = q.dequantize();
+        let differ = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{rows}x{cols}: {differ} values differ from dequantize_row_q4_K");
+    }
+    assert!(repack_q4_k(&[0u8; 143]).is_none());
+}
