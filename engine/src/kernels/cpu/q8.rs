@@ -17,7 +17,10 @@
 //! Q5_0 and Q8_0 are llama.cpp's `vec_dot_q4_0_q8_0`, `vec_dot_q5_0_q8_0` and
 //! `vec_dot_q8_0_q8_0` up to the order of the float sum over blocks; Q4_K
 //! differs from llama.cpp's `vec_dot_q4_K_q8_K`, which quantizes activations
-//! per 256 values (one scale) where this path keeps blocks of 32. Only the
+//! per 256 values (one scale) where this path keeps blocks of 32. Q6_K
+//! (repacked per 32, two 16-value sub-blocks of scales `sc_0`, `sc_1`) takes
+//! `I_b = sc_0·Σ_{e<16} (q-32)·a + sc_1·Σ_{e>=16} (q-32)·a`, still an exact
+//! integer (below 2^24 in magnitude, so exact in f32 too), and `d_w = d`. Only the
 //! float steps fix the bits, and they are the same for every kernel: the scalar path writes them out, the AVX2 kernels do them
 //! for eight weight rows at once (one vector lane per row), so scalar and AVX2
 //! give the same bits, and a row's result never depends on the other rows of
@@ -37,7 +40,7 @@
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
-use super::quant::{QK, QuantKind, QuantMatrix, kind_id, q5_high};
+use super::quant::{QK, QuantKind, QuantMatrix, kind_id, q5_high, q6k_quant, q6k_scale};
 use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index};
 use half::f16;
 
@@ -58,6 +61,14 @@ pub struct Q8Rows {
     /// `[rows, cols / 32]` block sums `Σq`, exact (the AVX-512 Q8_0 kernel
     /// removes the weights' +128 offset with them).
     pub sums: Vec<i32>,
+    /// `[rows, cols / 16]` sums of each half block, exact (Q6_K's two
+    /// sub-block scales per block take its offset off each half).
+    pub half_sums: Vec<i32>,
+}
+
+/// Sums of each 16 quants.
+fn half_sums_of(qs: &[i8]) -> Vec<i32> {
+    qs.chunks_exact(QK / 2).map(|h| h.iter().map(|&v| i32::from(v)).sum()).collect()
 }
 
 impl Q8Rows {
@@ -81,8 +92,10 @@ impl Q8Rows {
                 d: vec![0.0; blocks],
                 s: vec![0.0; blocks],
                 sums: vec![0; blocks],
+                half_sums: Vec::new(),
             };
             quantize_blocks(path, x, &mut q.qs, &mut q.d, &mut q.s, &mut q.sums);
+            q.half_sums = half_sums_of(&q.qs);
             return q;
         }
         // Prefill: row chunks in parallel, each written in place.
@@ -106,7 +119,10 @@ impl Q8Rows {
             }
         });
         // SAFETY: the chunks cover rows 0..rows.
-        unsafe { Q8Rows { rows, cols, qs: qs.finish(), d: d.finish(), s: s.finish(), sums: sums.finish() } }
+        let qs = unsafe { qs.finish() };
+        let half_sums = half_sums_of(&qs);
+        // SAFETY: as above.
+        unsafe { Q8Rows { rows, cols, qs, d: d.finish(), s: s.finish(), sums: sums.finish(), half_sums } }
     }
 }
 
@@ -265,6 +281,11 @@ mod scalar {
                         wq[e] = i32::from(byte as i8);
                     }
                 }
+                QuantKind::Q6K => {
+                    for (e, v) in wq.iter_mut().enumerate() {
+                        *v = q6k_scale(blk, e / 16) * (i32::from(q6k_quant(blk, e)) - 32);
+                    }
+                }
             }
             let aq = &a.qs[r * a.cols + b * QK..r * a.cols + (b + 1) * QK];
             let i: i32 = wq.iter().zip(aq).map(|(&wv, &av)| wv * i32::from(av)).sum();
@@ -272,7 +293,7 @@ mod scalar {
         }
         match w.kind {
             QuantKind::Q4_1 | QuantKind::Q4K => acc + mins,
-            QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 => acc,
+            QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 | QuantKind::Q6K => acc,
         }
     }
 }
@@ -354,11 +375,13 @@ mod avx2 {
                         (2, kind_id::Q4_1) => group::<2, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
                         (2, kind_id::Q5_0) => group::<2, { kind_id::Q5_0 }>(a, w, i, j, c0, c1, out),
                         (2, kind_id::Q4K) => group::<2, { kind_id::Q4K }>(a, w, i, j, c0, c1, out),
+                        (2, kind_id::Q6K) => group::<2, { kind_id::Q6K }>(a, w, i, j, c0, c1, out),
                         (2, _) => group::<2, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4_0) => group::<1, { kind_id::Q4_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4_1) => group::<1, { kind_id::Q4_1 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q5_0) => group::<1, { kind_id::Q5_0 }>(a, w, i, j, c0, c1, out),
                         (_, kind_id::Q4K) => group::<1, { kind_id::Q4K }>(a, w, i, j, c0, c1, out),
+                        (_, kind_id::Q6K) => group::<1, { kind_id::Q6K }>(a, w, i, j, c0, c1, out),
                         (_, _) => group::<1, { kind_id::Q8_0 }>(a, w, i, j, c0, c1, out),
                     }
                 }
@@ -401,6 +424,7 @@ mod avx2 {
         let q4 = KIND != kind_id::Q8_0;
         let has_mins = KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
         let q5 = KIND == kind_id::Q5_0;
+        let q6 = KIND == kind_id::Q6K;
         let offset = match KIND {
             kind_id::Q4_0 => 8,
             kind_id::Q5_0 => 16,
@@ -409,6 +433,7 @@ mod avx2 {
         let qat = match KIND {
             kind_id::Q4_1 => 4,
             kind_id::Q5_0 | kind_id::Q4K => 6,
+            kind_id::Q6K => 12,
             _ => 2,
         };
         let k = a.cols;
@@ -483,6 +508,15 @@ mod avx2 {
                 for (r, v) in aq.iter_mut().enumerate() {
                     *v = _mm256_loadu_si256(ap.add((i0 + r) * k + b * QK) as *const __m256i);
                 }
+                // Q6_K: 32·Σa over each four elements (lane l: elements 4l..4l+4),
+                // taken off the products before the sub-block scales multiply.
+                let mut a32 = [_mm256_setzero_si256(); R];
+                if q6 {
+                    for r in 0..R {
+                        let four = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), aq[r]), ones);
+                        a32[r] = _mm256_slli_epi32::<5>(four);
+                    }
+                }
                 // Eight lanes of products per weight row, reduced by horizontal
                 // adds: `x` holds rows 0..3's partial sums, `y` rows 4..7's.
                 let mut t = [_mm256_setzero_si256(); R];
@@ -497,6 +531,12 @@ mod avx2 {
                             if q5 {
                                 let qh = (blk.add(2) as *const i32).read_unaligned();
                                 _mm256_or_si256(nib, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)))
+                            } else if q6 {
+                                let qh4 = (blk.add(4) as *const i32).read_unaligned();
+                                let qh5 = (blk.add(8) as *const i32).read_unaligned();
+                                let b4 = _mm256_and_si256(bytes_from_bits(qh4), _mm256_set1_epi8(0x10));
+                                let b5 = _mm256_and_si256(bytes_from_bits(qh5), _mm256_set1_epi8(0x20));
+                                _mm256_or_si256(nib, _mm256_or_si256(b4, b5))
                             } else {
                                 nib
                             }
@@ -507,6 +547,14 @@ mod avx2 {
                         for r in 0..R {
                             let av = if q4 { aq[r] } else { _mm256_sign_epi8(aq[r], wq) };
                             p[r][s] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, av), ones);
+                        }
+                        if q6 {
+                            // Lanes 0..4 hold elements 0..16 (scale sc_0), 4..8 the rest (sc_1).
+                            let (s0, s1) = (i32::from(*blk.add(2) as i8), i32::from(*blk.add(3) as i8));
+                            let scv = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
+                            for r in 0..R {
+                                p[r][s] = _mm256_mullo_epi32(_mm256_sub_epi32(p[r][s], a32[r]), scv);
+                            }
                         }
                     }
                     for r in 0..R {

@@ -23,7 +23,7 @@
 //! path. Activation rows beyond the last whole tile of sixteen take the
 //! AVX-512 kernel.
 //!
-//! Q4_K (repacked) takes the AVX-512 kernel for every row.
+//! Q4_K and Q6_K (repacked) take the AVX-512 kernel for every row.
 //!
 //! Tiles: 0 and 1 are C (16 rows of 16 i32), 2 and 3 A (16 rows of 32
 //! bytes), 4 and 5 B (8 rows of 64 bytes); even blocks use 0/2/4, odd 1/3/5.
@@ -55,9 +55,9 @@ struct TileBuf([[i32; GROUP_ROWS]; TILE_ROWS]);
 pub(super) unsafe fn block(a: &Q8Rows, p: &Packed, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
     assert!(c0.is_multiple_of(GROUP_ROWS) && c1 <= p.rows && a.cols == p.cols);
     assert!(out.rows() == a.rows && out.width() == c1 - c0);
-    // Q4_K has no tile kernel: its scales are products formed per block,
-    // which the tile loop does not do; every row takes the AVX-512 kernel.
-    if p.kind == QuantKind::Q4K {
+    // Q4_K and Q6_K have no tile kernel (Q4_K's scales are products formed
+    // per block, Q6_K's two per block): every row takes the AVX-512 kernel.
+    if matches!(p.kind, QuantKind::Q4K | QuantKind::Q6K) {
         // SAFETY: the caller guarantees the features.
         return unsafe { avx512::block_rows(a, p, 0, a.rows, c0, c1, out) };
     }
@@ -108,6 +108,7 @@ fn b_tiles(p: &Packed, g0: usize, g1: usize) -> Vec<u8> {
                             _mm512_storeu_si512(d.add(64 * (4 + t)) as *mut _, _mm512_sub_epi8(hi, off));
                         }
                     }
+                    QuantKind::Q6K => unreachable!("Q6_K takes the AVX-512 kernel"),
                     QuantKind::Q8_0 => {
                         for t in 0..8 {
                             _mm512_storeu_si512(d.add(64 * t) as *mut _, _mm512_xor_si512(load(t), offset));

@@ -11,7 +11,10 @@
 //! `128 · Σa` (the activation block's exact integer sum) is subtracted, as
 //! `8 · Σa` is for Q4_0 (whose weights are `q - 8`) and `16 · Σa` for Q5_0.
 //! Q4_K's block scale and minimum are the products `d · sc` and `-(dmin ·
-//! m)` of its repacked fields, formed in f32 as the scalar path forms them. Then the float steps
+//! m)` of its repacked fields, formed in f32 as the scalar path forms them.
+//! Q6_K's six-bit quants are the nibbles or-ed with bits 4 and 5 (the same
+//! table); each half block's products are summed apart, offset by `32 · Σa`
+//! over the half, and multiplied by the half's scale (`vpmulld`). Then the float steps
 //! of `q8`'s module doc, sixteen weight rows per vector: one product of the
 //! scales, one FMA (and one for the Q4_1 minimums). Same integers, same float
 //! operations in the same order: bit-identical to the scalar and AVX2 paths.
@@ -68,6 +71,7 @@ pub(super) unsafe fn block_rows(
                             ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q4K) => tile::<$r, $g, { kind_id::Q4K }>(a, p, i, g, c0, out),
+                            ($r, $g, kind_id::Q6K) => tile::<$r, $g, { kind_id::Q6K }>(a, p, i, g, c0, out),
                             ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, p, i, g, c0, out),
                         )*
                         _ => unreachable!("tile {rows}x{gs}"),
@@ -143,6 +147,7 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     let q4 = KIND != kind_id::Q8_0;
     let has_mins = KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
     let q4k = KIND == kind_id::Q4K;
+    let q6 = KIND == kind_id::Q6K;
     // What the stored quants are offset by, times Σa, comes off each block's sum.
     let offset = match KIND {
         kind_id::Q8_0 => 128,
@@ -210,22 +215,60 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                     }
                 };
             }
-            let chunks = if q4 { 4 } else { 8 };
-            let mut t = 0;
-            while t < chunks {
-                chunk!(s0, t);
-                if split {
-                    chunk!(s1, t + 1);
-                } else {
-                    chunk!(s0, t + 1);
-                }
-                t += 2;
-            }
             let mut s = s0;
-            if split {
-                for r in 0..R {
+            if q6 {
+                // Six-bit quants: nibbles or-ed with bit 4 and bit 5 (the fifth-bit
+                // table, shifted once for bit 5); the first half block's
+                // elements (low nibbles) into `s0`, the second's into `s1`.
+                for t in 0..4 {
                     for g in 0..G {
-                        s[r][g] = _mm512_add_epi32(s0[r][g], s1[r][g]);
+                        let w = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
+                        let (l4, h4) = q5_fifth_bits(blk[g].add(64 + 32 * t));
+                        let (l5, h5) = q5_fifth_bits(blk[g].add(80 + 32 * t));
+                        let lo =
+                            _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(w, low), l4), _mm512_slli_epi32::<1>(l5));
+                        let hi = _mm512_or_si512(
+                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(w), low), h4),
+                            _mm512_slli_epi32::<1>(h5),
+                        );
+                        for r in 0..R {
+                            s0[r][g] = _mm512_dpbusd_epi32(s0[r][g], lo, bcast!(r, 4 * t));
+                            s1[r][g] = _mm512_dpbusd_epi32(s1[r][g], hi, bcast!(r, 16 + 4 * t));
+                        }
+                    }
+                }
+                // I = sc_0·(Σ q·a - 32·Σa) over the first half + sc_1·(...) over the second.
+                for r in 0..R {
+                    let at = ((i0 + r) * nb + b) * 2;
+                    let a0 = _mm512_set1_epi32(32 * a.half_sums[at]);
+                    let a1 = _mm512_set1_epi32(32 * a.half_sums[at + 1]);
+                    for g in 0..G {
+                        let sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(32) as *const __m128i));
+                        let sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(48) as *const __m128i));
+                        s[r][g] = _mm512_add_epi32(
+                            _mm512_mullo_epi32(_mm512_sub_epi32(s0[r][g], a0), sc0),
+                            _mm512_mullo_epi32(_mm512_sub_epi32(s1[r][g], a1), sc1),
+                        );
+                    }
+                }
+            } else {
+                let chunks = if q4 { 4 } else { 8 };
+                let mut t = 0;
+                while t < chunks {
+                    chunk!(s0, t);
+                    if split {
+                        chunk!(s1, t + 1);
+                    } else {
+                        chunk!(s0, t + 1);
+                    }
+                    t += 2;
+                }
+                s = s0;
+                if split {
+                    for r in 0..R {
+                        for g in 0..G {
+                            s[r][g] = _mm512_add_epi32(s0[r][g], s1[r][g]);
+                        }
                     }
                 }
             }

@@ -16,6 +16,10 @@
 //!   holds), then the 4 chunks of nibbles as Q4_0's.
 //! - Q4_K repacked (352 bytes = 16 x 22): `d[16]` f16, `dmin[16]` f16,
 //!   `sc[16]` u8, `m[16]` u8, then the 4 chunks of nibbles.
+//! - Q6_K repacked (448 bytes = 16 x 28): `d[16]` f16, `sc0[16]` i8, `sc1[16]`
+//!   i8, then per chunk `t` the bit-4 bytes `[row 0..16]` and the bit-5 bytes
+//!   (each laid out as Q5_0's fifth bits, from `qh4` and `qh5`), then the 4
+//!   chunks of nibbles.
 //! - Q8_0 (544 bytes = 16 x 34): `d[16]` f16, then 8 chunks of
 //!   `[row 0..16][4 bytes]`: chunk `t` holds elements `4t..4t+4` of each row,
 //!   offset by 128 (`w ^ 0x80` = `w + 128` as an unsigned byte).
@@ -58,6 +62,7 @@ impl Packed {
         match kind {
             QuantKind::Q4_1 => 64,
             QuantKind::Q5_0 | QuantKind::Q4K => 96,
+            QuantKind::Q6K => 192,
             QuantKind::Q4_0 | QuantKind::Q8_0 => 32,
         }
     }
@@ -81,6 +86,19 @@ impl Packed {
                             for t in 0..4 {
                                 let at = 32 + 64 * t + 4 * lane;
                                 out[at..at + 4].copy_from_slice(&blk[2 + 4 * t..6 + 4 * t]);
+                            }
+                        }
+                        QuantKind::Q6K => {
+                            (out[32 + lane], out[48 + lane]) = (blk[2], blk[3]);
+                            let qh4 = u32::from_le_bytes([blk[4], blk[5], blk[6], blk[7]]);
+                            let qh5 = u32::from_le_bytes([blk[8], blk[9], blk[10], blk[11]]);
+                            let chunk =
+                                |qh: u32, t: usize| (((qh >> (4 * t)) & 0xf) | ((qh >> (16 + 4 * t)) & 0xf) << 4) as u8;
+                            for t in 0..4 {
+                                out[64 + 32 * t + lane] = chunk(qh4, t);
+                                out[80 + 32 * t + lane] = chunk(qh5, t);
+                                let at = 192 + 64 * t + 4 * lane;
+                                out[at..at + 4].copy_from_slice(&blk[12 + 4 * t..16 + 4 * t]);
                             }
                         }
                         QuantKind::Q4K => {
@@ -138,6 +156,19 @@ impl Packed {
                             let at = 32 + 64 * t + 4 * lane;
                             blk[2 + 4 * t..6 + 4 * t].copy_from_slice(&src[at..at + 4]);
                         }
+                    }
+                    QuantKind::Q6K => {
+                        (blk[2], blk[3]) = (src[32 + lane], src[48 + lane]);
+                        let (mut qh4, mut qh5) = (0u32, 0u32);
+                        for t in 0..4 {
+                            let unchunk = |h: u32| (h & 0xf) << (4 * t) | (h >> 4) << (16 + 4 * t);
+                            qh4 |= unchunk(u32::from(src[64 + 32 * t + lane]));
+                            qh5 |= unchunk(u32::from(src[80 + 32 * t + lane]));
+                            let at = 192 + 64 * t + 4 * lane;
+                            blk[12 + 4 * t..16 + 4 * t].copy_from_slice(&src[at..at + 4]);
+                        }
+                        blk[4..8].copy_from_slice(&qh4.to_le_bytes());
+                        blk[8..12].copy_from_slice(&qh5.to_le_bytes());
                     }
                     QuantKind::Q4K => {
                         blk[2..4].copy_from_slice(&src[32 + 2 * lane..34 + 2 * lane]);

@@ -16,7 +16,7 @@
 //! float steps in the same order), so results are bit-identical to the
 //! in-place AVX2 kernel and to the scalar path, for any tile shape.
 
-use super::{Q8Rows, QK, QuantKind, QuantMatrix, kind_id, q5_high};
+use super::{Q8Rows, QK, QuantKind, QuantMatrix, kind_id, q5_high, q6k_quant, q6k_scale};
 use crate::kernels::cpu::team::ScatterBlock;
 use std::arch::x86_64::*;
 
@@ -34,6 +34,8 @@ struct Panel {
     d: Vec<f32>,
     /// `[group][block][row]` Q4_1 block minimums (empty for Q8_0).
     m: Vec<f32>,
+    /// `[group][block][half][row]` Q6_K sub-block scales (empty otherwise).
+    sc: Vec<i32>,
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -49,6 +51,7 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
         qs: vec![0; groups * nb * GROUP_BLOCK],
         d: vec![0.0; groups * nb * 8],
         m: if has_mins { vec![0.0; groups * nb * 8] } else { Vec::new() },
+        sc: if w.kind == QuantKind::Q6K { vec![0; groups * nb * 16] } else { Vec::new() },
     };
     let mut elems = [0u8; QK];
     for c in 0..width {
@@ -61,7 +64,14 @@ unsafe fn interleave(w: &QuantMatrix, c0: usize, c1: usize) -> Panel {
             if has_mins {
                 p.m[at] = m;
             }
-            if q4 {
+            if w.kind == QuantKind::Q6K {
+                for (e, v) in elems.iter_mut().enumerate() {
+                    *v = q6k_quant(blk, e);
+                }
+                for h in 0..2 {
+                    p.sc[((g * nb + b) * 2 + h) * 8 + lane] = q6k_scale(blk, h);
+                }
+            } else if q4 {
                 let q5 = w.kind == QuantKind::Q5_0;
                 let high = |e: usize| if q5 { q5_high(blk, e) } else { 0 };
                 for (e, &byte) in blk[qat..qat + 16].iter().enumerate() {
@@ -103,6 +113,7 @@ pub(super) unsafe fn block(a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, ou
                                 ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, &p, i, g, out, s),
                                 ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, &p, i, g, out, s),
                                 ($r, $g, kind_id::Q4K) => tile::<$r, $g, { kind_id::Q4K }>(a, &p, i, g, out, s),
+                                ($r, $g, kind_id::Q6K) => tile::<$r, $g, { kind_id::Q6K }>(a, &p, i, g, out, s),
                                 ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, &p, i, g, out, s),
                             )*
                             _ => unreachable!("tile {rows}x{gs}"),
@@ -147,9 +158,15 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     let (wp, ap) = (p.qs.as_ptr(), a.qs.as_ptr());
     let ones = _mm256_set1_epi16(1);
     assert!(sums.len() >= nb * R * G);
+    let q6 = KIND == kind_id::Q6K;
     for b in 0..nb {
         let mut s = [[_mm256_setzero_si256(); G]; R];
+        // Q6_K: the first half block's sums, kept apart from the second's.
+        let mut s_lo = [[_mm256_setzero_si256(); G]; R];
         for t in 0..8 {
+            if q6 && t == 4 {
+                (s_lo, s) = (s, [[_mm256_setzero_si256(); G]; R]);
+            }
             let mut wq = [_mm256_setzero_si256(); G];
             for (g, v) in wq.iter_mut().enumerate() {
                 // SAFETY: group g0 + g < groups, block b < nb, chunk t < 8.
@@ -163,7 +180,7 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                 for (g, sv) in sr.iter_mut().enumerate() {
                     *sv = if i16_sums {
                         _mm256_add_epi16(*sv, _mm256_maddubs_epi16(wq[g], av))
-                    } else if KIND == kind_id::Q5_0 {
+                    } else if KIND == kind_id::Q5_0 || q6 {
                         _mm256_add_epi32(*sv, _mm256_madd_epi16(_mm256_maddubs_epi16(wq[g], av), ones))
                     } else {
                         let pr = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[g], wq[g]), _mm256_sign_epi8(av, wq[g]));
@@ -171,6 +188,27 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                     };
                 }
             }
+        }
+        if q6 {
+            // I = sc_0·(Σ q·a - 32·Σa) over the first half + sc_1·(...) over the second.
+            for r in 0..R {
+                let at = ((i0 + r) * nb + b) * 2;
+                let (a0, a1) = (32 * a.half_sums[at], 32 * a.half_sums[at + 1]);
+                for g in 0..G {
+                    let sc = ((g0 + g) * nb + b) * 16;
+                    // SAFETY: (group, block) lies inside p.sc.
+                    let (sc0, sc1) = unsafe {
+                        (
+                            _mm256_loadu_si256(p.sc.as_ptr().add(sc) as *const __m256i),
+                            _mm256_loadu_si256(p.sc.as_ptr().add(sc + 8) as *const __m256i),
+                        )
+                    };
+                    let lo = _mm256_mullo_epi32(_mm256_sub_epi32(s_lo[r][g], _mm256_set1_epi32(a0)), sc0);
+                    let hi = _mm256_mullo_epi32(_mm256_sub_epi32(s[r][g], _mm256_set1_epi32(a1)), sc1);
+                    sums[(b * R + r) * G + g] = _mm256_add_epi32(lo, hi);
+                }
+            }
+            continue;
         }
         for (r, sr) in s.iter().enumerate() {
             // Q4_0: Σ (q - 8)·a = Σ q·a - 8·Σa; Q5_0 likewise with 16.

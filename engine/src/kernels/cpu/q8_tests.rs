@@ -40,6 +40,8 @@ fn weights(kind: QuantKind, rows: usize, cols: usize, seed: u64) -> QuantMatrix 
             }
             QuantKind::Q4_0 => 16,
             QuantKind::Q5_0 => 20,
+            // sc[2] (every i8, -128 included), qh4, qh5, nibbles.
+            QuantKind::Q6K => 26,
             QuantKind::Q4_1 => {
                 data.extend(f16::from_f32(rng.uniform(-0.4, 0.0)).to_le_bytes());
                 16
@@ -64,7 +66,7 @@ fn activations(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
     x
 }
 
-const KINDS: [QuantKind; 5] = QuantKind::ALL;
+const KINDS: [QuantKind; 6] = QuantKind::ALL;
 
 #[test]
 fn quantization_of_hand_built_blocks_follows_llama_cpp_reference() {
@@ -219,6 +221,17 @@ fn reference(a: &Q8Rows, r: usize, w: &QuantMatrix, j: usize) -> (f64, f64) {
                 // llama.cpp's dequantize_row_q4_0: x = d · (q - 8).
                 for (e, &byte) in blk[2..18].iter().enumerate() {
                     (qs[e], qs[e + 16]) = (f64::from(byte & 0x0f) - 8.0, f64::from(byte >> 4) - 8.0);
+                }
+            }
+            QuantKind::Q6K => {
+                // The repacked Q6_K block: bit e of qh4 (bytes 4..8) and of qh5
+                // (8..12) are bits 4 and 5 of element e; x = d · sc[e / 16] · (q - 32).
+                let qh4 = u32::from_le_bytes([blk[4], blk[5], blk[6], blk[7]]);
+                let qh5 = u32::from_le_bytes([blk[8], blk[9], blk[10], blk[11]]);
+                for (e, q) in qs.iter_mut().enumerate() {
+                    let nib = u32::from(blk[12 + e % 16] >> (4 * (e / 16))) & 0x0f;
+                    let six = nib | ((qh4 >> e) & 1) << 4 | ((qh5 >> e) & 1) << 5;
+                    *q = f64::from(blk[2 + e / 16] as i8) * (f64::from(six) - 32.0);
                 }
             }
             QuantKind::Q5_0 => {

@@ -1,9 +1,10 @@
 //! Linear layers over weights kept in their GGUF block-quantized form (Q4_0,
-//! Q4_1, Q5_0, Q8_0, and Q4_K repacked into blocks of 32), dequantized inside
-//! the kernel. Each weight is rebuilt with exactly the operations the loader
+//! Q4_1, Q5_0, Q8_0, and Q4_K and Q6_K repacked into blocks of 32),
+//! dequantized inside the kernel. Each weight is rebuilt with exactly the operations the loader
 //! uses (`d * (q - 8)` for Q4_0, `d * q + m` for Q4_1 (and Q4_K, with
 //! `d = d_K * sc` and `m = -(dmin_K * m_K)`, both exact in f32), `d * (q - 16)`
-//! for Q5_0, `d * q` for Q8_0, in f32, unfused), and the dot products follow
+//! for Q5_0, `d * q` for Q8_0, `(d * sc) * (q - 32)` for Q6_K, in f32,
+//! unfused), and the dot products follow
 //! exactly the lane structure of `matmul` (eight lanes, k ascending in steps
 //! of 8, fixed final sum). So a quantized layer gives bit-for-bit the result of
 //! the f32 layer built from the dequantized tensor, while reading 4.5 to 8.5 bits per weight instead of 32.
@@ -46,14 +47,22 @@ pub enum QuantKind {
     /// * m`, ggml's `dequantize_row_q4_K` value for value. 5.5 bits a weight
     /// (the file's 4.5, plus the repeated scales).
     Q4K,
+    /// GGUF Q6_K, each 256-value super-block repacked at load into eight
+    /// blocks of 32 (`gguf::repack_q6_k`): `{f16 d; i8 sc[2]; u32 qh4; u32
+    /// qh5; u8 ql[16]}`: the super-block's scale repeated, the two 16-value
+    /// sub-block scales, bit 4 and bit 5 of element `e`'s six-bit quant as bit
+    /// `e` of `qh4` and `qh5`, its low four bits as nibbles as Q4_0's; `x =
+    /// (d * sc[e / 16]) * (q - 32)`, ggml's `dequantize_row_q6_K` value for
+    /// value. 7 bits a weight (the file's 6.56).
+    Q6K,
 }
 
 impl QuantKind {
     /// Every kind, for tests and listings.
-    pub const ALL: [QuantKind; 5] =
-        [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q5_0, QuantKind::Q8_0, QuantKind::Q4K];
+    pub const ALL: [QuantKind; 6] =
+        [QuantKind::Q4_0, QuantKind::Q4_1, QuantKind::Q5_0, QuantKind::Q8_0, QuantKind::Q4K, QuantKind::Q6K];
 
-    /// `"q4_0"`, `"q4_1"`, `"q5_0"`, `"q8_0"` or `"q4_k"`.
+    /// `"q4_0"`, `"q4_1"`, `"q5_0"`, `"q8_0"`, `"q4_k"` or `"q6_k"`.
     pub fn name(self) -> &'static str {
         match self {
             QuantKind::Q4_0 => "q4_0",
@@ -61,6 +70,7 @@ impl QuantKind {
             QuantKind::Q5_0 => "q5_0",
             QuantKind::Q8_0 => "q8_0",
             QuantKind::Q4K => "q4_k",
+            QuantKind::Q6K => "q6_k",
         }
     }
 
@@ -69,6 +79,7 @@ impl QuantKind {
             QuantKind::Q4_0 => 18,
             QuantKind::Q4_1 => 20,
             QuantKind::Q5_0 | QuantKind::Q4K => 22,
+            QuantKind::Q6K => 28,
             QuantKind::Q8_0 => 34,
         }
     }
@@ -79,6 +90,7 @@ impl QuantKind {
         match self {
             QuantKind::Q4_1 => 4,
             QuantKind::Q5_0 | QuantKind::Q4K => 6,
+            QuantKind::Q6K => 12,
             QuantKind::Q4_0 | QuantKind::Q8_0 => 2,
         }
     }
@@ -96,7 +108,7 @@ impl QuantKind {
         match self {
             QuantKind::Q4_1 => (h(0), h(2)),
             QuantKind::Q4K => (h(0) * f32::from(blk[4]), -(h(2) * f32::from(blk[5]))),
-            QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 => (h(0), 0.0),
+            QuantKind::Q4_0 | QuantKind::Q5_0 | QuantKind::Q8_0 | QuantKind::Q6K => (h(0), 0.0),
         }
     }
 
@@ -113,6 +125,7 @@ impl QuantKind {
             QuantKind::Q4_0 => 8,
             QuantKind::Q5_0 => 16,
             QuantKind::Q4_1 | QuantKind::Q8_0 | QuantKind::Q4K => 0,
+            QuantKind::Q6K => 32,
         }
     }
 
@@ -124,6 +137,7 @@ impl QuantKind {
             QuantKind::Q5_0 => kind_id::Q5_0,
             QuantKind::Q8_0 => kind_id::Q8_0,
             QuantKind::Q4K => kind_id::Q4K,
+            QuantKind::Q6K => kind_id::Q6K,
         }
     }
 }
@@ -136,6 +150,22 @@ pub mod kind_id {
     pub const Q8_0: u8 = 2;
     pub const Q5_0: u8 = 3;
     pub const Q4K: u8 = 4;
+    pub const Q6K: u8 = 5;
+}
+
+/// Element `e`'s six-bit quant (0..63) of a repacked Q6_K block (`blk` its 28
+/// bytes).
+#[inline]
+pub fn q6k_quant(blk: &[u8], e: usize) -> u8 {
+    let nib = (blk[12 + e % 16] >> (4 * (e / 16))) & 0x0f;
+    let bit = |at: usize| (blk[at + e / 8] >> (e % 8)) & 1;
+    nib | bit(4) << 4 | bit(8) << 5
+}
+
+/// Sub-block `h` (0: elements 0..16, 1: 16..32) scale of a repacked Q6_K block.
+#[inline]
+pub fn q6k_scale(blk: &[u8], h: usize) -> i32 {
+    i32::from(blk[2 + h] as i8)
 }
 
 /// Element `e`'s fifth bit of a Q5_0 block (`blk` its 22 bytes), as 0 or 16.
@@ -232,6 +262,13 @@ impl QuantMatrix {
                 QuantKind::Q8_0 => {
                     for (j, &q) in blk[2..34].iter().enumerate() {
                         o[j] = d * (q as i8) as f32;
+                    }
+                }
+                QuantKind::Q6K => {
+                    // ggml: d * sc * q, left to right.
+                    for (j, y) in o.iter_mut().enumerate() {
+                        let scale = d * q6k_scale(blk, j / 16) as f32;
+                        *y = scale * (i32::from(q6k_quant(blk, j)) - 32) as f32;
                     }
                 }
             }
@@ -331,7 +368,7 @@ mod avx2 {
     unsafe fn weights8(kind: QuantKind, blk: *const u8, s: usize, d: __m256, mn: __m256) -> __m256 {
         unsafe {
             match kind {
-                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 | QuantKind::Q4K => {
+                QuantKind::Q4_0 | QuantKind::Q4_1 | QuantKind::Q5_0 | QuantKind::Q4K | QuantKind::Q6K => {
                     // s = 0, 1: low nibbles of bytes 0..8, 8..16; s = 2, 3: high nibbles.
                     let bytes = _mm_loadl_epi64(blk.add(kind.quants_at() + (s & 1) * 8) as *const __m128i);
                     let q = _mm256_cvtepu8_epi32(bytes);
@@ -344,6 +381,20 @@ mod avx2 {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                         );
                         q = _mm256_or_si256(q, _mm256_slli_epi32::<4>(_mm256_and_si256(hb, _mm256_set1_epi32(1))));
+                    }
+                    if kind == QuantKind::Q6K {
+                        // Bits 4 and 5 of elements 8s..8s+8: byte s of qh4 and of qh5.
+                        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                        let bit = |at: usize| {
+                            let v = _mm256_srlv_epi32(_mm256_set1_epi32(i32::from(*blk.add(at + s))), lanes);
+                            _mm256_and_si256(v, _mm256_set1_epi32(1))
+                        };
+                        q = _mm256_or_si256(q, _mm256_slli_epi32::<4>(bit(4)));
+                        q = _mm256_or_si256(q, _mm256_slli_epi32::<5>(bit(8)));
+                        // (d * sc) * (q - 32), as ggml rounds it.
+                        let sc = _mm256_set1_ps(i32::from(*blk.add(2 + s / 2) as i8) as f32);
+                        let q = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(32)));
+                        return _mm256_mul_ps(_mm256_mul_ps(d, sc), q);
                     }
                     if kind.has_mins() {
                         _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), mn)
@@ -438,6 +489,7 @@ mod tests {
                     out.extend([next() % 64, next() % 64]);
                     out.extend((0..16).map(|_| next()));
                 }
+                QuantKind::Q6K => out.extend((0..26).map(|_| next())),
                 QuantKind::Q4_1 => {
                     out.extend(f16::from_f32(-(next() as f32) / 300.0).to_le_bytes());
                     out.extend((0..16).map(|_| next()));

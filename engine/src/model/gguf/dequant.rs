@@ -229,6 +229,42 @@ pub fn repack_q4_k(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// Q6_K super-blocks (`bytes`, whole 210-byte blocks) repacked into the
+/// kernels' blocks of 32 (`QuantKind::Q6K`): per 32 values, `{f16 d; i8
+/// sc[2]; u32 qh4; u32 qh5; u8 ql[16]}`: the super-block's scale copied, the
+/// two 16-value sub-block scales, bits 4 and 5 of element `e`'s six-bit
+/// quant as bit `e` of `qh4` and `qh5`, its low four bits as Q4_0's nibbles
+/// (byte `i`: element `i` low, `16 + i` high). Every value decodes as
+/// `dequantize_row_q6_K` decodes it. `None` unless `bytes` is whole
+/// super-blocks.
+pub fn repack_q6_k(bytes: &[u8]) -> Option<Vec<u8>> {
+    if !bytes.len().is_multiple_of(210) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 210 * 8 * 28);
+    let mut q = [0u8; 256];
+    for blk in bytes.chunks_exact(210) {
+        for n in 0..2 {
+            let (ql, qh) = (&blk[64 * n..64 * n + 64], &blk[128 + 32 * n..128 + 32 * n + 32]);
+            for l in 0..32 {
+                q[128 * n + l] = (ql[l] & 0x0f) | (qh[l] & 3) << 4;
+                q[128 * n + l + 32] = (ql[l + 32] & 0x0f) | ((qh[l] >> 2) & 3) << 4;
+                q[128 * n + l + 64] = (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4;
+                q[128 * n + l + 96] = (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4;
+            }
+        }
+        for (j, q) in q.chunks_exact(32).enumerate() {
+            let bit = |b: u32| (0..32).fold(0u32, |acc, e| acc | (u32::from(q[e] >> b) & 1) << e);
+            out.extend_from_slice(&blk[208..210]);
+            out.extend_from_slice(&blk[192 + 2 * j..194 + 2 * j]);
+            out.extend(bit(4).to_le_bytes());
+            out.extend(bit(5).to_le_bytes());
+            out.extend((0..16).map(|i| (q[i] & 0x0f) | (q[16 + i] & 0x0f) << 4));
+        }
+    }
+    Some(out)
+}
+
 /// The 5th bits of Q5_0/Q5_1 element `j` (0..16) and `j + 16` from `qh`, in
 /// place (0 or 0x10), as ggml's `xh_0` / `xh_1`.
 fn q5_high_bits(qh: u32, j: usize) -> (u8, u8) {

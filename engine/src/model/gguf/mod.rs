@@ -13,7 +13,7 @@ mod parse;
 pub mod writer;
 
 pub use convert::{Dequantized, OutDtype};
-pub use dequant::{GgmlType, dequantize, repack_q4_k};
+pub use dequant::{GgmlType, dequantize, repack_q4_k, repack_q6_k};
 pub use meta::MetaValue;
 pub use names::{hf_name, unpermute_rows};
 
@@ -428,7 +428,7 @@ impl GgufFile {
 }
 
 impl GgufFile {
-    /// The block-quantized (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K repacked per 32) 2-D weights, by Hugging Face name, with
+    /// The block-quantized (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K and Q6_K repacked per 32) 2-D weights, by Hugging Face name, with
     /// llama Q/K rows un-permuted exactly as `load_tensors` does, so that each
     /// dequantizes to the same f32 tensor. Other tensors are not included.
     pub fn quantized_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, QuantMatrix)>> {
@@ -443,7 +443,7 @@ impl GgufFile {
     }
 
     /// The 2-D weights a model keeps as the file stores them: block-quantized
-    /// (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K repacked per 32) and 16-bit float (F16, BF16) ones, by Hugging Face name,
+    /// (Q4_0, Q4_1, Q5_0, Q8_0; Q4_K and Q6_K repacked per 32) and 16-bit float (F16, BF16) ones, by Hugging Face name,
     /// llama Q/K rows un-permuted as `load_tensors` does (each decodes to the
     /// same f32 tensor).
     pub fn stored_weights(&self, cfg: &ModelConfig) -> Result<Vec<(String, Weight)>> {
@@ -458,6 +458,7 @@ impl GgufFile {
                 GgmlType::Q4_1 => Some(QuantKind::Q4_1),
                 GgmlType::Q5_0 => Some(QuantKind::Q5_0),
                 GgmlType::Q4K => Some(QuantKind::Q4K),
+                GgmlType::Q6K => Some(QuantKind::Q6K),
                 GgmlType::Q8_0 => Some(QuantKind::Q8_0),
                 GgmlType::F16 | GgmlType::Bf16 if with_half => None,
                 _ => continue,
@@ -468,10 +469,16 @@ impl GgufFile {
             let (cols, rows) = (info.dims[0], info.dims[1]);
             let mut bytes = self.tensor_bytes(info)?.to_vec();
             self.release(info);
-            if info.ty == GgmlType::Q4K {
-                // Super-blocks of 256 into the kernels' blocks of 32 (exact).
-                bytes = repack_q4_k(&bytes)
-                    .ok_or_else(|| EngineError::Gguf(format!("{}: not whole Q4_K super-blocks", info.name)))?;
+            // k-quant super-blocks of 256 into the kernels' blocks of 32 (exact).
+            let repack: Option<fn(&[u8]) -> Option<Vec<u8>>> = match info.ty {
+                GgmlType::Q4K => Some(repack_q4_k),
+                GgmlType::Q6K => Some(repack_q6_k),
+                _ => None,
+            };
+            if let Some(repack) = repack {
+                bytes = repack(&bytes).ok_or_else(|| {
+                    EngineError::Gguf(format!("{}: not whole {} super-blocks", info.name, info.ty.name()))
+                })?;
             }
             if cfg.arch == Arch::Llama
                 && let Some(is_q) = names::qk_kind(&info.name)

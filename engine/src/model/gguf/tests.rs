@@ -513,3 +513,40 @@ fn q4_k_repacked_per_32_decodes_to_the_same_values() {
     }
     assert!(repack_q4_k(&[0u8; 143]).is_none());
 }
+
+/// As for Q4_K: the loader's Q6_K repack keeps every value (hand-built cases
+/// and random super-blocks, negative sub-block scales and scales of -128
+/// included), and a truncated tensor is refused.
+#[test]
+fn q6_k_repacked_per_32_decodes_to_the_same_values() {
+    let mut cases: Vec<(usize, Vec<u8>)> = typed_cases()
+        .into_iter()
+        .filter(|c| GgmlType::from_id(c.0) == GgmlType::Q6K)
+        .map(|(_, _, cols, bytes, _)| (cols, bytes))
+        .collect();
+    assert!(!cases.is_empty(), "typed_cases has no Q6_K case");
+    let mut s = 0x2545_f491u32;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s >> 8) as u8
+    };
+    let mut random = Vec::new();
+    for _ in 0..6 {
+        let mut blk: Vec<u8> = (0..210).map(|_| next()).collect();
+        blk[209] &= 0xbb;
+        blk[192] = 0x80;
+        random.extend(blk);
+    }
+    cases.push((512, random));
+    for (cols, bytes) in cases {
+        let rows = bytes.len() / 210 * 256 / cols;
+        let want = dequantize(GgmlType::Q6K, &bytes, rows * cols).unwrap();
+        let q = QuantMatrix::new(QuantKind::Q6K, rows, cols, repack_q6_k(&bytes).unwrap()).unwrap();
+        let got = q.dequantize();
+        let differ = got.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(differ, 0, "{rows}x{cols}: {differ} values differ from dequantize_row_q6_K");
+    }
+    assert!(repack_q6_k(&[0u8; 209]).is_none());
+}
