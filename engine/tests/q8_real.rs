@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::hamlet::{all_logits, hamlet_ids, kernels};
+
 use engine::kernels::cpu::ops::argmax;
 use engine::kernels::{CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
@@ -18,28 +20,6 @@ fn engine_on(kernels: Kernels) -> Engine {
     let mut e = Engine::load(&common::smollm2(), &opts).expect("load SmolLM2");
     e.model.set_kernels(kernels);
     e
-}
-
-fn kernels(path: CpuPath, quant: QuantMatmul) -> Kernels {
-    Kernels::new(path, quant).expect("a supported CPU path")
-}
-
-fn hamlet_ids(engine: &Engine, skip: usize, len: usize) -> Vec<u32> {
-    let text = std::fs::read_to_string(common::asset("texts/hamlet_gut.txt")).unwrap();
-    let passage: String = text.chars().skip(skip).take(8 * len).collect();
-    let mut ids = engine.tokenizer.encode(&passage, false).unwrap();
-    assert!(ids.len() >= len, "passage too short");
-    ids.truncate(len);
-    ids
-}
-
-/// Logits of every position of `ids`, in one forward call.
-fn all_logits(e: &mut Engine, ids: &[u32]) -> Vec<Vec<f32>> {
-    let (model, cache, pool) = e.parts();
-    let mut table = cache.new_table();
-    assert!(table.reserve(ids.len()));
-    let seq = SeqInput { tokens: ids, table: &mut table, logits: LogitsWanted::All };
-    pool.install(|| model.forward(cache, &mut [seq], None)).unwrap().remove(0)
 }
 
 /// Every vector path this CPU has, else scalar (the scalar path gives the same

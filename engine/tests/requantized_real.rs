@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::hamlet::{all_logits, hamlet_ids, kernels};
+
 use engine::kernels::{CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
 use engine::model::gguf::writer::GgufWriter;
@@ -172,27 +174,6 @@ fn engine_of(path: &Path, kernels: Kernels) -> Engine {
     let mut e = Engine::load(path, &opts).unwrap_or_else(|err| panic!("load {}: {err}", path.display()));
     e.model.set_kernels(kernels);
     e
-}
-
-fn kernels(path: CpuPath, quant: QuantMatmul) -> Kernels {
-    Kernels::new(path, quant).expect("a supported CPU path")
-}
-
-fn hamlet_ids(engine: &Engine, skip: usize, len: usize) -> Vec<u32> {
-    let text = std::fs::read_to_string(common::asset("texts/hamlet_gut.txt")).unwrap();
-    let passage: String = text.chars().skip(skip).take(8 * len).collect();
-    let mut ids = engine.tokenizer.encode(&passage, false).unwrap();
-    assert!(ids.len() >= len, "passage too short");
-    ids.truncate(len);
-    ids
-}
-
-fn all_logits(e: &mut Engine, ids: &[u32]) -> Vec<Vec<f32>> {
-    let (model, cache, pool) = e.parts();
-    let mut table = cache.new_table();
-    assert!(table.reserve(ids.len()));
-    let seq = SeqInput { tokens: ids, table: &mut table, logits: LogitsWanted::All };
-    pool.install(|| model.forward(cache, &mut [seq], None)).unwrap().remove(0)
 }
 
 fn mean_nll(lp: &[f64]) -> f64 {

@@ -2,6 +2,7 @@
 //! independent Python reference, and synthetic model directories.
 #![allow(dead_code)]
 
+pub mod hamlet;
 pub mod server;
 
 use std::path::{Path, PathBuf};

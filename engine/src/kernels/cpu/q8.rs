@@ -66,11 +66,6 @@ pub struct Q8Rows {
     pub half_sums: Vec<i32>,
 }
 
-/// Sums of each 16 quants.
-fn half_sums_of(qs: &[i8]) -> Vec<i32> {
-    qs.chunks_exact(QK / 2).map(|h| h.iter().map(|&v| i32::from(v)).sum()).collect()
-}
-
 impl Q8Rows {
     /// Quantizes `x` (`[rows, cols]`, `cols` a multiple of 32), row by row, on
     /// the best path this CPU supports (every path gives the same bytes).
@@ -92,45 +87,66 @@ impl Q8Rows {
                 d: vec![0.0; blocks],
                 s: vec![0.0; blocks],
                 sums: vec![0; blocks],
-                half_sums: Vec::new(),
+                half_sums: vec![0; 2 * blocks],
             };
-            quantize_blocks(path, x, &mut q.qs, &mut q.d, &mut q.s, &mut q.sums);
-            q.half_sums = half_sums_of(&q.qs);
+            quantize_blocks(path, x, &mut q.qs, &mut q.d, &mut q.s, &mut q.sums, &mut q.half_sums);
             return q;
         }
         // Prefill: row chunks in parallel, each written in place.
         let bpr = cols / QK;
-        let (mut qs, mut d, mut s, mut sums) =
-            (Scatter::new(rows * cols), Scatter::new(blocks), Scatter::new(blocks), Scatter::new(blocks));
-        let (wq, wd, ws, wsum) = (qs.writer(), d.writer(), s.writer(), sums.writer());
+        let (mut qs, mut d, mut s, mut sums, mut halves) = (
+            Scatter::new(rows * cols),
+            Scatter::new(blocks),
+            Scatter::new(blocks),
+            Scatter::new(blocks),
+            Scatter::new(2 * blocks),
+        );
+        let (wq, wd, ws, wsum, whalf) = (qs.writer(), d.writer(), s.writer(), sums.writer(), halves.writer());
         for_each_index(rows.div_ceil(QUANTIZE_ROWS_PER_TASK), |t| {
             let r0 = t * QUANTIZE_ROWS_PER_TASK;
             let r1 = (r0 + QUANTIZE_ROWS_PER_TASK).min(rows);
             let nb = (r1 - r0) * bpr;
-            let (mut q, mut dd, mut ss, mut su) =
-                (vec![0i8; (r1 - r0) * cols], vec![0.0; nb], vec![0.0; nb], vec![0; nb]);
-            quantize_blocks(path, &x[r0 * cols..r1 * cols], &mut q, &mut dd, &mut ss, &mut su);
+            let (mut q, mut dd, mut ss, mut su, mut hs) =
+                (vec![0i8; (r1 - r0) * cols], vec![0.0; nb], vec![0.0; nb], vec![0; nb], vec![0; 2 * nb]);
+            quantize_blocks(path, &x[r0 * cols..r1 * cols], &mut q, &mut dd, &mut ss, &mut su, &mut hs);
             // SAFETY: row chunks are disjoint; each writes its own rows' bytes and blocks.
             unsafe {
                 wq.write(r0 * cols, &q);
                 wd.write(r0 * bpr, &dd);
                 ws.write(r0 * bpr, &ss);
                 wsum.write(r0 * bpr, &su);
+                whalf.write(2 * r0 * bpr, &hs);
             }
         });
         // SAFETY: the chunks cover rows 0..rows.
-        let qs = unsafe { qs.finish() };
-        let half_sums = half_sums_of(&qs);
-        // SAFETY: as above.
-        unsafe { Q8Rows { rows, cols, qs, d: d.finish(), s: s.finish(), sums: sums.finish(), half_sums } }
+        unsafe {
+            Q8Rows {
+                rows,
+                cols,
+                qs: qs.finish(),
+                d: d.finish(),
+                s: s.finish(),
+                sums: sums.finish(),
+                half_sums: halves.finish(),
+            }
+        }
     }
 }
 
 /// Activation rows per quantization task in prefill.
 const QUANTIZE_ROWS_PER_TASK: usize = 16;
 
-/// Quantizes the blocks of `x` (whole rows) into `qs`, `d`, `s` and `sums`.
-fn quantize_blocks(path: CpuPath, x: &[f32], qs: &mut [i8], d: &mut [f32], s: &mut [f32], sums: &mut [i32]) {
+/// Quantizes the blocks of `x` (whole rows) into `qs`, `d`, `s`, `sums` and
+/// `half_sums`.
+fn quantize_blocks(
+    path: CpuPath,
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    s: &mut [f32],
+    sums: &mut [i32],
+    half_sums: &mut [i32],
+) {
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
         (d[b], s[b]) = match path {
             #[cfg(target_arch = "x86_64")]
@@ -138,7 +154,9 @@ fn quantize_blocks(path: CpuPath, x: &[f32], qs: &mut [i8], d: &mut [f32], s: &m
             CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { avx2::quantize_block(xb, qb) },
             _ => quantize_block(xb, qb),
         };
-        sums[b] = qb.iter().map(|&v| i32::from(v)).sum();
+        let half = |h: &[i8]| h.iter().map(|&v| i32::from(v)).sum::<i32>();
+        (half_sums[2 * b], half_sums[2 * b + 1]) = (half(&qb[..QK / 2]), half(&qb[QK / 2..]));
+        sums[b] = half_sums[2 * b] + half_sums[2 * b + 1];
     }
 }
 

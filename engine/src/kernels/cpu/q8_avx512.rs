@@ -12,9 +12,10 @@
 //! `8 · Σa` is for Q4_0 (whose weights are `q - 8`) and `16 · Σa` for Q5_0.
 //! Q4_K's block scale and minimum are the products `d · sc` and `-(dmin ·
 //! m)` of its repacked fields, formed in f32 as the scalar path forms them.
-//! Q6_K's six-bit quants are the nibbles or-ed with bits 4 and 5 (the same
-//! table); each half block's products are summed apart, offset by `32 · Σa`
-//! over the half, and multiplied by the half's scale (`vpmulld`). Then the float steps
+//! Q6_K (`tile_q6k`, a loop of its own so that the other kinds' code stays as
+//! it was) or-s the nibbles with bits 4 and 5 (the same table); each half
+//! block's products are summed apart, offset by `32 · Σa` over the half, and
+//! multiplied by the half's scale (`vpmulld`). Then the float steps
 //! of `q8`'s module doc, sixteen weight rows per vector: one product of the
 //! scales, one FMA (and one for the Q4_1 minimums). Same integers, same float
 //! operations in the same order: bit-identical to the scalar and AVX2 paths.
@@ -71,7 +72,7 @@ pub(super) unsafe fn block_rows(
                             ($r, $g, kind_id::Q4_1) => tile::<$r, $g, { kind_id::Q4_1 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q5_0) => tile::<$r, $g, { kind_id::Q5_0 }>(a, p, i, g, c0, out),
                             ($r, $g, kind_id::Q4K) => tile::<$r, $g, { kind_id::Q4K }>(a, p, i, g, c0, out),
-                            ($r, $g, kind_id::Q6K) => tile::<$r, $g, { kind_id::Q6K }>(a, p, i, g, c0, out),
+                            ($r, $g, kind_id::Q6K) => tile_q6k::<$r, $g>(a, p, i, g, c0, out),
                             ($r, $g, _) => tile::<$r, $g, { kind_id::Q8_0 }>(a, p, i, g, c0, out),
                         )*
                         _ => unreachable!("tile {rows}x{gs}"),
@@ -133,6 +134,89 @@ unsafe fn q4k_byte_scales(p: *const u8) -> __m512 {
     _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(p as *const __m128i) }))
 }
 
+/// [`tile`] for Q6_K (repacked): per block and half block, the six-bit
+/// quants' products with the activations summed apart (`s0`: elements 0..16,
+/// `s1`: 16..32), then `I = sc_0·(s0 - 32·Σa_0) + sc_1·(s1 - 32·Σa_1)` and
+/// the float step `acc = fma(d·d_a, I, acc)`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_q6k<const R: usize, const G: usize>(
+    a: &Q8Rows,
+    p: &Packed,
+    i0: usize,
+    g0: usize,
+    c0: usize,
+    out: &mut ScatterBlock<'_, f32>,
+) {
+    let (k, nb) = (a.cols, p.nb);
+    let gb = Packed::group_block_bytes(p.kind);
+    let qo = Packed::quants_offset(p.kind);
+    let low = _mm512_set1_epi8(0x0f);
+    let mut acc = [[_mm512_setzero_ps(); G]; R];
+    let ahead = PREFETCH_BLOCKS * gb;
+    for b in 0..nb {
+        // SAFETY (this block): as in `tile`; the bit planes lie at 64..192 of
+        // each group block, the scales at 32..64, half sums at row·2nb + 2b.
+        unsafe {
+            let blk: [*const u8; G] = std::array::from_fn(|g| p.data.as_ptr().add(((g0 + g) * nb + b) * gb));
+            let arow: [*const u8; R] = std::array::from_fn(|r| a.qs.as_ptr().add((i0 + r) * k + b * QK) as *const u8);
+            for bp in blk {
+                let mut line = 0;
+                while line < gb {
+                    _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(ahead + line) as *const i8);
+                    line += 64;
+                }
+            }
+            let bcast = |r: usize, e: usize| _mm512_set1_epi32((arow[r].add(e) as *const i32).read_unaligned());
+            let mut s0 = [[_mm512_setzero_si512(); G]; R];
+            let mut s1 = [[_mm512_setzero_si512(); G]; R];
+            for t in 0..4 {
+                for g in 0..G {
+                    let w = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
+                    // Bit 4 from the fifth-bit table, bit 5 from it shifted once.
+                    let (l4, h4) = q5_fifth_bits(blk[g].add(64 + 32 * t));
+                    let (l5, h5) = q5_fifth_bits(blk[g].add(80 + 32 * t));
+                    let lo = _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(w, low), l4), _mm512_slli_epi32::<1>(l5));
+                    let hi = _mm512_or_si512(
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(w), low), h4),
+                        _mm512_slli_epi32::<1>(h5),
+                    );
+                    for r in 0..R {
+                        s0[r][g] = _mm512_dpbusd_epi32(s0[r][g], lo, bcast(r, 4 * t));
+                        s1[r][g] = _mm512_dpbusd_epi32(s1[r][g], hi, bcast(r, 16 + 4 * t));
+                    }
+                }
+            }
+            for r in 0..R {
+                let at = (i0 + r) * nb + b;
+                let da = _mm512_set1_ps(a.d[at]);
+                let a0 = _mm512_set1_epi32(32 * a.half_sums[2 * at]);
+                let a1 = _mm512_set1_epi32(32 * a.half_sums[2 * at + 1]);
+                for g in 0..G {
+                    let sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(32) as *const __m128i));
+                    let sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(48) as *const __m128i));
+                    let i = _mm512_add_epi32(
+                        _mm512_mullo_epi32(_mm512_sub_epi32(s0[r][g], a0), sc0),
+                        _mm512_mullo_epi32(_mm512_sub_epi32(s1[r][g], a1), sc1),
+                    );
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g] as *const __m256i));
+                    acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(i), acc[r][g]);
+                }
+            }
+        }
+    }
+    for r in 0..R {
+        for g in 0..G {
+            let mut lanes = [0.0f32; GROUP_ROWS];
+            // SAFETY: lanes holds sixteen floats.
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc[r][g]) };
+            let c = (g0 + g) * GROUP_ROWS - c0;
+            let n = (out.width() - c).min(GROUP_ROWS);
+            out.row(i0 + r)[c..c + n].copy_from_slice(&lanes[..n]);
+        }
+    }
+}
+
 /// Activation rows `i0..i0+R` times groups `g0..g0+G`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -147,7 +231,6 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     let q4 = KIND != kind_id::Q8_0;
     let has_mins = KIND == kind_id::Q4_1 || KIND == kind_id::Q4K;
     let q4k = KIND == kind_id::Q4K;
-    let q6 = KIND == kind_id::Q6K;
     // What the stored quants are offset by, times Σa, comes off each block's sum.
     let offset = match KIND {
         kind_id::Q8_0 => 128,
@@ -215,60 +298,22 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                     }
                 };
             }
-            let mut s = s0;
-            if q6 {
-                // Six-bit quants: nibbles or-ed with bit 4 and bit 5 (the fifth-bit
-                // table, shifted once for bit 5); the first half block's
-                // elements (low nibbles) into `s0`, the second's into `s1`.
-                for t in 0..4 {
-                    for g in 0..G {
-                        let w = _mm512_loadu_si512(blk[g].add(qo + 64 * t) as *const _);
-                        let (l4, h4) = q5_fifth_bits(blk[g].add(64 + 32 * t));
-                        let (l5, h5) = q5_fifth_bits(blk[g].add(80 + 32 * t));
-                        let lo =
-                            _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(w, low), l4), _mm512_slli_epi32::<1>(l5));
-                        let hi = _mm512_or_si512(
-                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(w), low), h4),
-                            _mm512_slli_epi32::<1>(h5),
-                        );
-                        for r in 0..R {
-                            s0[r][g] = _mm512_dpbusd_epi32(s0[r][g], lo, bcast!(r, 4 * t));
-                            s1[r][g] = _mm512_dpbusd_epi32(s1[r][g], hi, bcast!(r, 16 + 4 * t));
-                        }
-                    }
-                }
-                // I = sc_0·(Σ q·a - 32·Σa) over the first half + sc_1·(...) over the second.
-                for r in 0..R {
-                    let at = ((i0 + r) * nb + b) * 2;
-                    let a0 = _mm512_set1_epi32(32 * a.half_sums[at]);
-                    let a1 = _mm512_set1_epi32(32 * a.half_sums[at + 1]);
-                    for g in 0..G {
-                        let sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(32) as *const __m128i));
-                        let sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(48) as *const __m128i));
-                        s[r][g] = _mm512_add_epi32(
-                            _mm512_mullo_epi32(_mm512_sub_epi32(s0[r][g], a0), sc0),
-                            _mm512_mullo_epi32(_mm512_sub_epi32(s1[r][g], a1), sc1),
-                        );
-                    }
-                }
-            } else {
-                let chunks = if q4 { 4 } else { 8 };
-                let mut t = 0;
-                while t < chunks {
-                    chunk!(s0, t);
-                    if split {
-                        chunk!(s1, t + 1);
-                    } else {
-                        chunk!(s0, t + 1);
-                    }
-                    t += 2;
-                }
-                s = s0;
+            let chunks = if q4 { 4 } else { 8 };
+            let mut t = 0;
+            while t < chunks {
+                chunk!(s0, t);
                 if split {
-                    for r in 0..R {
-                        for g in 0..G {
-                            s[r][g] = _mm512_add_epi32(s0[r][g], s1[r][g]);
-                        }
+                    chunk!(s1, t + 1);
+                } else {
+                    chunk!(s0, t + 1);
+                }
+                t += 2;
+            }
+            let mut s = s0;
+            if split {
+                for r in 0..R {
+                    for g in 0..G {
+                        s[r][g] = _mm512_add_epi32(s0[r][g], s1[r][g]);
                     }
                 }
             }

@@ -473,6 +473,25 @@ fn open_reads_a_file_and_names_a_missing_one() {
     assert!(matches!(e, EngineError::Io { .. }), "{e:?}");
 }
 
+/// `count` super-blocks of `size` random bytes (xorshift32 from `seed`), each
+/// passed through `fix` (to keep its f16 scales finite).
+fn random_superblocks(size: usize, count: usize, seed: u32, fix: impl Fn(&mut [u8])) -> Vec<u8> {
+    let mut s = seed;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s >> 8) as u8
+    };
+    let mut out = Vec::with_capacity(size * count);
+    for _ in 0..count {
+        let mut blk: Vec<u8> = (0..size).map(|_| next()).collect();
+        fix(&mut blk);
+        out.extend(blk);
+    }
+    out
+}
+
 /// The loader's Q4_K repack (super-blocks of 256 into the kernels' blocks of
 /// 32) keeps every value: the repacked matrix dequantizes to ggml's
 /// `dequantize_row_q4_K` values bit for bit, on the hand-built cases and on
@@ -486,22 +505,14 @@ fn q4_k_repacked_per_32_decodes_to_the_same_values() {
         .map(|(_, _, cols, bytes, _)| (cols, bytes))
         .collect();
     assert!(!cases.is_empty(), "typed_cases has no Q4_K case");
-    let mut s = 0x9e37_79b9u32;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        (s >> 8) as u8
-    };
-    // 3 rows of 512: d and dmin random finite f16 (exponent byte kept below 0x7c).
-    let mut random = Vec::new();
-    for _ in 0..6 {
-        let mut blk: Vec<u8> = (0..144).map(|_| next()).collect();
-        blk[1] &= 0xbb;
-        blk[3] &= 0xbb;
-        random.extend(blk);
-    }
-    cases.push((512, random));
+    // 3 rows of 512: d and dmin random finite f16 (exponent bits kept below all ones).
+    cases.push((
+        512,
+        random_superblocks(144, 6, 0x9e37_79b9, |blk| {
+            blk[1] &= 0xbb;
+            blk[3] &= 0xbb;
+        }),
+    ));
     for (cols, bytes) in cases {
         let rows = bytes.len() / 144 * 256 / cols;
         let want = dequantize(GgmlType::Q4K, &bytes, rows * cols).unwrap();
@@ -525,21 +536,14 @@ fn q6_k_repacked_per_32_decodes_to_the_same_values() {
         .map(|(_, _, cols, bytes, _)| (cols, bytes))
         .collect();
     assert!(!cases.is_empty(), "typed_cases has no Q6_K case");
-    let mut s = 0x2545_f491u32;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        (s >> 8) as u8
-    };
-    let mut random = Vec::new();
-    for _ in 0..6 {
-        let mut blk: Vec<u8> = (0..210).map(|_| next()).collect();
-        blk[209] &= 0xbb;
-        blk[192] = 0x80;
-        random.extend(blk);
-    }
-    cases.push((512, random));
+    // d finite; the first sub-block scale -128.
+    cases.push((
+        512,
+        random_superblocks(210, 6, 0x2545_f491, |blk| {
+            blk[209] &= 0xbb;
+            blk[192] = 0x80;
+        }),
+    ));
     for (cols, bytes) in cases {
         let rows = bytes.len() / 210 * 256 / cols;
         let want = dequantize(GgmlType::Q6K, &bytes, rows * cols).unwrap();
