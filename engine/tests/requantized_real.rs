@@ -17,7 +17,6 @@ use engine::kernels::{CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
 use engine::model::gguf::writer::GgufWriter;
 use engine::model::gguf::{Dequantized, GgmlType, GgufFile, MetaValue, OutDtype};
-use engine::model::{LogitsWanted, SeqInput};
 use engine::runtime::{Engine, EngineOptions};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

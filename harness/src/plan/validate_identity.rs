@@ -12,7 +12,7 @@ pub const ENGINE_KV_FORMATS: [&str; 3] = ["f16", "bf16", "k16v8"];
 /// The engine's CPU paths (`engine serve --cpu-path`).
 pub const ENGINE_CPU_PATHS: [&str; 4] = ["scalar", "avx2", "avx512", "amx"];
 /// The weight types the engine's startup line names.
-pub const ENGINE_WEIGHT_TYPES: [&str; 5] = ["f32", "f16", "bf16", "q8_0", "q4_1"];
+pub const ENGINE_WEIGHT_TYPES: [&str; 9] = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q6_k"];
 
 /// `external`: the arm is a `url` server, whose log the harness never sees.
 pub(super) fn identity(c: &mut Checker, k: &str, f: IdentityFile, external: bool) -> IdentitySpec {

@@ -205,11 +205,11 @@ unsafe fn tile_q6k<const R: usize, const G: usize>(
             }
         }
     }
-    for r in 0..R {
-        for g in 0..G {
+    for (r, row) in acc.iter().enumerate() {
+        for (g, y) in row.iter().enumerate() {
             let mut lanes = [0.0f32; GROUP_ROWS];
             // SAFETY: lanes holds sixteen floats.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc[r][g]) };
+            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *y) };
             let c = (g0 + g) * GROUP_ROWS - c0;
             let n = (out.width() - c).min(GROUP_ROWS);
             out.row(i0 + r)[c..c + n].copy_from_slice(&lanes[..n]);

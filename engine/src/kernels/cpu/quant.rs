@@ -41,11 +41,11 @@ pub enum QuantKind {
     /// `{f16 d; i8 qs[32]}`: `x = d * q`.
     Q8_0,
     /// GGUF Q4_K, each 256-value super-block repacked at load into eight
-    /// blocks of 32 (`gguf::kquant`): `{f16 d; f16 dmin; u8 sc; u8 m; u8
+    /// blocks of 32 (`gguf::repack_q4_k`): `{f16 d; f16 dmin; u8 sc; u8 m; u8
     /// qs[16]}`, the super-block's two scales repeated, the sub-block's 6-bit
-    /// scale and minimum unpacked, nibbles as Q4_1's; `x = (d * sc) * q - dmin
-    /// * m`, ggml's `dequantize_row_q4_K` value for value. 5.5 bits a weight
-    /// (the file's 4.5, plus the repeated scales).
+    /// scale and minimum unpacked, nibbles as Q4_1's; `x = (d * sc) * q -
+    /// dmin * m`, ggml's `dequantize_row_q4_K` value for value. 5.5 bits a
+    /// weight (the file's 4.5, plus the repeated scales).
     Q4K,
     /// GGUF Q6_K, each 256-value super-block repacked at load into eight
     /// blocks of 32 (`gguf::repack_q6_k`): `{f16 d; i8 sc[2]; u32 qh4; u32

@@ -470,7 +470,8 @@ impl GgufFile {
             let mut bytes = self.tensor_bytes(info)?.to_vec();
             self.release(info);
             // k-quant super-blocks of 256 into the kernels' blocks of 32 (exact).
-            let repack: Option<fn(&[u8]) -> Option<Vec<u8>>> = match info.ty {
+            type Repack = fn(&[u8]) -> Option<Vec<u8>>;
+            let repack: Option<Repack> = match info.ty {
                 GgmlType::Q4K => Some(repack_q4_k),
                 GgmlType::Q6K => Some(repack_q6_k),
                 _ => None,
