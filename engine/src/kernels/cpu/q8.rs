@@ -43,6 +43,7 @@ use super::matmul::columns_per_task;
 use super::quant::{QK, QuantKind, QuantMatrix, kind_id, q5_high, q6k_quant, q6k_scale};
 use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index};
 use half::f16;
+use std::sync::OnceLock;
 
 /// Activation rows quantized per block of 32 as llama.cpp's Q8_1 (whose `d` and
 /// `qs` are also its Q8_0): `d = max|x| / 127` (stored through f16, as llama.cpp
@@ -62,11 +63,18 @@ pub struct Q8Rows {
     /// removes the weights' +128 offset with them).
     pub sums: Vec<i32>,
     /// `[rows, cols / 16]` sums of each half block, exact (Q6_K's two
-    /// sub-block scales per block take its offset off each half).
-    pub half_sums: Vec<i32>,
+    /// sub-block scales per block take its offset off each half): made on
+    /// first use ([`Q8Rows::half_sums`]), so only a Q6_K product pays for it.
+    half_sums: OnceLock<Vec<i32>>,
 }
 
 impl Q8Rows {
+    /// `[rows, cols / 16]`: the exact sum of each 16 quants, made on first use.
+    pub fn half_sums(&self) -> &[i32] {
+        self.half_sums
+            .get_or_init(|| self.qs.chunks_exact(QK / 2).map(|h| h.iter().map(|&v| i32::from(v)).sum()).collect())
+    }
+
     /// Quantizes `x` (`[rows, cols]`, `cols` a multiple of 32), row by row, on
     /// the best path this CPU supports (every path gives the same bytes).
     pub fn quantize(x: &[f32], rows: usize, cols: usize) -> Q8Rows {
@@ -87,35 +95,29 @@ impl Q8Rows {
                 d: vec![0.0; blocks],
                 s: vec![0.0; blocks],
                 sums: vec![0; blocks],
-                half_sums: vec![0; 2 * blocks],
+                half_sums: OnceLock::new(),
             };
-            quantize_blocks(path, x, &mut q.qs, &mut q.d, &mut q.s, &mut q.sums, &mut q.half_sums);
+            quantize_blocks(path, x, &mut q.qs, &mut q.d, &mut q.s, &mut q.sums);
             return q;
         }
         // Prefill: row chunks in parallel, each written in place.
         let bpr = cols / QK;
-        let (mut qs, mut d, mut s, mut sums, mut halves) = (
-            Scatter::new(rows * cols),
-            Scatter::new(blocks),
-            Scatter::new(blocks),
-            Scatter::new(blocks),
-            Scatter::new(2 * blocks),
-        );
-        let (wq, wd, ws, wsum, whalf) = (qs.writer(), d.writer(), s.writer(), sums.writer(), halves.writer());
+        let (mut qs, mut d, mut s, mut sums) =
+            (Scatter::new(rows * cols), Scatter::new(blocks), Scatter::new(blocks), Scatter::new(blocks));
+        let (wq, wd, ws, wsum) = (qs.writer(), d.writer(), s.writer(), sums.writer());
         for_each_index(rows.div_ceil(QUANTIZE_ROWS_PER_TASK), |t| {
             let r0 = t * QUANTIZE_ROWS_PER_TASK;
             let r1 = (r0 + QUANTIZE_ROWS_PER_TASK).min(rows);
             let nb = (r1 - r0) * bpr;
-            let (mut q, mut dd, mut ss, mut su, mut hs) =
-                (vec![0i8; (r1 - r0) * cols], vec![0.0; nb], vec![0.0; nb], vec![0; nb], vec![0; 2 * nb]);
-            quantize_blocks(path, &x[r0 * cols..r1 * cols], &mut q, &mut dd, &mut ss, &mut su, &mut hs);
+            let (mut q, mut dd, mut ss, mut su) =
+                (vec![0i8; (r1 - r0) * cols], vec![0.0; nb], vec![0.0; nb], vec![0; nb]);
+            quantize_blocks(path, &x[r0 * cols..r1 * cols], &mut q, &mut dd, &mut ss, &mut su);
             // SAFETY: row chunks are disjoint; each writes its own rows' bytes and blocks.
             unsafe {
                 wq.write(r0 * cols, &q);
                 wd.write(r0 * bpr, &dd);
                 ws.write(r0 * bpr, &ss);
                 wsum.write(r0 * bpr, &su);
-                whalf.write(2 * r0 * bpr, &hs);
             }
         });
         // SAFETY: the chunks cover rows 0..rows.
@@ -127,7 +129,7 @@ impl Q8Rows {
                 d: d.finish(),
                 s: s.finish(),
                 sums: sums.finish(),
-                half_sums: halves.finish(),
+                half_sums: OnceLock::new(),
             }
         }
     }
@@ -136,17 +138,8 @@ impl Q8Rows {
 /// Activation rows per quantization task in prefill.
 const QUANTIZE_ROWS_PER_TASK: usize = 16;
 
-/// Quantizes the blocks of `x` (whole rows) into `qs`, `d`, `s`, `sums` and
-/// `half_sums`.
-fn quantize_blocks(
-    path: CpuPath,
-    x: &[f32],
-    qs: &mut [i8],
-    d: &mut [f32],
-    s: &mut [f32],
-    sums: &mut [i32],
-    half_sums: &mut [i32],
-) {
+/// Quantizes the blocks of `x` (whole rows) into `qs`, `d`, `s` and `sums`.
+fn quantize_blocks(path: CpuPath, x: &[f32], qs: &mut [i8], d: &mut [f32], s: &mut [f32], sums: &mut [i32]) {
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
         (d[b], s[b]) = match path {
             #[cfg(target_arch = "x86_64")]
@@ -154,9 +147,7 @@ fn quantize_blocks(
             CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { avx2::quantize_block(xb, qb) },
             _ => quantize_block(xb, qb),
         };
-        let half = |h: &[i8]| h.iter().map(|&v| i32::from(v)).sum::<i32>();
-        (half_sums[2 * b], half_sums[2 * b + 1]) = (half(&qb[..QK / 2]), half(&qb[QK / 2..]));
-        sums[b] = half_sums[2 * b] + half_sums[2 * b + 1];
+        sums[b] = qb.iter().map(|&v| i32::from(v)).sum();
     }
 }
 

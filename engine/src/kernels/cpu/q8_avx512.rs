@@ -154,6 +154,7 @@ unsafe fn tile_q6k<const R: usize, const G: usize>(
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [[_mm512_setzero_ps(); G]; R];
     let ahead = PREFETCH_BLOCKS * gb;
+    let half_sums = a.half_sums();
     for b in 0..nb {
         // SAFETY (this block): as in `tile`; the bit planes lie at 64..192 of
         // each group block, the scales at 32..64, half sums at row·2nb + 2b.
@@ -190,8 +191,8 @@ unsafe fn tile_q6k<const R: usize, const G: usize>(
             for r in 0..R {
                 let at = (i0 + r) * nb + b;
                 let da = _mm512_set1_ps(a.d[at]);
-                let a0 = _mm512_set1_epi32(32 * a.half_sums[2 * at]);
-                let a1 = _mm512_set1_epi32(32 * a.half_sums[2 * at + 1]);
+                let a0 = _mm512_set1_epi32(32 * half_sums[2 * at]);
+                let a1 = _mm512_set1_epi32(32 * half_sums[2 * at + 1]);
                 for g in 0..G {
                     let sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(32) as *const __m128i));
                     let sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(blk[g].add(48) as *const __m128i));

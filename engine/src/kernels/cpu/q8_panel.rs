@@ -159,6 +159,7 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     let ones = _mm256_set1_epi16(1);
     assert!(sums.len() >= nb * R * G);
     let q6 = KIND == kind_id::Q6K;
+    let half_sums = if q6 { a.half_sums() } else { &[] };
     for b in 0..nb {
         let mut s = [[_mm256_setzero_si256(); G]; R];
         // Q6_K: the first half block's sums, kept apart from the second's.
@@ -193,7 +194,7 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
             // I = sc_0·(Σ q·a - 32·Σa) over the first half + sc_1·(...) over the second.
             for r in 0..R {
                 let at = ((i0 + r) * nb + b) * 2;
-                let (a0, a1) = (32 * a.half_sums[at], 32 * a.half_sums[at + 1]);
+                let (a0, a1) = (32 * half_sums[at], 32 * half_sums[at + 1]);
                 for g in 0..G {
                     let sc = ((g0 + g) * nb + b) * 16;
                     // SAFETY: (group, block) lies inside p.sc.
