@@ -499,7 +499,7 @@ fn arm_identity_claims_are_validated_and_kept() {
             with(r#"{ preset = "engine", kv_format = "fp8" }"#),
             "arms[1].identity.kv_format: \"fp8\" is not one of f16, bf16, k16v8",
         ),
-        (with(r#"{ preset = "engine", weights = "q4_k" }"#), "arms[1].identity.weights: \"q4_k\" is not one of"),
+        (with(r#"{ preset = "engine", weights = "q3_k" }"#), "arms[1].identity.weights: \"q3_k\" is not one of"),
         (with("{ max_model_len = 0 }"), "arms[1].identity.max_model_len: must be at least 1"),
         (with(r#"{ log_has = [""] }"#), "arms[1].identity.log_has[0]: must be one non-empty line"),
         (
