@@ -190,6 +190,8 @@ async fn out_of_range_requests_are_refused_with_400_naming_the_field_and_its_lim
         (c, j, chat(json!({ "stop": ["ok", "z".repeat(1025)] })), "stop", "at most 1024 bytes"),
         (t, j, cmpl(json!({"temperature": 1e308})), "temperature", "[0, 2]"),
         (c, j, chat(json!({"temperature": 2.5})), "temperature", "[0, 2]"),
+        (t, j, cmpl(json!({"min_p": 1.5})), "min_p", "[0, 1]"),
+        (c, j, chat(json!({"min_p": -0.1})), "min_p", "[0, 1]"),
     ];
     // Every case is tried; the failures are listed together.
     let mut wrong = Vec::new();
@@ -215,6 +217,7 @@ async fn out_of_range_requests_are_refused_with_400_naming_the_field_and_its_lim
     let accepted = [
         (t, j, cmpl(json!({"top_k": -1}))),
         (t, j, cmpl(json!({"top_k": 0, "temperature": 2}))),
+        (t, j, cmpl(json!({"min_p": 0.05, "top_p": 0.9, "top_k": 20, "temperature": 0.7}))),
         (t, j, cmpl(json!({ "stop": vec!["s".repeat(1024); 64] }))),
         (c, j, chat(json!({"logprobs": true, "top_logprobs": 2}))),
         (c, j, chat(assistant_null)),

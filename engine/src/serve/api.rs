@@ -1,7 +1,7 @@
 //! OpenAI-compatible request types and their validation into one engine-level
 //! `GenerationSpec`. Field names follow OpenAI, with vLLM's extras
 //! (`ignore_eos`, `min_tokens`, `stop_token_ids`, `return_token_ids`,
-//! `prompt_logprobs`, `top_k`). Fields the engine does not implement (tools,
+//! `prompt_logprobs`, `top_k`, `min_p`). Fields the engine does not implement (tools,
 //! response formats, penalties, ...) are refused with 400 naming the field
 //! (`UNSUPPORTED`) rather than silently ignored; other unknown fields (`user`,
 //! `metadata`, ...) are ignored, as OpenAI does. Values outside the limits
@@ -87,6 +87,8 @@ pub struct CommonFields {
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
     pub top_k: Option<i64>,
+    /// vLLM's extra: drop tokens less likely than `min_p` times the most likely one.
+    pub min_p: Option<f64>,
     pub seed: Option<u64>,
     pub stop: Option<Value>,
     pub stop_token_ids: Option<Vec<u32>>,
@@ -279,6 +281,15 @@ fn top_k(c: &CommonFields, vocab_size: usize) -> Result<i64, ApiError> {
     }
 }
 
+/// min_p in [0, 1] (vLLM's range; default 0, no filter).
+fn min_p(c: &CommonFields) -> Result<f32, ApiError> {
+    let m = c.min_p.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&m) {
+        return Err(ApiError::bad_param("min_p", format!("min_p must be in [0, 1], got {}", shown(m))));
+    }
+    Ok(m as f32)
+}
+
 /// stop_token_ids, each inside the vocabulary.
 fn stop_token_ids(c: &CommonFields, vocab_size: usize) -> Result<Vec<u32>, ApiError> {
     let ids = c.stop_token_ids.clone().unwrap_or_default();
@@ -355,6 +366,7 @@ fn build(
             temperature,
             top_p,
             top_k: top_k(c, limits.vocab_size)?,
+            min_p: min_p(c)?,
             max_tokens,
             min_tokens: c.min_tokens,
             ignore_eos: c.ignore_eos,

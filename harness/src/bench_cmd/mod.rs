@@ -196,22 +196,36 @@ pub struct BenchArgs {
     /// lengths from usage.
     #[arg(long)]
     pub no_token_ids: bool,
-    /// vLLM flags the harness refuses with a reason (sampling and body extras that
-    /// would make arms' bodies differ from the plan's, dataset shapes it does not
-    /// draw): `--top-p`, `--top-k`, `--min-p`, `--extra-body`,
-    /// `--random-range-ratio`, `--random-prefix-len`, `--percentile-metrics`,
-    /// `--metric-percentiles`.
-    #[arg(long = "top-p", hide = true)]
-    pub top_p: Option<String>,
-    #[arg(long = "top-k", hide = true)]
-    pub top_k: Option<String>,
-    #[arg(long = "min-p", hide = true)]
-    pub min_p: Option<String>,
-    #[arg(long = "extra-body", hide = true)]
+    /// vLLM's `--top-p`: sent in every body (`request.extra_body`).
+    #[arg(long = "top-p")]
+    pub top_p: Option<f64>,
+    /// vLLM's `--top-k`: sent in every body.
+    #[arg(long = "top-k")]
+    pub top_k: Option<i64>,
+    /// vLLM's `--min-p`: sent in every body.
+    #[arg(long = "min-p")]
+    pub min_p: Option<f64>,
+    /// vLLM's `--frequency-penalty`: sent in every body (this engine refuses any
+    /// value but 0).
+    #[arg(long = "frequency-penalty")]
+    pub frequency_penalty: Option<f64>,
+    /// vLLM's `--presence-penalty`: sent in every body (this engine: 0 only).
+    #[arg(long = "presence-penalty")]
+    pub presence_penalty: Option<f64>,
+    /// vLLM's `--repetition-penalty`: sent in every body (this engine: 1 only).
+    #[arg(long = "repetition-penalty")]
+    pub repetition_penalty: Option<f64>,
+    /// vLLM's `--extra-body JSON`: more fields of every body, after the sampling
+    /// flags (its keys win, as in vLLM); its `temperature` is --temperature.
+    #[arg(long = "extra-body")]
     pub extra_body: Option<String>,
-    #[arg(long = "random-range-ratio", hide = true)]
+    /// vLLM's `--random-range-ratio R`: random prompt and output lengths uniform in
+    /// [floor(L(1-R)), ceil(L(1+R))], R in [0, 1).
+    #[arg(long = "random-range-ratio")]
     pub random_range_ratio: Option<f64>,
-    #[arg(long = "random-prefix-len", hide = true)]
+    /// vLLM's `--random-prefix-len N`: N random token IDs shared by every random
+    /// prompt, before its own --random-input-len tokens.
+    #[arg(long = "random-prefix-len")]
     pub random_prefix_len: Option<u32>,
     #[arg(long = "percentile-metrics", hide = true)]
     pub percentile_metrics: Option<String>,

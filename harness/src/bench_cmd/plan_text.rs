@@ -78,7 +78,8 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     if a.output_len == Some(0) || a.input_len == 0 {
         return Err(bad("--input-len and --output-len must be at least 1"));
     }
-    refused_vllm_flags(a)?;
+    vllm_flag_lists(a)?;
+    range_and_prefix(a)?;
     if a.model.is_none() && a.served_model_name.is_none() {
         return Err(bad("--model: required (or --served-model-name)"));
     }
@@ -101,35 +102,8 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// vLLM bench flags the harness does not take, each with why and what to do instead.
-fn refused_vllm_flags(a: &BenchArgs) -> Result<(), BenchError> {
-    let sampling = "every study here decodes greedily with identical bodies for every arm (temperature 0 unless \
-                    --temperature); top-p/top-k/min-p are not sent";
-    let refusals: [(&str, bool, &str); 6] = [
-        ("--top-p", a.top_p.is_some(), sampling),
-        ("--top-k", a.top_k.is_some(), sampling),
-        ("--min-p", a.min_p.is_some(), sampling),
-        (
-            "--extra-body",
-            a.extra_body.is_some(),
-            "request bodies are the plan's own fields (docs/plan.md, Requests), hashed and replayed; extra fields \
-             are not sent",
-        ),
-        (
-            "--random-prefix-len",
-            a.random_prefix_len.is_some_and(|n| n > 0),
-            "a shared prefix is a `shared_prefix` panel in a plan file (docs/plan.md)",
-        ),
-        (
-            "--random-range-ratio",
-            a.random_range_ratio.is_some_and(|r| r != 0.0),
-            "random prompts here have exactly --random-input-len tokens; lengths from a distribution are a \
-             `synthetic` panel in a plan file (input_tokens/output_tokens = { dist = \"uniform\", ... })",
-        ),
-    ];
-    if let Some((flag, _, why)) = refusals.iter().find(|(_, given, _)| *given) {
-        return Err(bad(format!("{flag} is not supported: {why}")));
-    }
+/// vLLM bench flags the harness checks itself: the percentile lists.
+fn vllm_flag_lists(a: &BenchArgs) -> Result<(), BenchError> {
     if let Some(m) = &a.percentile_metrics
         && let Some(x) = m.split(',').map(str::trim).find(|x| !matches!(*x, "ttft" | "tpot" | "itl" | "e2el"))
     {
@@ -144,6 +118,68 @@ fn refused_vllm_flags(a: &BenchArgs) -> Result<(), BenchError> {
         )));
     }
     Ok(())
+}
+
+/// A JSON value as TOML (inline tables); `None` for a null anywhere in it.
+fn toml_value(v: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => quote(s),
+        Value::Array(items) => format!("[{}]", items.iter().map(toml_value).collect::<Option<Vec<_>>>()?.join(", ")),
+        Value::Object(m) => {
+            let pairs = m.iter().map(|(k, v)| Some(format!("{} = {}", quote(k), toml_value(v)?)));
+            format!("{{ {} }}", pairs.collect::<Option<Vec<_>>>()?.join(", "))
+        }
+    })
+}
+
+/// vLLM's sampling flags and `--extra-body` as the plan's temperature and its
+/// `request.extra_body` line, merged as vLLM merges them (`--extra-body` keys
+/// win; its `temperature` is the request temperature).
+fn sampling(a: &BenchArgs) -> Result<(f64, String), BenchError> {
+    let mut body = serde_json::Map::new();
+    let reals = [
+        ("top_p", a.top_p),
+        ("min_p", a.min_p),
+        ("frequency_penalty", a.frequency_penalty),
+        ("presence_penalty", a.presence_penalty),
+        ("repetition_penalty", a.repetition_penalty),
+    ];
+    for (key, v) in reals {
+        if let Some(v) = v {
+            let n = serde_json::Number::from_f64(v)
+                .ok_or_else(|| bad(format!("--{}: must be a finite number, got {v}", key.replace('_', "-"))))?;
+            body.insert(key.into(), n.into());
+        }
+    }
+    if let Some(k) = a.top_k {
+        body.insert("top_k".into(), k.into());
+    }
+    if let Some(text) = &a.extra_body {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| bad(format!("--extra-body: not JSON ({e})")))?;
+        let serde_json::Value::Object(m) = v else {
+            return Err(bad("--extra-body: must be a JSON object, e.g. '{\"top_p\": 0.9}'"));
+        };
+        body.extend(m);
+    }
+    let temperature = match body.remove("temperature") {
+        None => a.temperature.unwrap_or(0.0),
+        Some(t) => t.as_f64().ok_or_else(|| bad(format!("--extra-body: temperature must be a number, got {t}")))?,
+    };
+    if let Some((k, owner)) = crate::plan::RESERVED_BODY_FIELDS.iter().find(|(k, _)| body.contains_key(*k)) {
+        return Err(bad(format!("--extra-body: `{k}` is set by the harness itself (from {owner})")));
+    }
+    if body.is_empty() {
+        return Ok((temperature, String::new()));
+    }
+    let table = toml_value(&serde_json::Value::Object(body)).ok_or_else(|| {
+        bad("--extra-body: null values cannot be sent here (a plan is TOML, which has no null); leave the key out")
+    })?;
+    Ok((temperature, format!("extra_body = {table}\n")))
 }
 
 /// `--goodput KEY:VALUE ...` as `[slo]` lines (vLLM's keys ttft, tpot, e2el in ms).
@@ -194,7 +230,8 @@ fn dataset_name(d: Dataset) -> &'static str {
 }
 
 /// `[request]` and `[prompts]`.
-fn panel(a: &BenchArgs, t: &mut String) {
+fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
+    let (temperature, extra_body) = sampling(a)?;
     let n = a.num_prompts;
     let path = a.dataset_path.as_deref().unwrap_or_default();
     let fixed_output = a.output_len.unwrap_or(128);
@@ -212,13 +249,24 @@ fn panel(a: &BenchArgs, t: &mut String) {
     let token_ids = if a.no_token_ids { "token_ids = false\n" } else { "" };
     let _ = write!(
         t,
-        "[request]\nmodel = {}\noutput = \"{output}\"\n{request}temperature = {:?}\n{endpoint}{token_ids}\n",
+        "[request]\nmodel = {}\noutput = \"{output}\"\n{request}temperature = {temperature:?}\n{endpoint}{token_ids}{extra_body}\n",
         quote(model),
-        a.temperature.unwrap_or(0.0)
     );
     t.push_str("[prompts]\n");
     let tokenizer = a.tokenizer.as_ref().map(|k| format!("tokenizer = {}\n", quote(k))).unwrap_or_default();
     let _ = match a.dataset {
+        Dataset::Random if varied_random(a) => {
+            let r = a.random_range_ratio.unwrap_or(0.0);
+            write!(
+                t,
+                "source = \"synthetic\"\nnum_requests = {n}\nmin_token_id = 0\nmax_token_id = {}\nprefix_tokens = {}\n\
+                 input_tokens = {}\noutput_tokens = {}\n",
+                a.max_token_id,
+                a.random_prefix_len.unwrap_or(0),
+                length_range(a.input_len, r),
+                length_range(fixed_output, r)
+            )
+        }
         Dataset::Random => write!(
             t,
             "source = \"random\"\nlengths = [{}]\ndocuments = {}\nmin_token_id = 0\nmax_token_id = {}\n",
@@ -242,6 +290,41 @@ fn panel(a: &BenchArgs, t: &mut String) {
         ),
     };
     t.push('\n');
+    Ok(())
+}
+
+/// Whether `--random-range-ratio` or `--random-prefix-len` asks for vLLM's random
+/// dataset with per-request lengths (a `synthetic` panel of random token IDs).
+fn varied_random(a: &BenchArgs) -> bool {
+    a.random_range_ratio.is_some_and(|r| r != 0.0) || a.random_prefix_len.is_some_and(|n| n > 0)
+}
+
+/// vLLM's integer-uniform range around `len`: [floor(len(1-r)), ceil(len(1+r))],
+/// the low end at least 1, as a plan distribution.
+fn length_range(len: u32, r: f64) -> String {
+    let low = ((f64::from(len) * (1.0 - r)).floor() as u32).max(1);
+    let high = ((f64::from(len) * (1.0 + r)).ceil() as u32).max(low);
+    if low == high {
+        format!("{{ dist = \"fixed\", value = {low} }}")
+    } else {
+        format!("{{ dist = \"uniform\", min = {low}, max = {high} }}")
+    }
+}
+
+/// `--random-range-ratio` in [0, 1) and `--random-prefix-len` only with random data.
+fn range_and_prefix(a: &BenchArgs) -> Result<(), BenchError> {
+    if let Some(r) = a.random_range_ratio
+        && !(0.0..1.0).contains(&r)
+    {
+        return Err(bad(format!("--random-range-ratio: must be in [0, 1) (vLLM's range), got {r}")));
+    }
+    if varied_random(a) && a.dataset != Dataset::Random {
+        return Err(bad(format!(
+            "--random-range-ratio and --random-prefix-len shape --dataset-name random, not {}",
+            dataset_name(a.dataset)
+        )));
+    }
+    Ok(())
 }
 
 /// `[[arms]]`: the one arm.
@@ -295,7 +378,7 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         a.seed,
         quote(&format!("harness bench: {} requests per cell to {what}", a.num_prompts))
     );
-    panel(a, &mut t);
+    panel(a, &mut t)?;
     t.push_str(&slo(a)?);
     let _ = write!(
         t,

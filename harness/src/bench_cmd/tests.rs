@@ -4,7 +4,7 @@
 use clap::Parser;
 
 use super::*;
-use crate::plan::{LengthDist, Load, PanelSource, Server};
+use crate::plan::{LengthDist, Load, PanelSource, Server, SyntheticTokens};
 
 #[derive(Parser)]
 struct Cli {
@@ -113,10 +113,12 @@ fn dataset_flags_become_the_matching_panel_sources() {
     ]);
     match &syn.prompts.source {
         PanelSource::Synthetic(s) => {
-            assert_eq!(
-                (s.texts.as_str(), s.input, s.output),
-                ("assets/texts", LengthDist::Fixed(9), LengthDist::Fixed(128))
-            )
+            let text = SyntheticTokens::Text {
+                texts: "assets/texts".into(),
+                pattern: "*.txt".into(),
+                tokenizer: "t.json".into(),
+            };
+            assert_eq!((&s.tokens, s.input, s.output), (&text, LengthDist::Fixed(9), LengthDist::Fixed(128)))
         }
         other => panic!("{other:?}"),
     }
@@ -353,10 +355,26 @@ fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys()
         (&["--goodput", "ttft=200"][..], "--goodput \"ttft=200\": expected KEY:VALUE"),
         (&["--goodput", "itl:5"], "--goodput: unknown key \"itl\""),
         (&["--burstiness", "0"], "--burstiness: must be a positive number"),
-        (&["--top-p", "0.9"], "--top-p is not supported: every study here decodes greedily"),
-        (&["--extra-body", "{}"], "--extra-body is not supported"),
-        (&["--random-range-ratio", "0.5"], "--random-range-ratio is not supported"),
-        (&["--random-prefix-len", "8"], "--random-prefix-len is not supported"),
+        (&["--extra-body", "[1]"], "--extra-body: must be a JSON object"),
+        (&["--extra-body", "{top_p: 1}"], "--extra-body: not JSON"),
+        (&["--extra-body", r#"{"max_tokens": 5}"#], "`max_tokens` is set by the harness itself"),
+        (&["--extra-body", r#"{"stop": null}"#], "null values cannot be sent here"),
+        (&["--extra-body", r#"{"temperature": "hot"}"#], "temperature must be a number"),
+        (&["--top-p", "NaN"], "--top-p: must be a finite number"),
+        (&["--random-range-ratio", "1.0"], "--random-range-ratio: must be in [0, 1)"),
+        (
+            &[
+                "--random-prefix-len",
+                "8",
+                "--dataset-name",
+                "sharegpt",
+                "--dataset-path",
+                "d.json",
+                "--tokenizer",
+                "t.json",
+            ],
+            "shape --dataset-name random",
+        ),
         (&["--metric-percentiles", "50,99"], "--metric-percentiles 50,99: only 99"),
         (&["--percentile-metrics", "ttft,foo"], "unknown metric \"foo\""),
         (&["--header", "x"], "--header \"x\": expected KEY=VALUE"),
@@ -367,6 +385,60 @@ fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys()
     }
     let no_model = error(&["--url", "http://127.0.0.1:9", "--request-rate", "4"]);
     assert!(no_model.contains("--model: required"), "{no_model}");
+}
+
+/// vLLM's sampling flags and `--extra-body` become `request.extra_body`, merged as
+/// vLLM merges them; `--random-range-ratio` and `--random-prefix-len` become a
+/// synthetic panel of random token IDs with vLLM's length ranges.
+#[test]
+fn vllm_sampling_flags_extra_body_and_random_ranges_map_onto_plan_keys() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "4", "--num-prompts", "12"];
+    let with = |extra: &[&str]| {
+        let mut f: Vec<&str> = base.to_vec();
+        f.extend_from_slice(extra);
+        prepared(&f).frozen.plan
+    };
+    let p = with(&["--top-p", "0.9", "--top-k", "20", "--min-p", "0.05", "--extra-body", r#"{"top_k": 5, "seed": 3}"#]);
+    let want = serde_json::json!({"top_p": 0.9, "top_k": 5, "min_p": 0.05, "seed": 3});
+    assert_eq!(serde_json::Value::Object(p.request.extra_body.clone()), want, "--extra-body's keys win, as in vLLM");
+    assert_eq!(p.request.temperature, 0.0);
+    let p = with(&[
+        "--temperature",
+        "0.2",
+        "--extra-body",
+        r#"{"temperature": 0.7, "chat_template_kwargs": {"enable_thinking": false}}"#,
+    ]);
+    assert_eq!(p.request.temperature, 0.7, "the extra body's temperature wins, as in vLLM");
+    assert_eq!(p.request.extra_body["chat_template_kwargs"], serde_json::json!({"enable_thinking": false}));
+    assert!(with(&[]).request.extra_body.is_empty());
+
+    let p = with(&["--random-input-len", "100", "--random-output-len", "10", "--random-range-ratio", "0.25"]);
+    let PanelSource::Synthetic(s) = &p.prompts.source else { panic!("{:?}", p.prompts.source) };
+    // vLLM: [floor(100 * 0.75), ceil(100 * 1.25)] and [floor(7.5), ceil(12.5)].
+    assert_eq!(
+        (s.input, s.output),
+        (LengthDist::Uniform { min: 75, max: 125 }, LengthDist::Uniform { min: 7, max: 13 })
+    );
+    assert!(matches!(s.tokens, SyntheticTokens::Random { min_token_id: 0, prefix: 0, .. }));
+    assert_eq!(p.prompts.documents, 12);
+    let p = with(&["--random-input-len", "16", "--random-prefix-len", "8"]);
+    let PanelSource::Synthetic(s) = &p.prompts.source else { panic!() };
+    assert_eq!(
+        (s.input, &s.tokens),
+        (LengthDist::Fixed(16), &SyntheticTokens::Random { min_token_id: 0, max_token_id: s_max(s), prefix: 8 })
+    );
+    // A ratio of 0 and a prefix of 0 are vLLM's defaults: the fixed-length random panel.
+    assert!(matches!(
+        with(&["--random-range-ratio", "0", "--random-prefix-len", "0"]).prompts.source,
+        PanelSource::Random { .. }
+    ));
+}
+
+fn s_max(s: &crate::plan::SyntheticSpec) -> u32 {
+    match s.tokens {
+        SyntheticTokens::Random { max_token_id, .. } => max_token_id,
+        SyntheticTokens::Text { .. } => panic!("text"),
+    }
 }
 
 #[test]

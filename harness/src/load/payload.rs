@@ -10,7 +10,10 @@
 //! `request.output_tokens` for a fixed-length panel and the entry's own `max_tokens`
 //! (fixed in `prompts.jsonl`) for a dataset panel; a dataset entry's `ignore_eos`
 //! likewise comes from its line. Natural output (`ignore_eos = false`) sends no
-//! `min_tokens`: EOS may end the request before M tokens.
+//! `min_tokens`: EOS may end the request before M tokens. The plan's
+//! `request.extra_body` fields (sampling parameters such as `top_p`, vLLM bench's
+//! `--extra-body`) follow in every body, timed and warmup, sorted by name;
+//! a plan without them sends the bytes it sent before they existed.
 //!
 //! Every timed body is built for one endpoint (the cell's: `cells[].endpoint`, else
 //! `request.endpoint`); a plan whose cells use both has two bodies per entry.
@@ -23,9 +26,10 @@
 
 use axum::body::Bytes;
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::PreparedRequest;
-use crate::plan::{BodyKind, Endpoint, Plan};
+use crate::plan::{BodyKind, Endpoint, Plan, RequestSpec};
 use crate::trace::{ChatMessage, Prompt};
 
 #[derive(Serialize)]
@@ -47,6 +51,8 @@ struct Body<'a, P: Serialize> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     return_token_ids: Option<bool>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
 }
 
 /// The chat endpoint's timed body: `messages` in place of `prompt`.
@@ -64,6 +70,8 @@ struct ChatBody<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     return_token_ids: Option<bool>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
 }
 
 fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
@@ -72,25 +80,25 @@ fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
 }
 
 /// The chat endpoint's timed body for `messages` (a panel entry's, or a session
-/// turn's with its history).
+/// turn's with its history), with the plan's request fields `r`.
 pub fn chat_body(
-    model: &str,
+    r: &RequestSpec,
     messages: &[ChatMessage],
     max_tokens: u32,
     ignore_eos: bool,
-    temperature: f64,
     token_ids: bool,
 ) -> Vec<u8> {
     to_bytes(&ChatBody {
-        model,
+        model: &r.model,
         messages,
         max_tokens,
         min_tokens: ignore_eos.then_some(max_tokens),
         ignore_eos,
-        temperature,
+        temperature: r.temperature,
         stream: true,
         stream_options: Some(StreamOptions { include_usage: true }),
         return_token_ids: token_ids.then_some(true),
+        extra: &r.extra_body,
     })
 }
 
@@ -107,7 +115,7 @@ pub fn stream_body_with(plan: &Plan, kind: BodyKind, prompt: &Prompt, max_tokens
     let ignore_eos = prompt.ignore_eos.unwrap_or(r.ignore_eos);
     if kind.endpoint == Endpoint::Chat {
         let messages = prompt.messages.as_deref().unwrap_or(&[]);
-        return chat_body(&r.model, messages, max_tokens, ignore_eos, r.temperature, kind.token_ids);
+        return chat_body(r, messages, max_tokens, ignore_eos, kind.token_ids);
     }
     to_bytes(&Body {
         model: &r.model,
@@ -119,6 +127,7 @@ pub fn stream_body_with(plan: &Plan, kind: BodyKind, prompt: &Prompt, max_tokens
         stream: true,
         stream_options: Some(StreamOptions { include_usage: true }),
         return_token_ids: kind.token_ids.then_some(true),
+        extra: &r.extra_body,
     })
 }
 
@@ -146,6 +155,7 @@ pub fn warmup_body(plan: &Plan, prompts: &[&[u32]]) -> Vec<u8> {
         stream: false,
         stream_options: None,
         return_token_ids: None,
+        extra: &r.extra_body,
     })
 }
 
@@ -166,6 +176,7 @@ pub fn warmup_chat_bodies(plan: &Plan, entries: &[&[ChatMessage]]) -> Vec<Vec<u8
                 stream: false,
                 stream_options: None,
                 return_token_ids: None,
+                extra: &r.extra_body,
             })
         })
         .collect()
@@ -225,8 +236,41 @@ mod tests {
             body,
             r#"{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{"include_usage":true}}"#
         );
-        let chat = chat_body("m", &[], 4, false, 0.0, false);
+        let chat = chat_body(&plan.request, &[], 4, false, false);
         assert!(!String::from_utf8(chat).unwrap().contains("return_token_ids"));
+    }
+
+    #[test]
+    fn extra_body_fields_follow_the_harness_fields_in_every_body() {
+        let plan = e2e_plan(
+            "output_tokens = 8
+extra_body = { top_p = 0.9, top_k = 20, min_p = 0.05 }
+",
+        );
+        let tail = r#","min_p":0.05,"top_k":20,"top_p":0.9}"#;
+        let body =
+            String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Completions), &prompt(&[1, 2, 3]))).unwrap();
+        assert_eq!(
+            body,
+            format!(
+                r#"{{"model":"synth","prompt":[1,2,3],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":true,"stream_options":{{"include_usage":true}},"return_token_ids":true{tail}"#
+            )
+        );
+        let warm = String::from_utf8(warmup_body(&plan, &[&[1, 2]])).unwrap();
+        assert!(warm.ends_with(&format!(r#""stream":false{tail}"#)), "{warm}");
+        let chat = String::from_utf8(chat_body(&plan.request, &[], 4, false, true)).unwrap();
+        assert!(chat.ends_with(&format!(r#""return_token_ids":true{tail}"#)), "{chat}");
+        let warm_chat = String::from_utf8(warmup_chat_bodies(&plan, &[&[]]).remove(0)).unwrap();
+        assert!(warm_chat.ends_with(tail), "{warm_chat}");
+        // Nested values go through as JSON.
+        let nested = e2e_plan(
+            "output_tokens = 8
+extra_body = { chat_template_kwargs = { enable_thinking = false } }
+",
+        );
+        let body =
+            String::from_utf8(stream_body(&nested, nested.body_kind(Endpoint::Completions), &prompt(&[1]))).unwrap();
+        assert!(body.ends_with(r#""chat_template_kwargs":{"enable_thinking":false}}"#), "{body}");
     }
 
     #[test]

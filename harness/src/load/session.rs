@@ -22,7 +22,7 @@ use super::Counters;
 use super::payload::chat_body;
 use super::recorder::{RequestCtx, execute};
 use crate::evidence::sha256_hex;
-use crate::plan::Plan;
+use crate::plan::{Plan, RequestSpec};
 use crate::record::{Failure, RecordKey, RequestRecord, TurnRecord};
 use crate::trace::{ChatMessage, Prompt, SessionTurn};
 
@@ -30,8 +30,7 @@ use crate::trace::{ChatMessage, Prompt, SessionTurn};
 /// panel entry's turns.
 #[derive(Debug, Clone)]
 pub struct SessionScript {
-    model: String,
-    temperature: f64,
+    request: RequestSpec,
     ignore_eos: bool,
     token_ids: bool,
     /// Turn 0's messages (an optional system message and the first user turn).
@@ -46,8 +45,7 @@ impl SessionScript {
     pub fn new(plan: &Plan, p: &Prompt) -> Option<SessionScript> {
         let r = &plan.request;
         Some(SessionScript {
-            model: r.model.clone(),
-            temperature: r.temperature,
+            request: r.clone(),
             ignore_eos: p.ignore_eos.unwrap_or(r.ignore_eos),
             token_ids: r.token_ids,
             first: p.messages.clone()?,
@@ -82,7 +80,7 @@ impl SessionScript {
     pub fn body(&self, turn: u32, replies: &[&str]) -> Option<Vec<u8>> {
         let messages = self.messages(turn, replies)?;
         let max_tokens = self.max_tokens(turn)?;
-        Some(chat_body(&self.model, &messages, max_tokens, self.ignore_eos, self.temperature, self.token_ids))
+        Some(chat_body(&self.request, &messages, max_tokens, self.ignore_eos, self.token_ids))
     }
 
     /// The `max_tokens` turn `turn` sends.

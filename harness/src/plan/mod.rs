@@ -58,9 +58,11 @@ pub use types::{
     Arm, ArmRole, Arrival, Blocks, Cell, CellKind, Count, Hypothesis, Load, Metric, MetricKind, Order, PanelSource,
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
-pub use types::{Blocking, BodyKind, Endpoint, IdentityPreset, IdentitySpec, Recorder, SETUP_PAD_ENV};
+pub use types::{
+    Blocking, BodyKind, Endpoint, IdentityPreset, IdentitySpec, RESERVED_BODY_FIELDS, Recorder, SETUP_PAD_ENV,
+};
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
-pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
+pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec, SyntheticTokens};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
@@ -140,8 +142,10 @@ impl Plan {
                 wanted.extend(tokenizer.iter().map(|t| ("prompts.tokenizer".to_string(), t.as_str(), File)));
             }
             PanelSource::Synthetic(s) => {
-                wanted.push(("prompts.texts".into(), &s.texts, Dir));
-                wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File));
+                if let SyntheticTokens::Text { texts, tokenizer, .. } = &s.tokens {
+                    wanted.push(("prompts.texts".into(), texts, Dir));
+                    wanted.push(("prompts.tokenizer".into(), tokenizer, File));
+                }
             }
             PanelSource::SharedPrefix(s) => {
                 wanted.push(("prompts.texts".into(), &s.texts, Dir));

@@ -104,6 +104,8 @@ pub struct RequestFile {
     pub endpoint: Option<String>,
     /// Ask for streamed token IDs (`return_token_ids`, default true).
     pub token_ids: Option<bool>,
+    /// More body fields, sent as written (sampling parameters, vLLM's `--extra-body`).
+    pub extra_body: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]

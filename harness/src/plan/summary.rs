@@ -46,8 +46,12 @@ impl Plan {
         let r = &self.request;
         let _ = writeln!(
             o,
-            "request: model {:?}, {} output tokens (ignore_eos = {}), temperature {}",
-            r.model, r.output_tokens, r.ignore_eos, r.temperature
+            "request: model {:?}, {} output tokens (ignore_eos = {}), temperature {}{}",
+            r.model,
+            r.output_tokens,
+            r.ignore_eos,
+            r.temperature,
+            r.extra_body_note()
         );
         if let Some(cap) = r.max_output_tokens {
             let mode = if r.forced() { "forced" } else { "natural" };
@@ -102,12 +106,21 @@ impl Plan {
                 s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer
             ),
             PanelSource::Synthetic(y) => format!(
-                "input lengths {}, output lengths {}, cut from {}/{} with tokenizer {}",
+                "input lengths {}, output lengths {}, {}",
                 dist(&y.input),
                 dist(&y.output),
-                y.texts,
-                y.pattern,
-                y.tokenizer
+                match &y.tokens {
+                    super::SyntheticTokens::Text { texts, pattern, tokenizer } => {
+                        format!("cut from {texts}/{pattern} with tokenizer {tokenizer}")
+                    }
+                    super::SyntheticTokens::Random { min_token_id, max_token_id, prefix: 0 } => {
+                        format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
+                    }
+                    super::SyntheticTokens::Random { min_token_id, max_token_id, prefix } => format!(
+                        "after a {prefix}-token prefix shared by every entry, seeded random token IDs in \
+                         {min_token_id}..={max_token_id} (not natural text; the prefix counts in the input length)"
+                    ),
+                }
             ),
         };
         if let Some(turns) = p.max_turns {

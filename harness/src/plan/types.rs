@@ -139,7 +139,27 @@ pub struct RequestSpec {
     /// its cheaper streaming path) and counts one token per non-empty text event,
     /// the output length from `usage`.
     pub token_ids: bool,
+    /// `request.extra_body`: more fields of every body (timed and warmup), after
+    /// the harness's own, sorted by name (`top_p`, `top_k`, `min_p`, ...;
+    /// vLLM bench's sampling flags and `--extra-body`). Never one of the fields the
+    /// harness sets itself ([`RESERVED_BODY_FIELDS`]).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
 }
+
+/// Body fields the harness writes itself, each with the plan key that sets it:
+/// `request.extra_body` may not name them.
+pub const RESERVED_BODY_FIELDS: [(&str, &str); 10] = [
+    ("model", "request.model"),
+    ("prompt", "the prompt panel"),
+    ("messages", "the prompt panel (request.endpoint = \"chat\")"),
+    ("max_tokens", "request.output_tokens or the panel's own output lengths"),
+    ("min_tokens", "request.output = \"forced\""),
+    ("ignore_eos", "request.output"),
+    ("temperature", "request.temperature"),
+    ("stream", "the harness (timed requests stream)"),
+    ("stream_options", "the harness (usage is always asked for)"),
+    ("return_token_ids", "request.token_ids"),
+];
 
 /// What a timed body is built for: its route, and whether it asks for the streamed
 /// token IDs (`return_token_ids`).
@@ -203,6 +223,14 @@ impl RequestSpec {
     pub fn max_tokens_for(&self, entry: Option<u32>) -> u32 {
         let want = entry.unwrap_or(self.output_tokens);
         self.max_output_tokens.map_or(want, |cap| want.min(cap))
+    }
+
+    /// `; extra body fields {..}` when the plan sends any (for summaries), else "".
+    pub fn extra_body_note(&self) -> String {
+        if self.extra_body.is_empty() {
+            return String::new();
+        }
+        format!("; extra body fields {}", serde_json::Value::Object(self.extra_body.clone()))
     }
 }
 
@@ -383,7 +411,10 @@ impl PanelSource {
             PanelSource::Text { tokenizer, .. } => Some(tokenizer),
             PanelSource::ShareGpt(s) => Some(&s.tokenizer),
             PanelSource::Requests { tokenizer, .. } => tokenizer.as_deref(),
-            PanelSource::Synthetic(s) => Some(&s.tokenizer),
+            PanelSource::Synthetic(s) => match &s.tokens {
+                SyntheticTokens::Text { tokenizer, .. } => Some(tokenizer),
+                SyntheticTokens::Random { .. } => None,
+            },
             PanelSource::SharedPrefix(s) => Some(&s.tokenizer),
             PanelSource::Jsonl { .. } | PanelSource::Random { .. } => None,
         }
@@ -421,11 +452,20 @@ pub const PLAY_DIALOGUE_FILE: &str = "plays_sharegpt.json";
 /// `prompts.source = "synthetic"`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticSpec {
-    pub texts: String,
-    pub pattern: String,
-    pub tokenizer: String,
+    pub tokens: SyntheticTokens,
     pub input: LengthDist,
     pub output: LengthDist,
+}
+
+/// Where a synthetic panel's tokens come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyntheticTokens {
+    /// Cut from the natural-text files in `texts` matching `pattern`.
+    Text { texts: String, pattern: String, tokenizer: String },
+    /// Seeded uniform token IDs in `min..=max` (vLLM bench's `random` dataset with
+    /// `--random-range-ratio`), after `prefix` IDs shared by every entry
+    /// (`--random-prefix-len`); not natural text.
+    Random { min_token_id: u32, max_token_id: u32, prefix: u32 },
 }
 
 /// `prompts.source = "shared_prefix"`: `groups` x `prompts_per_group` requests of

@@ -230,7 +230,44 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
     };
     let endpoint = endpoint(c, "request.endpoint", r.endpoint.as_deref(), Endpoint::Completions);
     let token_ids = r.token_ids.unwrap_or(true);
-    RequestSpec { model: r.model, output_tokens, ignore_eos, temperature, max_output_tokens, endpoint, token_ids }
+    let extra_body = extra_body(c, r.extra_body.unwrap_or_default());
+    RequestSpec {
+        model: r.model,
+        output_tokens,
+        ignore_eos,
+        temperature,
+        max_output_tokens,
+        endpoint,
+        token_ids,
+        extra_body,
+    }
+}
+
+/// `request.extra_body` as JSON: no field the harness sets itself, no TOML date or
+/// time (JSON has none), finite numbers only.
+fn extra_body(c: &mut Checker, t: toml::Table) -> serde_json::Map<String, serde_json::Value> {
+    fn plain(v: &toml::Value) -> bool {
+        match v {
+            toml::Value::Datetime(_) => false,
+            toml::Value::Float(f) => f.is_finite(),
+            toml::Value::Array(a) => a.iter().all(plain),
+            toml::Value::Table(t) => t.values().all(plain),
+            _ => true,
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for (k, v) in t {
+        let key = format!("request.extra_body.{k}");
+        if let Some((_, owner)) = super::types::RESERVED_BODY_FIELDS.iter().find(|(f, _)| *f == k) {
+            c.err(key, format!("the harness sets `{k}` itself (from {owner}); leave it out here"));
+        } else if !plain(&v) {
+            c.err(key, "a JSON value: string, integer, finite float, bool, array or table (no dates, nan or inf)");
+        } else {
+            // Plain TOML values always have a JSON form.
+            out.insert(k, serde_json::to_value(&v).unwrap_or_default());
+        }
+    }
+    out
 }
 
 /// An endpoint as written at `key`, or `default` when left out (or unknown, reported).

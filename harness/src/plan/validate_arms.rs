@@ -298,24 +298,8 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
                 c.forbid(&format!("prompts.{key}"), v, &only("text"));
             }
             c.forbid("prompts.path", &p.path, &only("jsonl"));
-            let max_id = u32::MAX.into();
-            let lo = match p.min_token_id {
-                Some(v) => c.int("prompts.min_token_id", v, 0, max_id),
-                None => Some(0),
-            };
-            let hi = match p.max_token_id {
-                Some(v) => c.int("prompts.max_token_id", v, 0, max_id),
-                None => {
-                    c.err("prompts.max_token_id", "required for a random panel");
-                    None
-                }
-            };
-            if let (Some(lo), Some(hi)) = (lo, hi)
-                && lo > hi
-            {
-                c.err("prompts.min_token_id", format!("{lo} exceeds max_token_id {hi}"));
-            }
-            PanelSource::Random { min_token_id: lo.unwrap_or(0) as u32, max_token_id: hi.unwrap_or(0) as u32 }
+            let (min_token_id, max_token_id) = token_id_range(c, p.min_token_id, p.max_token_id, "random");
+            PanelSource::Random { min_token_id, max_token_id }
         }
         other => {
             c.err(
@@ -350,4 +334,27 @@ pub(super) fn panel_tokenizer(c: &mut Checker, panel: Option<String>, arms: &[Ar
         }
     }
     chosen
+}
+
+/// `prompts.min_token_id` (default 0) ..= `prompts.max_token_id` (required for a
+/// `what` panel), both within u32 and in order.
+pub(super) fn token_id_range(c: &mut Checker, min: Option<i64>, max: Option<i64>, what: &str) -> (u32, u32) {
+    let max_id = u32::MAX.into();
+    let lo = match min {
+        Some(v) => c.int("prompts.min_token_id", v, 0, max_id),
+        None => Some(0),
+    };
+    let hi = match max {
+        Some(v) => c.int("prompts.max_token_id", v, 0, max_id),
+        None => {
+            c.err("prompts.max_token_id", format!("required for a {what} panel"));
+            None
+        }
+    };
+    if let (Some(lo), Some(hi)) = (lo, hi)
+        && lo > hi
+    {
+        c.err("prompts.min_token_id", format!("{lo} exceeds max_token_id {hi}"));
+    }
+    (lo.unwrap_or(0) as u32, hi.unwrap_or(0) as u32)
 }

@@ -6,9 +6,11 @@
 //! panel is built (`trace::sources`).
 
 use super::schema::{DistFile, PromptsFile};
-use super::types::{Arm, LengthDist, PanelSource, PanelSpec, ShareGptSpec, SharedPrefixSpec, SyntheticSpec};
+use super::types::{
+    Arm, LengthDist, PanelSource, PanelSpec, ShareGptSpec, SharedPrefixSpec, SyntheticSpec, SyntheticTokens,
+};
 use super::validate::Checker;
-use super::validate_arms::panel_tokenizer;
+use super::validate_arms::{panel_tokenizer, token_id_range};
 
 /// Most entries a dataset panel may hold.
 pub const MAX_DATASET_REQUESTS: i64 = 10_000_000;
@@ -38,8 +40,10 @@ fn forbid_group_keys(c: &mut Checker, p: &PromptsFile) {
     let why = format!("only shared_prefix panels take this key (prompts.source = {:?})", p.source);
     c.forbid("prompts.groups", &p.groups, &why);
     c.forbid("prompts.prompts_per_group", &p.prompts_per_group, &why);
-    c.forbid("prompts.prefix_tokens", &p.prefix_tokens, &why);
     c.forbid("prompts.suffix_tokens", &p.suffix_tokens, &why);
+    let why =
+        format!("only shared_prefix and synthetic random-token panels take this key (prompts.source = {:?})", p.source);
+    c.forbid("prompts.prefix_tokens", &p.prefix_tokens, &why);
 }
 
 /// `shared_prefix`: its four counts and natural text; `num_requests` is
@@ -102,8 +106,10 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
         c.err("prompts.lengths", "a dataset panel's entries have their own lengths; leave it out");
     }
     c.forbid("prompts.documents", &p.documents, "a dataset panel counts entries in prompts.num_requests");
-    c.forbid("prompts.min_token_id", &p.min_token_id, &only("random"));
-    c.forbid("prompts.max_token_id", &p.max_token_id, &only("random"));
+    if src != "synthetic" {
+        c.forbid("prompts.min_token_id", &p.min_token_id, &only("random and synthetic"));
+        c.forbid("prompts.max_token_id", &p.max_token_id, &only("random and synthetic"));
+    }
     if !matches!(src.as_str(), "sharegpt" | "requests") {
         c.forbid("prompts.max_turns", &p.max_turns, "only sharegpt and requests panels hold sessions");
     }
@@ -111,7 +117,15 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
     if src == "shared_prefix" {
         return shared_prefix(c, p, arms);
     }
-    forbid_group_keys(c, &p);
+    if src == "synthetic" {
+        // `prefix_tokens` is a synthetic panel's too (random token IDs only).
+        let why = format!("only shared_prefix panels take this key (prompts.source = {src:?})");
+        c.forbid("prompts.groups", &p.groups, &why);
+        c.forbid("prompts.prompts_per_group", &p.prompts_per_group, &why);
+        c.forbid("prompts.suffix_tokens", &p.suffix_tokens, &why);
+    } else {
+        forbid_group_keys(c, &p);
+    }
     let documents = match p.num_requests {
         Some(n) => c.int("prompts.num_requests", n, 1, MAX_DATASET_REQUESTS).unwrap_or(1) as u32,
         None => {
@@ -167,18 +181,40 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             PanelSource::Requests { path: path(c, p.path), tokenizer }
         }
         _ => {
-            let pattern = p.pattern.unwrap_or_else(|| "*.txt".into());
-            if pattern.matches('*').count() > 1 || pattern.contains('/') {
-                c.err("prompts.pattern", "a file name with at most one `*`");
-            }
-            let texts = p.texts.unwrap_or_else(|| {
-                c.err("prompts.texts", "required for a synthetic panel (a directory of text files)");
-                String::new()
-            });
             let input = dist(c, "prompts.input_tokens", p.input_tokens);
             let output = dist(c, "prompts.output_tokens", p.output_tokens);
-            let tokenizer = panel_tokenizer(c, p.tokenizer, arms);
-            PanelSource::Synthetic(SyntheticSpec { texts, pattern, tokenizer, input, output })
+            let tokens = if p.max_token_id.is_some() || p.min_token_id.is_some() {
+                let why = "a synthetic panel of random token IDs (max_token_id) has no text";
+                for (key, v) in [("texts", &p.texts), ("pattern", &p.pattern), ("tokenizer", &p.tokenizer)] {
+                    c.forbid(&format!("prompts.{key}"), v, why);
+                }
+                let (min_token_id, max_token_id) =
+                    token_id_range(c, p.min_token_id, p.max_token_id, "synthetic random-token");
+                let prefix = match p.prefix_tokens {
+                    Some(v) => c.int("prompts.prefix_tokens", v, 0, MAX_LENGTH).unwrap_or(0) as u32,
+                    None => 0,
+                };
+                SyntheticTokens::Random { min_token_id, max_token_id, prefix }
+            } else {
+                c.forbid(
+                    "prompts.prefix_tokens",
+                    &p.prefix_tokens,
+                    "a synthetic text panel has no shared prefix: use source = \"shared_prefix\" (or random token IDs)",
+                );
+                let pattern = p.pattern.unwrap_or_else(|| "*.txt".into());
+                if pattern.matches('*').count() > 1 || pattern.contains('/') {
+                    c.err("prompts.pattern", "a file name with at most one `*`");
+                }
+                let texts = p.texts.unwrap_or_else(|| {
+                    c.err(
+                        "prompts.texts",
+                        "required for a synthetic panel (a directory of text files), or max_token_id for random token IDs",
+                    );
+                    String::new()
+                });
+                SyntheticTokens::Text { texts, pattern, tokenizer: panel_tokenizer(c, p.tokenizer, arms) }
+            };
+            PanelSource::Synthetic(SyntheticSpec { tokens, input, output })
         }
     };
     PanelSpec { source, lengths: Vec::new(), documents, max_turns }
@@ -283,6 +319,26 @@ mod tests {
     }
 
     #[test]
+    fn extra_body_is_json_and_never_a_field_the_harness_sets() {
+        let p =
+            parse(&with("output_tokens = 16\nextra_body = { top_k = 20, top_p = 0.9, stop = [\"x\"] }", FIXED_PANEL))
+                .unwrap();
+        assert_eq!(
+            serde_json::Value::Object(p.request.extra_body),
+            serde_json::json!({"top_k": 20, "top_p": 0.9, "stop": ["x"]})
+        );
+        assert!(parse(BASE).unwrap().request.extra_body.is_empty());
+        let e = error(&with("output_tokens = 16\nextra_body = { temperature = 0.5 }", FIXED_PANEL));
+        assert!(e.contains("request.extra_body.temperature") && e.contains("request.temperature"), "{e}");
+        let e = error(&with("output_tokens = 16\nextra_body = { max_tokens = 5, stream = false }", FIXED_PANEL));
+        assert!(e.contains("extra_body.max_tokens") && e.contains("extra_body.stream"), "{e}");
+        let e = error(&with("output_tokens = 16\nextra_body = { top_p = nan }", FIXED_PANEL));
+        assert!(e.contains("extra_body.top_p") && e.contains("finite"), "{e}");
+        let e = error(&with("output_tokens = 16\nextra_body = { when = 2026-12-06 }", FIXED_PANEL));
+        assert!(e.contains("extra_body.when") && e.contains("no dates"), "{e}");
+    }
+
+    #[test]
     fn output_mode_forced_is_the_default_and_natural_lets_eos_end_it() {
         let p = parse(BASE).unwrap();
         assert!(p.request.forced() && p.request.max_output_tokens.is_none());
@@ -317,7 +373,7 @@ mod tests {
         assert!(e.contains("prompts.num_requests: required for a dataset panel"), "{e}");
         let e = error(&with("output_tokens = 8", &format!("{SHAREGPT}\ndocuments = 3\nmin_token_id = 1")));
         assert!(e.contains("prompts.documents: a dataset panel counts entries in prompts.num_requests"), "{e}");
-        assert!(e.contains("prompts.min_token_id: only random panels"), "{e}");
+        assert!(e.contains("prompts.min_token_id: only random and synthetic panels"), "{e}");
         let e = error(&with("output_tokens = 8", &format!("{SHAREGPT}\nmax_prompt_tokens = 2")));
         assert!(e.contains("prompts.max_prompt_tokens: 2 is below prompts.min_tokens 4"), "{e}");
         let e = error(&with("output_tokens = 8", &SHAREGPT.replace("tokenizer = \"t.json\"\n", "")));
@@ -338,6 +394,24 @@ mod tests {
         let p = parse(&with("output_tokens = 8", SHAREGPT)).unwrap();
         let PanelSource::ShareGpt(g) = &p.prompts.source else { panic!() };
         assert_eq!(g.label(), "ShareGPT-format conversations");
+    }
+
+    #[test]
+    fn a_synthetic_panel_of_random_token_ids_takes_a_prefix_and_no_text() {
+        let random = "source = \"synthetic\"\nnum_requests = 5\nmax_token_id = 255\nprefix_tokens = 3\n\
+                      input_tokens = { dist = \"uniform\", min = 4, max = 8 }\noutput_tokens = { dist = \"fixed\", value = 2 }";
+        let p = parse(&with("output_tokens = 2", random)).unwrap();
+        let PanelSource::Synthetic(s) = &p.prompts.source else { panic!() };
+        assert_eq!(s.tokens, SyntheticTokens::Random { min_token_id: 0, max_token_id: 255, prefix: 3 });
+        assert!(p.prompts.source.tokenizer().is_none());
+        let e = error(&with("output_tokens = 2", &format!("{random}\ntexts = \"t\"\nmin_token_id = 300")));
+        assert!(e.contains("prompts.texts: a synthetic panel of random token IDs"), "{e}");
+        assert!(e.contains("prompts.min_token_id: 300 exceeds max_token_id 255"), "{e}");
+        let text = random.replace("max_token_id = 255", "texts = \"t\"\ntokenizer = \"t.json\"");
+        let e = error(&with("output_tokens = 2", &text));
+        assert!(e.contains("prompts.prefix_tokens: a synthetic text panel has no shared prefix"), "{e}");
+        let e = error(&with("output_tokens = 2", &format!("{FIXED_PANEL}\nprefix_tokens = 3")));
+        assert!(e.contains("prompts.prefix_tokens: only shared_prefix and synthetic random-token panels"), "{e}");
     }
 
     #[test]

@@ -65,10 +65,11 @@ fn what_was_run(o: &mut String, l: &Loaded) {
         let cap = r.max_output_tokens.map_or_else(String::new, |c| format!(", capped at {c}"));
         let _ = writeln!(
             o,
-            "- Requests: model `{}`, output {mode}, max_tokens per request from the dataset{cap}, temperature {}; \
+            "- Requests: model `{}`, output {mode}, max_tokens per request from the dataset{cap}, temperature {}{}; \
              prompts: a dataset panel of {} entries{} (lengths per cell in the tables).",
             r.model,
             r.temperature,
+            r.extra_body_note(),
             plan.prompts.documents,
             match &plan.prompts.source {
                 crate::plan::PanelSource::ShareGpt(g) => format!(" from {}, {}", g.path, g.label()),
@@ -78,8 +79,14 @@ fn what_was_run(o: &mut String, l: &Loaded) {
     } else {
         let _ = writeln!(
             o,
-            "- Requests: model `{}`, {} output tokens (ignore_eos = {}), temperature {}; prompts: {} per length {:?}.",
-            r.model, r.output_tokens, r.ignore_eos, r.temperature, plan.prompts.documents, plan.prompts.lengths
+            "- Requests: model `{}`, {} output tokens (ignore_eos = {}), temperature {}{}; prompts: {} per length {:?}.",
+            r.model,
+            r.output_tokens,
+            r.ignore_eos,
+            r.temperature,
+            r.extra_body_note(),
+            plan.prompts.documents,
+            plan.prompts.lengths
         );
     }
     let _ = writeln!(o, "\n### Arms\n");

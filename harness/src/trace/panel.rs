@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::TraceError;
 use super::seed::{below, prompt_seed, rng};
 use super::sources;
-use crate::plan::{Endpoint, PanelSource, Plan};
+use crate::plan::{Endpoint, PanelSource, Plan, SyntheticTokens};
 
 /// Turns text into token IDs. Implemented by the caller for the plan's tokenizer.
 pub trait Encoder {
@@ -261,7 +261,12 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
         PanelSource::Requests { path, .. } => {
             sources::requests_sessions(&base.join(path), path, encoder, n, &routes, spec.max_turns)?
         }
-        PanelSource::Synthetic(y) => sources::synthetic(y, &base.join(&y.texts), need(&y.tokenizer)?, seed, n)?,
+        PanelSource::Synthetic(y) => match &y.tokens {
+            SyntheticTokens::Text { texts, tokenizer, .. } => {
+                sources::synthetic(y, &base.join(texts), need(tokenizer)?, seed, n)?
+            }
+            SyntheticTokens::Random { .. } => sources::synthetic_random(y, seed, n),
+        },
         PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
     };

@@ -31,7 +31,7 @@ pub use crate::trace::panel::{ChatMessage, SessionTurn};
 pub use requests::{LineRoutes, requests, requests_sessions};
 pub use shared_prefix::shared_prefix;
 pub use sharegpt::{sharegpt, sharegpt_sessions};
-pub use synthetic::{draw_length, synthetic};
+pub use synthetic::{draw_length, synthetic, synthetic_random};
 
 /// One request of a dataset panel, before the plan's output settings apply.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,13 +8,20 @@
 //! log of the length is normal) rounded to the nearest integer and clipped to
 //! [min, max] (`rand_distr`'s samplers, as pinned in Cargo.lock). Must not
 //! rescale a draw: a clipped draw is the bound.
+//!
+//! With token IDs in place of text (`min_token_id`/`max_token_id`, vLLM bench's
+//! `random` dataset with `--random-range-ratio`): entry i draws its lengths the
+//! same way from the same seed, then its L IDs uniform in min..=max; a prefix of P
+//! IDs (`prefix_tokens`, `--random-prefix-len`), drawn once from
+//! SHA-256(`"harness/synthetic-prefix/v1\0"` || study seed), comes first in every
+//! entry, so its prompt has P + L tokens.
 
 use std::path::Path;
 
 use rand_distr::{Distribution, LogNormal, Normal};
 
 use super::{Entry, seed_of};
-use crate::plan::{LengthDist, SyntheticSpec};
+use crate::plan::{LengthDist, SyntheticSpec, SyntheticTokens};
 use crate::trace::panel::text_docs;
 use crate::trace::seed::{TraceRng, below, rng};
 use crate::trace::{Encoder, TraceError};
@@ -48,10 +55,14 @@ pub fn synthetic(
     study_seed: u64,
     n: usize,
 ) -> Result<Vec<Entry>, TraceError> {
-    let docs = text_docs(dir, &spec.pattern, enc)?;
+    let pattern = match &spec.tokens {
+        SyntheticTokens::Text { pattern, .. } => pattern.as_str(),
+        SyntheticTokens::Random { .. } => "*.txt",
+    };
+    let docs = text_docs(dir, pattern, enc)?;
     if docs.is_empty() {
         return Err(TraceError::Malformed {
-            what: format!("{}/{}", dir.display(), spec.pattern),
+            what: format!("{}/{}", dir.display(), pattern),
             message: "no text file matches".into(),
         });
     }
@@ -83,4 +94,34 @@ pub fn synthetic(
         });
     }
     Ok(out)
+}
+
+/// `n` synthetic entries of seeded random token IDs (`spec.tokens` is
+/// `SyntheticTokens::Random`; an empty panel otherwise).
+pub fn synthetic_random(spec: &SyntheticSpec, study_seed: u64, n: usize) -> Vec<Entry> {
+    let SyntheticTokens::Random { min_token_id, max_token_id, prefix } = spec.tokens else {
+        return Vec::new();
+    };
+    let span = u64::from(max_token_id - min_token_id) + 1;
+    let ids = |r: &mut TraceRng, count: u32| -> Vec<u32> {
+        (0..count).map(|_| min_token_id + below(r, span) as u32).collect()
+    };
+    let shared = ids(&mut rng(seed_of(b"harness/synthetic-prefix/v1\0", study_seed, None)), prefix);
+    (0..n)
+        .map(|i| {
+            let mut r = rng(seed_of(b"harness/synthetic/v1\0", study_seed, Some(i as u64)));
+            let length = draw_length(&spec.input, &mut r);
+            let output = draw_length(&spec.output, &mut r);
+            let mut tokens = shared.clone();
+            tokens.extend(ids(&mut r, length));
+            Entry {
+                tokens,
+                output_tokens: Some(output),
+                source: "random".into(),
+                offset: 0,
+                messages: None,
+                next_turns: Vec::new(),
+            }
+        })
+        .collect()
 }

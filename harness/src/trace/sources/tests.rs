@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::plan::{self, LengthDist, Plan, ShareGptSpec, SyntheticSpec};
+use crate::plan::{self, LengthDist, Plan, ShareGptSpec, SyntheticSpec, SyntheticTokens};
 use crate::trace::seed::rng;
 use crate::trace::{Encoder, Panel, build_panel, cell_trace};
 
@@ -225,7 +225,32 @@ fn sharegpt_for_chat_sends_the_first_human_turn_as_one_user_message() {
 }
 
 fn synth_spec(input: LengthDist, output: LengthDist) -> SyntheticSpec {
-    SyntheticSpec { texts: "t".into(), pattern: "*.txt".into(), tokenizer: "tok.json".into(), input, output }
+    let tokens = SyntheticTokens::Text { texts: "t".into(), pattern: "*.txt".into(), tokenizer: "tok.json".into() };
+    SyntheticSpec { tokens, input, output }
+}
+
+#[test]
+fn synthetic_random_ids_share_one_prefix_and_draw_their_own_lengths() {
+    let tokens = SyntheticTokens::Random { min_token_id: 10, max_token_id: 19, prefix: 4 };
+    let s = SyntheticSpec { tokens, input: LengthDist::Uniform { min: 3, max: 6 }, output: LengthDist::Fixed(7) };
+    let got = synthetic_random(&s, 9, 200);
+    assert_eq!(got, synthetic_random(&s, 9, 200), "deterministic");
+    assert_ne!(got, synthetic_random(&s, 10, 200), "seeded");
+    let prefix = &got[0].tokens[..4];
+    for e in &got {
+        assert!((4 + 3..=4 + 6).contains(&e.tokens.len()), "{}", e.tokens.len());
+        assert_eq!(&e.tokens[..4], prefix, "one prefix for every entry");
+        assert!(e.tokens.iter().all(|t| (10..=19).contains(t)));
+        assert_eq!((e.output_tokens, e.source.as_str()), (Some(7), "random"));
+    }
+    assert!((3..=6).all(|l| got.iter().any(|e| e.tokens.len() == 4 + l)), "every length drawn");
+    // The lengths are the text panel's draws (the same seeds), so one plan's
+    // random and text variants send prompts of the same lengths.
+    let no_prefix =
+        SyntheticSpec { tokens: SyntheticTokens::Random { min_token_id: 0, max_token_id: 9, prefix: 0 }, ..s };
+    assert!(synthetic_random(&no_prefix, 9, 200).iter().zip(&got).all(|(a, b)| a.tokens.len() + 4 == b.tokens.len()));
+    let text = synth_spec(LengthDist::Fixed(1), LengthDist::Fixed(1));
+    assert!(synthetic_random(&text, 9, 3).is_empty());
 }
 
 #[test]
