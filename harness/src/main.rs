@@ -477,7 +477,11 @@ fn report(dir: &Path) -> Result<()> {
 fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
     use harness::bench_cmd;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let args = &bench_cmd::discover_model(args)?;
+    let mut args = bench_cmd::discover_model(args)?;
+    if args.out.is_none() {
+        args.out = Some(bench_cmd::default_out(std::path::Path::new("reports"), now));
+    }
+    let args = &args;
     let prepared = bench_cmd::prepare(args, bench_cmd::free_port, now)?;
     if args.print_plan {
         print!("{}", prepared.text);
@@ -536,8 +540,8 @@ fn run_bench_plan(
     let peaks = bench_cmd::vllm_peaks(&out);
     for s in bench_cmd::summaries(&out)? {
         let cell = resolved.iter().find(|c| c.name == s.cell);
-        let label = cell.map(|c| harness::report::load_label(c.load)).unwrap_or_default();
-        let mut facts = cell.map(|c| bench_cmd::load_facts(c.load)).unwrap_or_default();
+        let label = cell.map(harness::report::load_label).unwrap_or_default();
+        let mut facts = cell.map(bench_cmd::load_facts).unwrap_or_default();
         let key = (s.block, s.arm.clone(), s.cell.clone());
         facts.peak_output_tps = peaks.iter().find(|(k, _)| *k == key).map(|(_, p)| *p);
         print!("\n{}", bench_cmd::render_block(&s, &label, facts, args.verbose));

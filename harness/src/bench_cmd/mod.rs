@@ -82,9 +82,10 @@ pub struct BenchArgs {
     /// them without it): a closed loop, one `--concurrency` cell.
     #[arg(long, value_delimiter = ',')]
     pub request_rate: Vec<f64>,
-    /// vLLM bench's `--max-concurrency`, with `--request-rate inf` (vLLM's default
-    /// rate, so also alone): a closed loop of this many clients. An open loop capped
-    /// in flight is not supported yet.
+    /// vLLM bench's `--max-concurrency`: with `--request-rate inf` (vLLM's default
+    /// rate, so also alone) a closed loop of this many clients; with finite rates
+    /// their open loops capped at this many in flight (a later arrival waits for a
+    /// free slot; the plan's `cells[].max_concurrency`).
     #[arg(long)]
     pub max_concurrency: Option<u32>,
     /// Requests per cell (`--count` is accepted too, as a plan's cells spell it).
@@ -354,6 +355,19 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
     Ok(out)
 }
 
+/// The default evidence directory under `reports`: `bench-<now>`, or the first of
+/// `bench-<now>-2`, `-3`, ... that is free with its `-anchors` sibling, so runs
+/// started within one second (a vLLM parameter sweep's, a shell loop's) each get
+/// their own.
+pub fn default_out(reports: &Path, now_unix_s: u64) -> PathBuf {
+    let free = |p: &PathBuf| !p.exists() && !anchors_out(p).exists();
+    let first = reports.join(format!("bench-{now_unix_s}"));
+    std::iter::once(first)
+        .chain((2u64..).map(|k| reports.join(format!("bench-{now_unix_s}-{k}"))))
+        .find(free)
+        .unwrap_or_default()
+}
+
 /// The plan the flags describe, validated by the plan parser; `port` is the
 /// spawned server's port when `--port` is not given.
 pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) -> Result<BenchPlan, BenchError> {
@@ -371,8 +385,8 @@ pub fn resolved(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
 }
 
 /// vLLM bench's load flags in ours: each finite `--request-rate` becomes a
-/// `--rate`, `inf` a `--concurrency` of `--max-concurrency` (or `--num-prompts`:
-/// every request at once).
+/// `--rate` (capped in flight by `--max-concurrency` when given), `inf` a
+/// `--concurrency` of `--max-concurrency` (or `--num-prompts`: every request at once).
 fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     let mut out = a.clone();
     if let Some(r) = a.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
@@ -381,15 +395,6 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     // vLLM's default --request-rate is inf: --max-concurrency C alone is a closed loop of C.
     if a.rate.is_empty() && a.concurrency.is_empty() && a.request_rate.is_empty() && a.max_concurrency.is_some() {
         out.request_rate.push(f64::INFINITY);
-    }
-    let infinite = out.request_rate.iter().any(|r| r.is_infinite() && *r > 0.0);
-    if let Some(c) = a.max_concurrency
-        && (!infinite || !a.rate.is_empty() || out.request_rate.iter().any(|r| r.is_finite()))
-    {
-        return Err(BenchError::Args(format!(
-            "--max-concurrency {c}: an open loop capped at {c} in flight is not supported yet; use it with \
-             --request-rate inf (a closed loop of {c} clients, as --concurrency {c}), or use --rate R without a cap"
-        )));
     }
     for r in std::mem::take(&mut out.request_rate) {
         if r.is_infinite() && r > 0.0 {
@@ -401,7 +406,9 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
             out.rate.push(r);
         }
     }
-    out.max_concurrency = None;
+    // With finite rates it caps their open loops in flight (as in vLLM); an
+    // infinite rate's closed loop already is that cap.
+    out.max_concurrency = if out.rate.is_empty() { None } else { a.max_concurrency };
     Ok(out)
 }
 

@@ -400,6 +400,11 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
             _ => ("poisson", "open", String::new()),
         }
     };
+    // vLLM's --max-concurrency beside finite rates: the open cells' in-flight cap.
+    let arrival = match a.max_concurrency {
+        Some(c) => format!("{arrival}max_concurrency = {c}\n"),
+        None => arrival,
+    };
     if !a.counts_per_rate.is_empty() {
         // A count per rate (--max-seconds): one cell each, named as a sweep would name them.
         for (r, n) in a.rate.iter().zip(&a.counts_per_rate) {

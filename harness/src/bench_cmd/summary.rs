@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::metrics::{CellSummary, LoadFacts, render_extras, render_vllm_block};
-use crate::plan::ResolvedLoad;
+use crate::plan::{ResolvedCell, ResolvedLoad};
 
 /// vLLM's "Peak output token throughput" of each (block, arm, cell) of the study in
 /// `dir`, as the vLLM export computes it (`export::vllm_bench_results`); empty when
@@ -27,15 +27,16 @@ pub fn vllm_peaks(dir: &Path) -> Vec<((u32, String, String), f64)> {
 }
 
 /// What vLLM's block says about a cell's load.
-pub fn load_facts(load: ResolvedLoad) -> LoadFacts {
-    match load {
-        ResolvedLoad::Closed { concurrency } => {
-            LoadFacts { max_concurrency: Some(concurrency), rate_rps: None, closed: true, peak_output_tps: None }
+pub fn load_facts(c: &ResolvedCell) -> LoadFacts {
+    let max_concurrency = c.in_flight_cap();
+    match c.load {
+        ResolvedLoad::Closed { .. } => {
+            LoadFacts { max_concurrency, rate_rps: None, closed: true, peak_output_tps: None }
         }
         ResolvedLoad::Open { rate_rps, .. } => {
-            LoadFacts { max_concurrency: None, rate_rps: Some(rate_rps), closed: false, peak_output_tps: None }
+            LoadFacts { max_concurrency, rate_rps: Some(rate_rps), closed: false, peak_output_tps: None }
         }
-        _ => LoadFacts::default(),
+        _ => LoadFacts { max_concurrency, ..LoadFacts::default() },
     }
 }
 

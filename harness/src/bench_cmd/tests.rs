@@ -142,9 +142,6 @@ fn bad_flags_are_named() {
     assert!(e(&["--rate", "1", "--dataset", "sharegpt", "--dataset-path", "d"]).contains("needs --tokenizer"));
     assert!(e(&["--rate", "1", "--dataset-path", "d"]).contains("--dataset-path: only with"));
     assert!(e(&["--request-rate", "0"]).contains("--request-rate: every rate must be positive"));
-    let capped = e(&["--request-rate", "2", "--max-concurrency", "4"]);
-    assert!(capped.contains("--max-concurrency 4: an open loop capped at 4 in flight is not supported"), "{capped}");
-    assert!(e(&["--rate", "2", "--request-rate", "inf", "--max-concurrency", "4"]).contains("--max-concurrency"));
     // What the plan parser judges comes back as an invalid plan, naming the key.
     let bad_name = e(&["--rate", "1", "--name", "no spaces"]);
     assert!(bad_name.contains("study.name"), "{bad_name}");
@@ -569,4 +566,37 @@ fn a_sweep_is_anchors_then_constant_rates_between_them_through_the_derive_formul
     let flat = [summary_of("closed-c1", 2.0), summary_of("closed-c40", 2.0)];
     let e = prepare_sweep(&a, &flat, Path::new("x"), || 1, 0).unwrap_err().to_string();
     assert!(e.contains("nothing to sweep"), "{e}");
+}
+
+#[test]
+fn the_default_evidence_directory_is_a_fresh_one_within_one_second() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reports = tmp.path();
+    assert_eq!(default_out(reports, 7), reports.join("bench-7"));
+    std::fs::create_dir(reports.join("bench-7")).unwrap();
+    assert_eq!(default_out(reports, 7), reports.join("bench-7-2"));
+    // A sweep's anchors beside it count as taken too.
+    std::fs::create_dir(reports.join("bench-7-2-anchors")).unwrap();
+    assert_eq!(default_out(reports, 7), reports.join("bench-7-3"));
+    assert_eq!(default_out(reports, 8), reports.join("bench-8"));
+}
+
+/// vLLM's `--max-concurrency` beside finite rates caps their open loops in flight;
+/// beside `inf` it is the closed loop's concurrency.
+#[test]
+fn max_concurrency_caps_open_loops_and_sizes_the_infinite_rates_closed_loop() {
+    let p =
+        prepared(&["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "2,inf", "--max-concurrency", "4"]);
+    let cells = p.frozen.plan.resolved_cells().unwrap();
+    assert_eq!(cells.len(), 2, "{cells:?}");
+    let open = cells.iter().find(|c| matches!(c.load, crate::plan::ResolvedLoad::Open { .. })).unwrap();
+    assert_eq!((open.max_concurrency, open.in_flight_cap()), (Some(4), Some(4)));
+    assert_eq!(open.cap_note(), ", at most 4 in flight");
+    let closed = cells.iter().find(|c| matches!(c.load, crate::plan::ResolvedLoad::Closed { concurrency: 4 })).unwrap();
+    assert_eq!((closed.max_concurrency, closed.in_flight_cap(), closed.cap_note().as_str()), (None, Some(4), ""));
+    assert_eq!(load_facts(open).max_concurrency, Some(4), "vLLM's \"Maximum request concurrency\" line");
+    assert!(p.text.contains("max_concurrency = 4"), "{}", p.text);
+    // Without the cap nothing changes.
+    let plain = prepared(&["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "2"]);
+    assert!(plain.frozen.plan.cells.iter().all(|c| c.max_concurrency.is_none()));
 }

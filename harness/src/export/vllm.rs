@@ -308,6 +308,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
         let per_s = |x: f64| if duration > 0.0 { x / duration } else { 0.0 };
         let intended: Vec<u64> = c.records.iter().map(|r| r.intended_ns).collect();
         let (request_rate, burstiness, max_concurrency) = traffic(rc.load, &intended);
+        let max_concurrency = max_concurrency.or(rc.max_concurrency);
         let (max_tps, max_conc) = peaks(&lines);
         let ms = |x: &[f64]| [mean(x) * 1e3, median(x) * 1e3, std(x) * 1e3, percentile(x, 99.0) * 1e3];
         let ([mt, dt, st, pt], [mo, d_o, so, po]) = (ms(&ttft_s), ms(&tpot_s));

@@ -1,7 +1,8 @@
 //! Driving one cell: every trace entry is dispatched at its intended time on the
 //! study clock by a dedicated OS thread (sleep, then spin: `StudyClock::block_until`)
 //! and recorded by its own async task. Open loop: no semaphore and no
-//! connection limit; a task per request is spawned at its intended time. Closed loop:
+//! connection limit; a task per request is spawned at its intended time (with a
+//! `max_concurrency`, the closed loop's semaphore below admits it). Closed loop:
 //! requests are dispatched at their intended times (all at the cell start) and then
 //! admitted in index order by a semaphore of C permits, each held until its request
 //! ends (returned by `Drop`). Owns dispatch timing, admission and the drain. Must not

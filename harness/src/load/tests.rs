@@ -68,6 +68,13 @@ async fn fake() -> String {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 sse(&[], true)
             }),
+        )
+        .route(
+            "/30ms",
+            post(|| async {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                sse(&[ROLE, EMPTY, MULTI, LAST, USAGE], true)
+            }),
         );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -247,6 +254,47 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
         assert_eq!(r.dispatch_ns, r.admitted_ns);
         assert!(r.dispatch_ns.unwrap() >= r.intended_ns, "never early");
     }
+}
+
+/// An open loop capped in flight (`cells[].max_concurrency`): arrivals keep their
+/// schedule, and one that finds the cap reached waits from its dispatch to the
+/// admission that follows the end of a request in flight.
+#[tokio::test]
+async fn a_capped_open_loop_dispatches_on_time_and_admits_one_when_one_ends() {
+    let base = fake().await;
+    let f = fixture(format!("{base}/30ms"), Duration::from_secs(10));
+    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
+    // Arrivals 2 ms apart, each request 30 ms: without the cap all 5 overlap.
+    let entries: Vec<_> = (0..5)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: i * 2_000_000,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect();
+    let d = CellDrive {
+        block: 0,
+        arm: "a",
+        cell: "capped",
+        entries: &entries,
+        start_ns: f.ctx.clock.now_ns() + 2_000_000,
+        concurrency: Some(1),
+        bodies: &bodies,
+        entry_bodies: None,
+        sessions: None,
+        drain_timeout: Duration::from_secs(10),
+    };
+    let recs = drive_cell(&d, &f.ctx, &std::sync::Arc::new(Counters::default())).await.unwrap();
+    assert!(recs.iter().all(|r| r.is_valid()), "{recs:?}");
+    for w in recs.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert!(b.admitted_ns.unwrap() >= a.done_ns.unwrap(), "one in flight at a time: {a:?} {b:?}");
+        assert!(b.dispatch_ns.unwrap() < a.done_ns.unwrap(), "dispatched on its schedule, not after the wait");
+    }
+    let waited = recs.iter().filter(|r| r.admitted_ns.unwrap() > r.dispatch_ns.unwrap() + 10_000_000).count();
+    assert!(waited >= 3, "later arrivals wait for the slot: {recs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

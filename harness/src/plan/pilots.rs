@@ -110,6 +110,7 @@ impl Plan {
             recorder: Recorder::Full,
             endpoint: self.request.endpoint,
             token_ids: self.request.token_ids,
+            max_concurrency: None,
         }];
         v.blocks = Blocks {
             count: 0,

@@ -15,6 +15,8 @@ pub struct ResolvedCell {
     /// `None`: a dataset panel's entries, in order.
     pub input_tokens: Option<u32>,
     pub retries: u32,
+    /// `cells[].max_concurrency` of an open, constant or trace cell.
+    pub max_concurrency: Option<u32>,
 }
 
 /// A cell's load with every number concrete (`Trace`: offsets from the cell's trace
@@ -89,6 +91,7 @@ impl Plan {
             count: self.count_of(cell.count)?,
             input_tokens: cell.input_tokens,
             retries: cell.retries,
+            max_concurrency: cell.max_concurrency,
         })
     }
 
@@ -115,6 +118,23 @@ impl ResolvedCell {
             ResolvedLoad::Open { rate_rps, .. } => Some(gaps / rate_rps),
             ResolvedLoad::Isolated { spacing_ns } => Some(gaps * spacing_ns as f64 / 1e9),
             ResolvedLoad::Closed { .. } | ResolvedLoad::Trace { .. } => None,
+        }
+    }
+
+    /// The most requests in flight the client allows: a closed loop's concurrency,
+    /// or an open, constant or trace cell's `max_concurrency`.
+    pub fn in_flight_cap(&self) -> Option<u32> {
+        match self.load {
+            ResolvedLoad::Closed { concurrency } => Some(concurrency),
+            _ => self.max_concurrency,
+        }
+    }
+
+    /// `", at most C in flight"` for a capped open, constant or trace cell, else "".
+    pub fn cap_note(&self) -> String {
+        match (self.load, self.max_concurrency) {
+            (ResolvedLoad::Closed { .. }, _) | (_, None) => String::new(),
+            (_, Some(c)) => format!(", at most {c} in flight"),
         }
     }
 }

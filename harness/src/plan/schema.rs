@@ -264,6 +264,8 @@ pub struct CellFile {
     pub token_ids: Option<bool>,
     /// "completions" or "chat": overrides `request.endpoint` for this cell.
     pub endpoint: Option<String>,
+    /// Open, constant and trace cells: at most this many requests in flight.
+    pub max_concurrency: Option<i64>,
 }
 
 /// A literal number, or a reference such as `"derived:near"`; where the key allows

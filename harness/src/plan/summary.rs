@@ -194,9 +194,10 @@ impl Plan {
             };
             let _ = writeln!(
                 o,
-                "  {} [{}]: {load}; {count} requests of {length} tokens; retries {}",
+                "  {} [{}]: {load}{}; {count} requests of {length} tokens; retries {}",
                 c.name,
                 c.kind.as_str(),
+                c.max_concurrency.map_or(String::new(), |m| format!(", at most {m} in flight")),
                 c.retries
             );
         }

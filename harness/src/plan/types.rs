@@ -598,6 +598,12 @@ pub struct Cell {
     /// Whether this cell's bodies ask for streamed token IDs (`token_ids`, default
     /// `request.token_ids`).
     pub token_ids: bool,
+    /// `cells[].max_concurrency` (open, constant and trace loads; vLLM bench's
+    /// `--max-concurrency` beside a finite `--request-rate`): at most C requests in
+    /// flight. Arrivals keep their schedule; one that finds C in flight waits, from
+    /// its dispatch to its admission, for the first to end (so TTFT, from the send,
+    /// leaves the wait out, and latency from intended arrival holds it).
+    pub max_concurrency: Option<u32>,
 }
 
 /// `cells[].recorder`: what the client keeps of each response stream.

@@ -195,6 +195,21 @@ pub(super) fn cells(
         let recorder = super::validate_analysis::recorder(c, &k, f.recorder.as_deref(), f.kind);
         let endpoint = cell_endpoint(c, &format!("{k}.endpoint"), &f.name, f.endpoint.as_deref(), routes);
         let token_ids = f.token_ids.unwrap_or(routes.token_ids);
+        let max_concurrency = match f.max_concurrency {
+            Some(v) if matches!(f.load.as_str(), "open" | "constant" | "trace") => {
+                c.int(&format!("{k}.max_concurrency"), v, 1, 1 << 20).map(|v| v as u32)
+            }
+            Some(_) => {
+                let why =
+                    if f.load == "closed" { "a closed loop's cap is its concurrency" } else { "one request at a time" };
+                c.err(
+                    format!("{k}.max_concurrency"),
+                    format!("only open, constant and trace cells take this key (load = {:?}: {why})", f.load),
+                );
+                None
+            }
+            None => None,
+        };
         if routes.session_panel && token_ids != routes.token_ids {
             c.err(
                 format!("{k}.token_ids"),
@@ -213,6 +228,7 @@ pub(super) fn cells(
             recorder,
             endpoint,
             token_ids,
+            max_concurrency,
         });
     }
     out

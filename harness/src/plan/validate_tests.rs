@@ -130,6 +130,11 @@ fn malformed_plans_are_rejected_with_named_keys() {
         ),
         (edit("rate = 2.5", "rate = -1.0"), "cells[1].rate: must be positive"),
         (edit("rate = 2.5", "rate = 0"), "cells[1].rate: must be positive"),
+        (edit("rate = 2.5", "rate = 2.5\nmax_concurrency = 0"), "cells[1].max_concurrency: must be at least 1"),
+        (
+            edit("concurrency = 4", "concurrency = 4\nmax_concurrency = 2"),
+            "cells[0].max_concurrency: only open, constant and trace cells take this key (load = \"closed\"",
+        ),
         (edit("count = 16", "count = 16\nretries = 1"), "cells[0].retries: confirmation cells must have retries = 0"),
         (edit("seed = 7", "seed = 7\nsed = 8"), "unknown field `sed`"),
         (edit("concurrency = 4", "concurrency = 4\nconcurency = 4"), "unknown field `concurency`"),
@@ -532,4 +537,14 @@ fn a_cell_may_leave_out_token_ids_except_on_a_session_panel() {
     let kinds = p.body_kinds();
     assert_eq!(kinds.iter().map(|k| k.key()).collect::<Vec<_>>(), ["completions", "completions-no-token-ids"]);
     assert!(!p.body_kind_of("closed").token_ids && p.body_kind_of("open").token_ids);
+}
+
+#[test]
+fn an_open_cell_may_cap_its_requests_in_flight() {
+    let p = parse(&edit("rate = 2.5", "rate = 2.5\nmax_concurrency = 3")).unwrap();
+    assert_eq!(p.cells[1].max_concurrency, Some(3));
+    assert_eq!(p.cells[0].max_concurrency, None);
+    let r = p.resolved_cells().unwrap();
+    assert_eq!((r[1].in_flight_cap(), r[0].in_flight_cap()), (Some(3), Some(4)));
+    assert!(p.render_check("x").contains("at most 3 in flight"), "{}", p.render_check("x"));
 }

@@ -15,7 +15,7 @@ use super::measures::{CellMeasures, FIELD_NAMES, Val};
 use super::read::{read_doc, read_json};
 use super::spread::{SPREAD_NAMES, spread};
 use super::{Check, Mismatch, close, num};
-use crate::plan::{Arrival, ResolvedLoad, Server};
+use crate::plan::{Arrival, ResolvedCell, ResolvedLoad, Server};
 
 pub const SUMMARIES_NAME: &str = "cell measures: summaries.json and results/cells/*.summary.json";
 pub const MATRIX_NAME: &str = "cell measures: matrix.csv";
@@ -191,8 +191,11 @@ pub fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
     Ok(rows)
 }
 
-fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
-    match load {
+/// The matrix's load label, offered rate and in-flight cap of a cell, stated here
+/// again: a closed loop's concurrency, or an open cell's `max_concurrency`.
+fn load_text(rc: &ResolvedCell) -> (String, Option<f64>, Option<u32>) {
+    let cap = rc.max_concurrency.map_or(String::new(), |c| format!(", at most {c} in flight"));
+    match rc.load {
         ResolvedLoad::Closed { concurrency } => {
             (format!("closed-loop concurrency {concurrency}"), None, Some(concurrency))
         }
@@ -202,10 +205,12 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
                 Arrival::Constant => "constant".to_string(),
                 Arrival::Gamma { burstiness } => format!("gamma burstiness {burstiness}"),
             };
-            (format!("open-loop {rate_rps} req/s {a}"), Some(rate_rps), None)
+            (format!("open-loop {rate_rps} req/s {a}{cap}"), Some(rate_rps), rc.max_concurrency)
         }
         ResolvedLoad::Isolated { spacing_ns } => (format!("isolated every {} s", spacing_ns as f64 / 1e9), None, None),
-        ResolvedLoad::Trace { time_scale, .. } => (format!("trace file, time scale {time_scale}"), None, None),
+        ResolvedLoad::Trace { time_scale, .. } => {
+            (format!("trace file, time scale {time_scale}{cap}"), None, rc.max_concurrency)
+        }
     }
 }
 
@@ -325,7 +330,7 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha
         text(&mut m, "unit_status", unit);
         text(&mut m, "status", status);
         if let Some(rc) = s.resolved.iter().find(|r| r.name == c.cell) {
-            let (load, rate, conc) = load_text(rc.load);
+            let (load, rate, conc) = load_text(rc);
             text(&mut m, "load", &load);
             compare(&mut m, file, format!("{label} offered_rate_rps"), cell_of("offered_rate_rps"), Val::Float(rate));
             match conc {

@@ -161,10 +161,11 @@ fn what_was_run(o: &mut String, l: &Loaded) {
     for c in &l.resolved {
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {}{} | {} | {} | {} |",
             c.name,
             c.kind.as_str(),
             load_text(c.load),
+            c.cap_note(),
             crate::arm::dialect::route_of(plan.endpoint_of(&c.name)),
             c.count,
             c.input_tokens.map_or_else(|| "dataset lengths".to_string(), |l| l.to_string())
@@ -348,7 +349,7 @@ fn cells(o: &mut String, l: &Loaded, a: &Analysis) {
     );
     for c in &l.resolved {
         let arms: Vec<_> = a.cells.iter().filter(|m| m.cell == c.name && !m.blocks.is_empty()).collect();
-        let _ = writeln!(o, "### {} ({}, {})\n", c.name, c.kind.as_str(), load_text(c.load));
+        let _ = writeln!(o, "### {} ({}, {}{})\n", c.name, c.kind.as_str(), load_text(c.load), c.cap_note());
         if arms.is_empty() {
             let _ = writeln!(o, "No summary: the cell never ran.\n");
             continue;

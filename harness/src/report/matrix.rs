@@ -27,7 +27,7 @@ use super::fields::{FIELDS, Getter};
 use super::load::Loaded;
 use super::spread::{SPREAD_COLUMNS, Spread};
 use crate::metrics::CellSummary;
-use crate::plan::{Arm, Arrival, ResolvedLoad, Server};
+use crate::plan::{Arm, Arrival, ResolvedCell, ResolvedLoad, Server};
 
 fn polars_err(e: impl std::fmt::Display) -> ReportError {
     ReportError::Matrix(e.to_string())
@@ -59,8 +59,8 @@ pub fn arm_settings(arm: &Arm) -> String {
     }
 }
 
-fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
-    match load {
+fn load_text(rc: &ResolvedCell) -> (String, Option<f64>, Option<u32>) {
+    let (label, rate, concurrency) = match rc.load {
         ResolvedLoad::Closed { concurrency } => {
             (format!("closed-loop concurrency {concurrency}"), None, Some(concurrency))
         }
@@ -74,12 +74,13 @@ fn load_text(load: ResolvedLoad) -> (String, Option<f64>, Option<u32>) {
         }
         ResolvedLoad::Isolated { spacing_ns } => (format!("isolated every {} s", spacing_ns as f64 / 1e9), None, None),
         ResolvedLoad::Trace { time_scale, .. } => (format!("trace file, time scale {time_scale}"), None, None),
-    }
+    };
+    (format!("{label}{}", rc.cap_note()), rate, concurrency.or(rc.max_concurrency))
 }
 
 /// How the matrix's `load` column (and `harness bench`) describes a cell's load.
-pub fn load_label(load: ResolvedLoad) -> String {
-    load_text(load).0
+pub fn load_label(rc: &ResolvedCell) -> String {
+    load_text(rc).0
 }
 
 fn rows(l: &Loaded) -> Vec<Row<'_>> {
@@ -92,7 +93,7 @@ fn rows(l: &Loaded) -> Vec<Row<'_>> {
             let unit = l.units.iter().find(|u| u.status.block == block.index && &u.status.arm == arm);
             for cell in &block.cells {
                 let Some(rc) = l.resolved.iter().find(|c| &c.name == cell) else { continue };
-                let (load, rate, concurrency) = load_text(rc.load);
+                let (load, rate, concurrency) = load_text(rc);
                 let data = l.cells.iter().find(|c| c.block == block.index && &c.arm == arm && &c.cell == cell);
                 let (status, error, summary) = match data.map(|d| &d.summary) {
                     None => ("not_run", None, None),

@@ -153,7 +153,7 @@ impl CellRun<'_> {
             start_ns,
             concurrency: match cell.load {
                 ResolvedLoad::Closed { concurrency } => Some(concurrency),
-                _ => None,
+                _ => cell.max_concurrency,
             },
             bodies: s.inputs.bodies_for(plan.body_kind_of(name)),
             entry_bodies: entry_bodies.as_deref(),

@@ -126,7 +126,15 @@ fn tick_labels_group_thousands_and_large_latencies_read_in_seconds() {
 }
 
 fn resolved(name: &str, load: ResolvedLoad) -> ResolvedCell {
-    ResolvedCell { name: name.into(), kind: CellKind::Descriptive, load, count: 1, input_tokens: Some(8), retries: 0 }
+    ResolvedCell {
+        name: name.into(),
+        kind: CellKind::Descriptive,
+        load,
+        count: 1,
+        input_tokens: Some(8),
+        retries: 0,
+        max_concurrency: None,
+    }
 }
 
 #[test]
