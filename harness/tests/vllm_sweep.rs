@@ -28,7 +28,7 @@ fn vllm_s_parameter_sweep_runs_harness_bench_and_plots_what_it_saved() {
     // evidence directory under reports/, even within one second).
     let bench = format!(
         "{} bench --base-url http://127.0.0.1:{port} --model synth --dataset-name random --random-input-len 16 \
-         --random-output-len 5 --num-prompts 6 --settle-s 0 --quiet",
+         --random-output-len 5 --num-prompts 6 --settle-s 0 --quiet --metric-percentiles 50,90,99",
         harness_bin().display()
     );
     let params = tmp.path().join("bench_params.json");
@@ -62,7 +62,7 @@ fn vllm_s_parameter_sweep_runs_harness_bench_and_plots_what_it_saved() {
     assert_eq!(runs.len(), 3, "{v}");
     for r in runs {
         assert_eq!((r["completed"].as_u64(), r["run_number"].as_u64()), (Some(6), Some(0)), "{r}");
-        for key in ["total_token_throughput", "median_ttft_ms"] {
+        for key in ["total_token_throughput", "median_ttft_ms", "p90_ttft_ms"] {
             assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {r}");
         }
     }

@@ -228,13 +228,19 @@ pub struct BenchArgs {
     /// prompt, before its own --random-input-len tokens.
     #[arg(long = "random-prefix-len")]
     pub random_prefix_len: Option<u32>,
-    #[arg(long = "percentile-metrics", hide = true)]
+    /// vLLM's `--percentile-metrics ttft,tpot,itl,e2el`: accepted; the saved result
+    /// always holds all four.
+    #[arg(long = "percentile-metrics")]
     pub percentile_metrics: Option<String>,
-    #[arg(long = "metric-percentiles", hide = true)]
+    /// vLLM's `--metric-percentiles 50,90,99`: the saved result's `p<P>_*_ms` keys
+    /// (p99 always; the terminal block and the report give p50, p90, p95, p99).
+    #[arg(long = "metric-percentiles")]
     pub metric_percentiles: Option<String>,
     /// guidellm's `--profile`: `synchronous` (one request at a time), `concurrent`
     /// (--rate lists concurrencies), `throughput` (every request at once),
-    /// `constant` or `poisson` (--rate lists req/s). `sweep` is refused for now.
+    /// `constant` or `poisson` (--rate lists req/s), `sweep` (synchronous and
+    /// throughput anchors, then --rate N benchmarks in all, constant rates between
+    /// the two measured rates; default 10).
     #[arg(long, value_parser = ["synchronous", "concurrent", "throughput", "constant", "poisson", "sweep"])]
     pub profile: Option<String>,
     /// guidellm's `--max-seconds`: each open-loop cell sends rate x seconds
@@ -353,6 +359,19 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
     let mut out = args.clone();
     out.model = Some(id.to_string());
     Ok(out)
+}
+
+/// vLLM's `--metric-percentiles` (comma-separated, each in [0, 100]; default 99).
+pub fn metric_percentiles(a: &BenchArgs) -> Result<Vec<f64>, BenchError> {
+    let Some(list) = &a.metric_percentiles else { return Ok(vec![99.0]) };
+    list.split(',')
+        .map(str::trim)
+        .map(|x| {
+            x.parse::<f64>().ok().filter(|p| (0.0..=100.0).contains(p)).ok_or_else(|| {
+                BenchError::Args(format!("--metric-percentiles {list}: {x:?} is not a percentile in [0, 100]"))
+            })
+        })
+        .collect()
 }
 
 /// The default evidence directory under `reports`: `bench-<now>`, or the first of

@@ -109,14 +109,7 @@ fn vllm_flag_lists(a: &BenchArgs) -> Result<(), BenchError> {
     {
         return Err(bad(format!("--percentile-metrics: unknown metric {x:?} (ttft, tpot, itl, e2el)")));
     }
-    if let Some(p) = &a.metric_percentiles
-        && p.split(',').map(str::trim).any(|x| x.parse::<f64>() != Ok(99.0))
-    {
-        return Err(bad(format!(
-            "--metric-percentiles {p}: only 99 (vLLM's default) is written yet; the report and the \
-             terminal give p50, p90, p95 and p99 of every measure"
-        )));
-    }
+    super::metric_percentiles(a)?;
     Ok(())
 }
 

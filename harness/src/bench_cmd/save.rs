@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{BenchArgs, BenchError};
-use crate::export::{VllmBenchResult, read_cells, read_plan, started_unix_ms, vllm_bench_results};
+use crate::export::{VllmBenchResult, read_cells, read_plan, started_unix_ms, vllm_bench_results_with};
 
 /// Writes one result file per cell of the study at `evidence`; returns their paths.
 pub fn save_results(a: &BenchArgs, evidence: &Path) -> Result<Vec<PathBuf>, BenchError> {
@@ -22,7 +22,9 @@ pub fn save_results(a: &BenchArgs, evidence: &Path) -> Result<Vec<PathBuf>, Benc
     std::fs::create_dir_all(&dir).map_err(|error| BenchError::Io { path: dir.clone(), error })?;
     let mut written = Vec::new();
     for c in &cells {
-        let Some(mut result) = vllm_bench_results(&plan.plan, std::slice::from_ref(c), started).into_iter().next()
+        let percentiles = super::metric_percentiles(a)?;
+        let Some(mut result) =
+            vllm_bench_results_with(&plan.plan, std::slice::from_ref(c), started, &percentiles).into_iter().next()
         else {
             continue;
         };

@@ -372,7 +372,7 @@ fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys()
             ],
             "shape --dataset-name random",
         ),
-        (&["--metric-percentiles", "50,99"], "--metric-percentiles 50,99: only 99"),
+        (&["--metric-percentiles", "50,101"], "--metric-percentiles 50,101: \"101\" is not a percentile in [0, 100]"),
         (&["--percentile-metrics", "ttft,foo"], "unknown metric \"foo\""),
         (&["--header", "x"], "--header \"x\": expected KEY=VALUE"),
         (&["--backend", "openai", "--endpoint", "/v1/chat/completions"], "name different routes"),

@@ -24,7 +24,9 @@ use crate::plan::{FrozenPlan, freeze};
 use crate::record::RequestRecord;
 
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
-pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, vllm_bench_results};
+pub use vllm::{
+    VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, percentile_word, vllm_bench_results, vllm_bench_results_with,
+};
 
 /// The formats `harness export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -85,6 +85,33 @@ fn every_key_of_vllm_bench_serve_is_written_in_order() {
     assert_eq!(v["request_goodput"], serde_json::Value::Null);
 }
 
+#[test]
+fn metric_percentiles_add_vllms_keys_with_numpys_interpolation() {
+    let out = crate::export::vllm_bench_results_with(&plan(""), &cells(), None, &[50.0, 99.0, 99.9, 25.0]);
+    let v = serde_json::to_value(&out[0]).unwrap();
+    let keys = v.as_object().unwrap().len();
+    assert_eq!(keys, VLLM_BENCH_KEYS.len() + 3 * 4, "p25, p50 and p99.9 of four metrics; p99 is there anyway");
+    // TTFTs 10 and 30 ms: np.percentile([10, 30], 25) = 15, 50 -> 20, 99.9 -> 29.98.
+    assert!(close(&v["p25_ttft_ms"], 15.0), "{}", v["p25_ttft_ms"]);
+    assert!(close(&v["p50_ttft_ms"], 20.0), "{}", v["p50_ttft_ms"]);
+    assert!((v["p99.9_ttft_ms"].as_f64().unwrap() - 29.98).abs() < 1e-9, "{}", v["p99.9_ttft_ms"]);
+    // E2E 50 and 60 ms.
+    assert!(close(&v["p50_e2el_ms"], 55.0), "{}", v["p50_e2el_ms"]);
+    for k in ["p50_tpot_ms", "p50_itl_ms", "p99.9_e2el_ms"] {
+        assert!(v[k].is_f64(), "{k}");
+    }
+    assert_eq!(crate::export::percentile_word(99.0), "99");
+    assert_eq!(crate::export::percentile_word(99.9), "99.9");
+    assert_eq!(
+        v,
+        serde_json::to_value(
+            &crate::export::vllm_bench_results_with(&plan(""), &cells(), None, &[25.0, 50.0, 99.9])[0]
+        )
+        .unwrap(),
+        "99 listed or not: p99 is there"
+    );
+}
+
 fn close(a: &serde_json::Value, b: f64) -> bool {
     a.as_f64().is_some_and(|a| (a - b).abs() < 1e-9)
 }

@@ -37,7 +37,8 @@
 //!   completed requests; TTFT from HTTP send to the first token-bearing event;
 //!   TPOT = (E2E - TTFT) / (output tokens - 1) for requests with more than one
 //!   output token (vLLM's TPOT; the harness's own `tpot_*` ends at the last token
-//!   event instead of `[DONE]`); E2E = `[DONE]` - HTTP send.
+//!   event instead of `[DONE]`); E2E = `[DONE]` - HTTP send. `harness bench
+//!   --metric-percentiles 50,90,99` adds `p50_*` and `p90_*` the same way.
 //! - Traffic: `request_rate` is the open-loop or constant rate, 1 / spacing for an
 //!   isolated cell, `"inf"` for closed loop (with `max_concurrency`) and, for a
 //!   trace-file cell, the mean offered rate (requests - 1) / (last - first
@@ -180,6 +181,15 @@ pub struct VllmBenchResult {
     pub median_e2el_ms: f64,
     pub std_e2el_ms: f64,
     pub p99_e2el_ms: f64,
+    /// vLLM's `--metric-percentiles` beyond 99: `p{P}_{ttft,tpot,itl,e2el}_ms`
+    /// (P as Python prints it: `50`, `99.9`); empty unless asked for.
+    #[serde(flatten)]
+    pub more_percentiles: std::collections::BTreeMap<String, f64>,
+}
+
+/// vLLM's name of a percentile in a key: `str(int(p))` when whole, else `str(p)`.
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
 }
 
 /// `YYYYmmdd-HHMMSS` (UTC) of a Unix time in milliseconds.
@@ -248,6 +258,17 @@ fn peaks(lines: &[Timeline]) -> (f64, u64) {
 
 /// One object per measured (block, arm, cell), in schedule order.
 pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: Option<u64>) -> Vec<VllmBenchResult> {
+    vllm_bench_results_with(plan, cells, started_unix_ms, &[])
+}
+
+/// [`vllm_bench_results`] with the percentiles `--metric-percentiles` lists (each
+/// in [0, 100]; 99 is always written) of the four metrics.
+pub fn vllm_bench_results_with(
+    plan: &Plan,
+    cells: &[CellRecords],
+    started_unix_ms: Option<u64>,
+    percentiles: &[f64],
+) -> Vec<VllmBenchResult> {
     let resolved = plan.resolved_cells().unwrap_or_default();
     let date = started_unix_ms.map(vllm_date).unwrap_or_default();
     let mut out = Vec::new();
@@ -313,6 +334,12 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
         let ms = |x: &[f64]| [mean(x) * 1e3, median(x) * 1e3, std(x) * 1e3, percentile(x, 99.0) * 1e3];
         let ([mt, dt, st, pt], [mo, d_o, so, po]) = (ms(&ttft_s), ms(&tpot_s));
         let ([mi, di, si, pi], [me, de, se, pe]) = (ms(&itl_s), ms(&e2e_s));
+        let mut more_percentiles = std::collections::BTreeMap::new();
+        for &p in percentiles.iter().filter(|&&p| p != 99.0) {
+            for (metric, x) in [("ttft", &ttft_s), ("tpot", &tpot_s), ("itl", &itl_s), ("e2el", &e2e_s)] {
+                more_percentiles.insert(format!("p{}_{metric}_ms", percentile_word(p)), percentile(x, p) * 1e3);
+            }
+        }
         // vLLM's names of the two routes (`--backend openai` / `openai-chat`).
         let route = match plan.endpoint_of(&rc.name) {
             Endpoint::Completions => "openai",
@@ -373,6 +400,7 @@ pub fn vllm_bench_results(plan: &Plan, cells: &[CellRecords], started_unix_ms: O
             median_e2el_ms: de,
             std_e2el_ms: se,
             p99_e2el_ms: pe,
+            more_percentiles,
         });
     }
     out

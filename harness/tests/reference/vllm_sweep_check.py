@@ -91,6 +91,7 @@ def main() -> int:
                             "completed",
                             "total_token_throughput",
                             "median_ttft_ms",
+                            "p90_ttft_ms",
                             "run_number",
                         )
                     }
