@@ -480,3 +480,62 @@ async fn prefix_caching_reuses_pages_without_changing_outputs() {
     assert_eq!(hits, 64.0, "cached prompt tokens");
     assert_eq!(metric(&plain, "vllm:prefix_cache_hits_total").await, 0.0);
 }
+
+/// GET /metrics answers in the format the scraper asks for, as Prometheus client
+/// libraries negotiate it, and prometheus_client's own parsers read each with the
+/// same families, types and values (engine/tests/reference/metrics_check.py).
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_negotiate_openmetrics_or_the_prometheus_text_format() {
+    let dir = synth();
+    let s = Server::start(dir.path(), &["--threads", "2"]);
+    let (status, _) = post(&s, "/v1/completions", greedy(prompt_ids(8, 1), 3)).await;
+    assert_eq!(status, 200);
+    let get = |accept: Option<&'static str>| {
+        let mut r = client().get(s.url("/metrics"));
+        if let Some(a) = accept {
+            r = r.header("accept", a);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+            (kind, r.text().await.unwrap())
+        }
+    };
+    // curl and prometheus_client's text parser: no Accept, or text/plain 0.0.4.
+    let (kind, text) = get(None).await;
+    assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(!text.contains("# EOF") && text.contains("# TYPE vllm:request_success_total counter"), "{text}");
+    assert_eq!(get(Some("text/plain;version=0.0.4")).await, (kind.clone(), text.clone()));
+    // A Prometheus server's Accept header names OpenMetrics first.
+    let prometheus_server = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;\
+                             q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let (om_kind, om) = get(Some(prometheus_server)).await;
+    assert_eq!(om_kind, "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    assert!(om.trim_end().ends_with("# EOF") && om.contains("# TYPE vllm:request_success counter"), "{om}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (p, o) = (tmp.path().join("prometheus.txt"), tmp.path().join("openmetrics.txt"));
+    std::fs::write(&p, &text).unwrap();
+    std::fs::write(&o, &om).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/metrics_check.py");
+    let run = std::process::Command::new("python3").arg(&script).arg(&p).arg(&o).output().expect("python3");
+    assert!(
+        run.status.success(),
+        "prometheus_client parsers (pip install -r engine/tests/reference/requirements.txt):\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let v: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let (prom, open) = (v["prometheus"].as_object().unwrap(), v["openmetrics"].as_object().unwrap());
+    // The 0.0.4 parser names a counter family without `_total`, as the OpenMetrics one does.
+    assert_eq!(prom.keys().collect::<Vec<_>>(), open.keys().collect::<Vec<_>>(), "{v}");
+    for (name, f) in prom {
+        assert_ne!(f[0], "unknown", "{name}: {f}");
+        assert_eq!(f[0], open[name][0], "{name}");
+        assert_eq!(f[1], open[name][1], "{name}: the same samples and values");
+    }
+    assert_eq!(prom["vllm:request_success"][0], "counter");
+    let success = prom["vllm:request_success"][1].as_object().unwrap();
+    let length: Vec<_> = success.iter().filter(|(k, _)| k.contains("finished_reason=length")).collect();
+    assert!(matches!(length[..], [(k, v)] if k.starts_with("vllm:request_success_total{") && v == 1.0), "{success:?}");
+    assert_eq!(prom["vllm:time_to_first_token_seconds"][0], "histogram");
+}

@@ -1,6 +1,9 @@
 //! Prometheus metrics under vLLM's names, so dashboards and the harness read
 //! every engine alike. Every series carries a `model_name` label. The engine
-//! loop updates them; `GET /metrics` encodes them.
+//! loop updates them; `GET /metrics` encodes them, in the format the scraper asks
+//! for as Prometheus client libraries negotiate it: OpenMetrics when `Accept` names
+//! `application/openmetrics-text` (a Prometheus server does), else the Prometheus
+//! text format 0.0.4 (curl, `prometheus_client`'s text parser, vLLM's default).
 
 use crate::kv::KvInventory;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -137,6 +140,52 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+
+    /// The same registry in the Prometheus text format 0.0.4: a counter family is
+    /// named with its `_total` suffix in HELP and TYPE, `unknown` is `untyped`, and
+    /// there are no `# UNIT` or `# EOF` lines (the samples are the same).
+    pub fn encode_prometheus(&self) -> String {
+        openmetrics_to_prometheus(&self.encode())
+    }
+}
+
+/// Content type of [`Metrics::encode`].
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of [`Metrics::encode_prometheus`].
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether an `Accept` header asks for OpenMetrics.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.split(',').any(|m| m.trim().starts_with("application/openmetrics-text")))
+}
+
+/// OpenMetrics text (as `prometheus_client` writes it) in the 0.0.4 format.
+fn openmetrics_to_prometheus(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_once(' '))
+        .filter(|(_, kind)| kind.trim() == "counter")
+        .map(|(name, _)| name)
+        .collect();
+    let family = |name: &str| if counters.contains(name) { format!("{name}_total") } else { name.to_string() };
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|r| r.split_once(' ')) {
+            let kind = if kind.trim() == "unknown" { "untyped" } else { kind.trim() };
+            out.push_str(&format!("# TYPE {} {kind}\n", family(name)));
+        } else if let Some((name, help)) = line.strip_prefix("# HELP ").and_then(|r| r.split_once(' ')) {
+            // 0.0.4 escapes only backslash and newline in HELP text.
+            out.push_str(&format!("# HELP {} {}\n", family(name), help.replace("\\\"", "\"")));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -132,9 +132,14 @@ async fn health(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
-        .into_response()
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    use super::metrics::{OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, wants_openmetrics};
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if wants_openmetrics(accept) {
+        ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE)], state.metrics.encode_prometheus()).into_response()
+    }
 }
 
 #[derive(serde::Serialize)]
