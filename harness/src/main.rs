@@ -413,16 +413,17 @@ fn run_with(opts: RunOptions) -> Result<bool> {
             outcome.dir.display()
         );
     } else {
-        let count = |status: &str| faults.iter().filter(|u| u.status == status).count();
+        use harness::evidence::UnitStatus;
+        let count = |status: UnitStatus| faults.iter().filter(|u| u.status == status).count();
         println!(
             "study finished with arm faults: {} of {} server invocations did not complete ({} failed to start, {} failed warmup, {} \
              died); {} planned requests never ran; {} failed requests among those that ran; {} files in the \
              manifest; evidence in {}",
             faults.len(),
             outcome.units.len(),
-            count("start_failed"),
-            count("warmup_failed"),
-            count("server_died"),
+            count(UnitStatus::StartFailed),
+            count(UnitStatus::WarmupFailed),
+            count(UnitStatus::ServerDied),
             outcome.requests_not_run(),
             outcome.failed_requests(),
             outcome.manifest_files,

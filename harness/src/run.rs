@@ -35,7 +35,7 @@ mod unit;
 use std::path::{Path, PathBuf};
 
 use crate::arm::{ArmError, find_nvidia_smi};
-use crate::evidence::{Evidence, EvidenceError, git_info, write_bytes, write_json, write_manifest};
+use crate::evidence::{Evidence, EvidenceError, UnitStatus, git_info, write_bytes, write_json, write_manifest};
 use crate::load::{LoadError, SPIN_NS, StudyClock};
 use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_file};
 use crate::trace::TraceError;
@@ -46,7 +46,7 @@ pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
 pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};
 pub use session::{CLOCK, Discard, RUN_FORMAT, Session};
-pub use unit::{IDENTITY_FAILED, UnitOutcome};
+pub use unit::UnitOutcome;
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -189,7 +189,7 @@ pub struct ErrorRateExcess {
 impl StudyOutcome {
     /// Server invocations that did not complete every cell.
     pub fn faults(&self) -> Vec<&UnitOutcome> {
-        self.units.iter().filter(|u| u.status != "completed").collect()
+        self.units.iter().filter(|u| u.status != UnitStatus::Completed).collect()
     }
 
     pub fn failed_requests(&self) -> u64 {
@@ -381,7 +381,8 @@ impl Ledger {
         let name = record::unit_name(block.index, &arm.name);
         let dir = ev.unit_dir(block.index, &arm.name);
         let extra = resume::summary_paths(ev, block, &arm.name);
-        let completion = record::Completion { unit: &name, block: Some(block.index), session, status: &unit.status };
+        let completion =
+            record::Completion { unit: &name, block: Some(block.index), session, status: unit.status.as_str() };
         record::write_record(ev.root(), &dir, &extra, completion, secrets)?;
         // As its arm_outcome.json now says (run.json repeats the detail).
         unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
@@ -389,9 +390,9 @@ impl Ledger {
             s.units_run.push(name);
         }
         self.summaries.extend(cell_summaries);
-        let failed_start = unit.status == "start_failed";
+        let failed_start = unit.status == UnitStatus::StartFailed;
         let last = unit.detail.clone().unwrap_or_default();
-        let not_itself = unit.status == unit::IDENTITY_FAILED;
+        let not_itself = unit.status == UnitStatus::IdentityFailed;
         self.units.push(unit);
         // A server that is not what its arm claims: every later block would time the
         // wrong thing (or fail the same way).
@@ -666,12 +667,12 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
 mod tests {
     use super::*;
 
-    fn unit(block: u32, status: &str, cells: &[(u64, u64)]) -> UnitOutcome {
+    fn unit(block: u32, status: UnitStatus, cells: &[(u64, u64)]) -> UnitOutcome {
         UnitOutcome {
             block,
             arm: "a".into(),
             session: 0,
-            status: status.into(),
+            status,
             detail: None,
             pid: None,
             startup_s: None,
@@ -711,9 +712,9 @@ mod tests {
     #[test]
     fn the_error_rate_limit_is_strict_by_default_and_skips_cells_that_never_ran() {
         let units = vec![
-            unit(0, "completed", &[(10, 0)]),
-            unit(1, "completed", &[(10, 1)]),
-            unit(2, "start_failed", &[(0, 0)]),
+            unit(0, UnitStatus::Completed, &[(10, 0)]),
+            unit(1, UnitStatus::Completed, &[(10, 1)]),
+            unit(2, UnitStatus::StartFailed, &[(0, 0)]),
         ];
         let strict = outcome(units.clone(), 0.0);
         let excess = strict.error_rate_excess();

@@ -62,7 +62,7 @@ fn engine_against_itself_passes_parity_and_gives_the_ladder_with_a_noise_band() 
     assert_eq!(rounds, [(0, "cand"), (0, "ref"), (1, "ref"), (1, "cand")], "arm order alternates");
     for u in &r.units {
         assert!(u.startup_s.is_some_and(|s| s > 0.0) && u.peak_rss_bytes.is_some_and(|b| b > 0), "{u:?}");
-        assert_eq!(u.status, "completed");
+        assert_eq!(u.status, harness::evidence::UnitStatus::Completed);
     }
     // Every cell measure and both server measures, each with a band and two round ratios.
     assert_eq!(r.rows.len(), 2 * Measure::CELL.len() + Measure::SERVER.len());

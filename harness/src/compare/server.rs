@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::CompareError;
 use crate::arm::{Invocation, StopRecord};
-use crate::evidence::write_json;
+use crate::evidence::{UnitStatus, write_json};
 use crate::load::StudyClock;
 use crate::plan::{Arm, Plan};
 use crate::trace::Panel;
@@ -53,7 +53,7 @@ pub struct ServerRecord {
     pub peak_rss_bytes: Option<u64>,
     pub warmup_ok: Option<bool>,
     /// `completed`, or `server_died` when the process exited before the stop.
-    pub status: String,
+    pub status: UnitStatus,
     pub detail: Option<String>,
     pub stop: Option<StopRecord>,
     pub scrapes: u64,
@@ -103,7 +103,7 @@ pub async fn start(
         health_polls: 0,
         peak_rss_bytes: None,
         warmup_ok: None,
-        status: "completed".into(),
+        status: UnitStatus::Completed,
         detail: None,
         stop: None,
         scrapes: 0,
@@ -118,7 +118,7 @@ pub async fn start(
             write_json(&dir.join("startup.json"), &record)?;
         }
         Err(e) => {
-            record.status = "start_failed".into();
+            record.status = UnitStatus::StartFailed;
             record.detail = Some(e.to_string());
             record.stop = server.stop().await?.stop;
             write_json(&dir.join("unit.json"), &record)?;
@@ -145,7 +145,7 @@ pub async fn start(
         running.record.warmup_ok = Some(rec.ok);
         if !rec.ok {
             let detail = format!("warmup failed: {}", rec.detail.unwrap_or_default());
-            running.record.status = "warmup_failed".into();
+            running.record.status = UnitStatus::WarmupFailed;
             running.record.detail = Some(detail.clone());
             running.stop().await?;
             return Err(fault(label, detail));
@@ -172,8 +172,8 @@ impl Running {
         self.record.peak_rss_bytes = stopped.peak_rss_bytes;
         self.record.scrapes = stopped.scrapes;
         self.record.memory_samples = stopped.memory_samples;
-        if let (Some(info), "completed") = (stopped.exited_before_stop, self.record.status.as_str()) {
-            self.record.status = "server_died".into();
+        if let (Some(info), UnitStatus::Completed) = (stopped.exited_before_stop, self.record.status) {
+            self.record.status = UnitStatus::ServerDied;
             self.record.detail = Some(info.description);
         }
         self.record.stop = stopped.stop;

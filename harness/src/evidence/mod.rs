@@ -22,6 +22,7 @@ mod durable;
 mod jsonl;
 mod manifest;
 mod open;
+mod records;
 mod secrets;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
 pub use open::{BOM, kind_in_words, open_regular, read_input, read_input_text};
+pub use records::{ARM_OUTCOME_FILE, UnitStatus};
 pub use secrets::{REDACTED, Secrets};
 
 /// Everything that can go wrong while laying out or writing evidence.

@@ -465,7 +465,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         }
         for (server, cs) in expected {
             let (label, dir, _) = where_of(&server);
-            let completed = unit_status.get(&dir).is_none_or(|s| s == "completed");
+            let completed = unit_status.get(&dir).is_none_or(|s| crate::evidence::UnitStatus::is_completed(s));
             for key in std::iter::once("server").chain(cs.iter().copied().filter(|_| completed)) {
                 if !groups.contains_key(&(server.clone(), key.to_string())) {
                     let at = format!("{}{} {label} {key}", server.0, server.1);

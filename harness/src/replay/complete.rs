@@ -16,6 +16,7 @@ use super::inputs::{Entry, read_prompt_lengths, read_prompt_outputs, read_prompt
 use super::read::read_json;
 use super::records::Rec;
 use super::{Check, Mismatch};
+use crate::evidence::UnitStatus;
 use crate::plan::{CellKind, Plan, ResolvedCell};
 
 pub const NAME: &str = "completeness: every planned request exactly once";
@@ -167,12 +168,12 @@ fn ranges(idx: &[u64]) -> String {
 pub fn completeness_check(s: &Study<'_>) -> Check {
     let mut m = s.problems.clone();
     let (mut planned, mut found, mut faulted) = (0u64, 0u64, Vec::new());
-    for u in s.units.iter().filter(|u| u.status != "completed") {
+    for u in s.units.iter().filter(|u| !UnitStatus::is_completed(&u.status)) {
         faulted.push(format!("b{}/{} {}", u.block, u.arm, u.status));
     }
     for c in &s.cells {
         planned += c.planned;
-        let unit_ok = s.unit(c.block, &c.arm).is_some_and(|u| u.status == "completed");
+        let unit_ok = s.unit(c.block, &c.arm).is_some_and(|u| UnitStatus::is_completed(&u.status));
         if let Some(e) = &c.broken {
             m.push(Mismatch::new(&c.path, "records", "unparseable", e.clone()));
             continue;

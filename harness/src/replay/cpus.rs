@@ -70,13 +70,14 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                     let status = read_json::<Value>(root, &unit_rel)
                         .ok()
                         .and_then(|u| u.get("status").and_then(Value::as_str).map(String::from));
-                    if status.as_deref() != Some(crate::run::IDENTITY_FAILED) {
+                    let identity_failed = crate::evidence::UnitStatus::IdentityFailed.as_str();
+                    if status.as_deref() != Some(identity_failed) {
                         m.push(Mismatch::new(
                             unit_rel,
                             "status",
                             status.unwrap_or_else(|| "absent".into()),
                             format!(
-                                "identity_failed: its server's threads could run on {}, not the arm's CPUs {want}",
+                                "{identity_failed}: its server's threads could run on {}, not the arm's CPUs {want}",
                                 allowed.unwrap_or("(unread)")
                             ),
                         ));

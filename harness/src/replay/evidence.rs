@@ -21,6 +21,7 @@ use super::decide::{effect, holm, interval, median, sign_test};
 use super::measures::{CellMeasures, FIELD_NAMES, expected};
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
+use crate::evidence::UnitStatus;
 use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
 
 pub const NAME: &str = "evidence.json: effects, sign tests, Holm, medians, intervals, claims";
@@ -200,7 +201,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
         for b in 0..plan.blocks.count {
             for arm in [&h.candidate, &h.control] {
                 match s.unit(b, arm) {
-                    Some(u) if u.status == "completed" => {}
+                    Some(u) if UnitStatus::is_completed(&u.status) => {}
                     _ => p.structural.push(format!("block {b}: arm {arm} fault")),
                 }
             }

@@ -18,6 +18,7 @@ use super::read::{read_json, read_prefix};
 use super::{Check, Mismatch};
 use crate::arm::ServerIdentity;
 use crate::arm::identity::{CheckResult, evaluate, planned};
+use crate::evidence::UnitStatus;
 use crate::plan::Plan;
 
 pub const NAME: &str = "arm identity: each server's checks judged again";
@@ -115,11 +116,18 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                 outcome.as_ref().and_then(|o| o.get("cells")).and_then(Value::as_array).is_some_and(|cells| {
                     cells.iter().any(|c| c.get("status").and_then(Value::as_str) != Some("not_run"))
                 });
-            if failed && (status != "identity_failed" || timed) {
+            let identity_failed = UnitStatus::parse(status) == Some(UnitStatus::IdentityFailed);
+            if failed && (!identity_failed || timed) {
                 let got = format!("status {status}{}", if timed { ", cells run" } else { "" });
-                m.push(Mismatch::new(&outcome_rel, "status", got, "identity_failed, no cell run"));
-            } else if !failed && status == "identity_failed" {
-                m.push(Mismatch::new(&outcome_rel, "status", status, "not identity_failed: every check passed"));
+                m.push(Mismatch::new(
+                    &outcome_rel,
+                    "status",
+                    got,
+                    format!("{}, no cell run", UnitStatus::IdentityFailed),
+                ));
+            } else if !failed && identity_failed {
+                let want = format!("not {}: every check passed", UnitStatus::IdentityFailed);
+                m.push(Mismatch::new(&outcome_rel, "status", status, want));
             }
         }
     }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
+use crate::evidence::UnitStatus;
 use crate::evidence::{self, Evidence, GitInfo, ManifestFile, write_json, write_jsonl};
 use crate::plan::{CellKind, ResolvedLoad, freeze};
 use crate::record::{Failure, RecordKey, RequestRecord, StreamEvent, Usage};
@@ -344,8 +345,11 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
                 evidence::write_bytes(&unit_dir.join("receipts.jsonl"), sim.receipts.as_bytes())
                     .map_err(|e| e.to_string())?;
             }
-            let (status, detail) =
-                if faulted { ("server_died", Some("synthetic: killed by signal 9")) } else { ("completed", None) };
+            let (status, detail) = if faulted {
+                (UnitStatus::ServerDied, Some("synthetic: killed by signal 9"))
+            } else {
+                (UnitStatus::Completed, None)
+            };
             let outcome = json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "cells": cells,
                 "session": 0});
             write_json(&unit_dir.join("arm_outcome.json"), &outcome).map_err(|e| e.to_string())?;
@@ -355,7 +359,14 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
             )
             .map_err(|e| e.to_string())?;
             let owned: Vec<_> = sim.records.iter().map(|(c, _)| ev.cell_summary_path(block.index, arm, c)).collect();
-            unit_record(ev.root(), &unit_dir, &owned, &format!("b{}/{arm}", block.index), block.index, status)?;
+            unit_record(
+                ev.root(),
+                &unit_dir,
+                &owned,
+                &format!("b{}/{arm}", block.index),
+                block.index,
+                status.as_str(),
+            )?;
             units.push(json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "session": 0}));
             units_run.push(format!("b{}/{arm}", block.index));
         }

@@ -181,7 +181,7 @@ fn block_effects(input: &AnalysisInput<'_>, h: &crate::plan::Hypothesis) -> (Vec
         for arm in [&h.candidate, &h.control] {
             match input.units.iter().find(|u| u.block == b && &u.arm == arm) {
                 None => reasons.push(format!("block {b}: arm {arm} has no arm_outcome.json")),
-                Some(u) if u.status != "completed" => reasons.push(format!(
+                Some(u) if !crate::evidence::UnitStatus::is_completed(&u.status) => reasons.push(format!(
                     "block {b}: arm {arm}: server {}{}",
                     u.status,
                     u.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()

@@ -176,7 +176,7 @@ fn what_was_run(o: &mut String, l: &Loaded) {
         let status: Vec<String> = l
             .units
             .iter()
-            .filter(|u| u.status.block == b.index && u.status.status != "completed")
+            .filter(|u| u.status.block == b.index && !crate::evidence::UnitStatus::is_completed(&u.status.status))
             .map(|u| {
                 format!(
                     "{} {}{}",
@@ -420,7 +420,8 @@ fn server_metrics(o: &mut String, l: &Loaded) {
 
 fn failures(o: &mut String, l: &Loaded) {
     let _ = writeln!(o, "## Failures\n");
-    let faults: Vec<_> = l.units.iter().filter(|u| u.status.status != "completed").collect();
+    let faults: Vec<_> =
+        l.units.iter().filter(|u| !crate::evidence::UnitStatus::is_completed(&u.status.status)).collect();
     for u in &faults {
         let detail = u.status.detail.as_deref().unwrap_or("");
         let _ = writeln!(o, "- server: block {}, arm {}: {} {}", u.status.block, u.status.arm, u.status.status, detail);

@@ -113,7 +113,7 @@ pub(super) async fn run_block(
                 None => None,
             };
             if let Some((detail, from)) = died {
-                live.out.status = "server_died".into();
+                live.out.status = crate::evidence::UnitStatus::ServerDied;
                 live.out.detail = Some(detail);
                 live.out.cells.extend(not_run(&block.cells[from..]));
                 let Slot::Live(live) =

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::inputs;
 use super::record::{Check, Completion, RECORD_NAME, check_record, files_under, write_record};
 use super::{Progress, RunError, Study, unit};
-use crate::evidence::{Evidence, write_json};
+use crate::evidence::{Evidence, UnitStatus, write_json};
 use crate::load::StudyClock;
 use crate::pilot::{self, DERIVED_PATH, PilotRun, PilotsRecord};
 use crate::plan::{FrozenPlan, PILOT_CELL, ScheduledBlock};
@@ -92,7 +92,7 @@ pub fn resume_check(ev: &Evidence, frozen: &FrozenPlan) -> Result<PilotResume, R
                         &pf.plan,
                     )
                     .ok()
-                    .filter(|p| rec.status == "completed" && p.failed == 0 && p.rate_rps > 0.0);
+                    .filter(|p| UnitStatus::is_completed(&rec.status) && p.failed == 0 && p.rate_rps > 0.0);
                     if clean.is_some() {
                         out.reuse.push((block.index, arm.clone(), rec.session));
                     } else {
@@ -207,7 +207,7 @@ pub async fn run_phase(
                     progress.println(&format!("resume: pilot {name} reused (unit.json verified, session {session})"));
                     done += per_unit;
                     progress.set_done(done);
-                    (*session, "completed".to_string())
+                    (*session, UnitStatus::Completed)
                 }
                 None => {
                     if !resume.reuse.is_empty() || !resume.partial.is_empty() {
@@ -224,12 +224,12 @@ pub async fn run_phase(
                             unit: &name,
                             block: Some(block.index),
                             session: cx.session,
-                            status: &outcome.status,
+                            status: outcome.status.as_str(),
                         },
                         cx.secrets,
                     )?;
                     let detail = outcome.detail.clone().unwrap_or_default();
-                    if outcome.status != "completed" {
+                    if outcome.status != UnitStatus::Completed {
                         progress.finish();
                         return Err(pilot_failed(root, &name, format!("{}: {detail}", outcome.status)));
                     }
@@ -238,7 +238,7 @@ pub async fn run_phase(
             };
             let run = pilot::measure(root, &records, block.index, arm_name, session, &pf.plan)
                 .map_err(|why| pilot_failed(root, &name, why))?;
-            if status != "completed"
+            if status != UnitStatus::Completed
                 || run.failed > 0
                 || run.rate_rps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
             {

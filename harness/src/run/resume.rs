@@ -19,7 +19,7 @@ use super::record::{Check, QUALIFICATION_UNIT, RECORD_NAME, UnitRecord, check_re
 use super::session::{Discard, RUN_FORMAT, Session, live_harness, read_previous};
 use super::{RunError, inputs, qualify};
 use crate::evidence::sha256_hex;
-use crate::evidence::{Evidence, write_json};
+use crate::evidence::{Evidence, UnitStatus, write_json};
 use crate::plan::{FrozenPlan, Schedule, ScheduledBlock};
 
 /// What a resuming session starts from.
@@ -39,9 +39,6 @@ pub struct ResumeState {
     /// run again, whichever session ran them before.
     pub rerun: Vec<String>,
 }
-
-/// The `unit.json` status of a unit whose server never became healthy.
-const START_FAILED: &str = "start_failed";
 
 impl ResumeState {
     pub fn completed(&self, block: u32, arm: &str) -> Option<&UnitRecord> {
@@ -176,13 +173,13 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         match check_record(root, dir, extra) {
             // Nothing was measured: moved aside whole (its record too) and run again.
             Check::Complete(record)
-                if (record.status == START_FAILED || record.status == super::unit::IDENTITY_FAILED)
+                if UnitStatus::parse(&record.status).is_some_and(UnitStatus::measured_nothing)
                     && name != QUALIFICATION_UNIT =>
             {
                 let mut files = files_under(dir)?;
                 files.push(dir.join(RECORD_NAME));
                 files.extend(extra.iter().filter(|p| p.is_file()).cloned());
-                let what = if record.status == START_FAILED {
+                let what = if UnitStatus::parse(&record.status) == Some(UnitStatus::StartFailed) {
                     "its server failed to start"
                 } else {
                     "its server was not what the arm claims"

@@ -17,12 +17,9 @@ use super::cell::{CellOutcome, CellRun, EndpointUrls, not_run};
 use super::{RunError, Study};
 use crate::arm::{ArmError, Invocation, StopRecord};
 use crate::evidence::sha256_hex;
-use crate::evidence::{write_bytes, write_json};
+use crate::evidence::{ARM_OUTCOME_FILE, UnitStatus, write_bytes, write_json};
 use crate::load::RequestCtx;
 use crate::plan::{Arm, ScheduledBlock};
-
-/// The status of a unit whose server was not what its arm claims (the study stops).
-pub const IDENTITY_FAILED: &str = "identity_failed";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnitOutcome {
@@ -32,8 +29,7 @@ pub struct UnitOutcome {
     /// session's clock.
     #[serde(default)]
     pub session: u32,
-    /// `completed`, `start_failed`, `identity_failed`, `warmup_failed` or `server_died`.
-    pub status: String,
+    pub status: UnitStatus,
     pub detail: Option<String>,
     pub pid: Option<u32>,
     pub startup_s: Option<f64>,
@@ -54,7 +50,7 @@ impl UnitOutcome {
             block,
             arm: arm.to_string(),
             session,
-            status: "completed".into(),
+            status: UnitStatus::Completed,
             detail: None,
             pid: None,
             startup_s: None,
@@ -194,7 +190,7 @@ pub(super) async fn run_unit(
         };
         match live.cell_run(s, block.index).run(cell, &trace.entries, done).await? {
             None => {
-                live.out.status = "server_died".into();
+                live.out.status = UnitStatus::ServerDied;
                 live.out.detail = live.ctx.server_exit.borrow().clone();
                 live.out.cells.extend(not_run(&block.cells[ci..]));
                 break;
@@ -203,7 +199,7 @@ pub(super) async fn run_unit(
                 live.out.cells.push(cell_outcome);
                 summaries.push(summary);
                 if let Some(detail) = died {
-                    live.out.status = "server_died".into();
+                    live.out.status = UnitStatus::ServerDied;
                     live.out.detail = Some(detail);
                     live.out.cells.extend(not_run(&block.cells[ci + 1..]));
                     break;
@@ -261,7 +257,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         Err(e) if e.is_arm_fault() => {
             startup.error = Some(e.to_string());
             write_json(&dir.join("startup.json"), &startup)?;
-            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), None)
+            return finish_fault(s, &dir, out, UnitStatus::StartFailed, e, not_run(&block.cells), None)
                 .await
                 .map(|o| Started::Fault(Box::new(o)));
         }
@@ -281,7 +277,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
             startup.error = Some(e.to_string());
             startup.kv_inventory = kv_inventory(&log);
             write_json(&dir.join("startup.json"), &startup)?;
-            return finish_fault(s, &dir, out, "start_failed", e, not_run(&block.cells), Some(server))
+            return finish_fault(s, &dir, out, UnitStatus::StartFailed, e, not_run(&block.cells), Some(server))
                 .await
                 .map(|o| Started::Fault(Box::new(o)));
         }
@@ -309,7 +305,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
     out.startup_s = startup.startup_s;
     write_json(&dir.join("startup.json"), &startup)?;
     if let Some(e) = not_itself {
-        return finish_fault(s, &dir, out, IDENTITY_FAILED, e, not_run(&block.cells), Some(server))
+        return finish_fault(s, &dir, out, UnitStatus::IdentityFailed, e, not_run(&block.cells), Some(server))
             .await
             .map(|o| Started::Fault(Box::new(o)));
     }
@@ -326,7 +322,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         write_json(&dir.join("warmup.json"), &rec)?;
         if !rec.ok {
             let e = ArmError::Warmup { detail: rec.detail.clone().unwrap_or_default() };
-            return finish_fault(s, &dir, out, "warmup_failed", e, not_run(&block.cells), Some(server))
+            return finish_fault(s, &dir, out, UnitStatus::WarmupFailed, e, not_run(&block.cells), Some(server))
                 .await
                 .map(|o| Started::Fault(Box::new(o)));
         }
@@ -354,12 +350,12 @@ async fn finish_fault(
     s: &Study<'_>,
     dir: &Path,
     mut out: UnitOutcome,
-    status: &str,
+    status: UnitStatus,
     e: ArmError,
     cells: Vec<CellOutcome>,
     server: Option<Invocation>,
 ) -> Result<UnitOutcome, RunError> {
-    out.status = status.into();
+    out.status = status;
     out.detail = Some(e.to_string());
     out.cells = cells;
     // One line on stdout; the whole cause (the server log's tail and its path) on stderr.
@@ -397,8 +393,8 @@ async fn stop_and_keep(
         let stopped = server.stop().await?;
         out.scrapes = stopped.scrapes;
         out.memory_samples = stopped.memory_samples;
-        if let (Some(info), "completed") = (stopped.exited_before_stop, out.status.as_str()) {
-            out.status = "server_died".into();
+        if let (Some(info), UnitStatus::Completed) = (stopped.exited_before_stop, out.status) {
+            out.status = UnitStatus::ServerDied;
             out.detail = Some(info.description);
         }
         out.stop = stopped.stop;
@@ -416,6 +412,6 @@ async fn stop_and_keep(
             }
         };
     }
-    write_json(&dir.join("arm_outcome.json"), &out)?;
+    write_json(&dir.join(ARM_OUTCOME_FILE), &out)?;
     Ok(out)
 }
