@@ -198,20 +198,25 @@ async fn a_server_death_reclassifies_outstanding_requests() {
     );
 }
 
+/// `n` trace entries of prompt 0, `gap_ns` apart from the cell start.
+fn spaced(n: u64, gap_ns: u64) -> Vec<crate::trace::TraceEntry> {
+    (0..n)
+        .map(|i| crate::trace::TraceEntry {
+            index: i,
+            offset_ns: i * gap_ns,
+            prompt: 0,
+            input_length: None,
+            output_length: None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let base = fake().await;
     let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
     let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
-    let entries: Vec<_> = (0..6)
-        .map(|i| crate::trace::TraceEntry {
-            index: i,
-            offset_ns: 0,
-            prompt: 0,
-            input_length: None,
-            output_length: None,
-        })
-        .collect();
+    let entries = spaced(6, 0);
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive {
         block: 1,
@@ -238,15 +243,7 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let admitted: Vec<u64> = recs.iter().map(|r| r.admitted_ns.unwrap()).collect();
     assert!(admitted.windows(2).all(|w| w[0] <= w[1]), "admission follows index order: {admitted:?}");
 
-    let open: Vec<_> = (0..4)
-        .map(|i| crate::trace::TraceEntry {
-            index: i,
-            offset_ns: i * 20_000_000,
-            prompt: 0,
-            input_length: None,
-            output_length: None,
-        })
-        .collect();
+    let open = spaced(4, 20_000_000);
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive { entries: &open, start_ns, concurrency: None, ..d };
     let recs = drive_cell(&d, &f.ctx, &counters).await.unwrap();
@@ -265,15 +262,7 @@ async fn a_capped_open_loop_dispatches_on_time_and_admits_one_when_one_ends() {
     let f = fixture(format!("{base}/30ms"), Duration::from_secs(10));
     let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
     // Arrivals 2 ms apart, each request 30 ms: without the cap all 5 overlap.
-    let entries: Vec<_> = (0..5)
-        .map(|i| crate::trace::TraceEntry {
-            index: i,
-            offset_ns: i * 2_000_000,
-            prompt: 0,
-            input_length: None,
-            output_length: None,
-        })
-        .collect();
+    let entries = spaced(5, 2_000_000);
     let d = CellDrive {
         block: 0,
         arm: "a",
@@ -308,15 +297,7 @@ async fn nothing_more_is_admitted(path: &str) {
     let base = fake().await;
     let f = fixture(format!("{base}{path}"), Duration::from_secs(10));
     let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
-    let entries: Vec<_> = (0..4)
-        .map(|i| crate::trace::TraceEntry {
-            index: i,
-            offset_ns: 0,
-            prompt: 0,
-            input_length: None,
-            output_length: None,
-        })
-        .collect();
+    let entries = spaced(4, 0);
     let d = CellDrive {
         block: 0,
         arm: "a",
