@@ -82,4 +82,30 @@ mod tests {
         assert_eq!(UnitStatus::parse("missing"), None);
         assert!(UnitStatus::is_completed("completed") && !UnitStatus::is_completed("server_died"));
     }
+
+    /// Every number an evidence file holds reads back as the one written (serde_json's
+    /// `float_roundtrip`; its default parser is best-effort and can be one ulp off).
+    #[test]
+    fn floats_read_back_from_json_bit_for_bit() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut off = Vec::new();
+        for _ in 0..200_000 {
+            // xorshift64*: throughputs, logs and ratios of every magnitude.
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let bits = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+            let v = f64::from_bits((bits >> 12) | 0x3FF0_0000_0000_0000) * 10f64.powi((bits % 20) as i32 - 10);
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+            if back.to_bits() != v.to_bits() {
+                off.push(v);
+            }
+        }
+        assert!(
+            off.is_empty(),
+            "{} of 200000 floats came back changed, e.g. {:?}",
+            off.len(),
+            &off[..off.len().min(3)]
+        );
+    }
 }
