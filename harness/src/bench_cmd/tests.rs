@@ -22,6 +22,11 @@ fn prepared(flags: &[&str]) -> BenchPlan {
     prepare(&args(flags), || 18555, 1_700_000_000).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// `base` followed by `extra`.
+fn joined<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}
+
 fn error(flags: &[&str]) -> String {
     match prepare(&args(flags), || 18555, 0) {
         Ok(p) => panic!("expected an error, got the plan\n{}", p.text),
@@ -87,11 +92,7 @@ fn a_url_arm_carries_the_key_variable_name_and_never_a_port() {
 #[test]
 fn dataset_flags_become_the_matching_panel_sources() {
     let common = ["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "2", "--num-prompts", "50"];
-    let with = |extra: &[&str]| {
-        let mut f: Vec<&str> = common.to_vec();
-        f.extend_from_slice(extra);
-        prepared(&f).frozen.plan
-    };
+    let with = |extra: &[&str]| prepared(&joined(&common, extra)).frozen.plan;
     let sg =
         with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--output-len", "64"]);
     assert!(matches!(&sg.prompts.source, PanelSource::ShareGpt(s) if s.path == "d.json" && s.tokenizer == "t.json"));
@@ -129,11 +130,7 @@ fn dataset_flags_become_the_matching_panel_sources() {
 #[test]
 fn bad_flags_are_named() {
     let base = ["--url", "http://127.0.0.1:9", "--model", "m"];
-    let e = |extra: &[&str]| {
-        let mut f: Vec<&str> = base.to_vec();
-        f.extend_from_slice(extra);
-        error(&f)
-    };
+    let e = |extra: &[&str]| error(&joined(&base, extra));
     assert!(e(&["--rate", "0"]).contains("--rate: every rate must be a positive"), "{}", e(&["--rate", "0"]));
     assert!(e(&["--rate", "inf"]).contains("--rate"));
     assert!(e(&["--concurrency", "0"]).contains("--concurrency"));
@@ -276,11 +273,7 @@ fn vllm_bench_flags_write_the_same_plan_as_ours() {
     ]);
     assert_eq!(ours.text, vllm.text);
     let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--num-prompts", "40"];
-    let with = |extra: &[&str]| {
-        let mut f: Vec<&str> = base.to_vec();
-        f.extend_from_slice(extra);
-        prepared(&f).text
-    };
+    let with = |extra: &[&str]| prepared(&joined(&base, extra)).text;
     assert_eq!(with(&["--request-rate", "inf", "--max-concurrency", "4"]), with(&["--concurrency", "4"]));
     // vLLM's default rate is inf: --max-concurrency alone is that closed loop too.
     assert_eq!(with(&["--max-concurrency", "4"]), with(&["--concurrency", "4"]));
@@ -299,11 +292,7 @@ fn vllm_bench_flags_write_the_same_plan_as_ours() {
 #[test]
 fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys() {
     let base = ["--url", "http://127.0.0.1:9", "--model", "Qwen/Qwen3-8B", "--request-rate", "4"];
-    let with = |extra: &[&str]| {
-        let mut f: Vec<&str> = base.to_vec();
-        f.extend_from_slice(extra);
-        prepared(&f)
-    };
+    let with = |extra: &[&str]| prepared(&joined(&base, extra));
     let p = with(&["--goodput", "ttft:200", "tpot:50", "e2el:1000"]);
     let slo = p.frozen.plan.slo.expect("[slo]");
     assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2e_ms), (Some(200.0), Some(50.0), Some(1000.0)));
@@ -343,11 +332,7 @@ fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys()
         with(&["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "99"]).text,
         with(&[]).text
     );
-    let err = |extra: &[&str]| {
-        let mut f: Vec<&str> = base.to_vec();
-        f.extend_from_slice(extra);
-        error(&f)
-    };
+    let err = |extra: &[&str]| error(&joined(&base, extra));
     for (flags, want) in [
         (&["--goodput", "ttft=200"][..], "--goodput \"ttft=200\": expected KEY:VALUE"),
         (&["--goodput", "itl:5"], "--goodput: unknown key \"itl\""),
@@ -390,11 +375,7 @@ fn vllm_goodput_burstiness_warmups_names_routes_and_headers_map_onto_plan_keys()
 #[test]
 fn vllm_sampling_flags_extra_body_and_random_ranges_map_onto_plan_keys() {
     let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "4", "--num-prompts", "12"];
-    let with = |extra: &[&str]| {
-        let mut f: Vec<&str> = base.to_vec();
-        f.extend_from_slice(extra);
-        prepared(&f).frozen.plan
-    };
+    let with = |extra: &[&str]| prepared(&joined(&base, extra)).frozen.plan;
     let p = with(&["--top-p", "0.9", "--top-k", "20", "--min-p", "0.05", "--extra-body", r#"{"top_k": 5, "seed": 3}"#]);
     let want = serde_json::json!({"top_p": 0.9, "top_k": 5, "min_p": 0.05, "seed": 3});
     assert_eq!(serde_json::Value::Object(p.request.extra_body.clone()), want, "--extra-body's keys win, as in vLLM");
