@@ -27,7 +27,6 @@ mod pilots;
 mod probe;
 mod progress;
 mod qualify;
-mod record;
 mod resume;
 mod session;
 mod unit;
@@ -35,18 +34,17 @@ mod unit;
 use std::path::{Path, PathBuf};
 
 use crate::arm::{ArmError, find_nvidia_smi};
-use crate::evidence::{Evidence, EvidenceError, UnitStatus, git_info, write_bytes, write_json, write_manifest};
+use crate::evidence::{
+    BodyHashes, Evidence, EvidenceError, RUN_FORMAT, RunRecord, RunUnit, Session, SessionState, UNIT_FILE, UnitOutcome,
+    UnitStatus, git_info, write_bytes, write_json, write_manifest,
+};
 use crate::load::{LoadError, SPIN_NS, StudyClock};
 use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_file};
 use crate::trace::TraceError;
 
-pub use cell::CellOutcome;
 pub use inputs::{Inputs, TokenizerEncoder, build_panel, prepare as prepare_inputs};
 pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
-pub use record::{RECORD_NAME, UNIT_FORMAT, UnitRecord};
-pub use session::{CLOCK, Discard, RUN_FORMAT, Session};
-pub use unit::UnitOutcome;
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -310,10 +308,12 @@ fn verified_unit(
         serde_json::from_slice(&bytes)
             .map_err(|e| RunError::Resume { dir: ev.root().to_path_buf(), why: format!("{}: {e}", p.display()) })
     };
-    let outcome: UnitOutcome = serde_json::from_value(read(&ev.unit_dir(block.index, arm).join("arm_outcome.json"))?)
-        .map_err(|e| RunError::Resume {
+    let outcome: UnitOutcome = serde_json::from_value(read(
+        &ev.unit_dir(block.index, arm).join(crate::evidence::ARM_OUTCOME_FILE),
+    )?)
+    .map_err(|e| RunError::Resume {
         dir: ev.root().to_path_buf(),
-        why: format!("b{}/{arm}: arm_outcome.json: {e}", block.index),
+        why: format!("b{}/{arm}: {}: {e}", block.index, crate::evidence::ARM_OUTCOME_FILE),
     })?;
     let summaries = resume::summary_paths(ev, block, arm)
         .iter()
@@ -359,10 +359,10 @@ struct Ledger {
 
 impl Ledger {
     /// Marks this session ended (`finished` or `stopped`) now.
-    fn end_session(&mut self, state: &str) {
+    fn end_session(&mut self, state: SessionState) {
         if let Some(s) = self.sessions.last_mut() {
-            s.state = state.into();
-            s.finished_unix_ms = Some(session::unix_ms());
+            s.state = state;
+            s.finished_unix_ms = Some(crate::evidence::unix_ms());
         }
     }
 
@@ -378,12 +378,16 @@ impl Ledger {
         (mut unit, cell_summaries): (UnitOutcome, Vec<serde_json::Value>),
         secrets: &crate::evidence::Secrets,
     ) -> Result<Option<RunError>, RunError> {
-        let name = record::unit_name(block.index, &arm.name);
+        let name = crate::evidence::unit_name(block.index, &arm.name);
         let dir = ev.unit_dir(block.index, &arm.name);
         let extra = resume::summary_paths(ev, block, &arm.name);
-        let completion =
-            record::Completion { unit: &name, block: Some(block.index), session, status: unit.status.as_str() };
-        record::write_record(ev.root(), &dir, &extra, completion, secrets)?;
+        let completion = crate::evidence::Completion {
+            unit: &name,
+            block: Some(block.index),
+            session,
+            status: unit.status.as_str(),
+        };
+        crate::evidence::write_record(ev.root(), &dir, &extra, completion, secrets)?;
         // As its arm_outcome.json now says (run.json repeats the detail).
         unit.detail = unit.detail.map(|d| secrets.redact(&d).into_owned());
         if let Some(s) = self.sessions.last_mut() {
@@ -491,7 +495,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             g.revision, g.dirty, git.revision, git.dirty
         );
     }
-    sessions.push(session::Session::start(index, opts.resume.is_some(), git.clone(), discarded, host, client_cpus));
+    sessions.push(Session::start(index, opts.resume.is_some(), git.clone(), discarded, host, client_cpus));
     let clock = StudyClock::start();
     let nvidia_smi = find_nvidia_smi();
     let frozen = if frozen.plan.pilots.is_some() {
@@ -522,15 +526,15 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let units: Vec<UnitOutcome> = Vec::new();
     let dispatch_realtime = crate::load::realtime_dispatch_available();
     let write_run = |sessions: &[Session], units: &[UnitOutcome], finished: bool| {
-        session::RunRecord {
-            format: session::RUN_FORMAT,
-            study: &plan.study.name,
-            plan_sha256: &frozen.sha256,
-            harness_version: env!("CARGO_PKG_VERSION"),
-            git: &git,
+        RunRecord {
+            format: RUN_FORMAT.into(),
+            study: plan.study.name.clone(),
+            plan_sha256: frozen.sha256.clone(),
+            harness_version: env!("CARGO_PKG_VERSION").into(),
+            git: git.clone(),
             started_unix_ms,
             finished_unix_ms: if finished { sessions.last().and_then(|s| s.finished_unix_ms) } else { None },
-            clock: session::CLOCK,
+            clock: crate::evidence::CLOCK.into(),
             dispatch_spin_ns: SPIN_NS,
             dispatch_realtime,
             stop_grace_s: plan
@@ -540,14 +544,17 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 .map(|a| a.stop_grace_s)
                 .fold(0.0, f64::max),
             nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
-            request_body_sha256: &inputs.body_sha256,
-            entry_body_sha256: inputs.entry_body_sha256.clone(),
-            sessions,
+            request_body_sha256: BodyHashes::ByKind(inputs.body_sha256.clone()),
+            entry_body_sha256: Some(inputs.entry_body_sha256.clone()).filter(|m| !m.is_empty()),
+            sessions: sessions.to_vec(),
             units: units
                 .iter()
-                .map(|u| {
-                    serde_json::json!({"block": u.block, "arm": u.arm, "status": u.status, "detail": u.detail,
-                    "session": u.session})
+                .map(|u| RunUnit {
+                    block: u.block,
+                    arm: u.arm.clone(),
+                    status: u.status,
+                    detail: u.detail.clone(),
+                    session: u.session,
                 })
                 .collect(),
         }
@@ -591,10 +598,10 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     for block in &schedule.blocks {
         for arm_name in &block.arms {
             let Some(arm) = plan.arm(arm_name) else { continue };
-            let name = record::unit_name(block.index, arm_name);
+            let name = crate::evidence::unit_name(block.index, arm_name);
             if let Some(rec) = state.completed(block.index, arm_name) {
                 let (unit, cell_summaries) = verified_unit(&ev, block, arm_name)?;
-                progress.println(&format!("resume: {name} verified ({RECORD_NAME}, session {})", rec.session));
+                progress.println(&format!("resume: {name} verified ({UNIT_FILE}, session {})", rec.session));
                 done += unit_requests(&resolved, block);
                 progress.set_done(done);
                 ledger.summaries.extend(cell_summaries);
@@ -613,7 +620,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
                 let Some(arm) = plan.arm(&ran_unit.0.arm) else { continue };
                 if let Some(stop) = ledger.close_unit(&ev, block, index, arm, ran_unit, &secrets)? {
                     progress.finish();
-                    ledger.end_session("stopped");
+                    ledger.end_session(SessionState::Stopped);
                     write_run(&ledger.sessions, &ledger.units, false)?;
                     return Err(stop);
                 }
@@ -646,7 +653,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     }
     progress.finish();
     write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
-    ledger.end_session("finished");
+    ledger.end_session(SessionState::Finished);
     write_run(&ledger.sessions, &ledger.units, true)?;
     // The report reads only what is written by now, so the manifest covers its files.
     let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
@@ -678,7 +685,7 @@ mod tests {
             startup_s: None,
             cells: cells
                 .iter()
-                .map(|&(requests, failed)| CellOutcome {
+                .map(|&(requests, failed)| crate::evidence::CellOutcome {
                     cell: "c".into(),
                     status: if requests == 0 { "not_run" } else { "completed" }.into(),
                     requests,

@@ -704,8 +704,8 @@ fn evidence_from_before_the_engine_measures_replays_clean() {
     assert_names(&o, "cell measures: matrix.csv", "results/matrix.csv");
     // Labelled as what it is: clean.
     let run = std::fs::read_to_string(dir.join("run.json")).unwrap();
-    assert!(run.contains(harness::run::RUN_FORMAT));
-    std::fs::write(dir.join("run.json"), run.replace(harness::run::RUN_FORMAT, "harness-run/2")).unwrap();
+    assert!(run.contains(harness::evidence::RUN_FORMAT));
+    std::fs::write(dir.join("run.json"), run.replace(harness::evidence::RUN_FORMAT, "harness-run/2")).unwrap();
     rewrite_manifest(&dir);
     assert_clean(&replay(&dir));
 }

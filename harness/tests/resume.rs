@@ -121,7 +121,7 @@ fn a_study_killed_mid_arm_resumes_and_equals_an_uninterrupted_one() {
     assert!(text(&r).contains("inputs/") && text(&r).contains("second.trace.jsonl"), "{}", text(&r));
     std::fs::write(&trace, &original).unwrap();
     // A run.json of another format (another harness wrote the completed units) refuses.
-    let older = String::from_utf8(run_json.clone()).unwrap().replace(harness::run::RUN_FORMAT, "harness-run/2");
+    let older = String::from_utf8(run_json.clone()).unwrap().replace(harness::evidence::RUN_FORMAT, "harness-run/2");
     std::fs::write(out.join("run.json"), &older).unwrap();
     let r = resume(&plan, &out);
     assert_eq!(r.status.code(), Some(1), "{}", text(&r));
@@ -137,7 +137,7 @@ fn a_study_killed_mid_arm_resumes_and_equals_an_uninterrupted_one() {
     assert!(said.contains("resume: b0/f16 verified") && said.contains("resume: discarded b1/f16"), "{said}");
     check_manifest(&out, text_plan.as_bytes());
     let run = read_json(&out.join("run.json"));
-    assert_eq!(run["format"], harness::run::RUN_FORMAT);
+    assert_eq!(run["format"], harness::evidence::RUN_FORMAT);
     let sessions = run["sessions"].as_array().expect("sessions");
     assert_eq!(sessions.len(), 2, "{run}");
     assert_eq!(sessions[0]["state"], "interrupted");

@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use super::AcceptError;
-use crate::arm::{Invocation, StopRecord};
+use crate::arm::Invocation;
+use crate::evidence::StopRecord;
 use crate::load::StudyClock;
 
 /// A healthy arm.

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::ArmError;
+use crate::evidence::WarmupRecord;
 use crate::load::StudyClock;
 
 /// Pause between health polls.
@@ -75,45 +75,6 @@ pub async fn wait_healthy(
         }
         tokio::time::sleep(HEALTH_POLL).await;
     }
-}
-
-fn completions() -> String {
-    "completions".into()
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// The warmup as recorded in `warmup.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WarmupRecord {
-    /// The route warmed: `"completions"` or `"chat"` (an endpoint the cells send to;
-    /// the first of them when they use both).
-    #[serde(default = "completions")]
-    pub endpoint: String,
-    /// HTTP calls sent together: 1 (batched completions) or one per prompt (chat).
-    #[serde(default = "one")]
-    pub calls: u32,
-    pub prompts: u32,
-    pub output_tokens: u32,
-    /// SHA-256 of the request body, or with several calls of their bodies each
-    /// followed by a newline, in order (identical for every arm of the study).
-    pub body_sha256: String,
-    pub send_ns: u64,
-    pub end_ns: u64,
-    pub status: Option<u16>,
-    pub ok: bool,
-    /// Why it is not ok, when it is not.
-    pub detail: Option<String>,
-    /// The answer's `usage` (with several calls: an array of theirs, in order).
-    pub usage: Option<serde_json::Value>,
-    /// Choices returned, over all calls.
-    pub choices: Option<usize>,
-    /// Cells on both endpoints: the warmup of the second route (`"chat"`), sent
-    /// after the first answered. The outer `ok` and `detail` then cover both.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub more_endpoints: Vec<WarmupRecord>,
 }
 
 /// What to send: the route's name, its URL and the bodies (sent together).

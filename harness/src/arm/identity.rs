@@ -24,9 +24,9 @@
 //! - every preset: `--served-model-name X` (llama.cpp: `--alias X`) must be listed
 //!   by `/v1/models`, and vLLM's and this engine's `--max-model-len N` published there.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::evidence::{CheckResult, ServerIdentity};
 use crate::plan::{IdentityPreset, IdentitySpec};
 
 /// One check an arm's identity implies.
@@ -89,17 +89,6 @@ pub struct Planned {
     pub source: String,
 }
 
-/// The verdict of one check, as `startup.json` records it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckResult {
-    pub check: String,
-    pub expected: String,
-    pub source: String,
-    pub ok: bool,
-    /// What the server showed instead (or the line that matched).
-    pub found: String,
-}
-
 /// What a healthy server showed, at the time of the checks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observed<'a> {
@@ -111,6 +100,20 @@ pub struct Observed<'a> {
     pub props: Option<&'a Value>,
     /// Family and sample names of one `/metrics` answer; `None`: no answer.
     pub metric_names: Option<&'a [String]>,
+}
+
+impl<'a> Observed<'a> {
+    /// The observations the checks judge from what `seen` recorded, with `log` the
+    /// server log's first `seen.log_bytes`.
+    pub fn of(seen: &'a ServerIdentity, log: &'a str) -> Observed<'a> {
+        Observed {
+            log,
+            version: seen.version.as_ref(),
+            models: seen.models.as_ref(),
+            props: seen.props.as_ref(),
+            metric_names: seen.metric_names.as_deref(),
+        }
+    }
 }
 
 /// The checks of `spec` for a server started from `argv` (`None`: external).

@@ -4,9 +4,9 @@
 //! 200), sample `/metrics` and memory once a second when asked, send the plan's
 //! warmup call when asked, and stop it with SIGTERM to its group and SIGKILL after
 //! the arm's `stop_grace_s` from the plan. Owns the order of these steps and the
-//! facts they produce (`Startup`, `Stopped`). Must not write evidence files (each
-//! command keeps its own file names and shapes), send timed requests, or decide
-//! when to stop.
+//! facts they produce (`Startup`, `Stopped`; the records they fill are
+//! `evidence`'s). Must not write evidence files (each command chooses which files
+//! it writes), send timed requests, or decide when to stop.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,7 +17,8 @@ use super::dialect::{COMPLETIONS_PATH, METRICS_PATH};
 use axum::body::Bytes;
 
 use super::health::WarmupCalls;
-use super::{ArmError, ExitInfo, Sampler, SamplerSpec, ServerProcess, StopRecord, WarmupRecord};
+use super::{ArmError, Sampler, SamplerSpec, ServerProcess};
+use crate::evidence::{CheckResult, ExitInfo, ServerIdentity, StopRecord, WarmupRecord};
 use crate::load::{StudyClock, http_client_with, warmup_body, warmup_chat_bodies};
 use crate::plan::{Arm, ArmCommand, Endpoint, Plan};
 use crate::trace::{ChatMessage, Panel};
@@ -37,38 +38,6 @@ pub struct Startup {
     pub health_polls: u64,
     /// Cold start: `healthy_ns - spawned_ns`, in seconds.
     pub startup_s: Option<f64>,
-}
-
-/// What a healthy server said it is (`Invocation::identity`).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ServerIdentity {
-    /// `GET /version` (vLLM and this engine: `{"version": ...}`).
-    pub version: Option<serde_json::Value>,
-    /// `GET /v1/models`: the served model names and their `max_model_len`.
-    pub models: Option<serde_json::Value>,
-    /// `GET /props` (llama.cpp's server: `n_ctx`), when it answered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub props: Option<serde_json::Value>,
-    /// Family and sample names of one `GET /metrics` answer (identity checks only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metric_names: Option<Vec<String>>,
-    /// Bytes of the server log the identity checks read (identity checks only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log_bytes: Option<u64>,
-}
-
-impl ServerIdentity {
-    /// The observations the identity checks judge, with `log` the server log's
-    /// first `log_bytes`.
-    pub fn observed<'a>(&'a self, log: &'a str) -> super::identity::Observed<'a> {
-        super::identity::Observed {
-            log,
-            version: self.version.as_ref(),
-            models: self.models.as_ref(),
-            props: self.props.as_ref(),
-            metric_names: self.metric_names.as_deref(),
-        }
-    }
 }
 
 /// How long the identity checks wait for a log line the server has not flushed yet.
@@ -314,10 +283,7 @@ impl Invocation {
     /// `/props`, the names in one `/metrics` answer and the server log so far (a
     /// spawned server's). A log line still missing is looked for again for up to
     /// 3 s (a server may flush its log late). Returns what was seen and the verdicts.
-    pub async fn check_identity(
-        &self,
-        spec: &crate::plan::IdentitySpec,
-    ) -> (ServerIdentity, Vec<super::identity::CheckResult>) {
+    pub async fn check_identity(&self, spec: &crate::plan::IdentitySpec) -> (ServerIdentity, Vec<CheckResult>) {
         let mut seen = self.identity().await;
         seen.props = self.get_text(super::dialect::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
         seen.metric_names = self.get_text(METRICS_PATH).await.map(|t| super::identity::metric_names(&t));
@@ -330,7 +296,7 @@ impl Invocation {
             };
             seen.log_bytes = Some(log.len() as u64);
             let text = String::from_utf8_lossy(&log);
-            let results = super::identity::evaluate(&planned, &seen.observed(&text));
+            let results = super::identity::evaluate(&planned, &super::identity::Observed::of(&seen, &text));
             let log_line_missing = results
                 .iter()
                 .any(|r| !r.ok && matches!(r.check.as_str(), "log_has" | "engine_startup" | "engine_startup_field"));

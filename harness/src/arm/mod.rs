@@ -21,9 +21,9 @@ use std::path::PathBuf;
 
 pub use access::{arm_headers, check_api_keys, client_headers, plan_secrets};
 pub use dialect::{Adapter, ServerKind, ServerKindArg};
-pub use health::{HEALTH_POLL, WarmupRecord, wait_healthy, warmup};
-pub use invocation::{Invocation, ServerIdentity, Startup, Stopped};
-pub use process::{ExitInfo, ServerProcess, StopRecord};
+pub use health::{HEALTH_POLL, wait_healthy, warmup};
+pub use invocation::{Invocation, Startup, Stopped};
+pub use process::ServerProcess;
 pub use sampler::{GpuProcess, SAMPLE_PERIOD, Sampler, SamplerSpec, find_nvidia_smi, read_rss};
 
 use crate::evidence::EvidenceError;

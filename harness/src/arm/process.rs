@@ -12,36 +12,11 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::ArmError;
+use crate::evidence::{ExitInfo, StopRecord};
 use crate::load::StudyClock;
-
-/// How a server process ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitInfo {
-    /// Study time the harness saw the exit.
-    pub t_ns: u64,
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    /// In words, e.g. `server exited with code 0` or `server killed by signal 9 (SIGKILL)`.
-    pub description: String,
-}
-
-/// What stopping the server did (`arm_outcome.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StopRecord {
-    /// `exited_on_sigterm`, `killed_after_grace`, `already_exited` or `did_not_exit`.
-    pub how: String,
-    pub requested_ns: u64,
-    pub sigterm_sent: bool,
-    pub sigkill_sent: bool,
-    pub grace_s: f64,
-    pub exit: Option<ExitInfo>,
-    /// Processes of the server's group still alive after it exited, then killed.
-    pub group_leftovers_killed: bool,
-}
 
 fn signal_name(sig: i32) -> &'static str {
     match sig {

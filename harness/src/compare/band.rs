@@ -18,8 +18,8 @@
 
 use serde::Serialize;
 
-use super::server::ServerRecord;
 use super::spec::CompareSpec;
+use crate::evidence::ServerRecord;
 use crate::metrics::CellSummary;
 
 /// What is compared.

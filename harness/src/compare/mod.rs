@@ -33,7 +33,6 @@ pub use band::{Measure, NoiseRatio, Obs, Phase, RoundRatio, Row};
 pub use ladder::CellResult;
 pub use parity::{Answer, Dialect, Mismatch, ParityReport};
 pub use report::{COMPARE_FORMAT, CompareReport};
-pub use server::ServerRecord;
 pub use spec::{CompareSpec, NoiseArms, parse as parse_spec};
 
 use crate::accept::ServerKind;
@@ -121,7 +120,13 @@ fn kind_str<S: serde::Serializer>(k: &ServerKind, s: S) -> Result<S::Ok, S::Erro
     s.serialize_str(k.as_str())
 }
 
-fn observe(obs: &mut Vec<Obs>, at: (Phase, u32, bool), arm: &str, unit: &ServerRecord, cells: &[CellResult]) {
+fn observe(
+    obs: &mut Vec<Obs>,
+    at: (Phase, u32, bool),
+    arm: &str,
+    unit: &crate::evidence::ServerRecord,
+    cells: &[CellResult],
+) {
     let (phase, round, second) = at;
     let mk = |key: &str, measure: Measure, value: Option<f64>, failed: u64| Obs {
         phase,

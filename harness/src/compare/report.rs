@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::band::{Measure, Obs, Row};
 use super::parity::ParityReport;
-use super::server::ServerRecord;
 use super::spec::CompareSpec;
 use crate::evidence::GitInfo;
+use crate::evidence::ServerRecord;
 
 pub const COMPARE_FORMAT: &str = "harness-compare/1";
 

@@ -5,17 +5,16 @@
 //! (`scrapes.jsonl`, `memory.jsonl`), optionally send the plan's warmup call
 //! (`warmup.json`), and stop (SIGTERM, then SIGKILL after the arm's `stop_grace_s`),
 //! with the peak host RSS (`VmHWM` of the server PID) read just before, writing
-//! `unit.json`. Owns the `ServerRecord` and those file names, nothing of the
-//! lifecycle itself; must not send timed requests.
+//! `unit.json` (`evidence::ServerRecord`). Owns nothing of the lifecycle itself;
+//! must not send timed requests.
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use tokio::sync::watch;
 
 use super::CompareError;
-use crate::arm::{Invocation, StopRecord};
-use crate::evidence::{UnitStatus, write_json};
+use crate::arm::Invocation;
+use crate::evidence::{STARTUP_FILE, ServerRecord, UNIT_FILE, UnitStatus, WARMUP_FILE, write_json};
 use crate::load::StudyClock;
 use crate::plan::{Arm, Plan};
 use crate::trace::Panel;
@@ -28,36 +27,6 @@ pub struct Shared<'a> {
     pub panel: &'a Panel,
     pub clock: StudyClock,
     pub nvidia_smi: Option<PathBuf>,
-}
-
-/// The record of one server start (`unit.json`, and one entry of `compare.json`).
-#[derive(Debug, Clone, Serialize)]
-pub struct ServerRecord {
-    /// `parity`, `noise` or `round`.
-    pub phase: String,
-    /// Noise round or schedule block (0 for parity).
-    pub round: u32,
-    pub arm: String,
-    /// The arm, or `<arm>.a` / `<arm>.b` for the two noise measurements.
-    pub label: String,
-    /// Relative to the evidence directory.
-    pub dir: String,
-    pub argv: Vec<String>,
-    pub pid: Option<u32>,
-    pub spawned_ns: u64,
-    pub healthy_ns: Option<u64>,
-    /// Cold start: spawn to the first 200 from the health path.
-    pub startup_s: Option<f64>,
-    pub health_polls: u64,
-    /// `VmHWM` of the server PID read just before the stop (the peak resident set).
-    pub peak_rss_bytes: Option<u64>,
-    pub warmup_ok: Option<bool>,
-    /// `completed`, or `server_died` when the process exited before the stop.
-    pub status: UnitStatus,
-    pub detail: Option<String>,
-    pub stop: Option<StopRecord>,
-    pub scrapes: u64,
-    pub memory_samples: u64,
 }
 
 /// A healthy server.
@@ -115,13 +84,13 @@ pub async fn start(
             record.healthy_ns = st.healthy_ns;
             record.health_polls = st.health_polls;
             record.startup_s = st.startup_s;
-            write_json(&dir.join("startup.json"), &record)?;
+            write_json(&dir.join(STARTUP_FILE), &record)?;
         }
         Err(e) => {
             record.status = UnitStatus::StartFailed;
             record.detail = Some(e.to_string());
             record.stop = server.stop().await?.stop;
-            write_json(&dir.join("unit.json"), &record)?;
+            write_json(&dir.join(UNIT_FILE), &record)?;
             return Err(fault(label, e.to_string()));
         }
     }
@@ -141,7 +110,7 @@ pub async fn start(
         record,
     };
     if warm && let Some(rec) = running.server.warm_up(sh.plan, sh.panel).await {
-        write_json(&dir.join("warmup.json"), &rec)?;
+        write_json(&dir.join(WARMUP_FILE), &rec)?;
         running.record.warmup_ok = Some(rec.ok);
         if !rec.ok {
             let detail = format!("warmup failed: {}", rec.detail.unwrap_or_default());
@@ -177,7 +146,7 @@ impl Running {
             self.record.detail = Some(info.description);
         }
         self.record.stop = stopped.stop;
-        write_json(&self.dir.join("unit.json"), &self.record)?;
+        write_json(&self.dir.join(UNIT_FILE), &self.record)?;
         Ok(self.record)
     }
 }

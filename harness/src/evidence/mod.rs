@@ -2,9 +2,12 @@
 //! how it is written (temporary name, flush, fsync, rename, fsync of the directory:
 //! `write_atomic`; JSONL streamed to a `.partial` name and committed the same way
 //! when whole), `open_regular` (the only way replay opens a file: regular files
-//! inside the directory, never a link, FIFO, device or socket), the SHA-256 hex helpers, and the manifest that fixes every file by size and
-//! SHA-256. Owns paths and write discipline. Must not decide what the files contain
-//! (the runner, `trace`, `arm` and `load` do) and must not delete anything except an
+//! inside the directory, never a link, FIFO, device or socket), the SHA-256 hex
+//! helpers, the manifest that fixes every file by size and SHA-256, and the typed
+//! records of the JSON files below (`run_record`, `unit_record`, `server_records`:
+//! one definition each for the writer and every reader). Owns paths, write
+//! discipline and those formats. Must not decide what the files contain (the
+//! runner, `trace`, `arm` and `load` do) and must not delete anything except an
 //! earlier evidence directory the caller explicitly asked to replace (`--force`).
 //!
 //! ```text
@@ -23,7 +26,10 @@ mod jsonl;
 mod manifest;
 mod open;
 mod records;
+mod run_record;
 mod secrets;
+mod server_records;
+mod unit_record;
 
 use std::path::{Path, PathBuf};
 
@@ -35,8 +41,20 @@ pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
 pub use open::{BOM, kind_in_words, open_regular, read_input, read_input_text};
-pub use records::{ARM_OUTCOME_FILE, UnitStatus};
+pub use records::UnitStatus;
+pub use run_record::{
+    BodyHashes, CLOCK, Discard, RUN_FILE, RUN_FORMAT, RunRecord, RunUnit, SESSION_FORMATS, Session, SessionState,
+    unix_ms,
+};
 pub use secrets::{REDACTED, Secrets};
+pub use server_records::{
+    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, STARTUP_FILE, ServerIdentity, ServerRecord, StartupRecord,
+    StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
+};
+pub use unit_record::{
+    Completion, QUALIFICATION_UNIT, RecordCheck, UNIT_FILE, UNIT_FORMAT, UnitRecord, check_record, files_under,
+    unit_name, write_record,
+};
 
 /// Everything that can go wrong while laying out or writing evidence.
 #[derive(Debug, thiserror::Error)]

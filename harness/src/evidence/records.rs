@@ -1,13 +1,10 @@
 //! Values that several evidence files share, typed once for every writer and
 //! reader: a server invocation's status (`arm_outcome.json` `status`, the
-//! `unit.json` record's `status` of a study unit, compare's `unit.json`) and the
-//! file name that holds it. Owns their spellings. Must not decide what a status
+//! `unit.json` record's `status` of a study unit, compare's `unit.json`). Owns
+//! their spellings. Must not decide what a status
 //! means for a claim: `report` and `replay` do.
 
 use serde::{Deserialize, Serialize};
-
-/// A unit's outcome file, in its unit directory.
-pub const ARM_OUTCOME_FILE: &str = "arm_outcome.json";
 
 /// How one server invocation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

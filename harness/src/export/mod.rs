@@ -115,11 +115,9 @@ pub fn read_cells(dir: &Path, plan: &FrozenPlan) -> Result<Vec<CellRecords>, Exp
 }
 
 /// The study's start (`run.json` `started_unix_ms`), when recorded.
-/// The study's start (`run.json` `started_unix_ms`), when recorded.
 pub fn started_unix_ms(dir: &Path) -> Option<u64> {
-    let bytes = std::fs::read(dir.join("run.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    v.get("started_unix_ms")?.as_u64()
+    let bytes = std::fs::read(dir.join(crate::evidence::RUN_FILE)).ok()?;
+    serde_json::from_slice::<crate::evidence::RunRecord>(&bytes).ok()?.started_unix_ms
 }
 
 /// What `harness export` did.

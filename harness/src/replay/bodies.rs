@@ -14,25 +14,20 @@ use std::path::Path;
 
 use super::read::{read_json, stream_lines};
 use super::{Check, Mismatch};
-use crate::evidence::sha256_hex;
+use crate::evidence::{RunRecord, sha256_hex};
 use crate::load::stream_body;
 use crate::plan::{BodyKind, Plan};
 use crate::trace::Prompt;
 
 pub const NAME: &str = "request bodies: run.json hashes rebuilt from the frozen panel, per cell endpoint";
 
-const RUN: &str = "run.json";
+const RUN: &str = crate::evidence::RUN_FILE;
 const PANEL: &str = "inputs/prompts.jsonl";
 
 /// `run.json`'s body hashes by endpoint name (an older array: the study endpoint's).
 fn recorded(root: &Path, plan: &Plan) -> Result<BTreeMap<String, Vec<String>>, String> {
-    let v: serde_json::Value = read_json(root, RUN)?;
-    let field = v.get("request_body_sha256").cloned().unwrap_or_default();
-    if field.is_array() {
-        let one = serde_json::from_value(field).map_err(|e| e.to_string())?;
-        return Ok(BTreeMap::from([(plan.request.endpoint.as_str().to_string(), one)]));
-    }
-    serde_json::from_value(field).map_err(|e| format!("request_body_sha256: {e}"))
+    let run: RunRecord = read_json(root, RUN)?;
+    Ok(run.request_body_sha256.by_kind(plan.request.endpoint.as_str()))
 }
 
 /// Every panel entry's body on each endpoint in use, against `run.json`.

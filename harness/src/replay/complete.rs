@@ -9,14 +9,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::files::Scan;
 use super::inputs::{Entry, read_prompt_lengths, read_prompt_outputs, read_prompt_turns, read_traces};
 use super::read::read_json;
 use super::records::Rec;
 use super::{Check, Mismatch};
-use crate::evidence::UnitStatus;
+use crate::evidence::{ARM_OUTCOME_FILE, UnitOutcome, UnitStatus};
 use crate::plan::{CellKind, Plan, ResolvedCell};
 
 pub const NAME: &str = "completeness: every planned request exactly once";
@@ -67,14 +65,6 @@ pub struct Study<'a> {
     pub engine_measures: bool,
 }
 
-#[derive(Deserialize)]
-struct Outcome {
-    status: String,
-    detail: Option<String>,
-    #[serde(default)]
-    session: Option<u32>,
-}
-
 impl<'a> Study<'a> {
     pub fn new(root: &Path, plan: &'a Plan, scan: &'a Scan) -> Study<'a> {
         let mut problems = Vec::new();
@@ -97,10 +87,10 @@ impl<'a> Study<'a> {
         let mut cells = Vec::new();
         for b in &plan.schedule().blocks {
             for arm in &b.arms {
-                let rel = format!("raw/b{}/{arm}/arm_outcome.json", b.index);
+                let rel = format!("raw/b{}/{arm}/{ARM_OUTCOME_FILE}", b.index);
                 let (status, detail, session) = if root.join(&rel).symlink_metadata().is_ok() {
-                    match read_json::<Outcome>(root, &rel) {
-                        Ok(o) => (o.status, o.detail, o.session),
+                    match read_json::<UnitOutcome>(root, &rel) {
+                        Ok(o) => (o.status.as_str().to_string(), o.detail, Some(o.session)),
                         Err(e) => {
                             problems.push(Mismatch::new(&rel, "parse", "malformed", e));
                             ("malformed".to_string(), None, None)

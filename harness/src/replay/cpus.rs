@@ -7,10 +7,9 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::read::read_json;
 use super::{Check, Mismatch};
+use crate::evidence::{RUN_FILE, RunRecord, STARTUP_FILE, StartupRecord, UNIT_FILE, UnitRecord};
 use crate::host::cpu_list;
 use crate::plan::Plan;
 
@@ -21,18 +20,18 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     let mut any_recorded = false;
     let client = plan.client.cpus.as_deref().map(cpu_list);
     let mut sessions = 0;
-    if let Ok(run) = read_json::<Value>(root, "run.json") {
-        for (i, s) in run.get("sessions").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    if let Ok(run) = read_json::<RunRecord>(root, RUN_FILE) {
+        for (i, s) in run.sessions.iter().enumerate() {
             sessions += 1;
-            let got = s.get("client_cpus").and_then(Value::as_str);
+            let got = s.client_cpus.as_deref();
             any_recorded |= got.is_some();
             // A session of which nothing is known (killed before its first run.json) has no pid.
-            if s.get("pid").is_some_and(Value::is_null) && got.is_none() {
+            if s.pid.is_none() && got.is_none() {
                 continue;
             }
             if got != client.as_deref() {
                 m.push(Mismatch::new(
-                    "run.json",
+                    RUN_FILE,
                     format!("sessions[{i}].client_cpus"),
                     got.unwrap_or("absent"),
                     client.as_deref().unwrap_or("absent (client.cpus not set)"),
@@ -44,13 +43,14 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     for (prefix, count) in [("raw", plan.blocks.count + plan.blocks.descriptive), ("pilots/raw", pilot_blocks(plan))] {
         for b in 0..count {
             for arm in &plan.arms {
-                let rel = format!("{prefix}/b{b}/{}/startup.json", arm.name);
-                let Ok(v) = read_json::<Value>(root, &rel) else { continue };
-                if v.get("kind").and_then(Value::as_str) != Some("spawn") {
+                let dir = format!("{prefix}/b{b}/{}", arm.name);
+                let rel = format!("{dir}/{STARTUP_FILE}");
+                let Ok(v) = read_json::<StartupRecord>(root, &rel) else { continue };
+                if v.kind != "spawn" {
                     continue;
                 }
                 units += 1;
-                let got = v.get("cpus").and_then(Value::as_str);
+                let got = v.cpus.as_deref();
                 any_recorded |= got.is_some();
                 let want = arm.cpus.as_deref().map(cpu_list);
                 if got != want.as_deref() {
@@ -63,13 +63,10 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                     continue;
                 }
                 let Some(want) = want else { continue };
-                let allowed = v.get("cpus_allowed").and_then(Value::as_str);
-                let healthy = v.get("ok").and_then(Value::as_bool) == Some(true);
-                if healthy && allowed != Some(want.as_str()) {
-                    let unit_rel = rel.replace("startup.json", "unit.json");
-                    let status = read_json::<Value>(root, &unit_rel)
-                        .ok()
-                        .and_then(|u| u.get("status").and_then(Value::as_str).map(String::from));
+                let allowed = v.cpus_allowed.as_deref();
+                if v.ok && allowed != Some(want.as_str()) {
+                    let unit_rel = format!("{dir}/{UNIT_FILE}");
+                    let status = read_json::<UnitRecord>(root, &unit_rel).ok().map(|u| u.status);
                     let identity_failed = crate::evidence::UnitStatus::IdentityFailed.as_str();
                     if status.as_deref() != Some(identity_failed) {
                         m.push(Mismatch::new(

@@ -20,24 +20,21 @@ use std::path::Path;
 use super::inputs::Entry;
 use super::read::{read_json, stream_lines};
 use super::{Check, Mismatch};
-use crate::evidence::sha256_hex;
+use crate::evidence::{RunRecord, sha256_hex};
 use crate::load::{stream_body, stream_body_with};
 use crate::plan::{Load, Plan};
 use crate::trace::Prompt;
 
 pub const NAME: &str = "entry bodies: run.json hashes rebuilt per trace entry of trace_lengths cells";
 
-const RUN: &str = "run.json";
+const RUN: &str = crate::evidence::RUN_FILE;
 const PANEL: &str = "inputs/prompts.jsonl";
 const KEY: &str = "entry_body_sha256";
 
 /// `run.json`'s per-entry body hashes by cell; `None` when the key is absent.
 fn recorded(root: &Path) -> Result<Option<BTreeMap<String, Vec<String>>>, String> {
-    let v: serde_json::Value = read_json(root, RUN)?;
-    match v.get(KEY) {
-        None => Ok(None),
-        Some(field) => serde_json::from_value(field.clone()).map(Some).map_err(|e| format!("{KEY}: {e}")),
-    }
+    let run: RunRecord = read_json(root, RUN)?;
+    Ok(run.entry_body_sha256)
 }
 
 /// Every panel prompt, in panel order.
@@ -186,11 +183,12 @@ mod tests {
         let plan = crate::plan::parse(plan_text).unwrap();
         let root = tmp.join("ev");
         let inputs = crate::run::prepare_inputs(&plan, "abc", tmp, &root.join("inputs")).unwrap();
-        let mut run = serde_json::json!({"format": "harness-run/2"});
-        if !inputs.entry_body_sha256.is_empty() {
-            run[KEY] = serde_json::to_value(&inputs.entry_body_sha256).unwrap();
-        }
-        std::fs::write(root.join(RUN), serde_json::to_vec(&run).unwrap()).unwrap();
+        let git = crate::evidence::GitInfo { revision: "t".into(), dirty: None };
+        let run = RunRecord {
+            entry_body_sha256: Some(inputs.entry_body_sha256).filter(|m| !m.is_empty()),
+            ..RunRecord::new("t", "abc", git)
+        };
+        run.write(&root).unwrap();
         (root, plan)
     }
 

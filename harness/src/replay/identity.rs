@@ -12,13 +12,10 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::read::{read_json, read_prefix};
 use super::{Check, Mismatch};
-use crate::arm::ServerIdentity;
-use crate::arm::identity::{CheckResult, evaluate, planned};
-use crate::evidence::UnitStatus;
+use crate::arm::identity::{Observed, evaluate, planned};
+use crate::evidence::{ARM_OUTCOME_FILE, CheckResult, STARTUP_FILE, StartupRecord, UnitOutcome, UnitStatus};
 use crate::plan::Plan;
 
 pub const NAME: &str = "arm identity: each server's checks judged again";
@@ -36,7 +33,7 @@ fn unit_dirs(root: &Path, arm: &str) -> Vec<String> {
         blocks.sort_by_key(|b| b[1..].parse::<u64>().unwrap_or(u64::MAX));
         for b in blocks {
             let rel = format!("{base}/{b}/{arm}");
-            if root.join(&rel).join("startup.json").is_file() {
+            if root.join(&rel).join(STARTUP_FILE).is_file() {
                 out.push(rel);
             }
         }
@@ -49,23 +46,22 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     let (mut units, mut verdicts) = (0, 0);
     for arm in &plan.arms {
         for dir in unit_dirs(root, &arm.name) {
-            let rel = format!("{dir}/startup.json");
-            let v = match read_json::<Value>(root, &rel) {
+            let rel = format!("{dir}/{STARTUP_FILE}");
+            let v = match read_json::<StartupRecord>(root, &rel) {
                 Ok(v) => v,
                 Err(e) => {
                     m.push(Mismatch::new(&rel, "(file)", e, "a startup record"));
                     continue;
                 }
             };
-            let recorded: Option<Vec<CheckResult>> =
-                v.get("identity_checks").and_then(|c| serde_json::from_value(c.clone()).ok());
+            let recorded = v.identity_checks;
             let Some(spec) = &arm.identity else {
                 if recorded.is_some() {
                     m.push(Mismatch::new(&rel, "identity_checks", "present", "none (the arm claims nothing)"));
                 }
                 continue;
             };
-            if v.get("ok") != Some(&Value::Bool(true)) {
+            if !v.ok {
                 continue; // never healthy: never checked
             }
             units += 1;
@@ -73,12 +69,11 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                 m.push(Mismatch::new(&rel, "identity_checks", "absent", "the verdicts of the arm's checks"));
                 continue;
             };
-            let seen: Option<ServerIdentity> = v.get("identity").and_then(|i| serde_json::from_value(i.clone()).ok());
-            let Some(seen) = seen else {
-                m.push(Mismatch::new(&rel, "identity", "absent or unreadable", "what the server showed"));
+            let Some(seen) = v.identity else {
+                m.push(Mismatch::new(&rel, "identity", "absent", "what the server showed"));
                 continue;
             };
-            let spawned = v.get("kind").and_then(Value::as_str) == Some("spawn");
+            let spawned = v.kind == "spawn";
             let log = match (spawned, seen.log_bytes) {
                 (false, _) => Vec::new(),
                 (true, Some(n)) => match read_prefix(root, format!("{dir}/server.log"), n) {
@@ -93,9 +88,8 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                     continue;
                 }
             };
-            let argv: Option<Vec<String>> = v.get("argv").and_then(|a| serde_json::from_value(a.clone()).ok());
             let text = String::from_utf8_lossy(&log);
-            let again = evaluate(&planned(spec, argv.as_deref()), &seen.observed(&text));
+            let again = evaluate(&planned(spec, v.argv.as_deref()), &Observed::of(&seen, &text));
             verdicts += again.len();
             if again.len() != recorded.len() {
                 let (a, b) = (recorded.len(), again.len());
@@ -109,14 +103,11 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
             }
             // A server that failed its checks was never timed, and only such a one.
             let failed = again.iter().any(|c| !c.ok);
-            let outcome_rel = format!("{dir}/arm_outcome.json");
-            let outcome = read_json::<Value>(root, &outcome_rel).ok();
-            let status = outcome.as_ref().and_then(|o| o.get("status")).and_then(Value::as_str).unwrap_or("absent");
-            let timed =
-                outcome.as_ref().and_then(|o| o.get("cells")).and_then(Value::as_array).is_some_and(|cells| {
-                    cells.iter().any(|c| c.get("status").and_then(Value::as_str) != Some("not_run"))
-                });
-            let identity_failed = UnitStatus::parse(status) == Some(UnitStatus::IdentityFailed);
+            let outcome_rel = format!("{dir}/{ARM_OUTCOME_FILE}");
+            let outcome = read_json::<UnitOutcome>(root, &outcome_rel).ok();
+            let status = outcome.as_ref().map_or("absent", |o| o.status.as_str());
+            let timed = outcome.as_ref().is_some_and(|o| o.cells.iter().any(|c| c.status != "not_run"));
+            let identity_failed = outcome.as_ref().is_some_and(|o| o.status == UnitStatus::IdentityFailed);
             if failed && (!identity_failed || timed) {
                 let got = format!("status {status}{}", if timed { ", cells run" } else { "" });
                 m.push(Mismatch::new(

@@ -328,6 +328,10 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     checks.push(units::check(root, &study, &records));
                     checks.push(sessions::check(&study, &records));
                     checks.push(sessions::discarded_check(root, &study, &records));
+                    // Compare's server records hold no environment, CPU set or identity.
+                    checks.extend(setup::check(root, &frozen.plan));
+                    checks.extend(cpus::check(root, &frozen.plan));
+                    checks.extend(identity::check(root, &frozen.plan));
                 }
             }
             let cells = measures::recompute(&study);
@@ -341,9 +345,6 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             checks.extend(tuning::check(root, &frozen.plan));
             checks.extend(power::check(root, frozen));
             checks.extend(noise::check(root, &frozen.plan, &cells));
-            checks.extend(setup::check(root, &frozen.plan));
-            checks.extend(cpus::check(root, &frozen.plan));
-            checks.extend(identity::check(root, &frozen.plan));
             checks.extend(sequential::check(root, frozen, &cells));
             let (check, per_cell) = receipts::check(&study, &scan);
             checks.push(check);

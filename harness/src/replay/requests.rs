@@ -16,6 +16,7 @@ use super::read::read_doc;
 use super::records::Rec;
 use super::tables::parse_csv;
 use super::{Check, Mismatch, close, num};
+use crate::evidence::{RUN_FILE, RunRecord};
 
 /// (block, arm, cell, trace index) of a row, as the CSV spells them.
 type RowKey = (String, String, String, String);
@@ -201,13 +202,9 @@ pub fn check(root: &Path, s: &Study<'_>, plan_sha256: &str, listed: bool) -> Che
         BEFORE_WALL if rows[0] == COLUMNS[..BEFORE_WALL] => &COLUMNS[..BEFORE_WALL],
         _ => &COLUMNS,
     };
-    let started_of: Vec<Option<u64>> = super::read::read_json::<serde_json::Value>(root, "run.json")
-        .ok()
-        .and_then(|v| v.get("sessions").and_then(serde_json::Value::as_array).cloned())
-        .unwrap_or_default()
-        .iter()
-        .map(|s| s.get("started_unix_ms").and_then(serde_json::Value::as_u64))
-        .collect();
+    let started_of: Vec<Option<u64>> = super::read::read_json::<RunRecord>(root, RUN_FILE)
+        .map(|r| r.sessions.iter().map(|s| s.started_unix_ms).collect())
+        .unwrap_or_default();
     if rows[0] != columns {
         let got = rows[0].join(",");
         return Check::of(NAME, "other columns".into(), vec![Mismatch::new(FILE, "header", got, COLUMNS.join(","))]);

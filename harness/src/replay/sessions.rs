@@ -22,15 +22,13 @@ use super::complete::Study;
 use super::read::read_json;
 use super::units::{QUALIFICATION, Records};
 use super::{Check, Mismatch};
-use crate::run::{Discard, Session};
+use crate::evidence::{Discard, RunUnit, Session, SessionState};
 
 pub const NAME: &str = "sessions: run.json, unit.json and arm_outcome.json agree";
 pub const DISCARDED_NAME: &str = "discarded: partial units kept aside (manifest only, not evidence)";
 
-fn sessions_of(r: &Records) -> Result<Vec<Session>, String> {
-    let run = r.run.as_ref().map_err(|e| format!("run.json: {e}"))?;
-    let v = run.get("sessions").ok_or("run.json: no sessions")?;
-    serde_json::from_value(v.clone()).map_err(|e| format!("run.json sessions: {e}"))
+fn sessions_of(r: &Records) -> Result<&[Session], String> {
+    Ok(&r.run.as_ref().map_err(|e| format!("run.json: {e}"))?.sessions)
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -53,14 +51,14 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
     }
     for (i, ses) in sessions.iter().enumerate() {
         let f = |k: &str| format!("sessions[{i}].{k}");
-        let want_state = if i == last { "finished" } else { "interrupted" };
+        let want_state = if i == last { SessionState::Finished } else { SessionState::Interrupted };
         if ses.session as usize != i {
             m.push(Mismatch::new("run.json", f("session"), ses.session.to_string(), i.to_string()));
         }
         // A session that stopped itself (an arm's max_start_failures) and was resumed.
-        let stopped = i != last && ses.state == "stopped";
+        let stopped = i != last && ses.state == SessionState::Stopped;
         if ses.state != want_state && !stopped {
-            m.push(Mismatch::new("run.json", f("state"), &ses.state, want_state));
+            m.push(Mismatch::new("run.json", f("state"), ses.state.as_str(), want_state.as_str()));
         }
         if ses.resumed != (i > 0) {
             m.push(Mismatch::new("run.json", f("resumed"), ses.resumed.to_string(), (i > 0).to_string()));
@@ -68,7 +66,7 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
     }
     // Which session ran each unit, by run.json's units_run.
     let mut ran: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
-    for ses in &sessions {
+    for ses in sessions {
         for u in &ses.units_run {
             ran.entry(u.as_str()).or_default().push(ses.session);
         }
@@ -76,8 +74,7 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
             ran.entry(QUALIFICATION).or_default().push(ses.session);
         }
     }
-    let run = r.run.as_ref().ok();
-    let run_units: Vec<Value> = run.and_then(|v| v.get("units")).and_then(Value::as_array).cloned().unwrap_or_default();
+    let run_units: &[RunUnit] = r.run.as_ref().map_or(&[], |run| &run.units);
     if run_units.len() != s.units.len() {
         m.push(Mismatch::new("run.json", "units (count)", run_units.len().to_string(), s.units.len().to_string()));
     }
@@ -111,18 +108,23 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
             let got = u.session.map_or("absent".into(), |x| x.to_string());
             m.push(Mismatch::new(outcome, "session", got, format!("{session} (run.json units_run)")));
         }
-        let e = run_units.get(i).cloned().unwrap_or(Value::Null);
         let f = |k: &str| format!("units[{i}].{k}");
-        let want = [
-            ("block", Value::from(u.block)),
-            ("arm", Value::from(u.arm.clone())),
-            ("status", Value::from(u.status.clone())),
-            ("detail", u.detail.clone().map_or(Value::Null, Value::from)),
-            ("session", Value::from(session)),
+        let Some(e) = run_units.get(i) else {
+            m.push(Mismatch::new("run.json", format!("units[{i}]"), "absent", format!("b{}/{}", u.block, u.arm)));
+            continue;
+        };
+        let quoted = |s: &str| format!("{s:?}");
+        let detail = |d: &Option<String>| d.as_deref().map_or("null".into(), quoted);
+        let fields = [
+            ("block", e.block.to_string(), u.block.to_string()),
+            ("arm", quoted(&e.arm), quoted(&u.arm)),
+            ("status", quoted(e.status.as_str()), quoted(&u.status)),
+            ("detail", detail(&e.detail), detail(&u.detail)),
+            ("session", e.session.to_string(), session.to_string()),
         ];
-        for (k, v) in want {
-            if e.get(k).unwrap_or(&Value::Null) != &v {
-                m.push(Mismatch::new("run.json", f(k), text(e.get(k)), v.to_string()));
+        for (k, got, want) in fields {
+            if got != want {
+                m.push(Mismatch::new("run.json", f(k), got, want));
             }
         }
     }

@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::read::read_json;
 use super::{Check, Mismatch};
+use crate::evidence::{STARTUP_FILE, StartupRecord};
 use crate::plan::Plan;
 
 pub const NAME: &str = "setup randomization: each server's environment pad";
@@ -33,13 +33,13 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     let mut any_pad = false;
     for b in 0..plan.blocks.count + plan.blocks.descriptive {
         for arm in &plan.arms {
-            let rel = format!("raw/b{b}/{}/startup.json", arm.name);
-            let Ok(v) = read_json::<Value>(root, &rel) else { continue };
-            if v.get("kind").and_then(Value::as_str) != Some("spawn") {
+            let rel = format!("raw/b{b}/{}/{STARTUP_FILE}", arm.name);
+            let Ok(v) = read_json::<StartupRecord>(root, &rel) else { continue };
+            if v.kind != "spawn" {
                 continue;
             }
             checked += 1;
-            let got = v.get("env").and_then(|e| e.get(PAD)).and_then(Value::as_str);
+            let got = v.env.as_ref().and_then(|e| e.get(PAD)).map(String::as_str);
             any_pad |= got.is_some();
             let want = plan.blocks.randomize_setup.then(|| pad_len(plan.study.seed, b, &arm.name));
             let ok = match (got, want) {

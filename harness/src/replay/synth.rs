@@ -17,9 +17,12 @@ use serde_json::json;
 
 use crate::evidence::UnitStatus;
 use crate::evidence::{self, Evidence, GitInfo, ManifestFile, write_json, write_jsonl};
+use crate::evidence::{
+    ARM_OUTCOME_FILE, CellOutcome, RunRecord, RunUnit, STARTUP_FILE, Session, StartupRecord, UNIT_FILE, UNIT_FORMAT,
+    UnitOutcome, UnitRecord,
+};
 use crate::plan::{CellKind, ResolvedLoad, freeze};
 use crate::record::{Failure, RecordKey, RequestRecord, StreamEvent, Usage};
-use crate::run::{RECORD_NAME, RUN_FORMAT, Session, UNIT_FORMAT, UnitRecord};
 
 /// Writes `unit_dir/unit.json` over the unit's files (its flat directory and `owned`).
 fn unit_record(
@@ -33,7 +36,7 @@ fn unit_record(
     let mut paths: Vec<PathBuf> = std::fs::read_dir(unit_dir)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != RECORD_NAME))
+        .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != UNIT_FILE))
         .collect();
     paths.extend(owned.iter().filter(|p| p.is_file()).cloned());
     let mut files = Vec::with_capacity(paths.len());
@@ -51,7 +54,7 @@ fn unit_record(
         status: status.into(),
         files,
     };
-    write_json(&unit_dir.join(RECORD_NAME), &record).map_err(|e| e.to_string())
+    write_json(&unit_dir.join(UNIT_FILE), &record).map_err(|e| e.to_string())
 }
 
 /// The size and shape of a synthetic study.
@@ -339,25 +342,31 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
                 write_json(&ev.cell_summary_path(block.index, arm, cell), &summary).map_err(|e| e.to_string())?;
                 summaries.push(summary);
                 let failed = records.iter().filter(|r| !r.is_valid()).count();
-                cells.push(json!({"cell": cell, "status": "completed", "requests": records.len(), "failed": failed}));
+                cells.push(CellOutcome {
+                    cell: cell.clone(),
+                    status: "completed".into(),
+                    requests: records.len() as u64,
+                    completed: (records.len() - failed) as u64,
+                    failed: failed as u64,
+                    start_ns: None,
+                    end_ns: None,
+                });
             }
             if ARMS[arm_i].2 {
                 evidence::write_bytes(&unit_dir.join("receipts.jsonl"), sim.receipts.as_bytes())
                     .map_err(|e| e.to_string())?;
             }
             let (status, detail) = if faulted {
-                (UnitStatus::ServerDied, Some("synthetic: killed by signal 9"))
+                (UnitStatus::ServerDied, Some("synthetic: killed by signal 9".to_string()))
             } else {
                 (UnitStatus::Completed, None)
             };
-            let outcome = json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "cells": cells,
-                "session": 0});
-            write_json(&unit_dir.join("arm_outcome.json"), &outcome).map_err(|e| e.to_string())?;
-            write_json(
-                &unit_dir.join("startup.json"),
-                &json!({"block": block.index, "arm": arm, "kind": "spawn", "startup_s": 0.5, "ok": true}),
-            )
-            .map_err(|e| e.to_string())?;
+            let outcome =
+                UnitOutcome { status, detail: detail.clone(), cells, ..UnitOutcome::new(block.index, arm, 0) };
+            write_json(&unit_dir.join(ARM_OUTCOME_FILE), &outcome).map_err(|e| e.to_string())?;
+            let startup =
+                StartupRecord { startup_s: Some(0.5), ok: true, ..StartupRecord::new(block.index, arm, "spawn") };
+            write_json(&unit_dir.join(STARTUP_FILE), &startup).map_err(|e| e.to_string())?;
             let owned: Vec<_> = sim.records.iter().map(|(c, _)| ev.cell_summary_path(block.index, arm, c)).collect();
             unit_record(
                 ev.root(),
@@ -367,7 +376,7 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
                 block.index,
                 status.as_str(),
             )?;
-            units.push(json!({"block": block.index, "arm": arm, "status": status, "detail": detail, "session": 0}));
+            units.push(RunUnit { block: block.index, arm: arm.clone(), status, detail, session: 0 });
             units_run.push(format!("b{}/{arm}", block.index));
         }
     }
@@ -375,7 +384,7 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
     let git = GitInfo { revision: "synthetic".into(), dirty: None };
     let session = Session {
         session: 0,
-        state: "finished".into(),
+        state: crate::evidence::SessionState::Finished,
         resumed: false,
         pid: None,
         // A fixed wall-clock start, so the per-request table's wall times are numbers.
@@ -393,9 +402,14 @@ pub fn generate(dir: &Path, spec: &SynthSpec) -> Result<u64, String> {
     let body = |k: crate::plan::BodyKind, p| crate::evidence::sha256_hex(&crate::load::stream_body(plan, k, p));
     let bodies: std::collections::BTreeMap<String, Vec<String>> =
         plan.body_kinds().into_iter().map(|k| (k.key(), panel.prompts.iter().map(|p| body(k, p)).collect())).collect();
-    let run = json!({"format": RUN_FORMAT, "study": plan.study.name, "plan_sha256": frozen.sha256, "git": git,
-        "clock": crate::run::CLOCK, "request_body_sha256": bodies, "sessions": [session], "units": units});
-    write_json(&ev.root().join("run.json"), &run).map_err(|e| e.to_string())?;
+    let run = RunRecord {
+        started_unix_ms: Some(SYNTH_STARTED_UNIX_MS),
+        request_body_sha256: crate::evidence::BodyHashes::ByKind(bodies),
+        sessions: vec![session],
+        units,
+        ..RunRecord::new(&plan.study.name, &frozen.sha256, git.clone())
+    };
+    run.write(ev.root()).map_err(|e| e.to_string())?;
     crate::report::build(ev.root()).map_err(|e| format!("report: {e}"))?;
     evidence::write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git).map_err(|e| e.to_string())?;
     Ok(total)

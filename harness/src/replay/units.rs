@@ -17,27 +17,28 @@ use super::complete::Study;
 use super::files::Scan;
 use super::read::read_json;
 use super::{Check, Mismatch};
-use crate::run::{RUN_FORMAT, UNIT_FORMAT, UnitRecord};
+use crate::evidence::{RUN_FILE, RUN_FORMAT, RunRecord, SESSION_FORMATS, UNIT_FORMAT, UnitRecord};
 
 pub const NAME: &str = "unit records: unit.json of every unit against its files";
 /// The unit name of the qualification's record.
 pub const QUALIFICATION: &str = "qualification";
 
-/// `run.json` formats with sessions and completion records; `harness-run/3` adds
-/// the engine's decode measures to cell summaries (from receipts).
-const SESSION_FORMATS: [&str; 2] = ["harness-run/2", RUN_FORMAT];
+/// `run.json`'s `format` alone (read when the whole record does not parse).
+#[derive(serde::Deserialize)]
+struct FormatOnly {
+    format: String,
+}
 
 /// Whether the study's cell summaries carry the engine's decode measures
 /// (`run.json` is `harness-run/3`).
 pub fn engine_measures(root: &Path) -> bool {
-    read_json::<Value>(root, "run.json").ok().and_then(|v| v.get("format")?.as_str().map(str::to_string))
-        == Some(RUN_FORMAT.to_string())
+    read_json::<FormatOnly>(root, RUN_FILE).is_ok_and(|r| r.format == RUN_FORMAT)
 }
 
 /// `run.json` and every completion record, parsed once.
 pub struct Records {
     /// `run.json` (`Err`: missing or malformed, with why).
-    pub run: Result<Value, String>,
+    pub run: Result<RunRecord, String>,
     /// Sessions and completion records are expected (`run.json` `harness-run/2`, or
     /// any `unit.json` present).
     pub expected: bool,
@@ -48,14 +49,14 @@ pub struct Records {
 
 impl Records {
     pub fn read(root: &Path, s: &Study<'_>) -> Records {
-        let run = if root.join("run.json").symlink_metadata().is_ok() {
-            read_json::<Value>(root, "run.json")
-        } else {
-            Err("missing".to_string())
-        };
+        let present = root.join(RUN_FILE).symlink_metadata().is_ok();
+        let run = if present { read_json::<RunRecord>(root, RUN_FILE) } else { Err("missing".to_string()) };
         let any_record = s.scan.files.keys().any(|p| p == "qualification/unit.json" || is_raw_record(p));
-        let format = run.as_ref().ok().and_then(|v| v.get("format")).and_then(Value::as_str);
-        let expected = format.is_some_and(|f| SESSION_FORMATS.contains(&f)) || any_record;
+        let format = match &run {
+            Ok(r) => Some(r.format.clone()),
+            Err(_) => read_json::<FormatOnly>(root, RUN_FILE).ok().map(|f| f.format),
+        };
+        let expected = format.is_some_and(|f| SESSION_FORMATS.contains(&f.as_str())) || any_record;
         let qualification = s.plan.qualification.as_ref().is_some_and(|q| q.required);
         let mut units = Vec::new();
         let mut read = |name: String, rel: String| {

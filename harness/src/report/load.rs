@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use super::ReportError;
 use super::analysis::{FailedRequest, UnitStatus};
-use crate::evidence::{Evidence, GitInfo};
+use crate::evidence::{
+    ARM_OUTCOME_FILE, Evidence, GitInfo, RUN_FILE, RunRecord, STARTUP_FILE, Session, StartupRecord, UnitOutcome,
+};
 use crate::metrics::{
     CellSummary, INCOMPLETE_CLASS, TurnSummary, measure_request, summarize_cell_with_slo, summarize_turns,
 };
@@ -34,7 +36,7 @@ pub struct UnitInfo {
     /// `/v1/models`: each served name with its `max_model_len` when given.
     pub served_models: Vec<String>,
     /// The verdicts of the arm's identity checks (`[arms.identity]`), when it has any.
-    pub identity_checks: Option<Vec<crate::arm::identity::CheckResult>>,
+    pub identity_checks: Option<Vec<crate::evidence::CheckResult>>,
     pub startup_s: Option<f64>,
     /// Lines of `server.log` that mention a version (at most a few).
     pub version_lines: Vec<String>,
@@ -81,7 +83,7 @@ pub struct Loaded {
     pub summaries_checked: usize,
     pub qualification: Option<Value>,
     /// `run.json` `sessions` (every interruption and resumption; empty when absent).
-    pub sessions: Vec<Value>,
+    pub sessions: Vec<Session>,
     /// The power summary from the study's own pilots (`None`: no `[pilots]`, or not
     /// computed; set by `report::build`).
     pub power: Option<Result<crate::power::PowerReport, String>>,
@@ -113,7 +115,7 @@ fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
     std::fs::read(path).map_err(|error| ReportError::Io { path: path.to_path_buf(), error })
 }
 
-fn read_json(path: &Path) -> Result<Option<Value>, ReportError> {
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
     if !path.is_file() {
         return Ok(None);
     }
@@ -145,31 +147,26 @@ fn failure_detail(f: &Failure) -> String {
     one_line(&text, 160)
 }
 
-fn git_of(root: &Path) -> Result<Option<GitInfo>, ReportError> {
-    for name in ["manifest.json", "run.json"] {
-        if let Some(v) = read_json(&root.join(name))?
-            && let Some(g) = v.get("git")
-            && let Ok(git) = serde_json::from_value::<GitInfo>(g.clone())
-        {
-            return Ok(Some(git));
-        }
+fn git_of(root: &Path, run: Option<&RunRecord>) -> Result<Option<GitInfo>, ReportError> {
+    let manifest: Option<Value> = read_json(&root.join("manifest.json"))?;
+    if let Some(git) = manifest.and_then(|v| serde_json::from_value::<GitInfo>(v.get("git")?.clone()).ok()) {
+        return Ok(Some(git));
     }
-    Ok(None)
+    Ok(run.map(|r| r.git.clone()))
 }
 
 fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError> {
-    let outcome = read_json(&dir.join("arm_outcome.json"))?;
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let outcome: Option<UnitOutcome> = read_json(&dir.join(ARM_OUTCOME_FILE))?;
     let status = UnitStatus {
         block,
         arm: arm.to_string(),
-        status: outcome.as_ref().and_then(|v| text(v, "status")).unwrap_or_else(|| "missing".into()),
-        detail: outcome.as_ref().and_then(|v| text(v, "detail")),
+        status: outcome.as_ref().map_or_else(|| "missing".into(), |o| o.status.as_str().to_string()),
+        detail: outcome.as_ref().and_then(|o| o.detail.clone()),
     };
-    let startup = read_json(&dir.join("startup.json"))?;
-    let argv = startup.as_ref().and_then(|v| v.get("argv")).and_then(|a| serde_json::from_value(a.clone()).ok());
-    let program_sha256 = startup.as_ref().and_then(|v| text(v, "program_sha256"));
-    let startup_s = startup.as_ref().and_then(|v| v.get("startup_s")).and_then(Value::as_f64);
+    let startup: Option<StartupRecord> = read_json(&dir.join(STARTUP_FILE))?;
+    let argv = startup.as_ref().and_then(|s| s.argv.clone());
+    let program_sha256 = startup.as_ref().and_then(|s| s.program_sha256.clone());
+    let startup_s = startup.as_ref().and_then(|s| s.startup_s);
     let mut version_lines = Vec::new();
     if let Ok(bytes) = std::fs::read(dir.join("server.log")) {
         for line in String::from_utf8_lossy(&bytes).lines() {
@@ -179,14 +176,14 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
             }
         }
     }
-    let identity = startup.as_ref().and_then(|v| v.get("identity")).filter(|i| !i.is_null());
+    let identity = startup.as_ref().and_then(|s| s.identity.as_ref());
     let identity_recorded = identity.is_some();
     let server_version = identity
-        .and_then(|i| i.get("version"))
+        .and_then(|i| i.version.as_ref())
         .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_string).or_else(|| Some(v.to_string())))
         .filter(|v| v != "null");
     let served_models = identity
-        .and_then(|i| i.get("models"))
+        .and_then(|i| i.models.as_ref())
         .and_then(|m| m.get("data"))
         .and_then(Value::as_array)
         .map(|data| {
@@ -201,8 +198,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
-    let identity_checks =
-        startup.as_ref().and_then(|v| v.get("identity_checks")).and_then(|c| serde_json::from_value(c.clone()).ok());
+    let identity_checks = startup.as_ref().and_then(|s| s.identity_checks.clone());
     let scrapes = std::fs::read(dir.join("scrapes.jsonl")).unwrap_or_default();
     let server_metrics = super::server_metrics::per_cell(&String::from_utf8_lossy(&scrapes));
     let memory =
@@ -219,11 +215,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
         identity_checks,
         server_metrics,
         memory,
-        session: outcome
-            .as_ref()
-            .and_then(|v| v.get("session"))
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok()),
+        session: outcome.as_ref().map(|o| o.session),
     })
 }
 
@@ -360,8 +352,8 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     let mut units = Vec::new();
     let mut cells = Vec::new();
     let mut failures = Vec::new();
-    let run_format = read_json(&root.join("run.json"))?.and_then(|v| v.get("format")?.as_str().map(str::to_string));
-    let engine_measures = run_format.as_deref() == Some(crate::run::RUN_FORMAT);
+    let run: Option<RunRecord> = read_json(&root.join(RUN_FILE))?;
+    let engine_measures = run.as_ref().is_some_and(RunRecord::engine_measures);
     for block in &schedule.blocks {
         for arm in &block.arms {
             let dir = ev.unit_dir(block.index, arm);
@@ -386,11 +378,9 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
     }
     let summary_mismatches = check_summaries(&ev, &cells)?;
     let qualification = read_json(&ev.results_dir().join("qualification.json"))?;
-    let sessions = read_json(&root.join("run.json"))?
-        .and_then(|v| v.get("sessions").and_then(Value::as_array).cloned())
-        .unwrap_or_default();
+    let sessions = run.as_ref().map(|r| r.sessions.clone()).unwrap_or_default();
     Ok(Loaded {
-        git: git_of(root)?,
+        git: git_of(root, run.as_ref())?,
         frozen,
         schedule,
         resolved,

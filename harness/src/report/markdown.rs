@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::analysis::Analysis;
 use super::load::Loaded;
 use super::text::{cell_table, claims_markdown_with, decision, pval};
+use crate::evidence::Session;
 use crate::plan::{Arrival, ResolvedLoad, Server};
 
 fn code(s: &str) -> String {
@@ -199,7 +200,7 @@ fn what_was_run(o: &mut String, l: &Loaded) {
 }
 
 /// Every session of the study: interruptions, resumptions and what each discarded.
-fn sessions(o: &mut String, sessions: &[Value]) {
+fn sessions(o: &mut String, sessions: &[Session]) {
     let _ = writeln!(o, "\n### Sessions\n");
     if sessions.len() > 1 {
         let _ = writeln!(
@@ -211,36 +212,20 @@ fn sessions(o: &mut String, sessions: &[Value]) {
             sessions.len()
         );
     }
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
     for s in sessions {
-        let n = s.get("session").and_then(Value::as_u64).unwrap_or(0);
-        let resumed = if s.get("resumed").and_then(Value::as_bool) == Some(true) { " (resumed)" } else { "" };
-        let units: Vec<String> = s
-            .get("units_run")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(String::from)
-            .collect();
-        let qualified =
-            if s.get("qualification_run").and_then(Value::as_bool) == Some(true) { "qualification, " } else { "" };
+        let resumed = if s.resumed { " (resumed)" } else { "" };
+        let units = &s.units_run;
+        let qualified = if s.qualification_run { "qualification, " } else { "" };
         let _ = writeln!(
             o,
-            "- session {n}{resumed}: {}; ran {qualified}{} server invocation(s){}",
-            text(s, "state"),
+            "- session {}{resumed}: {}; ran {qualified}{} server invocation(s){}",
+            s.session,
+            s.state,
             units.len(),
             if units.is_empty() { String::new() } else { format!(": {}", units.join(", ")) }
         );
-        for d in s.get("discarded").and_then(Value::as_array).into_iter().flatten() {
-            let files = d.get("files").and_then(Value::as_array).map_or(0, Vec::len);
-            let _ = writeln!(
-                o,
-                "  - discarded {} ({files} files) to `{}/`: {}",
-                text(d, "unit"),
-                text(d, "dir"),
-                text(d, "reason")
-            );
+        for d in &s.discarded {
+            let _ = writeln!(o, "  - discarded {} ({} files) to `{}/`: {}", d.unit, d.files.len(), d.dir, d.reason);
         }
     }
 }

@@ -175,10 +175,7 @@ pub fn read_rows(root: &Path, l: &Loaded) -> Result<Vec<RequestRow>, ReportError
                         .iter()
                         .find(|u| u.status.block == block.index && u.status.arm == *arm)
                         .and_then(|u| u.session);
-                    let started = session
-                        .and_then(|i| l.sessions.get(i as usize))
-                        .and_then(|s| s.get("started_unix_ms"))
-                        .and_then(serde_json::Value::as_u64);
+                    let started = session.and_then(|i| l.sessions.get(i as usize)).and_then(|s| s.started_unix_ms);
                     rows.extend(read_records(&path)?.iter().map(|r| RequestRow {
                         session,
                         session_started_unix_ms: started,

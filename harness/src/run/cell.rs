@@ -8,11 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::{RunError, Study};
-use crate::evidence::{write_json, write_jsonl};
+use crate::evidence::{CellOutcome, write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
 use crate::metrics::{parse_receipts, render_line, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
@@ -22,18 +21,6 @@ use crate::trace::TraceEntry;
 /// The cell start is this far after the moment it is scheduled, so the first
 /// intended arrival is not already past when the dispatcher reaches it.
 pub const CELL_LEAD_NS: u64 = 10_000_000;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CellOutcome {
-    pub cell: String,
-    /// `completed`, `interrupted` (the server died during it) or `not_run`.
-    pub status: String,
-    pub requests: u64,
-    pub completed: u64,
-    pub failed: u64,
-    pub start_ns: Option<u64>,
-    pub end_ns: Option<u64>,
-}
 
 /// Cells that never ran (their server was down), in order.
 pub fn not_run(cells: &[String]) -> Vec<CellOutcome> {

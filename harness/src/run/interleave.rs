@@ -18,8 +18,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::cell::{Driven, not_run};
-use super::unit::{Live, Started, UnitOutcome, start_unit};
+use super::unit::{Live, Started, start_unit};
 use super::{RunError, Study};
+use crate::evidence::UnitOutcome;
 use crate::plan::{Arm, ScheduledBlock, round_arms, round_range};
 use crate::trace::TraceEntry;
 

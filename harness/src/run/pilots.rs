@@ -19,8 +19,8 @@
 use std::path::{Path, PathBuf};
 
 use super::inputs;
-use super::record::{Check, Completion, RECORD_NAME, check_record, files_under, write_record};
 use super::{Progress, RunError, Study, unit};
+use crate::evidence::{Completion, RecordCheck, UNIT_FILE, check_record, files_under, write_record};
 use crate::evidence::{Evidence, UnitStatus, write_json};
 use crate::load::StudyClock;
 use crate::pilot::{self, DERIVED_PATH, PilotRun, PilotsRecord};
@@ -76,13 +76,13 @@ pub fn resume_check(ev: &Evidence, frozen: &FrozenPlan) -> Result<PilotResume, R
             let dir = pev.unit_dir(block.index, arm);
             let extra = summary_paths(&pev, block, arm);
             match check_record(root, &dir, &extra) {
-                Check::Changed(problems) => {
+                RecordCheck::Changed(problems) => {
                     return Err(refuse(
                         root,
-                        format!("completed pilot {name} differs from its {RECORD_NAME}:\n  {}", problems.join("\n  ")),
+                        format!("completed pilot {name} differs from its {UNIT_FILE}:\n  {}", problems.join("\n  ")),
                     ));
                 }
-                Check::Complete(rec) => {
+                RecordCheck::Complete(rec) => {
                     let clean = pilot::measure(
                         root,
                         &pev.requests_path(block.index, arm, PILOT_CELL),
@@ -97,13 +97,13 @@ pub fn resume_check(ev: &Evidence, frozen: &FrozenPlan) -> Result<PilotResume, R
                         out.reuse.push((block.index, arm.clone(), rec.session));
                     } else {
                         let mut files = files_under(&dir)?;
-                        files.push(dir.join(RECORD_NAME));
+                        files.push(dir.join(UNIT_FILE));
                         files.extend(extra.iter().filter(|p| p.is_file()).cloned());
                         let why = format!("its run (status {}) gave no rate: repeated", rec.status);
                         out.partial.push((name, files, why));
                     }
                 }
-                Check::Partial => {
+                RecordCheck::Partial => {
                     let mut files = if dir.exists() { files_under(&dir)? } else { Vec::new() };
                     files.extend(extra.iter().filter(|p| p.is_file()).cloned());
                     if !files.is_empty() {

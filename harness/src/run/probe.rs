@@ -30,7 +30,7 @@ pub struct ArmProbe {
     pub log: Option<PathBuf>,
     /// The verdicts of the arm's identity checks (`[arms.identity]`), the same the
     /// study runs after health; empty when the arm declares none or never got healthy.
-    pub identity: Vec<crate::arm::identity::CheckResult>,
+    pub identity: Vec<crate::evidence::CheckResult>,
     /// The one streamed request with the study's own body, in words (`None`: not
     /// sent, because the arm failed before it or the panel could not be built).
     pub request: Option<String>,

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use super::RunError;
-use super::record::{Completion, QUALIFICATION_UNIT, write_record};
+use crate::evidence::{Completion, QUALIFICATION_UNIT, write_record};
 use crate::evidence::{Evidence, write_json};
 use crate::plan::FrozenPlan;
 use crate::quality::{self, QualifyOutcome};

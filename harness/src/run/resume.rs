@@ -15,11 +15,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::record::{Check, QUALIFICATION_UNIT, RECORD_NAME, UnitRecord, check_record, files_under, unit_name};
-use super::session::{Discard, RUN_FORMAT, Session, live_harness, read_previous};
+use super::session::{live_harness, read_previous};
 use super::{RunError, inputs, qualify};
-use crate::evidence::sha256_hex;
-use crate::evidence::{Evidence, UnitStatus, write_json};
+use crate::evidence::{
+    Discard, Evidence, QUALIFICATION_UNIT, RUN_FORMAT, RecordCheck, Session, SessionState, UNIT_FILE, UnitRecord,
+    UnitStatus, check_record, files_under, sha256_hex, unit_name, write_json,
+};
 use crate::plan::{FrozenPlan, Schedule, ScheduledBlock};
 
 /// What a resuming session starts from.
@@ -122,7 +123,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     // Another run.json format means another harness wrote the completed units: their
     // summaries would not be what this one writes (harness-run/3 adds the engine's
     // decode measures), and the finished study would fail its own replay.
-    let format = std::fs::read(root.join("run.json"))
+    let format = std::fs::read(root.join(crate::evidence::RUN_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v.get("format")?.as_str().map(str::to_string));
@@ -147,11 +148,11 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     });
     // `finished` without manifest.json: killed after run.json's last write but before
     // the manifest (the report files lie between). The study did not finish.
-    for s in state.sessions.iter_mut().filter(|s| matches!(s.state.as_str(), "running" | "finished")) {
+    for s in state.sessions.iter_mut().filter(|s| matches!(s.state, SessionState::Running | SessionState::Finished)) {
         if let Some(pid) = s.pid.filter(|&p| live_harness(p)) {
             return Err(refuse(root, format!("session {} (pid {pid}) is still running", s.session)));
         }
-        s.state = "interrupted".into();
+        s.state = SessionState::Interrupted;
     }
 
     // Inputs: complete (catalog written) and unchanged, or never finished.
@@ -172,12 +173,12 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     let mut consider = |state: &mut ResumeState, name: &str, dir: &Path, extra: &[PathBuf]| -> Result<(), RunError> {
         match check_record(root, dir, extra) {
             // Nothing was measured: moved aside whole (its record too) and run again.
-            Check::Complete(record)
+            RecordCheck::Complete(record)
                 if UnitStatus::parse(&record.status).is_some_and(UnitStatus::measured_nothing)
                     && name != QUALIFICATION_UNIT =>
             {
                 let mut files = files_under(dir)?;
-                files.push(dir.join(RECORD_NAME));
+                files.push(dir.join(UNIT_FILE));
                 files.extend(extra.iter().filter(|p| p.is_file()).cloned());
                 let what = if UnitStatus::parse(&record.status) == Some(UnitStatus::StartFailed) {
                     "its server failed to start"
@@ -192,11 +193,11 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                 state.partial.push((name.to_string(), files, why));
                 Ok(())
             }
-            Check::Complete(record) if first_partial.is_none() => {
+            RecordCheck::Complete(record) if first_partial.is_none() => {
                 state.completed_push(name, record);
                 Ok(())
             }
-            Check::Complete(_) => Err(refuse(
+            RecordCheck::Complete(_) => Err(refuse(
                 root,
                 format!(
                     "{name} is complete but {} before it is not: units run in order, so this directory was not \
@@ -204,11 +205,11 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                     first_partial.as_deref().unwrap_or("?")
                 ),
             )),
-            Check::Changed(problems) => Err(refuse(
+            RecordCheck::Changed(problems) => Err(refuse(
                 root,
-                format!("completed {name} differs from its {RECORD_NAME}:\n  {}", problems.join("\n  ")),
+                format!("completed {name} differs from its {UNIT_FILE}:\n  {}", problems.join("\n  ")),
             )),
-            Check::Partial => {
+            RecordCheck::Partial => {
                 let mut files = if dir.exists() { files_under(dir)? } else { Vec::new() };
                 files.extend(extra.iter().filter(|p| p.is_file()).cloned());
                 // A unit an earlier session moved aside (e.g. to run again after its
@@ -250,7 +251,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                 let (_, _, record) = state.completed.remove(pos);
                 let dir = ev.unit_dir(block.index, arm);
                 let mut files = files_under(&dir)?;
-                files.push(dir.join(RECORD_NAME));
+                files.push(dir.join(UNIT_FILE));
                 files.extend(summary_paths(ev, block, arm).into_iter().filter(|p| p.is_file()));
                 let name = unit_name(block.index, arm);
                 let why = format!(
@@ -267,7 +268,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     // The interrupted session's units: those whose record names it. Its run.json
     // entry was last written when it started, so what it completed since (the
     // qualification included) is known only from the completion records.
-    for s in state.sessions.iter_mut().filter(|s| s.state == "interrupted") {
+    for s in state.sessions.iter_mut().filter(|s| s.state == SessionState::Interrupted) {
         let mine: Vec<&UnitRecord> =
             state.completed.iter().map(|(_, _, r)| r).filter(|r| r.session == s.session).collect();
         s.qualification_run = mine.iter().any(|r| r.unit == QUALIFICATION_UNIT);
@@ -345,9 +346,9 @@ pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<D
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::RunRecord;
+    use crate::evidence::{Completion, write_record};
     use crate::plan::freeze;
-    use crate::run::record::{Completion, write_record};
-    use crate::run::session::RunRecord;
 
     const PLAN: &str = r#"
 [study]
@@ -418,22 +419,9 @@ count = 4
     fn write_run(ev: &Evidence, frozen: &FrozenPlan, sessions: &[Session]) {
         let git = crate::evidence::GitInfo { revision: "unknown".into(), dirty: None };
         let record = RunRecord {
-            format: super::super::session::RUN_FORMAT,
-            study: "t",
-            plan_sha256: &frozen.sha256,
-            harness_version: "0",
-            git: &git,
             started_unix_ms: Some(1),
-            finished_unix_ms: None,
-            clock: "",
-            dispatch_spin_ns: 0,
-            dispatch_realtime: false,
-            stop_grace_s: 0.0,
-            nvidia_smi: None,
-            request_body_sha256: &Default::default(),
-            entry_body_sha256: Default::default(),
-            sessions,
-            units: vec![],
+            sessions: sessions.to_vec(),
+            ..RunRecord::new("t", &frozen.sha256, git)
         };
         record.write(ev.root()).unwrap();
     }
@@ -449,7 +437,7 @@ count = 4
     fn a_unit_whose_server_failed_to_start_is_moved_aside_and_run_again() {
         let tmp = tempfile::tempdir().unwrap();
         let mut stopped = first_session();
-        stopped.state = "stopped".into();
+        stopped.state = SessionState::Stopped;
         stopped.units_run = vec!["b0/a".into(), "b0/b".into()];
         let (ev, frozen, schedule) = study(tmp.path(), stopped);
         let block = &schedule.blocks[0];
@@ -479,14 +467,14 @@ count = 4
         assert!(state.completed(0, "a").is_none(), "run again");
         assert!(state.completed(0, "b").is_some(), "a measured unit after it stands");
         assert_eq!(state.rerun, ["b0/a"]);
-        assert_eq!(state.sessions[0].state, "stopped");
+        assert_eq!(state.sessions[0].state, SessionState::Stopped);
         assert_eq!(state.sessions[0].units_run, ["b0/b"], "b0/a now belongs to the session that runs it");
         let (unit, files, why) = &state.partial[0];
         assert_eq!((unit.as_str(), files.len()), ("b0/a", 3), "its files and its unit.json: {files:?}");
         assert!(why.contains("failed to start (start_failed) in session 0"), "{why}");
         let discards = discard(&ev, &state, 1).unwrap();
         assert_eq!(discards[0].files, ["raw/b0/a/arm_outcome.json", "raw/b0/a/server.log", "raw/b0/a/unit.json"]);
-        assert!(!a.join(RECORD_NAME).exists() && b.join(RECORD_NAME).is_file());
+        assert!(!a.join(UNIT_FILE).exists() && b.join(UNIT_FILE).is_file());
         // Interrupted before b0/a ran again: it waits, emptied, before the completed
         // b0/b (its discard is in run.json), and runs at the next resume.
         let mut second = first_session();
@@ -525,7 +513,7 @@ count = 4
 
         let state = check(&ev, &frozen, &schedule, tmp.path()).unwrap();
         assert!(state.inputs_ok && state.completed(0, "a").is_some() && state.completed(0, "b").is_none());
-        assert_eq!(state.sessions[0].state, "interrupted");
+        assert_eq!(state.sessions[0].state, SessionState::Interrupted);
         assert_eq!(state.sessions[0].units_run, ["b0/a"]);
         let partial: Vec<(&str, usize)> = state.partial.iter().map(|(u, f, _)| (u.as_str(), f.len())).collect();
         assert_eq!(partial, [("b0/b", 2), ("stray", 1)]);

@@ -10,95 +10,18 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::cell::{CellOutcome, CellRun, EndpointUrls, not_run};
+use super::cell::{CellRun, EndpointUrls, not_run};
 use super::{RunError, Study};
-use crate::arm::{ArmError, Invocation, StopRecord};
+use crate::arm::{ArmError, Invocation};
 use crate::evidence::sha256_hex;
-use crate::evidence::{ARM_OUTCOME_FILE, UnitStatus, write_bytes, write_json};
+use crate::evidence::{
+    ARM_OUTCOME_FILE, CellOutcome, STARTUP_FILE, StartupRecord, UnitOutcome, UnitStatus, WARMUP_FILE, write_bytes,
+    write_json,
+};
 use crate::load::RequestCtx;
 use crate::plan::{Arm, ScheduledBlock};
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct UnitOutcome {
-    pub block: u32,
-    pub arm: String,
-    /// The session that ran it (`run.json` `sessions`): its timestamps are on that
-    /// session's clock.
-    #[serde(default)]
-    pub session: u32,
-    pub status: UnitStatus,
-    pub detail: Option<String>,
-    pub pid: Option<u32>,
-    pub startup_s: Option<f64>,
-    pub cells: Vec<CellOutcome>,
-    pub stop: Option<StopRecord>,
-    pub scrapes: u64,
-    pub memory_samples: u64,
-    /// Where the receipts came from, and whether `receipts.jsonl` holds them.
-    pub receipts_source: Option<String>,
-    pub receipts_kept: bool,
-}
-
-impl UnitOutcome {
-    /// A unit of `arm` in `block` that has not run yet (status `completed` until
-    /// something says otherwise).
-    pub fn new(block: u32, arm: &str, session: u32) -> UnitOutcome {
-        UnitOutcome {
-            block,
-            arm: arm.to_string(),
-            session,
-            status: UnitStatus::Completed,
-            detail: None,
-            pid: None,
-            startup_s: None,
-            cells: Vec::new(),
-            stop: None,
-            scrapes: 0,
-            memory_samples: 0,
-            receipts_source: None,
-            receipts_kept: false,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct StartupRecord<'a> {
-    block: u32,
-    arm: &'a str,
-    role: &'a str,
-    url: String,
-    /// `spawn` or `external`.
-    kind: &'static str,
-    argv: Option<&'a [String]>,
-    env: Option<&'a std::collections::BTreeMap<String, String>>,
-    program_sha256: Option<String>,
-    pid: Option<u32>,
-    spawned_ns: u64,
-    healthy_ns: Option<u64>,
-    /// Cold start: spawn (or first poll, external) to the first 200 from the health path.
-    startup_s: Option<f64>,
-    health_polls: u64,
-    ok: bool,
-    error: Option<String>,
-    /// The engine's startup JSON line (`"event": "kv_inventory"`), when its log has one.
-    kv_inventory: Option<serde_json::Value>,
-    /// What the healthy server says it is: `/version` and `/v1/models` answers (and,
-    /// with identity checks, `/props`, the `/metrics` names and the log length read).
-    identity: Option<crate::arm::ServerIdentity>,
-    /// The verdicts of the arm's identity checks (`[arms.identity]`), when it has any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    identity_checks: Option<Vec<crate::arm::identity::CheckResult>>,
-    /// The arm's CPU set (`[[arms]] cpus`, the kernel's list spelling), when pinned.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cpus: Option<String>,
-    /// The CPUs the healthy server's threads may run on (the union of their
-    /// `Cpus_allowed_list`), read after health; a spawned server only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cpus_allowed: Option<String>,
-}
 
 fn program_sha256(program: &str, base: &Path) -> Option<String> {
     let path = if program.contains('/') {
@@ -228,26 +151,13 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
     // Hashed before the spawn, so that it does not delay the first health poll.
     let program_sha256 = cmd.as_ref().and_then(|c| c.argv.first()).and_then(|p| program_sha256(p, s.base_dir));
     let mut startup = StartupRecord {
-        block: b,
-        arm: &arm.name,
-        role: arm.role.as_str(),
+        role: arm.role.as_str().into(),
         url: base.clone(),
-        kind: if cmd.is_some() { "spawn" } else { "external" },
-        argv: cmd.as_ref().map(|c| c.argv.as_slice()),
-        env: cmd.as_ref().map(|c| &c.env),
+        argv: cmd.as_ref().map(|c| c.argv.clone()),
+        env: cmd.as_ref().map(|c| c.env.clone()),
         program_sha256,
-        pid: None,
-        spawned_ns: 0,
-        healthy_ns: None,
-        startup_s: None,
-        health_polls: 0,
-        ok: false,
-        error: None,
-        kv_inventory: None,
-        identity: None,
-        identity_checks: None,
         cpus: arm.cpus.as_deref().map(crate::host::cpu_list),
-        cpus_allowed: None,
+        ..StartupRecord::new(b, &arm.name, if cmd.is_some() { "spawn" } else { "external" })
     };
     let mut server = Invocation::new(arm, cmd.clone(), log.clone(), s.clock)?;
     let spawned = server.spawn();
@@ -256,7 +166,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         Ok(()) => {}
         Err(e) if e.is_arm_fault() => {
             startup.error = Some(e.to_string());
-            write_json(&dir.join("startup.json"), &startup)?;
+            write_json(&dir.join(STARTUP_FILE), &startup)?;
             return finish_fault(s, &dir, out, UnitStatus::StartFailed, e, not_run(&block.cells), None)
                 .await
                 .map(|o| Started::Fault(Box::new(o)));
@@ -276,7 +186,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         Err(e) if e.is_arm_fault() => {
             startup.error = Some(e.to_string());
             startup.kv_inventory = kv_inventory(&log);
-            write_json(&dir.join("startup.json"), &startup)?;
+            write_json(&dir.join(STARTUP_FILE), &startup)?;
             return finish_fault(s, &dir, out, UnitStatus::StartFailed, e, not_run(&block.cells), Some(server))
                 .await
                 .map(|o| Started::Fault(Box::new(o)));
@@ -303,7 +213,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         None => startup.identity = Some(server.identity().await),
     }
     out.startup_s = startup.startup_s;
-    write_json(&dir.join("startup.json"), &startup)?;
+    write_json(&dir.join(STARTUP_FILE), &startup)?;
     if let Some(e) = not_itself {
         return finish_fault(s, &dir, out, UnitStatus::IdentityFailed, e, not_run(&block.cells), Some(server))
             .await
@@ -319,7 +229,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         s.progress.status(&label, "warmup");
     }
     if let Some(rec) = server.warm_up(plan, &s.inputs.panel).await {
-        write_json(&dir.join("warmup.json"), &rec)?;
+        write_json(&dir.join(WARMUP_FILE), &rec)?;
         if !rec.ok {
             let e = ArmError::Warmup { detail: rec.detail.clone().unwrap_or_default() };
             return finish_fault(s, &dir, out, UnitStatus::WarmupFailed, e, not_run(&block.cells), Some(server))

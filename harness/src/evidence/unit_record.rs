@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::evidence::sha256_hex;
-use crate::evidence::{EvidenceError, ManifestFile, Secrets, write_json};
+use super::{EvidenceError, ManifestFile, Secrets, sha256_hex, write_json};
 
 /// The `format` of `unit.json`.
 pub const UNIT_FORMAT: &str = "harness-unit/1";
 /// The file name of a completion record.
-pub const RECORD_NAME: &str = "unit.json";
+pub const UNIT_FILE: &str = "unit.json";
 /// The `unit` name of the qualification's record.
 pub const QUALIFICATION_UNIT: &str = "qualification";
 
@@ -56,7 +55,7 @@ pub fn files_under(dir: &Path) -> Result<Vec<PathBuf>, EvidenceError> {
             let path = entry.path();
             if entry.file_type().map_err(|error| EvidenceError::Io { path: path.clone(), error })?.is_dir() {
                 stack.push(path);
-            } else if path != dir.join(RECORD_NAME) {
+            } else if path != dir.join(UNIT_FILE) {
                 out.push(path);
             }
         }
@@ -97,13 +96,13 @@ pub fn write_record(
     let Completion { unit, block, session, status } = done;
     let record =
         UnitRecord { format: UNIT_FORMAT.into(), unit: unit.into(), block, session, status: status.into(), files };
-    write_json(&dir.join(RECORD_NAME), &record)?;
+    write_json(&dir.join(UNIT_FILE), &record)?;
     Ok(record)
 }
 
 /// What a unit's directory holds, for `--resume`.
 #[derive(Debug)]
-pub enum Check {
+pub enum RecordCheck {
     /// No record: partial (or never started when `dir` and `extra` are absent).
     Partial,
     /// Whole and unchanged.
@@ -114,17 +113,17 @@ pub enum Check {
 
 /// Checks `dir/unit.json` against the files: every listed file with its size and
 /// SHA-256, and no unlisted file in `dir` or among the existing `extra`.
-pub fn check_record(root: &Path, dir: &Path, extra: &[PathBuf]) -> Check {
-    let path = dir.join(RECORD_NAME);
+pub fn check_record(root: &Path, dir: &Path, extra: &[PathBuf]) -> RecordCheck {
+    let path = dir.join(UNIT_FILE);
     if !path.is_file() {
-        return Check::Partial;
+        return RecordCheck::Partial;
     }
     let record: UnitRecord = match std::fs::read(&path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
         Ok(r) => r,
-        Err(e) => return Check::Changed(vec![format!("{}: unreadable: {e}", rel(root, &path))]),
+        Err(e) => return RecordCheck::Changed(vec![format!("{}: unreadable: {e}", rel(root, &path))]),
     };
     let mut problems = Vec::new();
     if record.format != UNIT_FORMAT {
@@ -148,7 +147,7 @@ pub fn check_record(root: &Path, dir: &Path, extra: &[PathBuf]) -> Check {
             problems.push(format!("{r}: not in {}", rel(root, &path)));
         }
     }
-    if problems.is_empty() { Check::Complete(record) } else { Check::Changed(problems) }
+    if problems.is_empty() { RecordCheck::Complete(record) } else { RecordCheck::Changed(problems) }
 }
 
 #[cfg(test)]
@@ -165,7 +164,7 @@ mod tests {
         std::fs::write(dir.join("x.requests.jsonl"), "1\n").unwrap();
         let summary = root.join("results/cells/b0-a-x.summary.json");
         std::fs::write(&summary, "{}").unwrap();
-        assert!(matches!(check_record(root, &dir, std::slice::from_ref(&summary)), Check::Partial));
+        assert!(matches!(check_record(root, &dir, std::slice::from_ref(&summary)), RecordCheck::Partial));
         let rec = write_record(
             root,
             &dir,
@@ -176,10 +175,10 @@ mod tests {
         .unwrap();
         let paths: Vec<_> = rec.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["raw/b0/a/x.requests.jsonl", "results/cells/b0-a-x.summary.json"]);
-        assert!(matches!(check_record(root, &dir, std::slice::from_ref(&summary)), Check::Complete(_)));
+        assert!(matches!(check_record(root, &dir, std::slice::from_ref(&summary)), RecordCheck::Complete(_)));
         std::fs::write(&summary, "{ }").unwrap();
         std::fs::write(dir.join("extra"), "").unwrap();
-        let Check::Changed(p) = check_record(root, &dir, &[summary]) else { panic!("not detected") };
+        let RecordCheck::Changed(p) = check_record(root, &dir, &[summary]) else { panic!("not detected") };
         assert!(p[0].starts_with("results/cells/b0-a-x.summary.json: changed"), "{p:?}");
         assert!(p[1].starts_with("raw/b0/a/extra: not in raw/b0/a/unit.json"), "{p:?}");
     }
