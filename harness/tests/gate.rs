@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use harness::gate::{self, GateArgs, GateOutcome, GateReport};
+use harness::metrics::FIELDS;
 use harness::quality::paired::mean_gate;
 use harness::quality::{ArmQualification, Comparison, Mismatch, ParityResult, QUALIFICATION_FORMAT, QualifyOutcome};
-use harness::report::FIELDS;
 use serde_json::{Value, json};
 
 fn workspace() -> PathBuf {

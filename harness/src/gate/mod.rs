@@ -40,7 +40,7 @@ pub use outcome::{GATE_FORMAT, GateOutcome, GateReport, SideInfo, show};
 pub use paired::{PAIRED_FORMAT, PairedReport};
 pub use rules::{
     ArmSelect, Check, DEFAULT_LOSS_LIMIT, DEFAULT_THROUGHPUT_METRIC, RULES_FORMAT, Rule, Rules, Statistic,
-    THROUGHPUT_METRICS, default_nll_limit, latency_metrics, load as load_rules,
+    default_nll_limit, latency_metrics, load as load_rules,
 };
 pub use side::{
     BASELINE_FORMAT, MatrixRow, QualArm, QualComparison, QualParity, Qualification, Side, default_json_out, export,

@@ -12,22 +12,20 @@ use serde::Serialize;
 use toml::Value;
 
 use super::GateError;
-use crate::report::FIELDS;
+use crate::metrics::{FIELDS, field_kind, metric_field};
+use crate::plan::{Metric, MetricKind};
 
 /// Version tag a rules file may carry in `format`.
 pub const RULES_FORMAT: &str = "harness-gate-rules/1";
 
-/// Matrix columns a `throughput` rule may name (higher is better).
-pub const THROUGHPUT_METRICS: [&str; 5] = [
-    "request_throughput_rps",
-    "output_token_throughput_tps",
-    "total_token_throughput_tps",
-    "goodput_rps",
-    "slo_attainment",
-];
+/// Matrix columns a `throughput` rule may name: every throughput field of the
+/// catalogue (higher is better).
+pub fn throughput_metrics() -> Vec<&'static str> {
+    FIELDS.iter().map(|(n, _)| *n).filter(|n| field_kind(n) == Some(MetricKind::Throughput)).collect()
+}
 
 /// Default metric of a `throughput` rule.
-pub const DEFAULT_THROUGHPUT_METRIC: &str = "request_throughput_rps";
+pub const DEFAULT_THROUGHPUT_METRIC: &str = metric_field(Metric::ThroughputRps);
 
 /// Default NLL limit: ln(1.01) nats per token (DESIGN section 7).
 pub fn default_nll_limit() -> f64 {
@@ -37,9 +35,10 @@ pub fn default_nll_limit() -> f64 {
 /// Default limit of the GSM and retrieval loss bounds.
 pub const DEFAULT_LOSS_LIMIT: f64 = 0.02;
 
-/// Matrix columns a `latency` rule may name (lower is better): every `*_ms` field.
+/// Matrix columns a `latency` rule may name: every latency field of the catalogue
+/// (lower is better).
 pub fn latency_metrics() -> Vec<&'static str> {
-    FIELDS.iter().map(|(n, _)| *n).filter(|n| n.ends_with("_ms")).collect()
+    FIELDS.iter().map(|(n, _)| *n).filter(|n| field_kind(n) == Some(MetricKind::Latency)).collect()
 }
 
 /// How a metric's per-block values on one side become one number.
@@ -304,10 +303,11 @@ fn rule(c: &mut Checker, t: &toml::Table, base: &str) -> Option<Rule> {
             let metric = c.string(t, base, "metric");
             let metric = if kind == "throughput" {
                 let m = metric.unwrap_or_else(|| DEFAULT_THROUGHPUT_METRIC.into());
-                if !THROUGHPUT_METRICS.contains(&m.as_str()) {
+                let ok = throughput_metrics();
+                if !ok.contains(&m.as_str()) {
                     c.err(
                         &format!("{base}.metric"),
-                        format!("{m:?} is not a throughput column (one of {})", THROUGHPUT_METRICS.join(", ")),
+                        format!("{m:?} is not a throughput column (one of {})", ok.join(", ")),
                     );
                 }
                 Some(m)

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::GateError;
-use crate::report::FIELDS;
+use crate::metrics::FIELDS;
 
 /// Version of the baseline file.
 pub const BASELINE_FORMAT: &str = "harness-gate-baseline/1";

@@ -134,19 +134,12 @@ pub struct CellSummary {
 impl CellSummary {
     /// The cell-level value a hypothesis on `metric` compares (`None`: no sample).
     pub fn metric(&self, metric: Metric) -> Option<f64> {
-        match metric {
-            Metric::ThroughputRps => Some(self.request_throughput_rps),
-            Metric::OutputTokensPerS => Some(self.output_token_throughput_tps),
-            Metric::TtftP95 => self.ttft_p95_ms,
-            Metric::TpotP95 => self.tpot_p95_ms,
-            Metric::E2eP95 => self.e2e_p95_ms,
-            Metric::E2eP95Intended => self.e2e_from_intended_p95_ms,
-            Metric::GoodputRps => self.goodput_rps,
-            Metric::E2eMean => self.e2e_mean_ms,
-            Metric::TtftMean => self.ttft_mean_ms,
-            Metric::TtftP50 => self.ttft_p50_ms,
-            Metric::EngineTpot => self.engine_tpot_ms,
-        }
+        super::getter(super::metric_field(metric))?.get(self)
+    }
+
+    /// The field named `name` as a float (`None`: no such field, or no sample).
+    pub fn field(&self, name: &str) -> Option<f64> {
+        super::getter(name)?.get(self)
     }
 
     /// Adds the engine's decode measures of this cell from its server's receipts

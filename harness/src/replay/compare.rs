@@ -27,11 +27,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::files::Scan;
-use super::measures::{CellMeasures, FIELD_NAMES, summarize};
+use super::measures::{CellMeasures, summarize};
 use super::read::{read_json, stream_lines};
 use super::records::Rec;
 use super::tables::compare_summary;
 use super::{Check, Mismatch, close, num};
+use crate::metrics::FIELD_NAMES;
 use crate::plan::{Plan, ResolvedLoad};
 
 pub const NAME: &str = "compare.json: per-cell measures recomputed";

@@ -8,7 +8,7 @@
 //! cannot be tested enters Holm with p = 1); and, as a second check, the medians
 //! across blocks of every cell measure. Claim reasons are compared by count, not
 //! wording. The unit maps (`median_units`, each hypothesis's `block_units`) are
-//! checked against replay's own reading of the field names (`unit_of`). Must not
+//! checked against the field catalogue's units (`metrics::field_unit`). Must not
 //! call the analysis path.
 
 use std::collections::BTreeMap;
@@ -18,10 +18,11 @@ use serde_json::Value;
 
 use super::complete::Study;
 use super::decide::{effect, holm, interval, median, sign_test};
-use super::measures::{CellMeasures, FIELD_NAMES, expected};
+use super::measures::{CellMeasures, expected};
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
 use crate::evidence::UnitStatus;
+use crate::metrics::{FIELD_NAMES, field_unit, metric_field};
 use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
 
 pub const NAME: &str = "evidence.json: effects, sign tests, Holm, medians, intervals, claims";
@@ -53,50 +54,8 @@ impl Cmp<'_> {
     }
 }
 
-pub(super) fn metric_field(metric: Metric) -> &'static str {
-    match metric {
-        Metric::ThroughputRps => "request_throughput_rps",
-        Metric::OutputTokensPerS => "output_token_throughput_tps",
-        Metric::TtftP95 => "ttft_p95_ms",
-        Metric::TpotP95 => "tpot_p95_ms",
-        Metric::E2eP95 => "e2e_p95_ms",
-        Metric::E2eP95Intended => "e2e_from_intended_p95_ms",
-        Metric::GoodputRps => "goodput_rps",
-        Metric::E2eMean => "e2e_mean_ms",
-        Metric::TtftMean => "ttft_mean_ms",
-        Metric::TtftP50 => "ttft_p50_ms",
-        Metric::EngineTpot => "engine_tpot_ms",
-    }
-}
-
-/// The unit of a summary field by its name, as the summary names them (replay's own
-/// reading: `_ms`, `_ns`, `_s`, `_rps`, `_tps`; token lengths; an attainment
-/// fraction; everything else a count).
-fn unit_of(name: &str) -> &'static str {
-    let length = ["input_tokens_", "output_tokens_", "total_input_tokens", "total_output_tokens"]
-        .iter()
-        .any(|p| name.starts_with(p))
-        && !name.ends_with("_requests");
-    if let Some(u) = [("_ms", "ms"), ("_ns", "ns"), ("_rps", "req/s"), ("_tps", "tok/s"), ("_s", "s")]
-        .iter()
-        .find_map(|(suffix, u)| name.ends_with(suffix).then_some(*u))
-    {
-        return u;
-    }
-    if name == "slo_attainment" {
-        "fraction"
-    } else if length {
-        "tokens"
-    } else {
-        "count"
-    }
-}
-
 fn metric_unit(metric: Metric) -> &'static str {
-    match metric_field(metric) {
-        f if f.ends_with("_ms") => "ms",
-        f => unit_of(f),
-    }
+    field_unit(metric_field(metric))
 }
 
 fn unqualified(root: &Path) -> (Vec<String>, Option<Value>) {
@@ -389,27 +348,11 @@ fn medians_check(ev: &Value, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
     let units: serde_json::Map<String, Value> = FIELD_NAMES
         .iter()
         .filter(|n| !n.starts_with("observation_") && expected(s, n))
-        .map(|n| (n.to_string(), Value::from(unit_of(n))))
+        .map(|n| (n.to_string(), Value::from(field_unit(n))))
         .collect();
     c.exact("median_units", ev.get("median_units"), Value::Object(units));
     if archived.len() != n {
         c.exact("confirmation_cells + descriptive_cells (count)", Some(&Value::from(archived.len())), Value::from(n));
     }
     Check::of(CELLS_NAME, format!("{n} (cell, arm) pairs"), m)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replay_reads_the_same_unit_from_every_field_name_as_the_report() {
-        for name in FIELD_NAMES {
-            assert_eq!(unit_of(name), crate::report::field_unit(name), "{name}");
-        }
-        for metric in Metric::ALL {
-            assert_eq!(metric_unit(metric), crate::report::metric_unit(metric), "{metric:?}");
-        }
-        assert_eq!([unit_of("e2e_p95_ms"), unit_of("duration_s"), unit_of("stream_events")], ["ms", "s", "count"]);
-    }
 }

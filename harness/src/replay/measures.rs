@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::complete::Study;
 use super::records::Rec;
+use crate::metrics::FIELD_NAMES;
 use crate::plan::Slo;
 
 /// A recomputed field: a count, or a value that may have no sample.
@@ -24,74 +25,6 @@ pub enum Val {
     Int(u64),
     Float(Option<f64>),
 }
-
-/// Every numeric field of a cell summary, in matrix column order.
-pub const FIELD_NAMES: [&str; 64] = [
-    "requests",
-    "completed",
-    "failed",
-    "observation_start_ns",
-    "observation_end_ns",
-    "duration_s",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput_rps",
-    "output_token_throughput_tps",
-    "total_token_throughput_tps",
-    "peak_concurrent_requests",
-    "ttft_samples",
-    "ttft_mean_ms",
-    "ttft_p50_ms",
-    "ttft_p95_ms",
-    "ttft_p99_ms",
-    "ttft_from_intended_mean_ms",
-    "ttft_from_intended_p50_ms",
-    "ttft_from_intended_p95_ms",
-    "ttft_from_intended_p99_ms",
-    "tpot_samples",
-    "tpot_mean_ms",
-    "tpot_p50_ms",
-    "tpot_p95_ms",
-    "tpot_p99_ms",
-    "itl_samples",
-    "itl_mean_ms",
-    "itl_p50_ms",
-    "itl_p95_ms",
-    "itl_p99_ms",
-    "e2e_samples",
-    "e2e_mean_ms",
-    "e2e_p50_ms",
-    "e2e_p95_ms",
-    "e2e_p99_ms",
-    "e2e_from_intended_mean_ms",
-    "e2e_from_intended_p50_ms",
-    "e2e_from_intended_p95_ms",
-    "e2e_from_intended_p99_ms",
-    "dispatch_lag_samples",
-    "dispatch_lag_p50_ms",
-    "dispatch_lag_p99_ms",
-    "dispatch_lag_max_ms",
-    "stream_events",
-    "empty_events",
-    "multi_token_events",
-    "requests_without_token_events",
-    "output_tokens_from_usage_requests",
-    "output_tokens_from_events_requests",
-    "usage_event_token_mismatch_requests",
-    "input_tokens_min",
-    "input_tokens_p50",
-    "input_tokens_p90",
-    "input_tokens_max",
-    "output_tokens_min",
-    "output_tokens_p50",
-    "output_tokens_p90",
-    "output_tokens_max",
-    "slo_met_requests",
-    "slo_attainment",
-    "goodput_rps",
-    "engine_decode_steps",
-    "engine_tpot_ms",
-];
 
 /// One invalid record.
 #[derive(Debug, Clone, PartialEq)]

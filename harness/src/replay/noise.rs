@@ -17,10 +17,10 @@ use std::path::Path;
 use serde_json::Value;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
-use super::evidence::metric_field;
 use super::measures::CellMeasures;
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
+use crate::metrics::metric_field;
 use crate::plan::{CellKind, Metric, Plan};
 
 pub const NAME: &str = "evidence.json: the noise decomposition (analysis.noise)";

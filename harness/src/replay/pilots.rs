@@ -12,11 +12,12 @@
 
 use std::path::Path;
 
-use super::measures::{FIELD_NAMES, Val, summarize};
+use super::measures::{Val, summarize};
 use super::read::read_doc;
 use super::records::Rec;
 use super::{Check, Mismatch, close, num};
 use crate::evidence::sha256_hex;
+use crate::metrics::FIELD_NAMES;
 use crate::pilot::{DERIVED_PATH, PILOTS_DIR, read_record};
 use crate::plan::{PILOT_CELL, freeze, tenths_str};
 

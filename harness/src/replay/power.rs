@@ -20,12 +20,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
-use super::evidence::metric_field;
-use super::measures::{FIELD_NAMES, Val, summarize};
+use super::measures::{Val, summarize};
 use super::power_model::{Draws, Member, critical_wins, detectable};
 use super::read::{read_doc, read_json};
 use super::records::Rec;
 use super::{Check, Mismatch, close, num};
+use crate::metrics::{FIELD_NAMES, metric_field};
 use crate::plan::{FrozenPlan, Load, MetricKind, Plan};
 
 pub const NAME: &str = "evidence.json: power from the pilots' noise";

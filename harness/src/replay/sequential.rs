@@ -14,10 +14,10 @@ use std::path::Path;
 use serde_json::Value;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::evidence::metric_field;
 use super::measures::CellMeasures;
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
+use crate::metrics::metric_field;
 use crate::plan::{FrozenPlan, MetricKind};
 
 pub const NAME: &str = "sequential.json: looks, intervals, verdicts, stop";

@@ -11,10 +11,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::complete::Study;
-use super::measures::{CellMeasures, FIELD_NAMES, Val};
+use super::measures::{CellMeasures, Val};
 use super::read::{read_doc, read_json};
 use super::spread::{SPREAD_NAMES, spread};
 use super::{Check, Mismatch, close, num};
+use crate::metrics::FIELD_NAMES;
 use crate::plan::{Arrival, ResolvedCell, ResolvedLoad, Server};
 
 pub const SUMMARIES_NAME: &str = "cell measures: summaries.json and results/cells/*.summary.json";

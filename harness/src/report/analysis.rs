@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::fields::FIELDS;
 use crate::metrics::CellSummary;
+use crate::metrics::FIELDS;
 use crate::plan::{Blocking, CellKind, Metric, MetricKind, Plan};
 use crate::stats::{
     BlockPair, DEFAULT_INTERVAL_COVERAGE, Decision, EffectKind, HolmResult, HypothesisInput, MedianInterval,

@@ -1,7 +1,7 @@
 //! The unpooled matrix: one row per scheduled (block, arm, cell), with the study's
 //! name and plan hash (so matrices of several studies concatenate), the arm's key
 //! settings (`argv: ...` or `url: ...`, the plan's template), every per-cell measure
-//! of `CellSummary` (`fields::FIELDS`, in struct order), the spread columns
+//! of `CellSummary` (`metrics::FIELDS`, the field catalogue, in struct order), the spread columns
 //! (`spread::SPREAD_COLUMNS`: mean lengths; p90, sd, min, max of TTFT, TPOT, ITL,
 //! E2E), the cell's load, the server invocation's status and one `failed_<class>`
 //! column per failure class seen in the study. Rows for cells that never ran (their
@@ -23,10 +23,10 @@ use polars_io::csv::write::CsvWriter;
 use polars_io::parquet::write::{ParquetCompression, ParquetWriter};
 
 use super::ReportError;
-use super::fields::{FIELDS, Getter};
 use super::load::Loaded;
 use super::spread::{SPREAD_COLUMNS, Spread};
 use crate::metrics::CellSummary;
+use crate::metrics::{FIELDS, Getter};
 use crate::plan::{Arm, Arrival, ResolvedCell, ResolvedLoad, Server};
 
 fn polars_err(e: impl std::fmt::Display) -> ReportError {

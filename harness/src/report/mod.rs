@@ -23,7 +23,6 @@
 //! `stats` decides (it wires plan, summaries and `stats` together in `analysis`).
 
 mod analysis;
-mod fields;
 mod figures;
 mod html;
 mod load;
@@ -53,14 +52,13 @@ use serde_json::Value;
 pub use analysis::{
     Analysis, AnalysisInput, BlockEffect, CellMedians, Claim, FailedRequest, HypothesisReport, UnitStatus, analyse,
 };
-pub use fields::{FIELDS, Getter, OTHER_FIELDS};
 pub use load::{Loaded, load};
 pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
 pub use spread::SPREAD_COLUMNS;
 pub use text::{claims_markdown, claims_terminal};
 pub use tuning::{ConfigurationScore, TuningSummary};
-pub use units::{field_unit, metric_unit};
+pub use units::metric_unit;
 
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
 use crate::metrics::PERCENTILE_METHOD;

@@ -129,3 +129,13 @@ fn section(o: &mut String, l: &Loaded, a: &Analysis, axis: &Axis) {
         o.push('\n');
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_compared_field_is_in_the_catalogue() {
+        for (name, label, _) in super::COMPARED {
+            assert!(crate::metrics::getter(name).is_some(), "{label}: {name} is not a summary field");
+        }
+    }
+}

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::analysis::{AnalysisInput, Claim, FailedRequest, UnitStatus, analyse};
-use super::fields::{FIELDS, OTHER_FIELDS};
 use crate::metrics::CellSummary;
+use crate::metrics::{FIELDS, OTHER_FIELDS};
 use crate::plan::{Blocking, Metric, Plan, parse};
 use crate::stats::Rule;
 

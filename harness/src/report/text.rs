@@ -286,3 +286,17 @@ pub fn cell_table(arms: &[&CellMedians]) -> String {
     rule(&mut o, '=', "", width);
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_the_terminal_block_prints_is_in_the_catalogue() {
+        for line in LAYOUT {
+            if let Value(label, name, _) | Optional(label, name, _) = line {
+                assert!(crate::metrics::getter(name).is_some(), "{label} prints {name}, not a summary field");
+            }
+        }
+    }
+}

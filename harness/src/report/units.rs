@@ -9,8 +9,8 @@
 //!
 //! Counts stay integers: a count field's median that is a whole number is written as
 //! an integer (an even number of blocks whose middle two differ gives a .5, kept).
-//! Owns the unit of every summary field and metric and the serialized shape of a
-//! hypothesis and a cell there. Must not change a value.
+//! Owns the serialized shape of a hypothesis and a cell there (the units are the
+//! field catalogue's, `metrics::field_unit`). Must not change a value.
 
 use std::collections::BTreeMap;
 
@@ -18,39 +18,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::analysis::{CellMedians, HypothesisReport};
-use super::fields::{FIELDS, Getter};
+use crate::metrics::{FIELDS, field_unit, is_count, metric_field};
 use crate::plan::{CellKind, Metric};
 
-/// The unit of a `CellSummary` field, from its name's suffix (the summary's naming
-/// rule: units in the names).
-pub fn field_unit(name: &str) -> &'static str {
-    let tokens = name.starts_with("total_input_tokens")
-        || name.starts_with("total_output_tokens")
-        || ((name.starts_with("input_tokens_") || name.starts_with("output_tokens_")) && !name.ends_with("_requests"));
-    match name {
-        _ if name.ends_with("_ms") => "ms",
-        _ if name.ends_with("_ns") => "ns",
-        _ if name.ends_with("_rps") => "req/s",
-        _ if name.ends_with("_tps") => "tok/s",
-        _ if name.ends_with("_s") => "s",
-        "slo_attainment" => "fraction",
-        _ if tokens => "tokens",
-        _ => "count",
-    }
-}
-
-/// The unit of a hypothesis metric's per-block values.
+/// The unit of a hypothesis metric's per-block values: its field's.
 pub fn metric_unit(metric: Metric) -> &'static str {
-    match metric {
-        Metric::ThroughputRps | Metric::GoodputRps => "req/s",
-        Metric::OutputTokensPerS => "tok/s",
-        Metric::TtftP95 | Metric::TpotP95 | Metric::E2eP95 | Metric::E2eP95Intended => "ms",
-        Metric::TtftMean | Metric::E2eMean | Metric::TtftP50 | Metric::EngineTpot => "ms",
-    }
-}
-
-fn is_count(name: &str) -> bool {
-    FIELDS.iter().any(|(n, g)| *n == name && matches!(g, Getter::Count(_) | Getter::MaybeCount(_)))
+    field_unit(metric_field(metric))
 }
 
 /// `median_units`: every key of a cell's `medians` with its unit.
@@ -115,30 +88,6 @@ pub fn cell(c: &CellMedians) -> CellOut<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_summary_field_has_the_unit_its_name_says() {
-        let unit = |n: &str| field_unit(n);
-        assert_eq!(
-            [unit("ttft_p95_ms"), unit("observation_start_ns"), unit("duration_s"), unit("goodput_rps")],
-            ["ms", "ns", "s", "req/s"]
-        );
-        assert_eq!([unit("output_token_throughput_tps"), unit("total_input_tokens")], ["tok/s", "tokens"]);
-        assert_eq!(
-            [unit("input_tokens_p90"), unit("output_tokens_max"), unit("slo_attainment")],
-            ["tokens", "tokens", "fraction"]
-        );
-        assert_eq!(
-            [unit("output_tokens_from_usage_requests"), unit("ttft_samples"), unit("requests")],
-            ["count", "count", "count"]
-        );
-        // A `count` is always an integer field of the summary.
-        for (name, getter) in FIELDS {
-            if field_unit(name) == "count" {
-                assert!(matches!(getter, Getter::Count(_) | Getter::MaybeCount(_)), "{name} is not a count");
-            }
-        }
-    }
 
     #[test]
     fn cells_keep_every_field_and_whole_count_medians_become_integers() {
