@@ -251,7 +251,7 @@ fn interleaved_blocks_alternate_the_arms_round_by_round_and_replay_clean() {
         for arm in &block.arms {
             let env = &read_json(&out.join(format!("raw/b{}/{arm}/startup.json", block.index)))["env"];
             let pad = env["HARNESS_SETUP_PAD"].as_str().expect("a pad");
-            assert_eq!(pad.len(), harness::trace::setup_pad_len(plan.study.seed, block.index, arm));
+            assert_eq!(pad.len(), harness::seed::setup_pad_len(plan.study.seed, block.index, arm));
             pads.insert(pad.len());
         }
     }

@@ -63,7 +63,7 @@ pub async fn validation(s: &Suite) -> CaseResult {
 
 /// Fetches and parses `/metrics`. `Ok(None)`: not exposed.
 async fn scrape(s: &Suite) -> Result<Option<Vec<prom::Sample>>, String> {
-    let r = match s.http.get(crate::arm::dialect::METRICS_PATH).await {
+    let r = match s.http.get(crate::routes::METRICS_PATH).await {
         Ok(r) => r,
         Err(e) => return Err(format!("GET /metrics: {e}")),
     };

@@ -14,9 +14,9 @@ use super::http::{Http, Reply};
 use super::outcome::{AcceptOutcome, CaseResult, PayloadRecord, ServerInfo};
 use super::payload::{Prompt, PromptGen};
 use super::{AcceptArgs, AcceptError, CaseGroup, cases_load, cases_server, cases_stream};
-use crate::arm::dialect::{MODELS_PATH, PROPS_PATH};
 use crate::arm::{Adapter, ServerKind, ServerKindArg};
 use crate::evidence::sha256_hex;
+use crate::routes::{MODELS_PATH, PROPS_PATH};
 
 /// Everything the cases share.
 pub struct Suite {

@@ -1,8 +1,8 @@
 //! The registry of server dialects: the only place that knows how vLLM-style servers
 //! (vLLM, SGLang, our engine) and llama.cpp's `llama-server` differ: request fields,
 //! where token IDs come back, where the context length is published, the parity call
-//! (`harness compare`), and the paths every dialect shares (health default, metrics,
-//! completions, model list). Auto-detection reads `/v1/models` `owned_by`, then
+//! (`harness compare`); the paths every dialect shares are `crate::routes`'s.
+//! Auto-detection reads `/v1/models` `owned_by`, then
 //! `/props`. Must not send requests itself (callers pass what they fetched) and must
 //! not judge responses.
 //!
@@ -19,28 +19,7 @@
 
 use serde_json::{Value, json};
 
-/// Health path of an arm that does not set `health` (vLLM, llama-server and the engine).
-pub const DEFAULT_HEALTH_PATH: &str = "/health";
-/// Prometheus text exposition (llama-server needs `--metrics`).
-pub const METRICS_PATH: &str = "/metrics";
-/// Where warmup and timed requests go, in every dialect.
-pub const COMPLETIONS_PATH: &str = "/v1/completions";
-/// Where timed requests go instead with `request.endpoint = "chat"`.
-pub const CHAT_COMPLETIONS_PATH: &str = "/v1/chat/completions";
-/// The route a plan endpoint's requests go to.
-pub fn route_of(endpoint: crate::plan::Endpoint) -> &'static str {
-    match endpoint {
-        crate::plan::Endpoint::Completions => COMPLETIONS_PATH,
-        crate::plan::Endpoint::Chat => CHAT_COMPLETIONS_PATH,
-    }
-}
-
-/// The model list (`owned_by`, vLLM's `max_model_len`).
-pub const MODELS_PATH: &str = "/v1/models";
-/// The server's version (vLLM and this engine: `{"version": ...}`).
-pub const VERSION_PATH: &str = "/version";
-/// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).
-pub const PROPS_PATH: &str = "/props";
+use crate::routes::COMPLETIONS_PATH;
 
 /// `--server-kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]

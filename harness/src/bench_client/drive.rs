@@ -19,8 +19,9 @@ use crate::load::{CellDrive, Counters, PreparedRequest, RequestCtx, StudyClock, 
 use crate::metrics::{CellSummary, summarize_cell};
 use crate::plan::Arrival;
 use crate::record::RequestRecord;
+use crate::seed::cell_seed;
 use crate::stats::percentiles;
-use crate::trace::{TraceEntry, cell_seed, open_loop_offsets};
+use crate::trace::{TraceEntry, open_loop_offsets};
 
 /// Thread-name prefixes of the two runtimes (see `cpu`).
 pub const CLIENT_THREADS: &str = "bench-client";

@@ -17,9 +17,10 @@ use super::server::Running;
 use super::spec::CompareSpec;
 use super::{CompareError, kind_str};
 use crate::accept::ServerKind;
-use crate::arm::dialect::{MODELS_PATH, PROPS_PATH, parity_request, parity_tokens, prompt_tokens};
+use crate::arm::dialect::{parity_request, parity_tokens, prompt_tokens};
 use crate::evidence::sha256_hex;
 use crate::evidence::write_jsonl;
+use crate::routes::{MODELS_PATH, PROPS_PATH};
 
 /// Tokens shown on each side of a first difference.
 const WINDOW: usize = 8;

@@ -112,7 +112,7 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
         }
     };
     rec.failure = match result {
-        Ok(()) => check(rec, ctx.forced_output, ctx.url.ends_with(crate::arm::dialect::CHAT_COMPLETIONS_PATH)),
+        Ok(()) => check(rec, ctx.forced_output, ctx.url.ends_with(crate::routes::CHAT_COMPLETIONS_PATH)),
         Err(f) if transport(&f) => match tokio::time::timeout(DEATH_GRACE, exited(ctx.server_exit.clone())).await {
             Ok(d) => Some(Failure::ServerDied { detail: format!("{d}; the request saw {}", detail_of(&f)) }),
             Err(_) => Some(f),

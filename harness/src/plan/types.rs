@@ -194,6 +194,14 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// The route this endpoint's requests go to.
+    pub fn route(self) -> &'static str {
+        match self {
+            Endpoint::Completions => crate::routes::COMPLETIONS_PATH,
+            Endpoint::Chat => crate::routes::CHAT_COMPLETIONS_PATH,
+        }
+    }
+
     /// Every endpoint, in the order evidence lists them.
     pub const ALL: [Endpoint; 2] = [Endpoint::Completions, Endpoint::Chat];
 
@@ -541,7 +549,7 @@ pub struct Blocks {
     /// same minutes of the machine (see `schedule::round_arms`).
     pub rounds: u32,
     /// Each spawned server gets `SETUP_PAD_ENV` in its environment, of a length
-    /// drawn per (block, arm) from the study seed (`trace::setup_pad_len`), so that
+    /// drawn per (block, arm) from the study seed (`seed::setup_pad_len`), so that
     /// a layout bias tied to one arm's setup (environment size shifts the stack)
     /// becomes block-to-block noise (Mytkowicz et al. 2009; Stabilizer).
     pub randomize_setup: bool,

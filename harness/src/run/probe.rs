@@ -193,7 +193,7 @@ mod tests {
                    data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2,\"total_tokens\":6}}\n\n\
                    data: [DONE]\n\n";
         let app = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" })).route(
-            crate::arm::dialect::COMPLETIONS_PATH,
+            crate::routes::COMPLETIONS_PATH,
             axum::routing::post(
                 move || async move { ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], sse) },
             ),

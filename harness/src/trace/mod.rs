@@ -9,7 +9,6 @@ mod arrivals;
 mod catalog;
 mod panel;
 mod replayed;
-mod seed;
 pub mod sources;
 
 #[cfg(test)]
@@ -28,7 +27,6 @@ pub use catalog::{
 };
 pub use panel::{ChatMessage, Encoder, Panel, Prompt, SessionTurn, build_panel, check_session};
 pub use replayed::{arrival_copy_path, check_trace_files, nearest_length, read_arrival_file};
-pub use seed::{SETUP_PAD_MAX, TraceRng, cell_seed, prompt_seed, setup_pad_len};
 
 use crate::plan::PlanError;
 

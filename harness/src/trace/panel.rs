@@ -37,9 +37,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::TraceError;
-use super::seed::{below, prompt_seed, rng};
 use super::sources;
 use crate::plan::{Endpoint, PanelSource, Plan, SyntheticTokens};
+use crate::seed::{below, prompt_seed, rng};
 
 /// Turns text into token IDs. Implemented by the caller for the plan's tokenizer.
 pub trait Encoder {

@@ -16,8 +16,8 @@ use std::path::Path;
 
 use super::{Entry, seed_of};
 use crate::plan::SharedPrefixSpec;
+use crate::seed::{TraceRng, below, rng};
 use crate::trace::panel::{Doc, text_docs};
-use crate::trace::seed::{TraceRng, below, rng};
 use crate::trace::{Encoder, TraceError};
 
 /// A cut of `len` tokens: (document index, offset).

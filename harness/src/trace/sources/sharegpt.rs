@@ -31,8 +31,8 @@ use serde::Deserialize;
 
 use super::{ChatMessage, Entry, SessionTurn, seed_of, too_few};
 use crate::plan::ShareGptSpec;
+use crate::seed::{below, rng};
 use crate::trace::panel::io_err;
-use crate::trace::seed::{below, rng};
 use crate::trace::{Encoder, TraceError};
 
 /// Conversations encoded per batch while sampling.

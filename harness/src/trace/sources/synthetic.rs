@@ -22,8 +22,8 @@ use rand_distr::{Distribution, LogNormal, Normal};
 
 use super::{Entry, seed_of};
 use crate::plan::{LengthDist, SyntheticSpec, SyntheticTokens};
+use crate::seed::{TraceRng, below, rng};
 use crate::trace::panel::text_docs;
-use crate::trace::seed::{TraceRng, below, rng};
 use crate::trace::{Encoder, TraceError};
 
 fn clip(x: f64, min: u32, max: u32) -> u32 {

@@ -1,0 +1,21 @@
+//! The HTTP routes every server dialect shares (vLLM-style servers, llama.cpp's
+//! `llama-server`, this project's engine): the OpenAI routes timed requests go to,
+//! the health default, metrics, model list, version and llama.cpp's properties.
+//! The ground floor: `plan`, `load`, `arm`, the commands and the fake servers of the
+//! tests name a route only through these. Owns the paths. Must not know how
+//! dialects differ (`arm::dialect` does).
+
+/// Health path of an arm that does not set `health` (vLLM, llama-server and the engine).
+pub const DEFAULT_HEALTH_PATH: &str = "/health";
+/// Prometheus text exposition (llama-server needs `--metrics`).
+pub const METRICS_PATH: &str = "/metrics";
+/// Where warmup and timed requests go, in every dialect.
+pub const COMPLETIONS_PATH: &str = "/v1/completions";
+/// Where timed requests go instead with `request.endpoint = "chat"`.
+pub const CHAT_COMPLETIONS_PATH: &str = "/v1/chat/completions";
+/// The model list (`owned_by`, vLLM's `max_model_len`).
+pub const MODELS_PATH: &str = "/v1/models";
+/// The server's version (vLLM and this engine: `{"version": ...}`).
+pub const VERSION_PATH: &str = "/version";
+/// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).
+pub const PROPS_PATH: &str = "/props";
