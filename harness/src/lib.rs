@@ -2,6 +2,7 @@
 //! The harness never links the engine crate: every arm is reached over HTTP.
 
 pub mod accept;
+pub mod analysis;
 pub mod arm;
 pub mod bench_client;
 pub mod bench_cmd;
@@ -13,9 +14,7 @@ pub mod host;
 pub mod load;
 pub mod metrics;
 pub mod noise;
-pub mod pilot;
 pub mod plan;
-pub mod power;
 pub mod prom;
 pub mod quality;
 pub mod record;

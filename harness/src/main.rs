@@ -211,7 +211,7 @@ enum PlanCommand {
         #[arg(long)]
         seed: Option<u64>,
         /// Simulated studies per point.
-        #[arg(long, default_value_t = harness::power::DEFAULT_DRAWS)]
+        #[arg(long, default_value_t = harness::analysis::power::DEFAULT_DRAWS)]
         draws: usize,
     },
 }
@@ -226,7 +226,7 @@ fn check(path: &Path, probe: bool, pilots_from: Option<&Path>) -> Result<bool> {
     match pilots_from {
         Some(dir) => {
             let bad = |m: String| PlanError::invalid("--pilots-from", m);
-            let rec = harness::pilot::read_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
+            let rec = harness::analysis::pilot::read_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
             let (shown, _) = p.with_pilot_rates(&rec.pilot_rates)?;
             let rates: Vec<String> = rec.pilot_rates.iter().map(|r| format!("{r:.2}")).collect();
             println!(
@@ -354,8 +354,8 @@ fn derive(path: &Path, write: bool) -> Result<()> {
 }
 
 /// `harness plan power`.
-fn power(opts: &harness::power::PowerOptions, json: Option<&Path>) -> Result<()> {
-    let report = harness::power::run(opts).with_context(|| format!("power of {}", opts.plan.display()))?;
+fn power(opts: &harness::analysis::power::PowerOptions, json: Option<&Path>) -> Result<()> {
+    let report = harness::analysis::power::run(opts).with_context(|| format!("power of {}", opts.plan.display()))?;
     print!("{}", report.render());
     if let Some(path) = json {
         report.write_json(path)?;
@@ -570,7 +570,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         }
         ask!(
             PlanError,
-            harness::power::PowerError,
+            harness::analysis::power::PowerError,
             harness::replay::ReplayError,
             harness::trace::TraceError,
             harness::run::RunError,
@@ -597,7 +597,7 @@ fn main() -> ExitCode {
         }
         Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
         Command::Plan(PlanCommand::Power { plan, noise, json, target_effect, target_power, seed, draws }) => {
-            let opts = harness::power::PowerOptions { plan, noise, target_effect, target_power, seed, draws };
+            let opts = harness::analysis::power::PowerOptions { plan, noise, target_effect, target_power, seed, draws };
             power(&opts, json.as_deref())
         }
         Command::Trace { plan, out, traces_only } => write_trace(&plan, &out, traces_only),

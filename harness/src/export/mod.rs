@@ -82,7 +82,8 @@ pub fn read_plan(dir: &Path) -> Result<FrozenPlan, ExportError> {
     let frozen = freeze(read(&ev.plan_path())?)
         .map_err(|e| ExportError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
     // A plan with [pilots]: the loads its pilots derived (pilots/derived.json).
-    crate::pilot::evidence_plan(dir, frozen).map_err(|message| ExportError::Plan { dir: dir.to_path_buf(), message })
+    crate::analysis::pilot::evidence_plan(dir, frozen)
+        .map_err(|message| ExportError::Plan { dir: dir.to_path_buf(), message })
 }
 
 /// Every scheduled (block, arm, cell) that has a requests file, in schedule order.

@@ -26,7 +26,7 @@ pub fn read_plan(root: &Path, _scan: &Scan) -> Result<FrozenPlan, String> {
     let frozen = freeze(bytes).map_err(|e| format!("plan.toml: {e}"))?;
     // A plan with [pilots]: the loads recorded in pilots/derived.json, which the
     // pilots check (`pilots`) recomputes from the pilots' raw records.
-    crate::pilot::evidence_plan(root, frozen)
+    crate::analysis::pilot::evidence_plan(root, frozen)
 }
 
 #[derive(Deserialize)]

@@ -16,9 +16,9 @@ use super::measures::{Val, summarize};
 use super::read::read_doc;
 use super::records::Rec;
 use super::{Check, Mismatch, close, num};
+use crate::analysis::pilot::{DERIVED_PATH, PILOTS_DIR, read_record};
 use crate::evidence::sha256_hex;
 use crate::metrics::FIELD_NAMES;
-use crate::pilot::{DERIVED_PATH, PILOTS_DIR, read_record};
 use crate::plan::{PILOT_CELL, freeze, tenths_str};
 
 pub const NAME: &str = "pilots: rates from pilots/ raw records, derived loads by the formula";

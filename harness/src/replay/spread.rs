@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn replay_and_report_name_the_same_spread_columns() {
-        assert_eq!(SPREAD_NAMES, crate::report::SPREAD_COLUMNS);
+        assert_eq!(SPREAD_NAMES, crate::analysis::spread::SPREAD_COLUMNS);
     }
 
     #[test]

@@ -11,9 +11,9 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::analysis::Analysis;
-use super::load::Loaded;
 use super::text::{cell_table, claims_markdown_with, decision, pval};
+use crate::analysis::claims::Analysis;
+use crate::analysis::study::Loaded;
 use crate::evidence::Session;
 use crate::plan::{Arrival, ResolvedLoad, Server};
 

@@ -23,8 +23,8 @@ use polars_io::csv::write::CsvWriter;
 use polars_io::parquet::write::{ParquetCompression, ParquetWriter};
 
 use super::ReportError;
-use super::load::Loaded;
-use super::spread::{SPREAD_COLUMNS, Spread};
+use crate::analysis::spread::{SPREAD_COLUMNS, Spread};
+use crate::analysis::study::Loaded;
 use crate::metrics::CellSummary;
 use crate::metrics::{FIELDS, Getter};
 use crate::plan::{Arm, Arrival, ResolvedCell, ResolvedLoad, Server};

@@ -1,5 +1,5 @@
-//! The analysis half of a study (DESIGN sections 4-6): from the raw evidence of one
-//! directory to `results/`:
+//! The rendering half of a study (DESIGN sections 4-6): from what `analysis` reads
+//! and decides of one evidence directory to `results/`:
 //! - `matrix.csv`, `matrix.parquet`: one unpooled row per (block, arm, cell);
 //! - `requests.csv`, `requests.parquet`: one row per request (`requests`);
 //! - `evidence.json` (units in parallel maps beside the values, `units`): every derived number (per-hypothesis block effects, wins, p,
@@ -13,29 +13,25 @@
 //!   the exact definitions with peers' names; `report.html`: the same page, self-contained, figures inline
 //!   as SVG (`html`).
 //!
-//! [`build`] reads only the evidence (`plan.toml`, `raw/`, the git revision from
-//! `manifest.json` or `run.json`), recomputes every per-cell summary from the raw
-//! records through `metrics` (the stored summaries are compared, never trusted, and
+//! [`build`] reads only the evidence, through `analysis::study` (`plan.toml`, `raw/`,
+//! the git revision from `manifest.json` or `run.json`), which recomputes every
+//! per-cell summary from the raw records through `metrics` (the stored summaries are compared, never trusted, and
 //! never rewritten), and writes the files above deterministically: no timestamps,
 //! plan/schedule order, fixed float formats, so a rebuild is byte-identical.
 //! [`regenerate`] (`harness report DIR`) also rewrites the manifest's entries for
-//! those files. Owns `ReportError`. Must not run servers, and must not decide anything
-//! `stats` decides (it wires plan, summaries and `stats` together in `analysis`).
+//! those files. Owns `ReportError`. Must not run servers, read evidence itself
+//! (`analysis::study` does), or decide anything `stats` decides (`analysis::claims`
+//! wires plan, summaries and `stats` together).
 
-mod analysis;
 mod figures;
 mod html;
-mod load;
 mod markdown;
 mod matrix;
-mod memory;
 mod noise;
 mod observer;
 mod power;
 mod requests;
 mod sequential;
-mod server_metrics;
-mod spread;
 mod text;
 mod tuning;
 mod turns;
@@ -49,17 +45,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use analysis::{
-    Analysis, AnalysisInput, BlockEffect, CellMedians, Claim, FailedRequest, HypothesisReport, UnitStatus, analyse,
-};
-pub use load::{Loaded, load};
 pub use matrix::load_label;
 pub use requests::{COLUMNS as REQUEST_COLUMNS, RequestRow};
-pub use spread::SPREAD_COLUMNS;
 pub use text::{claims_markdown, claims_terminal};
 pub use tuning::{ConfigurationScore, TuningSummary};
 pub use units::metric_unit;
 
+use crate::analysis::{Analysis, FailedRequest, Loaded, UnitStatus};
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
 use crate::metrics::PERCENTILE_METHOD;
 use crate::plan::PlanError;
@@ -85,6 +77,8 @@ pub enum ReportError {
     Figure { path: PathBuf, message: String },
     #[error(transparent)]
     Evidence(#[from] EvidenceError),
+    #[error(transparent)]
+    Analysis(#[from] crate::analysis::AnalysisError),
 }
 
 /// What a report run produced.
@@ -172,17 +166,17 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
 /// Builds every report file under `root/results/` from the raw evidence (see the
 /// module doc). Does not touch the manifest.
 pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
-    let mut l = load::load(root)?;
-    l.power = crate::pilot::power_summary(root, &l.frozen);
+    let mut l = crate::analysis::load(root)?;
+    l.power = crate::analysis::pilot::power_summary(root, &l.frozen);
     l.noise = noise::decomposition(&l);
-    let unqualified = load::unqualified_arms(l.qualification.as_ref());
+    let unqualified = crate::analysis::study::unqualified_arms(l.qualification.as_ref());
     let a = l.analyse(&unqualified)?;
     if let Some(Ok(power)) = l.power.as_mut() {
         for h in &a.hypotheses {
             power.add_realised(&h.name, &power::realised_log_ratios(h))?;
         }
     }
-    let results = load::results_dir(root);
+    let results = crate::analysis::study::results_dir(root);
     let fig_dir = results.join("figures");
     if fig_dir.exists() {
         std::fs::remove_dir_all(&fig_dir).map_err(|error| ReportError::Io { path: fig_dir.clone(), error })?;

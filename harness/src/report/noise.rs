@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::load::Loaded;
+use crate::analysis::study::Loaded;
 
 /// The decomposition of the plan's `analysis.noise` measures (`None`: it names none).
 pub fn decomposition(l: &Loaded) -> Option<Result<crate::noise::NoiseReport, String>> {

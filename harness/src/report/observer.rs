@@ -13,8 +13,8 @@
 
 use std::fmt::Write;
 
-use super::analysis::{Analysis, CellMedians};
-use super::load::Loaded;
+use crate::analysis::claims::{Analysis, CellMedians};
+use crate::analysis::study::Loaded;
 use crate::plan::{Cell, CellKind, Recorder, ResolvedCell};
 
 /// (field, label, decimals) compared between the two cells of a pair.

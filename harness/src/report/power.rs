@@ -15,10 +15,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::Loaded;
-use super::analysis::{Analysis, Claim, HypothesisReport};
-use crate::power::noise::SD_UPPER_CONFIDENCE;
-use crate::power::{Detectable, HypothesisPower, OPTIMISM_FACTOR, PowerReport, percent};
+use crate::analysis::Loaded;
+use crate::analysis::claims::{Analysis, Claim, HypothesisReport};
+use crate::analysis::power::noise::SD_UPPER_CONFIDENCE;
+use crate::analysis::power::{Detectable, HypothesisPower, OPTIMISM_FACTOR, PowerReport, percent};
 
 /// `evidence.json` `power.noise_source`.
 pub const NOISE_SOURCE: &str = "pilots";
@@ -38,7 +38,7 @@ fn rule(h: &HypothesisPower, upper: bool, p: f64) -> Option<f64> {
 }
 
 /// The paired log-ratios ln(candidate / control) of `h`'s confirmation blocks that
-/// have both values: what [`crate::power::PowerReport::add_realised`] takes.
+/// have both values: what [`crate::analysis::power::PowerReport::add_realised`] takes.
 pub fn realised_log_ratios(h: &HypothesisReport) -> Vec<f64> {
     h.blocks
         .iter()
@@ -230,7 +230,7 @@ fn hypothesis_out(l: &Loaded, h: &HypothesisPower) -> HypothesisPowerOut {
         noise_sd: h.noise.sd,
         noise_df: h.noise.blocks.len().saturating_sub(1),
         noise_sd_upper: h.noise.sd_upper,
-        proxy: !crate::pilot::noise::same_shape(&l.frozen.plan, &h.cell, concurrency),
+        proxy: !crate::analysis::pilot::noise::same_shape(&l.frozen.plan, &h.cell, concurrency),
         level: h.level,
         critical_wins: h.critical_wins,
         detectable: h

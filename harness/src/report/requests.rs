@@ -20,7 +20,7 @@ use std::path::Path;
 use polars::prelude::{Column, DataFrame};
 
 use super::ReportError;
-use super::load::{Loaded, read_records};
+use crate::analysis::study::{Loaded, read_records};
 use crate::evidence::{Evidence, write_bytes};
 use crate::metrics::{INCOMPLETE_CLASS, RequestMeasures, measure_request};
 use crate::record::RequestRecord;
@@ -193,7 +193,7 @@ pub fn read_rows(root: &Path, l: &Loaded) -> Result<Vec<RequestRow>, ReportError
 pub fn write(root: &Path, l: &Loaded) -> Result<[String; 2], ReportError> {
     let rows = read_rows(root, l)?;
     let mut df = dataframe(&l.frozen.plan.study.name, &l.frozen.sha256, &rows)?;
-    let results = super::load::results_dir(root);
+    let results = crate::analysis::study::results_dir(root);
     write_bytes(&results.join("requests.csv"), &super::matrix::csv_bytes(&mut df)?)?;
     write_bytes(&results.join("requests.parquet"), &super::matrix::parquet_bytes(&mut df)?)?;
     Ok(["results/requests.csv".to_string(), "results/requests.parquet".to_string()])

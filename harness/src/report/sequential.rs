@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::load::Loaded;
+use crate::analysis::study::Loaded;
 use crate::sequential::{SequentialRecord, StopReason};
 
 fn pct(log: f64) -> String {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::analysis::{AnalysisInput, Claim, FailedRequest, UnitStatus, analyse};
+use crate::analysis::claims::{AnalysisInput, Claim, FailedRequest, UnitStatus, analyse};
 use crate::metrics::CellSummary;
 use crate::metrics::{FIELDS, OTHER_FIELDS};
 use crate::plan::{Blocking, Metric, Plan, parse};
@@ -199,7 +199,7 @@ impl Case {
         }
     }
 
-    fn run(&self) -> super::Analysis {
+    fn run(&self) -> crate::analysis::Analysis {
         analyse(&AnalysisInput {
             plan: &self.plan,
             summaries: &self.summaries,

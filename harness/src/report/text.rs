@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::analysis::{Analysis, CellMedians, Claim, HypothesisReport};
+use crate::analysis::claims::{Analysis, CellMedians, Claim, HypothesisReport};
 use crate::stats::Rule;
 
 /// A fraction as a signed percentage with two decimals: `+4.21%`.

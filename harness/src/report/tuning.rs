@@ -17,8 +17,8 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::analysis::{Analysis, Claim, HypothesisReport};
 use super::text::short_decision;
+use crate::analysis::claims::{Analysis, Claim, HypothesisReport};
 use crate::plan::{Metric, MetricKind, Plan, ResolvedCell, ResolvedLoad, Tuning};
 use crate::stats::median;
 

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::load::CellData;
+use crate::analysis::study::CellData;
 
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |x| format!("{x:.2}"))
@@ -73,7 +73,7 @@ mod tests {
             summary: Err("not needed".into()),
             ttft_ms: Vec::new(),
             tpot_ms: Vec::new(),
-            spread: super::super::spread::spread(&[]),
+            spread: crate::analysis::spread::spread(&[]),
             turns,
         }
     }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::analysis::{CellMedians, HypothesisReport};
+use crate::analysis::claims::{CellMedians, HypothesisReport};
 use crate::metrics::{FIELDS, field_unit, is_count, metric_field};
 use crate::plan::{CellKind, Metric};
 

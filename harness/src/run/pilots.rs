@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 
 use super::inputs;
 use super::{Progress, RunError, Study, unit};
+use crate::analysis::pilot::{self, DERIVED_PATH, PilotRun, PilotsRecord};
 use crate::evidence::{Completion, RecordCheck, UNIT_FILE, check_record, files_under, write_record};
 use crate::evidence::{Evidence, UnitStatus, write_json};
 use crate::load::StudyClock;
-use crate::pilot::{self, DERIVED_PATH, PilotRun, PilotsRecord};
 use crate::plan::{FrozenPlan, PILOT_CELL, ScheduledBlock};
 
 /// What a resuming session keeps of an earlier pilot phase.

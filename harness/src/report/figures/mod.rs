@@ -38,8 +38,8 @@ use plotters::prelude::{BitMapBackend, DrawingArea, DrawingBackend, IntoDrawingA
 use plotters::style::{FontStyle, register_font};
 
 use super::ReportError;
-use super::analysis::{Analysis, HypothesisReport};
-use super::load::Loaded;
+use crate::analysis::claims::{Analysis, HypothesisReport};
+use crate::analysis::study::Loaded;
 use crate::evidence::write_bytes;
 use crate::metrics::CellSummary;
 use crate::plan::{MetricKind, ResolvedCell, ResolvedLoad, concurrency_cell_name, rate_cell_name};
@@ -219,7 +219,7 @@ fn effect_figure(l: &Loaded, h: &HypothesisReport) -> EffectPerBlock {
     let arm_label =
         |name: &str| l.frozen.plan.arm(name).map_or(name.to_string(), |a| format!("{} ({})", a.name, a.role.as_str()));
     let unit = super::metric_unit(h.metric);
-    let per = |f: fn(&super::BlockEffect) -> Option<f64>| -> Vec<(u32, f64)> {
+    let per = |f: fn(&crate::analysis::BlockEffect) -> Option<f64>| -> Vec<(u32, f64)> {
         h.blocks.iter().filter_map(|b| f(b).map(|v| (b.block, v))).collect()
     };
     let quantity = if unit == "ms" {
@@ -322,7 +322,7 @@ pub fn write_all(l: &Loaded, a: &Analysis, dir: &Path) -> Result<Vec<String>, Re
         files.extend(write_figure(dir, &effect_figure(l, h))?);
     }
     for c in &l.resolved {
-        let per_arm = |f: fn(&super::load::CellData) -> &Vec<f64>| -> Vec<Vec<Vec<f64>>> {
+        let per_arm = |f: fn(&crate::analysis::study::CellData) -> &Vec<f64>| -> Vec<Vec<Vec<f64>>> {
             l.frozen
                 .plan
                 .arms

@@ -214,18 +214,18 @@ fn pilot_loads(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
 /// The power summary of a study with `[pilots]` (`None` without), from the noise of
 /// its own pilots (`noise`): what `harness run` puts at the top of `report.md`.
 /// `Err` says why there is none (e.g. fewer than 2 pilot runs of an arm).
-pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::power::PowerReport, String>> {
+pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::analysis::power::PowerReport, String>> {
     frozen.plan.pilots.as_ref()?;
     if frozen.plan.hypotheses.is_empty() {
         return None;
     }
-    let opts = crate::power::PowerOptions {
+    let opts = crate::analysis::power::PowerOptions {
         plan: root.join("plan.toml"),
         noise: root.to_path_buf(),
         target_effect: None,
         target_power: 0.8,
         seed: None,
-        draws: crate::power::DEFAULT_DRAWS,
+        draws: crate::analysis::power::DEFAULT_DRAWS,
     };
     let noise = match noise::read(root, &frozen.plan) {
         Ok(n) => n,
@@ -234,7 +234,7 @@ pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::p
     if let Some(Err(why)) = noise.estimates.iter().find(|e| e.is_err()) {
         return Some(Err(why.clone()));
     }
-    let mut report = match crate::power::compute(frozen, &noise, Path::new("pilots/"), &opts) {
+    let mut report = match crate::analysis::power::compute(frozen, &noise, Path::new("pilots/"), &opts) {
         Ok(r) => r,
         Err(e) => return Some(Err(e.to_string())),
     };

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::ReportError;
-use super::analysis::{FailedRequest, UnitStatus};
+use super::AnalysisError;
+use super::claims::{FailedRequest, UnitStatus};
 use crate::evidence::{
     ARM_OUTCOME_FILE, Evidence, GitInfo, RUN_FILE, RunRecord, STARTUP_FILE, Session, StartupRecord, UnitOutcome,
 };
@@ -86,7 +86,7 @@ pub struct Loaded {
     pub sessions: Vec<Session>,
     /// The power summary from the study's own pilots (`None`: no `[pilots]`, or not
     /// computed; set by `report::build`).
-    pub power: Option<Result<crate::power::PowerReport, String>>,
+    pub power: Option<Result<crate::analysis::power::PowerReport, String>>,
     /// A sequential study's looks and stop (`sequential.json`; `None` without).
     pub sequential: Option<crate::sequential::SequentialRecord>,
     /// The decomposition of `analysis.noise`'s measures (`None`: the plan asks for
@@ -111,18 +111,18 @@ impl Loaded {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
-    std::fs::read(path).map_err(|error| ReportError::Io { path: path.to_path_buf(), error })
+fn read(path: &Path) -> Result<Vec<u8>, AnalysisError> {
+    std::fs::read(path).map_err(|error| AnalysisError::Io { path: path.to_path_buf(), error })
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ReportError> {
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, AnalysisError> {
     if !path.is_file() {
         return Ok(None);
     }
     let bytes = read(path)?;
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|e| ReportError::Json { path: path.to_path_buf(), message: e.to_string() })
+        .map_err(|e| AnalysisError::Json { path: path.to_path_buf(), message: e.to_string() })
 }
 
 fn one_line(text: &str, max: usize) -> String {
@@ -147,7 +147,7 @@ fn failure_detail(f: &Failure) -> String {
     one_line(&text, 160)
 }
 
-fn git_of(root: &Path, run: Option<&RunRecord>) -> Result<Option<GitInfo>, ReportError> {
+fn git_of(root: &Path, run: Option<&RunRecord>) -> Result<Option<GitInfo>, AnalysisError> {
     let manifest: Option<Value> = read_json(&root.join("manifest.json"))?;
     if let Some(git) = manifest.and_then(|v| serde_json::from_value::<GitInfo>(v.get("git")?.clone()).ok()) {
         return Ok(Some(git));
@@ -155,7 +155,7 @@ fn git_of(root: &Path, run: Option<&RunRecord>) -> Result<Option<GitInfo>, Repor
     Ok(run.map(|r| r.git.clone()))
 }
 
-fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError> {
+fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, AnalysisError> {
     let outcome: Option<UnitOutcome> = read_json(&dir.join(ARM_OUTCOME_FILE))?;
     let status = UnitStatus {
         block,
@@ -219,7 +219,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, ReportError>
     })
 }
 
-pub(super) fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportError> {
+pub fn read_records(path: &Path) -> Result<Vec<RequestRecord>, AnalysisError> {
     let bytes = read(path)?;
     let text = String::from_utf8_lossy(&bytes);
     text.lines()
@@ -227,7 +227,7 @@ pub(super) fn read_records(path: &Path) -> Result<Vec<RequestRecord>, ReportErro
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
             serde_json::from_str(l)
-                .map_err(|e| ReportError::Json { path: path.to_path_buf(), message: format!("line {}: {e}", i + 1) })
+                .map_err(|e| AnalysisError::Json { path: path.to_path_buf(), message: format!("line {}: {e}", i + 1) })
         })
         .collect()
 }
@@ -310,7 +310,7 @@ fn differing_fields(stored: &str, expected: &str) -> String {
     if diff.is_empty() { "formatting only".into() } else { diff.join(", ") }
 }
 
-fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, ReportError> {
+fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, AnalysisError> {
     let mut problems = Vec::new();
     for c in cells {
         let path = ev.cell_summary_path(c.block, &c.arm, &c.cell);
@@ -339,13 +339,13 @@ fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, Rep
 }
 
 /// Reads the evidence directory `root`.
-pub fn load(root: &Path) -> Result<Loaded, ReportError> {
+pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
     let ev = Evidence::open(root);
     let frozen = freeze(read(&ev.plan_path())?)?;
     // A plan with [pilots]: the loads its pilots derived (pilots/derived.json); a
     // sequential study: the blocks it ran (sequential.json).
-    let frozen = crate::pilot::evidence_plan(root, frozen)
-        .map_err(|message| ReportError::Json { path: root.join(crate::pilot::DERIVED_PATH), message })?;
+    let frozen = crate::analysis::pilot::evidence_plan(root, frozen)
+        .map_err(|message| AnalysisError::Json { path: root.join(crate::analysis::pilot::DERIVED_PATH), message })?;
     let plan = &frozen.plan;
     let resolved = plan.resolved_cells()?;
     let schedule = plan.schedule();
@@ -394,7 +394,7 @@ pub fn load(root: &Path) -> Result<Loaded, ReportError> {
         power: None,
         noise: None,
         sequential: crate::sequential::read(root)
-            .map_err(|message| ReportError::Json { path: root.join(crate::sequential::NAME), message })?,
+            .map_err(|message| AnalysisError::Json { path: root.join(crate::sequential::NAME), message })?,
     })
 }
 

@@ -15,8 +15,8 @@
 use std::path::Path;
 
 use super::{PilotRun, read_record};
+use crate::analysis::power::{NoiseEstimate, NoiseStudy, PowerError, noise::spread};
 use crate::plan::{Load, Metric, Plan};
-use crate::power::{NoiseEstimate, NoiseStudy, PowerError, noise::spread};
 use crate::record::RequestRecord;
 
 /// The model's noise assumption when the noise comes from pilots (it replaces the
@@ -28,7 +28,7 @@ pub const PILOT_NOISE_ASSUMPTION: &str = "the noise comes from the control's rep
      proxy";
 
 /// Puts [`PILOT_NOISE_ASSUMPTION`] in place of the A/A noise assumption.
-pub fn pilot_assumptions(report: &mut crate::power::PowerReport) {
+pub fn pilot_assumptions(report: &mut crate::analysis::power::PowerReport) {
     report.assumptions.retain(|a| !a.starts_with("the SD is that of the paired log-ratio"));
     report.assumptions.insert(2.min(report.assumptions.len()), PILOT_NOISE_ASSUMPTION.to_string());
 }

@@ -14,8 +14,8 @@ use serde::Serialize;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 use super::PowerError;
+use crate::analysis::{HypothesisReport, load};
 use crate::plan::{Hypothesis, Metric};
-use crate::report::{HypothesisReport, load};
 
 /// Confidence of the SD's upper bound.
 pub const SD_UPPER_CONFIDENCE: f64 = 0.9;

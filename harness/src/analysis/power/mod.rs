@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::analysis::AnalysisError;
 use crate::plan::{FrozenPlan, MetricKind, PlanError, freeze_file};
-use crate::report::ReportError;
 use crate::stats::{
     EffectKind, MAX_LATENCY_EFFECT, MAX_THROUGHPUT_EFFECT, NoiseDraws, SimHypothesis, StatsError, critical_wins,
     monte_carlo_se, sign_test_power, simulate_rule, smallest_effect, win_probability,
@@ -42,7 +42,7 @@ pub enum PowerError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("noise evidence: {0}")]
-    Report(#[from] ReportError),
+    Report(#[from] AnalysisError),
     #[error("statistics: {0}")]
     Stats(#[from] StatsError),
     #[error("noise evidence {}: its plan has no hypotheses, so no pair of arms to take noise from", dir.display())]
@@ -397,10 +397,10 @@ pub fn compute(
 pub fn run(opts: &PowerOptions) -> Result<PowerReport, PowerError> {
     let frozen = freeze_file(&opts.plan)?;
     // A study with in-study pilots: the noise of its control's repeated pilot runs.
-    if opts.noise.join(crate::pilot::DERIVED_PATH).is_file() {
-        let noise = crate::pilot::noise::read(&opts.noise, &frozen.plan)?;
+    if opts.noise.join(crate::analysis::pilot::DERIVED_PATH).is_file() {
+        let noise = crate::analysis::pilot::noise::read(&opts.noise, &frozen.plan)?;
         let mut report = compute(&frozen, &noise, &opts.noise, opts)?;
-        crate::pilot::noise::pilot_assumptions(&mut report);
+        crate::analysis::pilot::noise::pilot_assumptions(&mut report);
         return Ok(report);
     }
     let noise = noise::read(&opts.noise)?;
