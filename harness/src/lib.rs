@@ -11,6 +11,7 @@ pub mod evidence;
 pub mod export;
 pub mod gate;
 pub mod host;
+pub mod inputs;
 pub mod load;
 pub mod metrics;
 pub mod noise;

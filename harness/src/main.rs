@@ -374,7 +374,7 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
     let panel = if traces_only {
         None
     } else {
-        Some(harness::run::build_panel(p, Path::new(".")).map_err(harness::run::RunError::input)?)
+        Some(harness::inputs::build_panel(p, Path::new(".")).map_err(harness::run::RunError::input)?)
     };
     let catalog = trace::write_inputs(out, p, &frozen.sha256, panel.as_ref())?;
     for f in &catalog.files {

@@ -21,7 +21,6 @@
 //! shown) and must not retry anything.
 
 mod cell;
-mod inputs;
 mod interleave;
 mod pilots;
 mod probe;
@@ -38,11 +37,11 @@ use crate::evidence::{
     BodyHashes, Evidence, EvidenceError, RUN_FORMAT, RunRecord, RunUnit, Session, SessionState, UNIT_FILE, UnitOutcome,
     UnitStatus, git_info, write_bytes, write_json, write_manifest,
 };
+use crate::inputs::Inputs;
 use crate::load::{LoadError, SPIN_NS, StudyClock};
 use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_file};
 use crate::trace::TraceError;
 
-pub use inputs::{Inputs, TokenizerEncoder, build_panel, prepare as prepare_inputs};
 pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
 
@@ -91,8 +90,8 @@ pub enum RunError {
     Arm(#[from] ArmError),
     #[error(transparent)]
     Load(#[from] LoadError),
-    #[error("tokenizer {path}: {message}")]
-    Tokenizer { path: PathBuf, message: String },
+    #[error(transparent)]
+    Inputs(#[from] crate::inputs::InputsError),
     #[error("{path}: {error}")]
     Io { path: PathBuf, error: std::io::Error },
     #[error("qualification: {0}")]
@@ -139,6 +138,7 @@ impl crate::BadInput for RunError {
             RunError::Plan(p) => p.is_bad_input(),
             RunError::Trace(t) => t.is_bad_input(),
             RunError::Evidence(e) => e.is_bad_input(),
+            RunError::Inputs(e) => e.is_bad_input(),
             RunError::StartFailures { .. }
             | RunError::Identity { .. }
             | RunError::Input(_)
@@ -458,7 +458,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         Some(_) => None,
         None => {
             check_inputs_usable(&frozen, &opts.base_dir)?;
-            let panel = inputs::build_panel(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
+            let panel = crate::inputs::build_panel(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
             if frozen.plan.pilots.is_none() {
                 crate::trace::generate_traces_in(&frozen.plan, &opts.base_dir).map_err(RunError::input)?;
             }
@@ -515,11 +515,11 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     let plan = &frozen.plan;
     let resolved = plan.resolved_cells()?;
     let inputs = if state.inputs_ok {
-        inputs::load(plan, &ev.inputs_dir())?
+        crate::inputs::load(plan, &ev.inputs_dir())?
     } else if let Some(panel) = &panel {
-        inputs::prepare_with(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir(), panel)?
+        crate::inputs::prepare_with(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir(), panel)?
     } else {
-        inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?
+        crate::inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?
     };
     let schedule = plan.schedule();
     let started_unix_ms = state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms));

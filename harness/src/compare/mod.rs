@@ -35,12 +35,11 @@ pub use parity::{Answer, Dialect, Mismatch, ParityReport};
 pub use report::{COMPARE_FORMAT, CompareReport};
 pub use spec::{CompareSpec, NoiseArms, parse as parse_spec};
 
-use crate::accept::ServerKind;
+use crate::arm::ServerKind;
 use crate::arm::{ArmError, find_nvidia_smi};
 use crate::evidence::{Evidence, EvidenceError, git_info, write_bytes, write_manifest};
 use crate::load::{LoadError, StudyClock};
 use crate::plan::{PlanError, ResolvedCell, freeze_file};
-use crate::run::RunError;
 
 /// `harness compare`.
 #[derive(Debug, Clone, clap::Args)]
@@ -64,7 +63,7 @@ pub enum CompareError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("inputs: {0}")]
-    Inputs(#[from] RunError),
+    Inputs(#[from] crate::inputs::InputsError),
     #[error(transparent)]
     Evidence(#[from] EvidenceError),
     #[error(transparent)]
@@ -84,9 +83,8 @@ pub enum CompareError {
 impl crate::BadInput for CompareError {
     fn is_bad_input(&self) -> bool {
         match self {
-            CompareError::Plan(p) | CompareError::Inputs(crate::run::RunError::Plan(p)) => {
-                crate::BadInput::is_bad_input(p)
-            }
+            CompareError::Plan(p) => crate::BadInput::is_bad_input(p),
+            CompareError::Inputs(e) => crate::BadInput::is_bad_input(e),
             _ => false,
         }
     }
@@ -171,7 +169,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
     let dir = args.out.clone().unwrap_or_else(|| base.join("reports").join(&plan.study.name));
     let ev = Evidence::create(&dir, args.force)?;
     write_bytes(&ev.plan_path(), &frozen.bytes)?;
-    let inputs = crate::run::prepare_inputs(plan, &frozen.sha256, &base, &ev.inputs_dir())?;
+    let inputs = crate::inputs::prepare(plan, &frozen.sha256, &base, &ev.inputs_dir())?;
     let clock = StudyClock::start();
     let sh = server::Shared { root: ev.root(), plan, panel: &inputs.panel, clock, nvidia_smi: find_nvidia_smi() };
     let say = |line: String| {

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::server::Running;
 use super::spec::CompareSpec;
 use super::{CompareError, kind_str};
-use crate::accept::ServerKind;
+use crate::arm::ServerKind;
 use crate::arm::dialect::{parity_request, parity_tokens, prompt_tokens};
 use crate::evidence::sha256_hex;
 use crate::evidence::write_jsonl;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accept::ServerKind;
+use crate::arm::ServerKind;
 use crate::plan::{ArmRole, Issue, Load, Plan, PlanError};
 
 /// `[compare]` as written.

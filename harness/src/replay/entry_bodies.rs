@@ -177,12 +177,12 @@ mod tests {
          {\"timestamp\": 20, \"input_length\": 4, \"output_length\": 6}\n";
 
     /// An evidence directory's inputs and `run.json` hashes, both written by the run's
-    /// own code (`run::prepare_inputs`); returns the directory and the plan.
+    /// own code (`inputs::prepare`); returns the directory and the plan.
     fn evidence(tmp: &Path, plan_text: &str) -> (PathBuf, Plan) {
         std::fs::write(tmp.join("arr.jsonl"), ROWS).unwrap();
         let plan = crate::plan::parse(plan_text).unwrap();
         let root = tmp.join("ev");
-        let inputs = crate::run::prepare_inputs(&plan, "abc", tmp, &root.join("inputs")).unwrap();
+        let inputs = crate::inputs::prepare(&plan, "abc", tmp, &root.join("inputs")).unwrap();
         let git = crate::evidence::GitInfo { revision: "t".into(), dirty: None };
         let run = RunRecord {
             entry_body_sha256: Some(inputs.entry_body_sha256).filter(|m| !m.is_empty()),

@@ -18,7 +18,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::inputs;
 use super::{Progress, RunError, Study, unit};
 use crate::analysis::pilot::{self, DERIVED_PATH, PilotRun, PilotsRecord};
 use crate::evidence::{Completion, RecordCheck, UNIT_FILE, check_record, files_under, write_record};
@@ -168,9 +167,9 @@ pub async fn run_phase(
     let pev = pilot::pilots_evidence(root);
     pev.ensure_dir(pev.root())?;
     let pinputs = if resume.inputs_ok {
-        inputs::load(&pf.plan, &pev.inputs_dir())?
+        crate::inputs::load(&pf.plan, &pev.inputs_dir())?
     } else {
-        inputs::prepare(&pf.plan, &pf.sha256, cx.base_dir, &pev.inputs_dir())?
+        crate::inputs::prepare(&pf.plan, &pf.sha256, cx.base_dir, &pev.inputs_dir())?
     };
     let resolved = pf.plan.resolved_cells()?;
     let schedule = pf.plan.schedule();

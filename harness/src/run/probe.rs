@@ -107,7 +107,7 @@ pub fn probe(plan: &Plan, base: &Path, dir: &Path) -> Result<ProbeOutcome, RunEr
         .enable_all()
         .build()
         .map_err(|e| RunError::Runtime(e.to_string()))?;
-    let panel = super::inputs::build_panel(plan, base).map_err(|e| e.to_string());
+    let panel = crate::inputs::build_panel(plan, base).map_err(|e| e.to_string());
     rt.block_on(probe_all(plan, panel, dir))
 }
 
@@ -204,7 +204,7 @@ mod tests {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let tmp = tempfile::tempdir().unwrap();
         let p = plan(&url, port);
-        let panel = crate::run::inputs::build_panel(&p, tmp.path()).map_err(|e| e.to_string());
+        let panel = crate::inputs::build_panel(&p, tmp.path()).map_err(|e| e.to_string());
         let out = probe_all(&p, panel, tmp.path()).await.unwrap();
         assert!(!out.all_ok());
         let [good, bad] = out.arms.as_slice() else { panic!("{out:?}") };

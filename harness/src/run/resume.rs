@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use super::session::{live_harness, read_previous};
-use super::{RunError, inputs, qualify};
+use super::{RunError, qualify};
 use crate::evidence::{
     Discard, Evidence, QUALIFICATION_UNIT, RUN_FORMAT, RecordCheck, Session, SessionState, UNIT_FILE, UnitRecord,
     UnitStatus, check_record, files_under, sha256_hex, unit_name, write_json,
@@ -68,7 +68,8 @@ fn compare_inputs(ev: &Evidence, frozen: &FrozenPlan, base: &Path) -> Result<(),
     crate::trace::verify_catalog(&dir).map_err(|e| refuse(root, format!("inputs/ differ from their catalog: {e}")))?;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let scratch = std::env::temp_dir().join(format!("harness-resume-{}-{nanos}", std::process::id()));
-    let result = inputs::generate(&frozen.plan, &frozen.sha256, base, &scratch).and_then(|()| {
+    let generated = crate::inputs::generate(&frozen.plan, &frozen.sha256, base, &scratch).map_err(RunError::from);
+    let result = generated.and_then(|()| {
         let list = |d: &Path| -> Result<Vec<String>, RunError> {
             let mut v: Vec<String> = files_under(d)?.iter().map(|p| rel(d, p)).collect();
             v.sort();
@@ -410,7 +411,7 @@ count = 4
         let ev = Evidence::create(&root, false).unwrap();
         let frozen = freeze(PLAN.as_bytes().to_vec()).unwrap();
         write(&ev.plan_path(), PLAN);
-        inputs::prepare(&frozen.plan, &frozen.sha256, tmp, &ev.inputs_dir()).unwrap();
+        crate::inputs::prepare(&frozen.plan, &frozen.sha256, tmp, &ev.inputs_dir()).unwrap();
         let schedule = frozen.plan.schedule();
         write_run(&ev, &frozen, &[first]);
         (ev, frozen, schedule)

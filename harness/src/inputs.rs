@@ -4,7 +4,8 @@
 //! against the catalog, and turned into one request body per panel prompt for each
 //! endpoint the cells send to (`Plan::endpoints`: a cell on `/v1/completions` sends
 //! an entry's token IDs, one on the chat endpoint its messages). Every arm of every
-//! block sends these bytes. Must not read settings from anywhere but the
+//! block sends these bytes. Shared by `run`, `compare`, `bench-loadgen` and the
+//! trace command. Owns `InputsError`. Must not read settings from anywhere but the
 //! frozen plan, and must not send anything.
 
 use std::collections::BTreeMap;
@@ -12,11 +13,41 @@ use std::path::Path;
 
 use axum::body::Bytes;
 
-use super::RunError;
+use std::path::PathBuf;
+
 use crate::evidence::sha256_hex;
+use crate::load::LoadError;
 use crate::load::{PreparedRequest, SessionScript, prepare as prepare_request, stream_body_with};
+use crate::plan::PlanError;
 use crate::plan::{BodyKind, Plan};
-use crate::trace::{self, Encoder, Panel, Trace};
+use crate::trace::{self, Encoder, Panel, Trace, TraceError};
+
+/// Why the study's inputs could not be built or read back.
+#[derive(Debug, thiserror::Error)]
+pub enum InputsError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("tokenizer {path}: {message}")]
+    Tokenizer { path: PathBuf, message: String },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
+}
+
+impl crate::BadInput for InputsError {
+    /// The plan, its traces, datasets and tokenizer; not an I/O failure of `inputs/`.
+    fn is_bad_input(&self) -> bool {
+        match self {
+            InputsError::Plan(p) => p.is_bad_input(),
+            InputsError::Trace(t) => t.is_bad_input(),
+            InputsError::Tokenizer { .. } => true,
+            InputsError::Load(_) | InputsError::Io { .. } => false,
+        }
+    }
+}
 
 /// A `trace::Encoder` over a Hugging Face `tokenizer.json`; encodes without special
 /// tokens (no BOS/EOS added).
@@ -25,7 +56,7 @@ pub struct TokenizerEncoder {
 }
 
 impl TokenizerEncoder {
-    pub fn from_file(path: &Path) -> Result<TokenizerEncoder, RunError> {
+    pub fn from_file(path: &Path) -> Result<TokenizerEncoder, InputsError> {
         let hint = if path.extension().is_some_and(|e| e == "gguf") {
             "; a GGUF file is not a tokenizer.json: export one with \
              `engine export-tokenizer --model FILE.gguf --out DIR` and name DIR/tokenizer.json"
@@ -33,9 +64,9 @@ impl TokenizerEncoder {
             ""
         };
         let bytes = crate::evidence::read_input(path)
-            .map_err(|e| RunError::Tokenizer { path: path.to_path_buf(), message: e.to_string() })?;
+            .map_err(|e| InputsError::Tokenizer { path: path.to_path_buf(), message: e.to_string() })?;
         let inner = tokenizers::Tokenizer::from_bytes(bytes)
-            .map_err(|e| RunError::Tokenizer { path: path.to_path_buf(), message: format!("{e}{hint}") })?;
+            .map_err(|e| InputsError::Tokenizer { path: path.to_path_buf(), message: format!("{e}{hint}") })?;
         Ok(TokenizerEncoder { inner })
     }
 }
@@ -113,7 +144,7 @@ impl Inputs {
 
 /// Builds the panel (relative sources under `base`), writes `inputs_dir`, verifies it
 /// and reads it back.
-pub fn prepare(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<Inputs, RunError> {
+pub fn prepare(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<Inputs, InputsError> {
     generate(plan, plan_sha256, base, inputs_dir)?;
     load(plan, inputs_dir)
 }
@@ -125,7 +156,7 @@ pub fn prepare_with(
     base: &Path,
     inputs_dir: &Path,
     panel: &Panel,
-) -> Result<Inputs, RunError> {
+) -> Result<Inputs, InputsError> {
     trace::write_inputs_in(inputs_dir, plan, plan_sha256, Some(panel), base)?;
     load(plan, inputs_dir)
 }
@@ -134,7 +165,7 @@ pub fn prepare_with(
 /// source read and cut (relative sources under `base`). Writes nothing: `harness
 /// run` builds it before the evidence directory exists, so a bad dataset, tokenizer
 /// or FIFO leaves nothing behind.
-pub fn build_panel(plan: &Plan, base: &Path) -> Result<Panel, RunError> {
+pub fn build_panel(plan: &Plan, base: &Path) -> Result<Panel, InputsError> {
     let encoder = match plan.prompts.source.tokenizer() {
         Some(tokenizer) => Some(TokenizerEncoder::from_file(&base.join(tokenizer))?),
         None => None,
@@ -144,7 +175,7 @@ pub fn build_panel(plan: &Plan, base: &Path) -> Result<Panel, RunError> {
 
 /// Builds the panel (relative sources under `base`) and writes the prompts, traces
 /// and catalog into `inputs_dir` (`--resume` regenerates them elsewhere to compare).
-pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<(), RunError> {
+pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) -> Result<(), InputsError> {
     let panel = build_panel(plan, base)?;
     trace::write_inputs_in(inputs_dir, plan, plan_sha256, Some(&panel), base)?;
     Ok(())
@@ -152,10 +183,10 @@ pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) 
 
 /// Verifies `inputs_dir` against its catalog and reads it back: from here on, only
 /// the files in inputs/ count.
-pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, RunError> {
+pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, InputsError> {
     trace::verify_catalog(inputs_dir)?;
     let path = inputs_dir.join("prompts.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|error| RunError::Io { path, error })?;
+    let text = std::fs::read_to_string(&path).map_err(|error| InputsError::Io { path, error })?;
     let panel = Panel::from_jsonl(&text)?;
     panel.check(plan)?;
     let traces = plan.cells.iter().map(|c| trace::read_trace(inputs_dir, &c.name)).collect::<Result<Vec<_>, _>>()?;
