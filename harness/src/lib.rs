@@ -1,15 +1,11 @@
 //! The harness library: everything `harness` does, as modules a test can call.
 //! The harness never links the engine crate: every arm is reached over HTTP.
 
-pub mod accept;
 pub mod analysis;
 pub mod arm;
-pub mod bench_client;
-pub mod bench_cmd;
-pub mod compare;
+pub mod commands;
 pub mod evidence;
 pub mod export;
-pub mod gate;
 pub mod host;
 pub mod inputs;
 pub mod load;
@@ -19,10 +15,8 @@ pub mod plan;
 pub mod prom;
 pub mod quality;
 pub mod record;
-pub mod replay;
 pub mod report;
 pub mod routes;
-pub mod run;
 pub mod seed;
 pub mod sequential;
 pub mod stats;

@@ -27,8 +27,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use harness::BadInput;
+use harness::commands::run::RunOptions;
 use harness::plan::{self, FrozenPlan, PlanError};
-use harness::run::RunOptions;
 use harness::trace;
 
 /// The exit codes, as `harness --help` prints them (the mapping is [`exit_code`]).
@@ -102,7 +102,7 @@ enum Command {
                             harness accept --plan plans/quickstart.toml --arm f16\n  \
                             OPENAI_API_KEY=... harness accept --url http://127.0.0.1:8000 --api-key-env OPENAI_API_KEY \\\n    \
                             --header 'X-Tenant: blue'")]
-    Accept(harness::accept::AcceptArgs),
+    Accept(harness::commands::accept::AcceptArgs),
     /// Quality gates only (the plan's [qualification]): GSM strict match, NLL,
     /// passkey retrieval and serial parity, each arm on a fresh server.
     #[command(after_help = "Example:\n  harness qualify plans/quickstart-qualified.toml --out reports/qualify")]
@@ -114,22 +114,22 @@ enum Command {
         alias = "bench-client",
         after_help = "Example:\n  harness bench-loadgen --rates 100,500 --duration-s 5"
     )]
-    BenchClient(harness::bench_client::Args),
+    BenchClient(harness::commands::bench_loadgen::Args),
     /// Independent audit of an evidence directory: hashes, completeness, and every
     /// derived number recomputed from raw records; exit 2 when a check fails.
     #[command(after_help = "Example:\n  harness replay reports/quickstart --max-mismatches 5")]
-    Replay(harness::replay::ReplayArgs),
+    Replay(harness::commands::replay::ReplayArgs),
     /// CI regression gate: a candidate evidence directory against a baseline (directory
     /// or baseline file) under a rules file; exit 2 on any violated rule.
     #[command(
         after_help = "Example:\n  harness gate --baseline plans/baselines/ci-smoke.json --candidate reports/ci-smoke \\\n    \
                             --rules plans/gate-ci-smoke.toml"
     )]
-    Gate(harness::gate::GateArgs),
+    Gate(harness::commands::gate::GateArgs),
     /// Binding comparison of the plan's candidate against its reference ([compare]):
     /// token parity first, then a noise band, then interleaved rounds over the ladder.
     #[command(after_help = "Example:\n  harness compare plans/compare-engine-vs-llamacpp-f32-cpu.toml")]
-    Compare(harness::compare::CompareArgs),
+    Compare(harness::commands::compare::CompareArgs),
     /// A study's results in a peer tool's format (`vllm-bench`: the JSON `vllm bench
     /// serve --save-result --save-detailed` writes, one object per block, arm, cell;
     /// `guidellm`: one guidellm benchmarks report, one benchmark per block, arm, cell).
@@ -137,7 +137,7 @@ enum Command {
         after_help = "Example:\n  harness export reports/quickstart --format vllm-bench --out /tmp/quickstart.vllm.jsonl\n  \
                       harness export reports/quickstart --format guidellm --out /tmp/benchmarks.json"
     )]
-    Export(harness::export::ExportArgs),
+    Export(harness::commands::export::ExportArgs),
     /// Where a finished study's noise comes from: each measure's variance (log units)
     /// split into blocks (drift), fresh servers within a block, and repeats of a cell
     /// on one server, with intervals; for A/A plans such as plans/noise-cpu.toml.
@@ -151,7 +151,7 @@ enum Command {
                             --input-len 128 --output-len 64 --out reports/bench-m\n  \
                             harness replay reports/bench-m"
     )]
-    Bench(Box<harness::bench_cmd::BenchArgs>),
+    Bench(Box<harness::commands::bench::BenchArgs>),
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
     #[command(after_help = "Example:\n  harness completions bash > ~/.local/share/bash-completion/completions/harness")]
     Completions {
@@ -260,7 +260,8 @@ fn check(path: &Path, probe: bool, pilots_from: Option<&Path>) -> Result<bool> {
     if let Ok(text) = std::str::from_utf8(&frozen.bytes)
         && text.lines().any(|l| l.trim() == "[compare]")
     {
-        let spec = harness::compare::parse_spec(text, p).with_context(|| format!("plan {}", path.display()))?;
+        let spec =
+            harness::commands::compare::parse_spec(text, p).with_context(|| format!("plan {}", path.display()))?;
         println!(
             "compare: candidate {} against reference {}, {} parity prompts, {} noise round(s)",
             spec.candidate, spec.reference, spec.parity_prompts, spec.noise_rounds
@@ -303,7 +304,7 @@ fn print_identity_checks(p: &plan::Plan) {
 /// `plan check --probe`: every arm started once; logs kept only when one failed.
 fn probe_arms(p: &plan::Plan) -> Result<bool> {
     let dir = std::env::temp_dir().join(format!("harness-probe-{}-{}", p.study.name, std::process::id()));
-    let outcome = harness::run::probe(p, Path::new("."), &dir)?;
+    let outcome = harness::commands::run::probe(p, Path::new("."), &dir)?;
     for a in &outcome.arms {
         let checks = match a.identity.len() {
             0 => String::new(),
@@ -374,7 +375,7 @@ fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
     let panel = if traces_only {
         None
     } else {
-        Some(harness::inputs::build_panel(p, Path::new(".")).map_err(harness::run::RunError::input)?)
+        Some(harness::inputs::build_panel(p, Path::new(".")).map_err(harness::commands::run::RunError::input)?)
     };
     let catalog = trace::write_inputs(out, p, &frozen.sha256, panel.as_ref())?;
     for f in &catalog.files {
@@ -390,7 +391,7 @@ fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, resume: Option<PathBuf>
 }
 
 fn run_with(opts: RunOptions) -> Result<bool> {
-    let outcome = harness::run::run(&opts)?;
+    let outcome = harness::commands::run::run(&opts)?;
     let faults = outcome.faults();
     if outcome.sessions.len() > 1 {
         let discarded: usize = outcome.sessions.iter().map(|s| s.discarded.len()).sum();
@@ -475,29 +476,29 @@ fn report(dir: &Path) -> Result<()> {
 
 /// `harness bench`: the one-arm plan, run through `run` exactly as `harness run`
 /// runs a plan file, then one summary block per cell.
-fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
-    use harness::bench_cmd;
+fn bench(args: &harness::commands::bench::BenchArgs) -> Result<bool> {
+    use harness::commands::bench;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut args = bench_cmd::discover_model(args)?;
+    let mut args = bench::discover_model(args)?;
     if args.out.is_none() {
-        args.out = Some(bench_cmd::default_out(std::path::Path::new("reports"), now));
+        args.out = Some(bench::default_out(std::path::Path::new("reports"), now));
     }
     let args = &args;
-    let prepared = bench_cmd::prepare(args, bench_cmd::free_port, now)?;
+    let prepared = bench::prepare(args, bench::free_port, now)?;
     if args.print_plan {
         print!("{}", prepared.text);
         return Ok(true);
     }
-    let resolved = bench_cmd::resolved(args)?;
+    let resolved = bench::resolved(args)?;
     let prepared = if resolved.sweep.is_some() {
         // guidellm's sweep: the anchors' study first, beside the sweep's evidence.
-        let anchors = bench_cmd::BenchPlan { out: bench_cmd::anchors_out(&prepared.out), ..prepared };
+        let anchors = bench::BenchPlan { out: bench::anchors_out(&prepared.out), ..prepared };
         println!("sweep: measuring the synchronous and throughput anchors into {}", anchors.out.display());
         if !run_bench_plan(&anchors, args, now)? {
             return Ok(false);
         }
-        let summaries = bench_cmd::summaries(&anchors.out)?;
-        let sweep = bench_cmd::prepare_sweep(&resolved, &summaries, &anchors.out, bench_cmd::free_port, now)?;
+        let summaries = bench::summaries(&anchors.out)?;
+        let sweep = bench::prepare_sweep(&resolved, &summaries, &anchors.out, bench::free_port, now)?;
         println!(
             "sweep: {} benchmarks between the anchors' rates into {}",
             sweep.frozen.plan.cells.len(),
@@ -509,7 +510,7 @@ fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
     };
     let ok = run_bench_plan(&prepared, args, now)?;
     if args.save_result {
-        for path in bench_cmd::save_results(args, &prepared.out)? {
+        for path in bench::save_results(args, &prepared.out)? {
             println!("saved: {}", path.display());
         }
     }
@@ -518,13 +519,13 @@ fn bench(args: &harness::bench_cmd::BenchArgs) -> Result<bool> {
 
 /// Runs one bench plan as `harness run` would and prints each cell's block.
 fn run_bench_plan(
-    prepared: &harness::bench_cmd::BenchPlan,
-    args: &harness::bench_cmd::BenchArgs,
+    prepared: &harness::commands::bench::BenchPlan,
+    args: &harness::commands::bench::BenchArgs,
     now: u64,
 ) -> Result<bool> {
-    use harness::bench_cmd;
+    use harness::commands::bench;
     let scratch = std::env::temp_dir().join(format!("harness-bench-{}-{now}", std::process::id()));
-    let plan_path = bench_cmd::write_plan(prepared, &scratch)?;
+    let plan_path = bench::write_plan(prepared, &scratch)?;
     let out = prepared.out.clone();
     // The cells' tables print once, below, with their loads: not also as each ends.
     let opts = RunOptions {
@@ -538,14 +539,14 @@ fn run_bench_plan(
     let _ = std::fs::remove_dir_all(&scratch);
     let ok = ran?;
     let resolved = prepared.frozen.plan.resolved_cells()?;
-    let peaks = bench_cmd::vllm_peaks(&out);
-    for s in bench_cmd::summaries(&out)? {
+    let peaks = bench::vllm_peaks(&out);
+    for s in bench::summaries(&out)? {
         let cell = resolved.iter().find(|c| c.name == s.cell);
         let label = cell.map(harness::report::load_label).unwrap_or_default();
-        let mut facts = cell.map(bench_cmd::load_facts).unwrap_or_default();
+        let mut facts = cell.map(bench::load_facts).unwrap_or_default();
         let key = (s.block, s.arm.clone(), s.cell.clone());
         facts.peak_output_tps = peaks.iter().find(|(k, _)| *k == key).map(|(_, p)| *p);
-        print!("\n{}", bench_cmd::render_block(&s, &label, facts, args.verbose));
+        print!("\n{}", bench::render_block(&s, &label, facts, args.verbose));
     }
     println!(
         "plan: {} (run it again: harness run {} --out DIR)",
@@ -571,13 +572,13 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         ask!(
             PlanError,
             harness::analysis::power::PowerError,
-            harness::replay::ReplayError,
+            harness::commands::replay::ReplayError,
             harness::trace::TraceError,
-            harness::run::RunError,
-            harness::compare::CompareError,
+            harness::commands::run::RunError,
+            harness::commands::compare::CompareError,
             harness::quality::QualityError,
-            harness::bench_cmd::BenchError,
-            harness::accept::AcceptError,
+            harness::commands::bench::BenchError,
+            harness::commands::accept::AcceptError,
             harness::noise::NoiseError
         );
         false
@@ -607,7 +608,7 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Report { dir } => report(&dir),
-        Command::Accept(args) => match harness::accept::run_blocking(args) {
+        Command::Accept(args) => match harness::commands::accept::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());
                 if outcome.failed() {
@@ -626,8 +627,8 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Command::BenchClient(args) => harness::bench_client::run(&args).map_err(Into::into),
-        Command::Replay(args) => match harness::replay::run(&args) {
+        Command::BenchClient(args) => harness::commands::bench_loadgen::run(&args).map_err(Into::into),
+        Command::Replay(args) => match harness::commands::replay::run(&args) {
             Ok(outcome) => {
                 if args.json {
                     println!("{}", outcome.to_json());
@@ -641,7 +642,7 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Command::Gate(args) => match harness::gate::run(&args) {
+        Command::Gate(args) => match harness::commands::gate::run(&args) {
             Ok(outcome) => {
                 print!("{}", outcome.render_text());
                 if outcome.exit_code() != 0 {
@@ -662,7 +663,7 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Command::Export(args) => harness::export::run(&args)
+        Command::Export(args) => harness::commands::export::run(&args)
             .map(|o| println!("wrote {} objects to {}", o.objects, o.out.display()))
             .map_err(Into::into),
         Command::Completions { shell } => {
@@ -675,7 +676,7 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(2),
             Err(e) => Err(e),
         },
-        Command::Compare(args) => match harness::compare::run_blocking(args) {
+        Command::Compare(args) => match harness::commands::compare::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());
                 println!("evidence: {} ({} files in the manifest)", outcome.dir.display(), outcome.manifest_files);
@@ -729,7 +730,7 @@ mod tests {
     /// Each error says whether it is bad input, through whatever wraps it.
     #[test]
     fn exit_codes_come_from_the_errors_own_verdicts() {
-        use harness::run::RunError;
+        use harness::commands::run::RunError;
         let code = |e: anyhow::Error| exit_code(&e);
         assert_eq!(code(PlanError::invalid("blocks.count", "must be at least 1").into()), 2);
         let write = PlanError::Write { path: "p".into(), error: std::io::Error::other("disk full") };

@@ -20,7 +20,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use harness::accept::{AcceptArgs, AcceptOutcome, Verdict};
+use harness::commands::accept::{AcceptArgs, AcceptOutcome, Verdict};
 use serde_json::{Value, json};
 
 mod common;
@@ -142,7 +142,7 @@ async fn engine_passes_every_case() {
     let mut engine = Engine::start(&model).await;
     let (json_path, md_path) = (tmp.path().join("accept.json"), tmp.path().join("accept.md"));
     let a = args(&engine.url, &["--json", json_path.to_str().expect("utf8"), "--md", md_path.to_str().expect("utf8")]);
-    let outcome = harness::accept::run(a).await.expect("the suite runs");
+    let outcome = harness::commands::accept::run(a).await.expect("the suite runs");
     println!("{}", outcome.markdown());
     let names: Vec<&str> = outcome.cases.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ALL, "every case ran, in order");
@@ -167,7 +167,7 @@ async fn engine_passes_every_case() {
     // Another server with the same model name and context gets byte-identical
     // payloads (the fake has no chat route: it is sent fewer of them).
     let fake = Fake::start(Mode::Honest).await;
-    let again = harness::accept::run(args(&fake, &["--model", "synth"])).await.expect("runs");
+    let again = harness::commands::accept::run(args(&fake, &["--model", "synth"])).await.expect("runs");
     let engine_sent: BTreeMap<&str, &str> =
         outcome.payloads.iter().map(|p| (p.name.as_str(), p.sha256.as_str())).collect();
     for p in &again.payloads {
@@ -199,7 +199,8 @@ async fn plan_arm_is_started_accepted_and_stopped() {
     let flags = ["--plan", p, "--arm", "engine", "--only", "single,validation,metrics", "--log-dir"];
     let mut flags: Vec<&str> = flags.to_vec();
     flags.push(logs.to_str().expect("utf8"));
-    let outcome = harness::accept::run(AcceptArgs::try_parse_from(flags).expect("flags")).await.expect("runs");
+    let outcome =
+        harness::commands::accept::run(AcceptArgs::try_parse_from(flags).expect("flags")).await.expect("runs");
     println!("{}", outcome.markdown());
     let v = verdicts(&outcome);
     assert_eq!(
@@ -213,7 +214,9 @@ async fn plan_arm_is_started_accepted_and_stopped() {
     let log = outcome.server.server_log.clone().expect("a server log");
     assert!(Path::new(&log).is_file(), "{log}");
 
-    let err = harness::accept::run(AcceptArgs::try_parse_from(["--plan", p, "--arm", "nope"]).expect("flags")).await;
+    let err =
+        harness::commands::accept::run(AcceptArgs::try_parse_from(["--plan", p, "--arm", "nope"]).expect("flags"))
+            .await;
     let msg = err.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(msg.contains("no arm \"nope\"") && msg.contains("engine"), "{msg}");
 }
@@ -269,7 +272,7 @@ async fn a_server_behind_a_key_passes_with_the_key_from_a_variable_or_a_header()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn honest_fake_passes_and_skips_what_it_lacks() {
     let url = Fake::start(Mode::Honest).await;
-    let o = harness::accept::run(args(&url, &[])).await.expect("runs");
+    let o = harness::commands::accept::run(args(&url, &[])).await.expect("runs");
     println!("{}", o.markdown());
     let v = verdicts(&o);
     for name in ALL {
@@ -288,7 +291,7 @@ async fn honest_fake_passes_and_skips_what_it_lacks() {
 /// with a reason containing `why`, and that every other exposed case passes.
 async fn only_failure(mode: Mode, failing: &str, why: &str) -> AcceptOutcome {
     let url = Fake::start(mode).await;
-    let o = harness::accept::run(args(&url, &[])).await.expect("runs");
+    let o = harness::commands::accept::run(args(&url, &[])).await.expect("runs");
     println!("{}", o.markdown());
     assert!(o.failed(), "a misbehaving server must fail the suite");
     for c in &o.cases {
@@ -321,7 +324,7 @@ async fn missing_done_fails_the_streams_case() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_eos_fails_the_budget_checks() {
     let url = Fake::start(Mode::EarlyEos).await;
-    let o = harness::accept::run(args(&url, &["--only", "single,concurrent"])).await.expect("runs");
+    let o = harness::commands::accept::run(args(&url, &["--only", "single,concurrent"])).await.expect("runs");
     for name in ["single", "concurrent_2", "concurrent_4", "concurrent_8"] {
         let c = o.case(name).expect("ran");
         assert_eq!(c.verdict, Verdict::Fail, "{name}");

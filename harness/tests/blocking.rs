@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::tamper::{copy_dir, rewrite_manifest};
-use harness::replay::synth::{SynthSpec, generate};
-use harness::replay::{Status, replay_dir};
+use harness::commands::replay::synth::{SynthSpec, generate};
+use harness::commands::replay::{Status, replay_dir};
 use serde_json::Value;
 
 const EVIDENCE: &str = "evidence.json: effects, sign tests, Holm, medians, intervals, claims";

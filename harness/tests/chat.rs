@@ -15,8 +15,8 @@ mod common;
 
 use common::tamper::*;
 use common::*;
+use harness::commands::replay::{Status, replay_dir};
 use harness::plan::Endpoint;
-use harness::replay::{Status, replay_dir};
 use harness::trace::Panel;
 
 const CATALOG: &str = "inputs: traces and prompt panel against catalog.json";

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use common::plan::compare_plan;
 use common::{check_manifest, read_records, synth_model};
-use harness::compare::{CompareArgs, Measure, run_blocking};
+use harness::commands::compare::{CompareArgs, Measure, run_blocking};
 
 /// A copy of a synthetic model with the final RMSNorm weight negated. Random-weight
 /// models with tied embeddings echo the last prompt token whatever their seed; with

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use harness::gate::{self, GateArgs, GateOutcome, GateReport};
+use harness::commands::gate::{self, GateArgs, GateOutcome, GateReport};
 use harness::metrics::FIELDS;
 use harness::quality::paired::mean_gate;
 use harness::quality::{ArmQualification, Comparison, Mismatch, ParityResult, QUALIFICATION_FORMAT, QualifyOutcome};

@@ -14,9 +14,9 @@ mod common;
 
 use common::tamper::*;
 use common::*;
+use harness::commands::replay::{Status, replay_dir};
 use harness::load::SessionScript;
 use harness::record::RequestRecord;
-use harness::replay::{Status, replay_dir};
 use harness::trace::Panel;
 
 const TURNS: &str = "session turns: bodies rebuilt from the frozen turns and the recorded replies";

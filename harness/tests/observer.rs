@@ -7,7 +7,7 @@
 mod common;
 
 use common::TestPlan;
-use harness::replay::replay_dir;
+use harness::commands::replay::replay_dir;
 
 #[test]
 fn a_full_and_a_light_cell_of_the_same_load_are_compared_in_the_report() {

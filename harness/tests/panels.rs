@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use common::tamper::*;
 use common::*;
+use harness::commands::replay::{Status, replay_dir};
 use harness::metrics::CellSummary;
-use harness::replay::{Status, replay_dir};
 use harness::trace::Panel;
 
 const CAP: u32 = 12;

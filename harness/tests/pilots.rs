@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::tamper::{copy_dir, flip_digit, rewrite_manifest};
 use common::*;
-use harness::replay::{ReplayOutcome, Status, replay_dir};
+use harness::commands::replay::{ReplayOutcome, Status, replay_dir};
 
 const PILOTS_CHECK: &str = "pilots: rates from pilots/ raw records, derived loads by the formula";
 const POWER_CHECK: &str = "evidence.json: power from the pilots' noise";

@@ -1,5 +1,5 @@
 //! `harness plan power` and the plan warnings, on synthetic evidence written in-test
-//! by `harness::replay::synth` (no server runs): an A/A study (every arm at the same
+//! by `harness::commands::replay::synth` (no server runs): an A/A study (every arm at the same
 //! speed, differing only in their random draws) gives the noise; the CLI's SDs are
 //! checked against ones computed here from `results/evidence.json`, the curve for
 //! monotonicity, and the JSON for the recorded seed and draws. Also: a 4-block study
@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use harness::replay::synth::{SynthSpec, generate};
+use harness::commands::replay::synth::{SynthSpec, generate};
 use serde_json::Value;
 
 fn aa_spec(blocks: u32) -> SynthSpec {

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::tamper::*;
-use harness::replay::synth::{SynthSpec, generate};
-use harness::replay::{ReplayOutcome, Status, replay_dir};
+use harness::commands::replay::synth::{SynthSpec, generate};
+use harness::commands::replay::{ReplayOutcome, Status, replay_dir};
 
 const MANIFEST: &str = "manifest: size and SHA-256 of every file";
 const COMPLETE: &str = "completeness: every planned request exactly once";

@@ -13,8 +13,8 @@ use std::process::Command;
 use common::plan::compare_plan;
 use common::synth_model;
 use common::tamper::{copy_dir, rewrite_manifest};
-use harness::compare::{CompareArgs, run_blocking};
-use harness::replay::{ReplayOutcome, Status, replay_dir};
+use harness::commands::compare::{CompareArgs, run_blocking};
+use harness::commands::replay::{ReplayOutcome, Status, replay_dir};
 
 const COMPARE: &str = "compare.json: per-cell measures recomputed";
 const MANIFEST: &str = "manifest: size and SHA-256 of every file";

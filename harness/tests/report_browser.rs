@@ -117,7 +117,8 @@ fn near(a: [u8; 3], b: [u8; 3]) -> bool {
 fn chromium_shows_the_claims_table_first_with_every_row() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let study = tmp.path().join("study");
-    harness::replay::synth::generate(&study, &harness::replay::synth::SynthSpec::small()).expect("a study");
+    harness::commands::replay::synth::generate(&study, &harness::commands::replay::synth::SynthSpec::small())
+        .expect("a study");
     let page = study.join("results/report.html");
     let md = std::fs::read_to_string(study.join("results/report.md")).expect("report.md");
     let rows = claims_rows(&md);

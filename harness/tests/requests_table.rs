@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::tamper::*;
-use harness::replay::synth::{SynthSpec, generate};
-use harness::replay::{Status, replay_dir};
+use harness::commands::replay::synth::{SynthSpec, generate};
+use harness::commands::replay::{Status, replay_dir};
 use polars::prelude::DataFrame;
 use polars_io::SerReader;
 use polars_io::csv::read::CsvReadOptions;
@@ -100,7 +100,7 @@ fn each_row_carries_its_records_stamps_and_an_older_table_still_replays() {
             // Wall time: the session's start plus the stamp.
             assert_eq!(row[at("session")], "0");
             let wall: f64 = row[at("send_unix_ms")].parse().expect("a wall time");
-            let want = harness::replay::synth::SYNTH_STARTED_UNIX_MS as f64 + r.send_ns.unwrap() as f64 / 1e6;
+            let want = harness::commands::replay::synth::SYNTH_STARTED_UNIX_MS as f64 + r.send_ns.unwrap() as f64 / 1e6;
             assert!((wall - want).abs() < 1e-3, "{wall} vs {want}");
             seen += 1;
         }

@@ -10,7 +10,7 @@ mod common;
 
 use common::tamper::*;
 use common::*;
-use harness::replay::{ReplayOutcome, Status, replay_dir};
+use harness::commands::replay::{ReplayOutcome, Status, replay_dir};
 
 const ENTRY_BODIES: &str = "entry bodies: run.json hashes rebuilt per trace entry of trace_lengths cells";
 
@@ -22,7 +22,7 @@ const ROWS: &str = "{\"timestamp\": 0, \"input_length\": 12, \"output_length\": 
     {\"timestamp\": 80, \"input_length\": 16, \"output_length\": 7}\n\
     {\"timestamp\": 100, \"input_length\": 20, \"output_length\": 1}\n";
 
-fn entry_check(o: &ReplayOutcome) -> &harness::replay::Check {
+fn entry_check(o: &ReplayOutcome) -> &harness::commands::replay::Check {
     o.check(ENTRY_BODIES).unwrap_or_else(|| panic!("no entry bodies check:\n{}", o.render_table(10)))
 }
 

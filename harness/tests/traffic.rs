@@ -9,7 +9,7 @@ mod common;
 
 use common::tamper::*;
 use common::*;
-use harness::replay::{Status, replay_dir};
+use harness::commands::replay::{Status, replay_dir};
 
 const CATALOG: &str = "inputs: traces and prompt panel against catalog.json";
 const SUMMARIES: &str = "cell measures: summaries.json and results/cells/*.summary.json";

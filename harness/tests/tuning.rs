@@ -10,7 +10,7 @@ mod common;
 
 use common::TestPlan;
 use common::tamper::{copy_dir, rewrite_manifest};
-use harness::replay::{Status, replay_dir};
+use harness::commands::replay::{Status, replay_dir};
 
 const TUNING_CHECK: &str = "evidence.json: tuning recommendation";
 

@@ -18,7 +18,7 @@ use common::*;
 fn vllm_s_parameter_sweep_runs_harness_bench_and_plots_what_it_saved() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
-    let port = harness::bench_cmd::free_port();
+    let port = harness::commands::bench::free_port();
     let serve = format!(
         "{} serve --model {} --served-model-name synth --host 127.0.0.1 --port {port} --max-model-len 256 --threads 1",
         engine_bin().display(),

@@ -48,8 +48,8 @@ pub use run_record::{
 };
 pub use secrets::{REDACTED, Secrets};
 pub use server_records::{
-    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, STARTUP_FILE, ServerIdentity, ServerRecord, StartupRecord,
-    StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
+    ARM_OUTCOME_FILE, COMPARE_FORMAT, CellOutcome, CheckResult, ExitInfo, STARTUP_FILE, ServerIdentity, ServerRecord,
+    StartupRecord, StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
 };
 pub use unit_record::{
     Completion, QUALIFICATION_UNIT, RecordCheck, UNIT_FILE, UNIT_FORMAT, UnitRecord, check_record, files_under,

@@ -1,10 +1,10 @@
-//! `harness export DIR --format vllm-bench|guidellm --out FILE`: a study's results in a
-//! peer tool's file format, so dashboards and notebooks written for that tool read
+//! A study's results in a peer tool's file format (`harness export`, and `harness
+//! bench`'s saved result), so dashboards and notebooks written for that tool read
 //! our studies. Reads only the evidence directory (the frozen plan, `run.json` for
 //! the start date, the raw `<cell>.requests.jsonl`); computes each exported number
 //! from the raw records the way the peer tool does (`vllm`), with the harness's
-//! own measures where the definitions agree (`metrics`). Owns `ExportArgs`,
-//! `ExportError` and the formats' key lists. Must not write into the evidence
+//! own measures where the definitions agree (`metrics`). Owns `ExportError` and the
+//! formats' key lists. Must not write into the evidence
 //! directory and must not change a number to fit a format: where the peer's
 //! definition differs from the harness's, the peer's is computed and the
 //! difference is documented (README, `harness export`).
@@ -27,30 +27,6 @@ pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
 pub use vllm::{
     VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, percentile_word, vllm_bench_results, vllm_bench_results_with,
 };
-
-/// The formats `harness export` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
-    /// One `vllm bench serve --save-result --save-detailed` JSON object per
-    /// (block, arm, cell), one per line (as `--append-result` writes them).
-    #[value(name = "vllm-bench")]
-    VllmBench,
-    /// One guidellm benchmarks report (`benchmarks.json`, guidellm 0.8.1's
-    /// `GenerativeBenchmarksReport`) with one benchmark per (block, arm, cell).
-    #[value(name = "guidellm")]
-    Guidellm,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct ExportArgs {
-    /// The evidence directory (e.g. reports/<study>).
-    pub dir: PathBuf,
-    #[arg(long, value_enum)]
-    pub format: ExportFormat,
-    /// The file to write (replaced if present).
-    #[arg(long)]
-    pub out: PathBuf,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -119,37 +95,4 @@ pub fn read_cells(dir: &Path, plan: &FrozenPlan) -> Result<Vec<CellRecords>, Exp
 pub fn started_unix_ms(dir: &Path) -> Option<u64> {
     let bytes = std::fs::read(dir.join(crate::evidence::RUN_FILE)).ok()?;
     serde_json::from_slice::<crate::evidence::RunRecord>(&bytes).ok()?.started_unix_ms
-}
-
-/// What `harness export` did.
-#[derive(Debug, Clone)]
-pub struct ExportOutcome {
-    pub out: PathBuf,
-    /// Objects written (one per measured block, arm and cell).
-    pub objects: usize,
-}
-
-/// `harness export`.
-pub fn run(args: &ExportArgs) -> Result<ExportOutcome, ExportError> {
-    let plan = read_plan(&args.dir)?;
-    let cells = read_cells(&args.dir, &plan)?;
-    let text = match args.format {
-        ExportFormat::VllmBench => {
-            let objects = vllm_bench_results(&plan.plan, &cells, started_unix_ms(&args.dir));
-            let mut s = String::new();
-            for o in &objects {
-                s.push_str(&serde_json::to_string(o).unwrap_or_default());
-                s.push('\n');
-            }
-            (s, objects.len())
-        }
-        ExportFormat::Guidellm => {
-            let report = guidellm_report(&plan.plan, &plan.sha256, &cells, started_unix_ms(&args.dir));
-            let n = report["benchmarks"].as_array().map_or(0, Vec::len);
-            (serde_json::to_string(&report).unwrap_or_default() + "\n", n)
-        }
-    };
-    crate::evidence::write_atomic(&args.out, text.0.as_bytes())
-        .map_err(|e| ExportError::Write { path: args.out.clone(), message: e.to_string() })?;
-    Ok(ExportOutcome { out: args.out.clone(), objects: text.1 })
 }

@@ -266,7 +266,7 @@ mod plans_dir_tests {
     /// Gate rules files (`format = "harness-gate-rules/1"`) live beside the plans.
     fn is_gate_rules(path: &Path) -> bool {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.lines().any(|l| l.trim_start().starts_with("format") && l.contains(crate::gate::RULES_FORMAT))
+        text.lines().any(|l| l.trim_start().starts_with("format") && l.contains(crate::commands::gate::RULES_FORMAT))
     }
 
     #[test]
@@ -274,7 +274,7 @@ mod plans_dir_tests {
         let rules: Vec<PathBuf> = plans().into_iter().filter(|p| is_gate_rules(p)).collect();
         assert!(rules.len() >= 2, "expected plans/gate-ci*.toml, found {rules:?}");
         for path in rules {
-            crate::gate::load_rules(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            crate::commands::gate::load_rules(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
     }
 

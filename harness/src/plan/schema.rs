@@ -31,7 +31,7 @@ pub struct PlanFile {
     pub derived: Option<BTreeMap<String, toml::Value>>,
     /// Quality gates run before timing (`harness qualify`); see `validate_quality`.
     pub qualification: Option<QualificationFile>,
-    /// `harness compare` settings, kept as written: `crate::compare` owns their
+    /// `harness compare` settings, kept as written: `crate::commands::compare` owns their
     /// schema and validation (errors still name `compare.<key>`), reading it from
     /// the frozen bytes; declared here only so that the plan parses.
     #[allow(dead_code)]

@@ -156,8 +156,8 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::replay::Status;
-    use crate::replay::inputs::read_traces;
+    use crate::commands::replay::Status;
+    use crate::commands::replay::inputs::read_traces;
 
     /// A trace_lengths cell `tr` of five rows (each its own output length) beside a
     /// constant cell `c`.

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub use band::{Measure, NoiseRatio, Obs, Phase, RoundRatio, Row};
 pub use ladder::CellResult;
 pub use parity::{Answer, Dialect, Mismatch, ParityReport};
-pub use report::{COMPARE_FORMAT, CompareReport};
+pub use report::CompareReport;
 pub use spec::{CompareSpec, NoiseArms, parse as parse_spec};
 
 use crate::arm::ServerKind;
@@ -273,7 +273,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
         rows.extend(Measure::SERVER.iter().map(|&m| band::row(&obs, &spec, "server", None, m)));
     }
     let report = CompareReport {
-        format: COMPARE_FORMAT,
+        format: crate::evidence::COMPARE_FORMAT,
         study: plan.study.name.clone(),
         plan_sha256: frozen.sha256.clone(),
         harness_version: env!("CARGO_PKG_VERSION"),

@@ -121,7 +121,7 @@ const ARMS: [(&str, &str, bool); 3] =
 
 fn plan_text(s: &SynthSpec) -> String {
     let mut t = format!(
-        "# Synthetic study written by harness::replay::synth (no server ever ran).\n[study]\nname = \"{}\"\nseed = 7\n\n\
+        "# Synthetic study written by harness::commands::replay::synth (no server ever ran).\n[study]\nname = \"{}\"\nseed = 7\n\n\
          [request]\nmodel = \"synth\"\noutput_tokens = {}\n\n[prompts]\nsource = \"random\"\nmin_token_id = 0\n\
          max_token_id = 255\nlengths = [32]\ndocuments = 8\n\n[warmup]\nprompts = 2\n\n[timing]\nsettle_s = 0.5\n\
          request_timeout_s = 60.0\ndrain_timeout_s = 60.0\n\n[blocks]\ncount = {}\ndescriptive = 1\n\

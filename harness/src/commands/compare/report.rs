@@ -13,8 +13,6 @@ use super::spec::CompareSpec;
 use crate::evidence::GitInfo;
 use crate::evidence::ServerRecord;
 
-pub const COMPARE_FORMAT: &str = "harness-compare/1";
-
 /// `compare.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareReport {

@@ -279,8 +279,8 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         Ok(r) => r,
         Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new(FILE, "parse", "malformed", e)]),
     };
-    if r.format != crate::compare::COMPARE_FORMAT {
-        m.push(Mismatch::new(FILE, "format", &r.format, crate::compare::COMPARE_FORMAT));
+    if r.format != crate::evidence::COMPARE_FORMAT {
+        m.push(Mismatch::new(FILE, "format", &r.format, crate::evidence::COMPARE_FORMAT));
     }
     let prompts = parity(&mut m, root, scan, &r);
 

@@ -1,0 +1,15 @@
+//! The commands: each one `harness` subcommand that drives the layers beneath to a
+//! result (`run`, `compare`, `gate`, `accept`, `replay`, `export`, `bench`,
+//! `bench-loadgen`); `main.rs` parses arguments and prints. Owns nothing the layers
+//! need: a command imports layers, never the other way (`scripts/import-graph`
+//! checks it). Must not hold shared machinery another command needs (it goes to a
+//! layer).
+
+pub mod accept;
+pub mod bench;
+pub mod bench_loadgen;
+pub mod compare;
+pub mod export;
+pub mod gate;
+pub mod replay;
+pub mod run;
