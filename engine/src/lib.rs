@@ -6,6 +6,7 @@
 pub mod commands;
 pub mod error;
 pub mod finish;
+pub mod gguf;
 pub mod kernels;
 pub mod kv;
 pub mod model;

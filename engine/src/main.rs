@@ -82,7 +82,7 @@ struct DequantizeArgs {
     /// Tensor type: f32 (bit-exact: the loader's values), f16 or bf16 (rounded
     /// to nearest-even; 1-D tensors stay f32).
     #[arg(long, default_value = "f32")]
-    dtype: engine::model::gguf::OutDtype,
+    dtype: engine::gguf::OutDtype,
 }
 
 #[derive(Args)]

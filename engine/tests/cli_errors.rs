@@ -1,8 +1,8 @@
 //! Bad input through the `engine` command line: each is a clear error naming
 //! the problem, exit code 2, never a panic.
 
-use engine::model::gguf::MetaValue;
-use engine::model::gguf::writer::GgufWriter;
+use engine::gguf::MetaValue;
+use engine::gguf::writer::GgufWriter;
 use engine::synth::{SynthSpec, SynthTokenizer, write_model};
 use std::process::Command;
 

@@ -6,8 +6,8 @@
 //! path bit for bit); the F16 and BF16 rewrites round the same values and load
 //! 16-bit, giving their own F32 rewrite's logits bit for bit; bad input exits 2.
 
-use engine::model::gguf::writer::GgufWriter;
-use engine::model::gguf::{GgmlType, GgufFile, MetaValue};
+use engine::gguf::writer::GgufWriter;
+use engine::gguf::{GgmlType, GgufFile, MetaValue};
 use engine::model::{LogitsWanted, SeqInput};
 use engine::runtime::{Engine, EngineOptions};
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 //! against values computed independently by tests/reference/gguf_rows.py
 //! (python `gguf` + numpy).
 
+use engine::gguf::{GgmlType, GgufFile};
 use engine::model::Arch;
-use engine::model::gguf::{GgmlType, GgufFile};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;

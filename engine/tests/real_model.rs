@@ -108,8 +108,8 @@ fn kv_inventory_k16v8_is_75_percent_of_f16() {
 
 #[test]
 fn quantized_weights_give_bit_identical_logits() {
+    use engine::gguf::GgufFile;
     use engine::kv::KvCache;
-    use engine::model::gguf::GgufFile;
     use engine::model::{LogitsWanted, Model, SeqInput};
     let gguf = GgufFile::open(common::smollm2()).unwrap();
     let cfg = gguf.model_config().unwrap();

@@ -13,10 +13,10 @@ mod common;
 
 use common::hamlet::{all_logits, hamlet_ids, kernels};
 
+use engine::gguf::writer::GgufWriter;
+use engine::gguf::{Dequantized, GgmlType, GgufFile, MetaValue, OutDtype};
 use engine::kernels::{CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
-use engine::model::gguf::writer::GgufWriter;
-use engine::model::gguf::{Dequantized, GgmlType, GgufFile, MetaValue, OutDtype};
 use engine::runtime::{Engine, EngineOptions};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -5,7 +5,7 @@
 //! incremental decoder on multi-token characters, and the GGUF "qwen2"
 //! pre-tokenizer path rebuilt from the Qwen3 vocabulary.
 
-use engine::model::gguf::GgufFile;
+use engine::gguf::GgufFile;
 use engine::tokenizer::{ChatMessage, GgufVocab, IncrementalDecoder, Tokenizer};
 use std::io::Write;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 
 use super::{CommandError, Result, tmp_path};
 use crate::error::EngineError;
-use crate::model::gguf::{Dequantized, GgufFile, OutDtype};
+use crate::gguf::{Dequantized, GgufFile, OutDtype};
 use std::path::{Path, PathBuf};
 
 pub struct DequantizeReport {

@@ -3,7 +3,7 @@
 //! checked to encode exactly as the engine's own GGUF tokenizer does.
 
 use super::{CommandError, Result, write_atomic};
-use crate::model::gguf::GgufFile;
+use crate::gguf::GgufFile;
 use crate::tokenizer::{GgufVocab, Tokenizer};
 use std::path::Path;
 

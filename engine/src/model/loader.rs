@@ -2,10 +2,10 @@
 //! Face directory becomes a validated `Model` and its `Tokenizer`.
 
 use super::config::ModelConfig;
-use super::gguf::GgufFile;
 use super::qwen3::{Model, Weight};
 use super::safetensors_dir;
 use crate::error::{EngineError, Result};
+use crate::gguf::GgufFile;
 use crate::tokenizer::Tokenizer;
 use std::collections::HashSet;
 use std::path::Path;

@@ -3,7 +3,9 @@
 //! to the structs of `qwen3.rs`; does not own the KV cache or scheduling.
 
 pub mod config;
-pub mod gguf;
+mod gguf_load;
+#[cfg(test)]
+mod gguf_load_tests;
 pub mod loader;
 pub mod qwen3;
 pub mod safetensors_dir;

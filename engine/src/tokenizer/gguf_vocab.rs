@@ -6,7 +6,7 @@
 //! with a clear error rather than tokenizing differently from llama.cpp.
 
 use crate::error::{EngineError, Result};
-use crate::model::gguf::GgufFile;
+use crate::gguf::GgufFile;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 

@@ -15,7 +15,7 @@ pub use incremental::IncrementalDecoder;
 pub use synthetic::{CHATML_TEMPLATE, SYNTHETIC_VOCAB_SIZE, byte_to_char, synthetic_tokenizer_files};
 
 use crate::error::{EngineError, Result};
-use crate::model::gguf::GgufFile;
+use crate::gguf::GgufFile;
 use std::path::Path;
 use std::str::FromStr;
 

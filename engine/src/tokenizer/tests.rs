@@ -3,8 +3,8 @@
 //! `tests/tokenizer_real.rs`).
 
 use super::*;
-use crate::model::gguf::writer::GgufWriter;
-use crate::model::gguf::{GgufFile, MetaValue};
+use crate::gguf::writer::GgufWriter;
+use crate::gguf::{GgufFile, MetaValue};
 
 fn synthetic() -> Tokenizer {
     let dir =

@@ -207,7 +207,7 @@ impl<W: Write> GgufStream<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::gguf::GgufFile;
+    use crate::gguf::GgufFile;
 
     fn header(name: &str, n_bytes: u64) -> TensorHeader {
         TensorHeader { name: name.into(), dims: vec![n_bytes as usize / 4], ggml_type: 0, n_bytes }

@@ -2,10 +2,11 @@
 //! metadata of every value type, each supported tensor type with known values
 //! (hand-packed blocks, including Q5_0/Q5_1 and the Q4_K/Q5_K/Q6_K k-quants),
 //! corrupt and truncated files, unsupported types (model-level tests are in
-//! `tests_model.rs`).
+//! `model/gguf_load_tests.rs`).
 
 use super::writer::GgufWriter;
 use super::*;
+use crate::kernels::cpu::quant::{QuantKind, QuantMatrix};
 
 fn f16(x: u16) -> [u8; 2] {
     x.to_le_bytes()

@@ -2,8 +2,10 @@
 //! `writer::GgufWriter`: `model_config` from `{arch}.*` keys, HF renaming, the
 //! llama Q/K un-permutation (and its absence for qwen3), and load errors.
 
-use super::writer::GgufWriter;
-use super::*;
+use super::config::Arch;
+use super::tensor::Tensor;
+use crate::gguf::writer::GgufWriter;
+use crate::gguf::*;
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
