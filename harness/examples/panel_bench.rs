@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use harness::run::TokenizerEncoder;
+use harness::inputs::TokenizerEncoder;
 use harness::trace::{Encoder, build_panel};
 
 fn plan_text(path: &str, tokenizer: &str, n: usize) -> String {
