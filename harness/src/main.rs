@@ -226,7 +226,7 @@ fn check(path: &Path, probe: bool, pilots_from: Option<&Path>) -> Result<bool> {
     match pilots_from {
         Some(dir) => {
             let bad = |m: String| PlanError::invalid("--pilots-from", m);
-            let rec = harness::analysis::pilot::read_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
+            let rec = harness::evidence::read_pilots_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
             let (shown, _) = p.with_pilot_rates(&rec.pilot_rates)?;
             let rates: Vec<String> = rec.pilot_rates.iter().map(|r| format!("{r:.2}")).collect();
             println!(

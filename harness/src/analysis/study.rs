@@ -345,7 +345,7 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
     // A plan with [pilots]: the loads its pilots derived (pilots/derived.json); a
     // sequential study: the blocks it ran (sequential.json).
     let frozen = crate::analysis::pilot::evidence_plan(root, frozen)
-        .map_err(|message| AnalysisError::Json { path: root.join(crate::analysis::pilot::DERIVED_PATH), message })?;
+        .map_err(|message| AnalysisError::Json { path: root.join(crate::evidence::DERIVED_PATH), message })?;
     let plan = &frozen.plan;
     let resolved = plan.resolved_cells()?;
     let schedule = plan.schedule();

@@ -25,6 +25,7 @@ mod durable;
 mod jsonl;
 mod manifest;
 mod open;
+mod pilots_record;
 mod records;
 mod run_record;
 mod secrets;
@@ -41,6 +42,9 @@ pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
 pub use open::{BOM, kind_in_words, open_regular, read_input, read_input_text};
+pub use pilots_record::{
+    CountRuleRecord, DERIVED_PATH, PILOTS_DIR, PILOTS_FORMAT, PilotRun, PilotsRecord, RATE_RULE, read_pilots_record,
+};
 pub use records::UnitStatus;
 pub use run_record::{
     BodyHashes, CLOCK, Discard, RUN_FILE, RUN_FORMAT, RunRecord, RunUnit, SESSION_FORMATS, Session, SessionState,

@@ -4,7 +4,8 @@
 //! record file with its SHA-256 and rate, the pilot rates, the formula's constants
 //! and the derived loads), how a pilot's rate is computed from its raw records, and
 //! the plan every reader of the evidence uses: the frozen plan with the loads of
-//! `pilots/derived.json` ([`evidence_plan`]). Owns that format. Must not run
+//! `pilots/derived.json` ([`evidence_plan`]; the record's type is
+//! `evidence::PilotsRecord`). Must not run
 //! servers (the pilot phase is `run::pilots`) and must not write `plan.toml`.
 //!
 //! A pilot's rate is its cell's `request_throughput_rps`: valid completed requests
@@ -16,72 +17,16 @@ pub mod noise;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::evidence::{Evidence, sha256_hex};
+use crate::evidence::{
+    CountRuleRecord, DERIVED_PATH, Evidence, PILOTS_DIR, PILOTS_FORMAT, PilotRun, PilotsRecord, RATE_RULE,
+    read_pilots_record, sha256_hex,
+};
 use crate::plan::{CountRule, DerivedLoads, FrozenPlan, PILOT_CELL, Plan, tenths_str};
 use crate::record::RequestRecord;
-
-/// The `format` of `pilots/derived.json`.
-pub const PILOTS_FORMAT: &str = "harness-pilots/1";
-/// The pilots' directory, relative to the evidence root.
-pub const PILOTS_DIR: &str = "pilots";
-/// `pilots/derived.json`, relative to the evidence root.
-pub const DERIVED_PATH: &str = "pilots/derived.json";
-/// How a pilot's rate is computed (restated in `derived.json`).
-pub const RATE_RULE: &str = "valid completed requests / observation interval (first intended arrival to last \
-                             completion) of the closed-loop pilot cell: its request_throughput_rps";
 
 /// The pilots' evidence layout (`<root>/pilots`).
 pub fn pilots_evidence(root: &Path) -> Evidence {
     Evidence::open(&root.join(PILOTS_DIR))
-}
-
-/// One pilot run of one arm, as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PilotRun {
-    /// Pilot run index (the block index under `pilots/raw/`).
-    pub run: u32,
-    pub arm: String,
-    /// The session that ran it (`run.json` `sessions`).
-    pub session: u32,
-    /// The raw records, relative to the evidence root.
-    pub records: String,
-    pub bytes: u64,
-    pub sha256: String,
-    pub requests: u64,
-    pub completed: u64,
-    pub failed: u64,
-    /// Completed requests per second (see [`RATE_RULE`]).
-    pub rate_rps: f64,
-}
-
-/// `pilots/derived.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PilotsRecord {
-    pub format: String,
-    pub plan_sha256: String,
-    pub rate_rule: String,
-    /// Every pilot, in run order (run, then arm in plan order).
-    pub pilots: Vec<PilotRun>,
-    /// The formula's input: every pilot's rate, in the order of `pilots`.
-    pub pilot_rates: Vec<f64>,
-    pub formula: String,
-    pub near_fraction: f64,
-    pub fractions: BTreeMap<String, f64>,
-    pub count_rule: Option<CountRuleRecord>,
-    /// The derived loads in integer tenths of a request per second (exact).
-    pub rates_tenths: BTreeMap<String, u64>,
-    /// The same loads as decimal text, e.g. `"2.2"`.
-    pub rates_rps: BTreeMap<String, String>,
-    pub count: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CountRuleRecord {
-    pub floor: u64,
-    pub duration_s: f64,
-    pub multiple: u64,
 }
 
 impl PilotsRecord {
@@ -169,17 +114,6 @@ pub fn records_path(root: &Path, run: u32, arm: &str) -> PathBuf {
     pilots_evidence(root).requests_path(run, arm, PILOT_CELL)
 }
 
-/// Reads `pilots/derived.json`.
-pub fn read_record(root: &Path) -> Result<PilotsRecord, String> {
-    let path = root.join(DERIVED_PATH);
-    let bytes = std::fs::read(&path).map_err(|e| format!("{DERIVED_PATH}: {e}"))?;
-    let rec: PilotsRecord = serde_json::from_slice(&bytes).map_err(|e| format!("{DERIVED_PATH}: {e}"))?;
-    if rec.format != PILOTS_FORMAT {
-        return Err(format!("{DERIVED_PATH}: format {:?}, expected {PILOTS_FORMAT:?}", rec.format));
-    }
-    Ok(rec)
-}
-
 /// The frozen plan as the study ran it: with the loads its pilots derived (by the
 /// formula, from the rates recorded in `pilots/derived.json`) and, for a sequential
 /// study that stopped early, the blocks it ran (`sequential.json`, see
@@ -196,7 +130,7 @@ fn pilot_loads(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
     if frozen.plan.pilots.is_none() {
         return Ok(frozen);
     }
-    let rec = read_record(root)?;
+    let rec = read_pilots_record(root)?;
     let (plan, loads) = frozen.plan.with_pilot_rates(&rec.pilot_rates).map_err(|e| format!("{DERIVED_PATH}: {e}"))?;
     if loads != rec.loads() {
         return Err(format!(

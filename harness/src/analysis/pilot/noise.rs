@@ -14,8 +14,8 @@
 
 use std::path::Path;
 
-use super::{PilotRun, read_record};
 use crate::analysis::power::{NoiseEstimate, NoiseStudy, PowerError, noise::spread};
+use crate::evidence::{PilotRun, read_pilots_record};
 use crate::plan::{Load, Metric, Plan};
 use crate::record::RequestRecord;
 
@@ -41,7 +41,7 @@ pub const MIN_RUNS: usize = 2;
 /// takes it), from the pilots of its control arm.
 /// `root` is a study's evidence directory (its `plan.toml` says how the pilots ran).
 pub fn read(root: &Path, plan: &Plan) -> Result<NoiseStudy, PowerError> {
-    let rec = read_record(root).map_err(PowerError::Args)?;
+    let rec = read_pilots_record(root).map_err(PowerError::Args)?;
     let bytes = std::fs::read(root.join("plan.toml"))
         .map_err(|e| PowerError::Args(format!("{}: {e}", root.join("plan.toml").display())))?;
     let own = crate::plan::freeze(bytes)?;

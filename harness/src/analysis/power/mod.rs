@@ -397,7 +397,7 @@ pub fn compute(
 pub fn run(opts: &PowerOptions) -> Result<PowerReport, PowerError> {
     let frozen = freeze_file(&opts.plan)?;
     // A study with in-study pilots: the noise of its control's repeated pilot runs.
-    if opts.noise.join(crate::analysis::pilot::DERIVED_PATH).is_file() {
+    if opts.noise.join(crate::evidence::DERIVED_PATH).is_file() {
         let noise = crate::analysis::pilot::noise::read(&opts.noise, &frozen.plan)?;
         let mut report = compute(&frozen, &noise, &opts.noise, opts)?;
         crate::analysis::pilot::noise::pilot_assumptions(&mut report);

@@ -16,8 +16,8 @@ use super::measures::{Val, summarize};
 use super::read::read_doc;
 use super::records::Rec;
 use super::{Check, Mismatch, close, num};
-use crate::analysis::pilot::{DERIVED_PATH, PILOTS_DIR, read_record};
 use crate::evidence::sha256_hex;
+use crate::evidence::{DERIVED_PATH, PILOTS_DIR, read_pilots_record as read_record};
 use crate::metrics::FIELD_NAMES;
 use crate::plan::{PILOT_CELL, freeze, tenths_str};
 

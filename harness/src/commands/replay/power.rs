@@ -63,7 +63,7 @@ fn value(bytes: &[u8], field: &str, plan: &Plan) -> Result<f64, String> {
 
 /// The noise of the pilot runs of `arm` on `field`; `Err`: why there is none.
 fn noise(root: &Path, plan: &Plan, arm: &str, field: &str) -> Result<Noise, String> {
-    let rec = crate::analysis::pilot::read_record(root)?;
+    let rec = crate::evidence::read_pilots_record(root)?;
     let runs: Vec<_> = rec.pilots.iter().filter(|p| p.arm == arm).collect();
     if runs.len() < 2 {
         return Err(format!("{} pilot run(s) of control arm {arm}; an estimate needs 2", runs.len()));

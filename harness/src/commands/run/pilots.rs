@@ -19,8 +19,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{Progress, RunError, Study, unit};
-use crate::analysis::pilot::{self, DERIVED_PATH, PilotRun, PilotsRecord};
+use crate::analysis::pilot;
 use crate::evidence::{Completion, RecordCheck, UNIT_FILE, check_record, files_under, write_record};
+use crate::evidence::{DERIVED_PATH, PilotRun, PilotsRecord};
 use crate::evidence::{Evidence, UnitStatus, write_json};
 use crate::load::StudyClock;
 use crate::plan::{FrozenPlan, PILOT_CELL, ScheduledBlock};
@@ -40,7 +41,7 @@ pub struct PilotResume {
 
 /// `pilots/b<run>/<arm>`: how pilot units are named.
 pub fn unit_name(run: u32, arm: &str) -> String {
-    format!("{}/b{run}/{arm}", pilot::PILOTS_DIR)
+    format!("{}/b{run}/{arm}", crate::evidence::PILOTS_DIR)
 }
 
 fn pilot_frozen(frozen: &FrozenPlan) -> Option<FrozenPlan> {
@@ -113,7 +114,7 @@ pub fn resume_check(ev: &Evidence, frozen: &FrozenPlan) -> Result<PilotResume, R
         }
     }
     if root.join(DERIVED_PATH).is_file() {
-        let rec = pilot::read_record(root).map_err(|e| refuse(root, e))?;
+        let rec = crate::evidence::read_pilots_record(root).map_err(|e| refuse(root, e))?;
         let mut problems = Vec::new();
         for p in &rec.pilots {
             let reused = out.reuse.iter().any(|(r, a, _)| *r == p.run && *a == p.arm);
