@@ -51,11 +51,9 @@ pub use text::{claims_markdown, claims_terminal};
 pub use tuning::{ConfigurationScore, TuningSummary};
 pub use units::metric_unit;
 
-use crate::analysis::{Analysis, FailedRequest, Loaded, UnitStatus};
+use crate::analysis::{Analysis, AnalysisError, FailedRequest, Loaded, UnitStatus};
 use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
 use crate::metrics::PERCENTILE_METHOD;
-use crate::plan::PlanError;
-use crate::stats::StatsError;
 
 /// Version of `evidence.json`.
 pub const EVIDENCE_FORMAT: &str = "harness-report-evidence/1";
@@ -67,10 +65,6 @@ pub enum ReportError {
     Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Json { path: PathBuf, message: String },
-    #[error("plan.toml of the evidence: {0}")]
-    Plan(#[from] PlanError),
-    #[error("statistics: {0}")]
-    Stats(#[from] StatsError),
     #[error("matrix: {0}")]
     Matrix(String),
     #[error("figure {path}: {message}")]
@@ -170,10 +164,10 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     l.power = crate::analysis::pilot::power_summary(root, &l.frozen);
     l.noise = noise::decomposition(&l);
     let unqualified = crate::analysis::study::unqualified_arms(l.qualification.as_ref());
-    let a = l.analyse(&unqualified)?;
+    let a = l.analyse(&unqualified).map_err(AnalysisError::from)?;
     if let Some(Ok(power)) = l.power.as_mut() {
         for h in &a.hypotheses {
-            power.add_realised(&h.name, &power::realised_log_ratios(h))?;
+            power.add_realised(&h.name, &power::realised_log_ratios(h)).map_err(AnalysisError::from)?;
         }
     }
     let results = crate::analysis::study::results_dir(root);
