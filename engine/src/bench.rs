@@ -114,6 +114,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
+    let from_env = Kernels::from_env().map_err(|e| EngineError::Config(e.to_string()))?;
     let loaded = engine::model::load(&a.model).with_context(|| format!("loading {}", a.model.display()))?;
     let cfg = loaded.model.config.clone();
     let prompt: Vec<u32> = match &a.text {
@@ -126,7 +127,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         None => (0..a.prefill_tokens as u32).map(|i| 100 + i % (cfg.vocab_size as u32 - 100)).collect(),
     };
     let load_before = load_average();
-    let mut engine = Engine::new(loaded.model, loaded.tokenizer, &EngineOptions::default())?;
+    let opts = EngineOptions { kernels: from_env, ..EngineOptions::default() };
+    let mut engine = Engine::new(loaded.model, loaded.tokenizer, &opts)?;
     let kernels = a.kernels.kernels(engine.model.kernels())?;
     let modes = a.quant_matmul.clone().unwrap_or_else(|| vec![kernels.quant_matmul()]);
     engine.model.set_kernels(kernels);

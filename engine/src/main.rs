@@ -254,6 +254,8 @@ impl ModelArgs {
             kv_scales,
             kv_budget_bytes: self.kv_budget,
             threads: self.threads,
+            kernels: engine::kernels::Kernels::from_env()
+                .map_err(|e| engine::error::EngineError::Config(e.to_string()))?,
         })
     }
 

@@ -6,6 +6,7 @@
 
 use crate::error::{EngineError, Result};
 pub use crate::finish::{FinishReason, StopReason};
+use crate::kernels::Kernels;
 use crate::kernels::cpu::ops::{argmax, log_softmax};
 use crate::kernels::cpu::team::Team;
 use crate::kv::format::E4M3_MAX;
@@ -22,11 +23,20 @@ pub struct EngineOptions {
     pub kv_scales: Option<ValueScales>,
     pub kv_budget_bytes: usize,
     pub threads: usize,
+    /// The kernel backend the model runs on (the caller resolves flags and
+    /// environment: `Kernels::from_env`).
+    pub kernels: Kernels,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 256 << 20, threads: 1 }
+        EngineOptions {
+            kv_format: KvFormat::F16,
+            kv_scales: None,
+            kv_budget_bytes: 256 << 20,
+            threads: 1,
+            kernels: Kernels::default(),
+        }
     }
 }
 
@@ -81,7 +91,8 @@ impl Engine {
         Self::new(loaded.model, loaded.tokenizer, opts)
     }
 
-    pub fn new(model: Model, tokenizer: Tokenizer, opts: &EngineOptions) -> Result<Self> {
+    pub fn new(mut model: Model, tokenizer: Tokenizer, opts: &EngineOptions) -> Result<Self> {
+        model.set_kernels(opts.kernels);
         let c = &model.config;
         let cache = KvCache::with_budget(
             opts.kv_format,

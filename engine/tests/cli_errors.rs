@@ -172,6 +172,23 @@ fn serve_refuses_an_unknown_or_unsupported_cpu_path_before_loading() {
 }
 
 #[test]
+fn every_model_command_takes_the_kernel_environment_and_refuses_a_bad_one_before_loading() {
+    // The model never reads the environment: each command resolves it and passes
+    // it down, so a bad value is named before the (missing) model is touched.
+    for args in [&["generate", "--model", "/nonexistent", "--prompt", "hi"][..], &["bench", "--model", "/nonexistent"]]
+    {
+        let out = Command::new(env!("CARGO_BIN_EXE_engine"))
+            .args(args)
+            .env("ENGINE_CPU_PATH", "sse9")
+            .output()
+            .expect("run engine");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("ENGINE_CPU_PATH") && err.contains("sse9"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn api_key_flags_conflict_and_an_unset_or_empty_key_variable_is_named() {
     let (code, err) = engine(&["serve", "--model", "/nonexistent", "--api-key", "k", "--api-key-env", "K"]);
     assert_eq!(code, Some(2), "{err}");

@@ -16,7 +16,13 @@ use engine::model::{LogitsWanted, SeqInput};
 use engine::runtime::{Engine, EngineOptions};
 
 fn engine_on(kernels: Kernels) -> Engine {
-    let opts = EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 64 << 20, threads: 2 };
+    let opts = EngineOptions {
+        kv_format: KvFormat::F16,
+        kv_scales: None,
+        kv_budget_bytes: 64 << 20,
+        threads: 2,
+        ..EngineOptions::default()
+    };
     let mut e = Engine::load(&common::smollm2(), &opts).expect("load SmolLM2");
     e.model.set_kernels(kernels);
     e

@@ -18,7 +18,13 @@ fn engine(format: KvFormat, scales: Option<ValueScales>) -> Engine {
 }
 
 fn engine_on(format: KvFormat, scales: Option<ValueScales>, quant: QuantMatmul) -> Engine {
-    let opts = EngineOptions { kv_format: format, kv_scales: scales, kv_budget_bytes: 64 << 20, threads: 2 };
+    let opts = EngineOptions {
+        kv_format: format,
+        kv_scales: scales,
+        kv_budget_bytes: 64 << 20,
+        threads: 2,
+        ..EngineOptions::default()
+    };
     let mut e = Engine::load(&common::smollm2(), &opts).expect("load SmolLM2");
     let k = e.model.kernels().with_quant_matmul(quant);
     e.model.set_kernels(k);

@@ -169,7 +169,13 @@ fn files(format: Format) -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
 }
 
 fn engine_of(path: &Path, kernels: Kernels) -> Engine {
-    let opts = EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 64 << 20, threads: 2 };
+    let opts = EngineOptions {
+        kv_format: KvFormat::F16,
+        kv_scales: None,
+        kv_budget_bytes: 64 << 20,
+        threads: 2,
+        ..EngineOptions::default()
+    };
     let mut e = Engine::load(path, &opts).unwrap_or_else(|err| panic!("load {}: {err}", path.display()));
     e.model.set_kernels(kernels);
     e
@@ -243,7 +249,13 @@ fn q5_0_q8_path_is_within_0_02_nats_of_the_exact_path_and_the_same_on_every_cpu_
 
 #[test]
 fn requantized_models_stay_near_the_q4_1_original() {
-    let opts = EngineOptions { kv_format: KvFormat::F16, kv_scales: None, kv_budget_bytes: 64 << 20, threads: 2 };
+    let opts = EngineOptions {
+        kv_format: KvFormat::F16,
+        kv_scales: None,
+        kv_budget_bytes: 64 << 20,
+        threads: 2,
+        ..EngineOptions::default()
+    };
     let mut original = Engine::load(&common::smollm2(), &opts).expect("load SmolLM2");
     let ids = hamlet_ids(&original, 2000, 256);
     let n1 = mean_nll(&original.score(&ids).unwrap());

@@ -384,7 +384,7 @@ impl Model {
             .collect::<Result<Vec<_>>>()?;
         let norm = t.norm("norm", h, eps)?;
         let rope = RopeTable::new(c.head_dim, c.rope_theta, c.max_position_embeddings);
-        let kernels = Kernels::from_env().map_err(|e| EngineError::Config(e.to_string()))?;
+        let kernels = Kernels::default();
         Ok(Model { config, embed: Embedding::F32(embed_tokens), layers, norm, lm_head, rope, kernels })
     }
 
@@ -392,8 +392,9 @@ impl Model {
         self.rope.max_positions()
     }
 
-    /// The kernel backend every forward pass runs on: from the environment at
-    /// load (`Kernels::from_env`), replaced with [`Model::set_kernels`].
+    /// The kernel backend every forward pass runs on: the best this CPU supports
+    /// at load (`Kernels::default`; the model never reads the environment),
+    /// replaced with [`Model::set_kernels`] (`Engine::new` sets its options').
     pub fn kernels(&self) -> Kernels {
         self.kernels
     }

@@ -139,15 +139,15 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             kv_scales: scales,
             kv_budget_bytes: loop_opts.kv_budget_bytes,
             threads: loop_opts.threads,
+            kernels: loop_opts.kernels,
         };
-        let mut engine = match Engine::load(&loop_opts.model, &engine_opts) {
+        let engine = match Engine::load(&loop_opts.model, &engine_opts) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("engine: error: loading {}: {e}", loop_opts.model.display());
                 std::process::exit(2);
             }
         };
-        engine.model.set_kernels(loop_opts.kernels);
         let max_model_len =
             loop_opts.max_model_len.unwrap_or(engine.model.max_positions()).min(engine.model.max_positions());
         let inv = engine.cache.inventory();
