@@ -581,7 +581,7 @@ const VLLM_API_KEY: &str = "VLLM_API_KEY";
 /// The API key: `--api-key`, else the variable `--api-key-env` names (unset or
 /// empty is bad input), else `VLLM_API_KEY` when set and not empty (vLLM's
 /// fallback). Logs where it came from, never the key.
-fn api_key(flag: Option<String>, env_name: Option<&str>) -> Result<Option<engine::serve::routes::ApiKey>> {
+fn api_key(flag: Option<String>, env_name: Option<&str>) -> Result<Option<engine::serve::state::ApiKey>> {
     let bad = |m: String| engine::error::EngineError::InvalidRequest(m);
     let (key, from) = match (flag, env_name) {
         (Some(k), _) if k.is_empty() => return Err(bad("--api-key must not be empty".into()).into()),
@@ -595,7 +595,7 @@ fn api_key(flag: Option<String>, env_name: Option<&str>) -> Result<Option<engine
     if key.is_some() {
         tracing::info!("/v1/* requires the API key from {from}");
     }
-    Ok(key.map(engine::serve::routes::ApiKey::new))
+    Ok(key.map(engine::serve::state::ApiKey::new))
 }
 
 fn serve(a: ServeArgs) -> Result<()> {

@@ -9,7 +9,7 @@
 
 use super::api::{ChatMessageIn, chat_prompt_ids};
 use super::error::{ApiError, fields, parse_object};
-use super::routes::{AppState, read_body};
+use super::state::{AppState, read_body};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -116,7 +116,7 @@ pub async fn model(State(state): State<Arc<AppState>>, Path(id): Path<String>) -
     if id != state.served_model_name {
         return ApiError::ModelNotFound(id).into_response();
     }
-    Json(super::routes::model_card(&state)).into_response()
+    Json(super::state::model_card(&state)).into_response()
 }
 
 pub async fn not_found(uri: Uri) -> Response {

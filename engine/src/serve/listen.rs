@@ -8,7 +8,7 @@
 //! while that many are open is closed at once, so stalled clients cannot pile
 //! up sockets and tasks without bound), and graceful shutdown (stop accepting,
 //! let every connection finish its in-flight exchange, then return). The
-//! body-read timeout is applied where bodies are read (`routes::read_body`),
+//! body-read timeout is applied where bodies are read (`state::read_body`),
 //! which can answer 408.
 
 use axum::Router;

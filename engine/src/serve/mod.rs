@@ -17,6 +17,7 @@ pub mod receipts;
 pub mod response;
 pub mod routes;
 pub mod sampling;
+pub mod state;
 pub mod stop;
 pub mod stream;
 
@@ -26,7 +27,7 @@ use crate::runtime::{Engine, EngineOptions};
 use crate::sched::{FitLimits, SchedulerConfig};
 use engine_loop::{Command, EngineLoop, LoopConfig};
 use metrics::Metrics;
-use routes::{AppState, Ready};
+use state::{AppState, Ready};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -51,7 +52,7 @@ pub struct ServeOptions {
     pub threads: usize,
     /// Required on /v1/* when set (from `--api-key`, `--api-key-env` or
     /// `VLLM_API_KEY`; the CLI resolves which).
-    pub api_key: Option<routes::ApiKey>,
+    pub api_key: Option<state::ApiKey>,
     pub receipts: Option<PathBuf>,
     pub stream_interval: usize,
     pub debug_step_delay_us: u64,

@@ -12,7 +12,7 @@ use super::response::{
     ChatChunkChoice, ChatDelta, ChoiceExtras, CompletionChoice, Envelope, Usage, chat_logprobs, completion_logprobs,
     finish_fields, prompt_logprobs,
 };
-use super::routes::{Endpoint, Meta};
+use super::state::{Endpoint, Meta};
 use crate::tokenizer::Tokenizer;
 use axum::response::sse::{Event as SseEvent, Sse};
 use futures_util::StreamExt;
