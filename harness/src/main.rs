@@ -586,8 +586,35 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     if bad { 2 } else { 1 }
 }
 
+/// Whether the command only reads files and prints (no server, no request), so
+/// that a closed stdout (`harness plan check PLAN | head`) may end it as it ends
+/// any Unix filter.
+fn only_prints(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Plan(PlanCommand::Check { probe: false, .. } | PlanCommand::Derive { .. } | PlanCommand::Power { .. })
+            | Command::Replay(_)
+            | Command::Noise(_)
+            | Command::Completions { .. }
+    )
+}
+
+/// Restores the default SIGPIPE action (Rust ignores it, so `println!` panics on a
+/// closed pipe). Only for commands that print and run nothing: the others keep
+/// SIGPIPE ignored, so a vanished reader never kills a study mid-write.
+fn end_quietly_on_closed_stdout() {
+    // SAFETY: `signal` with SIG_DFL changes one process-wide disposition before
+    // any thread is started; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if only_prints(&cli.command) {
+        end_quietly_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Plan(PlanCommand::Check { plan, probe, pilots_from }) => {
             match check(&plan, probe, pilots_from.as_deref()) {

@@ -45,3 +45,26 @@ fn the_readme_names_every_study_plan() {
         .collect();
     assert!(missing.is_empty(), "README.md does not name {missing:?}");
 }
+
+/// A command that only prints ends quietly when its reader is gone (`harness plan
+/// check PLAN | head`), as a Unix filter does: killed by SIGPIPE, no panic.
+#[test]
+fn a_printing_command_ends_quietly_when_stdout_is_closed() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    for args in [&["plan", "check", "plans/aa-cpu.toml"][..], &["completions", "bash"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(args)
+            .current_dir(workspace())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run harness");
+        // The reader is gone before the first write.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.status.signal() == Some(libc::SIGPIPE) || out.status.success(), "{args:?}: {:?} {err}", out.status);
+    }
+}
