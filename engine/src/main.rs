@@ -13,7 +13,9 @@ use engine::synth::{SynthDtype, SynthSpec, SynthTokenizer};
 use engine::tokenizer::ChatMessage;
 use std::path::{Path, PathBuf};
 
-mod bench;
+mod kernel_args;
+
+use kernel_args::KernelArgs;
 
 #[derive(Parser)]
 #[command(name = "engine", version, about = "Inference engine for Qwen3-family and llama-architecture dense decoders")]
@@ -34,7 +36,7 @@ enum Command {
     /// Write a deterministic random-weight model directory (for tests and CI).
     Synth(SynthArgs),
     /// Prefill and decode throughput per KV format and thread count, as JSON.
-    Bench(bench::BenchArgs),
+    Bench(BenchArgs),
     /// OpenAI-compatible HTTP server with continuous batching.
     Serve(ServeArgs),
     /// Write the tokenizer embedded in a GGUF file as tokenizer.json (+
@@ -100,7 +102,7 @@ struct ServeArgs {
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
-    kernels: bench::KernelArgs,
+    kernels: KernelArgs,
     /// Model name clients must send (default: the model file or directory name).
     #[arg(long)]
     served_model_name: Option<String>,
@@ -205,6 +207,42 @@ struct ModelArgs {
 }
 
 /// `--kv-format`, listing its values in `--help`.
+#[derive(Args)]
+struct BenchArgs {
+    /// A .gguf file or a Hugging Face model directory.
+    #[arg(long)]
+    model: PathBuf,
+    /// Text whose tokens form the prompt (else token IDs 100, 101, ...).
+    #[arg(long)]
+    text: Option<PathBuf>,
+    #[arg(long, default_value_t = 512)]
+    prefill_tokens: usize,
+    #[arg(long, default_value_t = 64)]
+    decode_tokens: usize,
+    /// Thread counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// KV formats to measure (k16v8 scales are calibrated on the prompt).
+    #[arg(long, value_delimiter = ',', default_value = "f16,bf16,k16v8")]
+    kv_formats: Vec<KvFormat>,
+    /// Timed repetitions per figure; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Where to write the JSON (also printed to stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    kernels: KernelArgs,
+    /// Quantized-matmul modes to measure, alternated within each repeat (e.g.
+    /// q8,exact); default: the one the kernel flags select.
+    #[arg(long, value_delimiter = ',', conflicts_with = "exact_quant_matmul")]
+    quant_matmul: Option<Vec<engine::kernels::QuantMatmul>>,
+    /// Skip the linear-layer comparison with the `gemm` crate (whole-model
+    /// figures only; `linear_kernel_vs_gemm_crate` is then empty).
+    #[arg(long)]
+    no_kernel_comparison: bool,
+}
+
 fn kv_format_parser() -> impl clap::builder::TypedValueParser<Value = KvFormat> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(["f16", "bf16", "k16v8"]).try_map(|s| s.parse::<KvFormat>())
@@ -270,7 +308,7 @@ struct GenerateArgs {
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
-    kernels: bench::KernelArgs,
+    kernels: KernelArgs,
     /// Prompt text.
     #[arg(long, conflicts_with_all = ["prompt_ids", "prompts_jsonl"])]
     prompt: Option<String>,
@@ -302,7 +340,7 @@ struct ScoreArgs {
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
-    kernels: bench::KernelArgs,
+    kernels: KernelArgs,
     #[arg(long)]
     text_file: PathBuf,
     /// Character range of the file to score, START:END (Unicode scalar values).
@@ -380,7 +418,7 @@ fn main() {
         Command::Score(a) => score(a),
         Command::Calibrate(a) => calibrate(a),
         Command::Synth(a) => synth(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => bench(a),
         Command::Serve(a) => serve(a),
         Command::ExportTokenizer(a) => export_tokenizer(a),
         Command::Dequantize(a) => dequantize(a),
@@ -550,6 +588,29 @@ fn dequantize(a: DequantizeArgs) -> Result<()> {
         a.dtype.file_type(),
         report.bytes as f64 / (1 << 20) as f64
     );
+    Ok(())
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    let from_env =
+        engine::kernels::Kernels::from_env().map_err(|e| engine::error::EngineError::Config(e.to_string()))?;
+    let doc = commands::bench(
+        &commands::BenchOptions {
+            model: a.model,
+            text: a.text,
+            prefill_tokens: a.prefill_tokens,
+            decode_tokens: a.decode_tokens,
+            threads: a.threads,
+            kv_formats: a.kv_formats,
+            repeats: a.repeats,
+            kernels: a.kernels.kernels(from_env)?,
+            modes: a.quant_matmul.unwrap_or_default(),
+            kernel_comparison: !a.no_kernel_comparison,
+            out: a.out.clone(),
+        },
+        |row| eprintln!("bench: {row}"),
+    )?;
+    println!("{}", serde_json::to_string_pretty(&doc)?);
     Ok(())
 }
 

@@ -6,9 +6,7 @@
 
 use crate::error::{EngineError, Result};
 pub use crate::finish::{FinishReason, StopReason};
-use crate::kernels::Kernels;
-use crate::kernels::cpu::ops::{argmax, log_softmax};
-use crate::kernels::cpu::team::Team;
+use crate::kernels::{Kernels, Workers, argmax, log_softmax};
 use crate::kv::format::E4M3_MAX;
 use crate::kv::{KvCache, KvFormat, ValueScales};
 use crate::model::{LogitsWanted, Model, SeqInput, load};
@@ -57,34 +55,6 @@ pub struct Engine {
     pool: Workers,
 }
 
-/// The kernel threads a forward pass runs on: a rayon pool (loaders, row-wise
-/// ops) and a spinning `Team` of as many threads for the short decode-time
-/// regions (quantized linear layers, attention), installed together.
-pub struct Workers {
-    pool: rayon::ThreadPool,
-    team: Team,
-}
-
-impl Workers {
-    /// `threads` kernel threads (at least 1).
-    pub fn new(threads: usize) -> Result<Self> {
-        let threads = threads.max(1);
-        let err = |e: String| EngineError::Config(format!("cannot start {threads} kernel threads: {e}"));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("engine-kernel-{i}"))
-            .build()
-            .map_err(|e| err(e.to_string()))?;
-        let team = Team::new(threads).map_err(|e| err(e.to_string()))?;
-        Ok(Workers { pool, team })
-    }
-
-    /// Runs `f` on the rayon pool with the team installed.
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        self.pool.install(|| self.team.install(f))
-    }
-}
-
 impl Engine {
     pub fn load(model_path: &Path, opts: &EngineOptions) -> Result<Self> {
         let loaded = load(model_path)?;
@@ -102,7 +72,7 @@ impl Engine {
             opts.kv_budget_bytes,
             opts.kv_scales.as_ref(),
         )?;
-        let pool = Workers::new(opts.threads)?;
+        let pool = Workers::new(opts.threads).map_err(|e| EngineError::Config(e.to_string()))?;
         Ok(Engine { model, tokenizer: Arc::new(tokenizer), cache, pool })
     }
 

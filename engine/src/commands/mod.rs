@@ -1,14 +1,16 @@
 //! The bodies of the engine's offline commands (`calibrate`, `export-tokenizer`,
-//! `dequantize`, `roofline`): each takes plain options, does its work through
+//! `dequantize`, `roofline`, `bench`): each takes plain options, does its work through
 //! the library, writes its outputs atomically and returns what it wrote. The
 //! binary (main.rs) only parses arguments, prints and maps [`CommandError`] to
 //! an exit code; nothing here prints or exits.
 
+mod bench;
 mod calibrate;
 mod dequantize;
 mod export_tokenizer;
 mod roofline;
 
+pub use bench::{BenchOptions, bench};
 pub use calibrate::{CalibrateOptions, CalibrateReport, calibrate};
 pub use dequantize::{DequantizeReport, dequantize};
 pub use export_tokenizer::export_tokenizer;
@@ -61,6 +63,12 @@ fn tmp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".tmp");
     path.with_file_name(name)
+}
+
+/// The 1-, 5- and 15-minute load averages (Linux; None elsewhere), for the record.
+fn load_average() -> Option<Vec<f64>> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    s.split_whitespace().take(3).map(|v| v.parse().ok()).collect()
 }
 
 /// Reads a UTF-8 text file, optionally only the Unicode scalar values

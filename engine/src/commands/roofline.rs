@@ -15,7 +15,7 @@
 //! written, the dot products by the unit tests against a scalar computation),
 //! so the compiler cannot have elided the work being timed.
 
-use super::{CommandError, Result, write_atomic};
+use super::{CommandError, Result, load_average, write_atomic};
 use crate::error::EngineError;
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -75,12 +75,6 @@ pub fn roofline(o: &RooflineOptions) -> Result<serde_json::Value> {
         write_atomic(path, text.as_bytes())?;
     }
     Ok(doc)
-}
-
-/// The 1-, 5- and 15-minute load averages (Linux).
-fn load_average() -> Option<Vec<f64>> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    s.split_whitespace().take(3).map(|v| v.parse().ok()).collect()
 }
 
 /// CPU model, logical CPUs, SIMD flags (avx*, amx*, fma, f16c) from

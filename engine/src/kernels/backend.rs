@@ -1,8 +1,10 @@
-//! The one interface the model calls for its linear layers: `Kernels`, a small
-//! copyable value naming the CPU path (`scalar`, `avx2`, `avx512`) and how layers over
-//! block-quantized weights are computed (`QuantMatmul`). The model holds one and
-//! passes it down; nothing here is global or mutable. A CUDA backend would be
-//! another implementation of these calls, without touching the model.
+//! The one interface the model calls for its arithmetic: `Kernels`, a small
+//! copyable value naming the CPU path (`scalar`, `avx2`, `avx512`, `amx`) and how
+//! layers over block-quantized weights are computed (`QuantMatmul`). Every op of a
+//! forward pass goes through it: the linear layers, RMSNorm, the residual add,
+//! SwiGLU, rotary embeddings and paged attention. The model holds one and passes
+//! it down; nothing here is global or mutable. A CUDA backend would be another
+//! implementation of these calls, without touching the model.
 //!
 //! Defaults: the best path this CPU supports, and `q8` (activation-quantized,
 //! llama.cpp's numerics) for GGUF Q4_0/Q4_1/Q8_0 weights. `exact` (f32 activations
@@ -11,11 +13,15 @@
 //! `--cpu-path` or `ENGINE_CPU_PATH`. F32 weights always take the f32 kernel,
 //! and F16/BF16 weights the same kernel widening them exactly as it loads them.
 
+use super::cpu::attention::{AttnSeq, AttnShape, paged_attention};
 use super::cpu::dispatch::{CpuPath, KernelError};
 use super::cpu::half::{HalfMatrix, matmul_half_on};
 use super::cpu::matmul::matmul_on;
+use super::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
 use super::cpu::q8::{matmul_q8_many_on, matmul_q8_on};
 use super::cpu::quant::{QuantMatrix, matmul_quant_on};
+use super::cpu::rope::RopeTable;
+use crate::kv::KvCache;
 use std::fmt;
 
 /// The environment variable that picks the quantized matmul (`q8`, `exact`).
@@ -142,12 +148,73 @@ impl Kernels {
             QuantMatmul::Exact => ws.iter().map(|w| matmul_quant_on(self.path, x, w, m)).collect(),
         }
     }
+
+    /// RMSNorm of each row of `x` (`[rows, weight.len()]`):
+    /// `x / sqrt(mean(x²) + eps) * weight`, the sum of squares in f64.
+    pub fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+        rms_norm(x, weight, eps)
+    }
+
+    /// The residual add: `acc += delta`, element-wise.
+    pub fn residual_add(&self, acc: &mut [f32], delta: &[f32]) {
+        add_in_place(acc, delta)
+    }
+
+    /// SwiGLU into `gate`: `silu(gate) * up`, element-wise (the same bits on
+    /// every path).
+    pub fn silu_mul(&self, gate: &mut [f32], up: &[f32]) {
+        silu_mul_in_place(gate, up, self.path)
+    }
+
+    /// Rotates every head of each row of `x` (`[positions.len(), heads * head_dim]`)
+    /// in place, row `r` at position `positions[r]`.
+    pub fn rope(&self, table: &RopeTable, x: &mut [f32], positions: &[usize]) {
+        if positions.is_empty() {
+            return;
+        }
+        let width = x.len() / positions.len();
+        assert_eq!(width * positions.len(), x.len(), "RoPE: rows of unequal width");
+        for (row, &pos) in x.chunks_exact_mut(width).zip(positions) {
+            table.apply(row, pos);
+        }
+    }
+
+    /// Causal paged attention of the query rows `q` (`[rows, heads * head_dim]`)
+    /// over `layer`'s cached keys and values, each sequence through its block
+    /// table. The current rows' keys and values must already be in the cache.
+    pub fn paged_attention(
+        &self,
+        q: &[f32],
+        seqs: &[AttnSeq<'_>],
+        cache: &KvCache,
+        layer: usize,
+        shape: AttnShape,
+    ) -> Vec<f32> {
+        paged_attention(q, seqs, cache, layer, shape, self.path)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernels::cpu::quant::QuantKind;
+
+    #[test]
+    fn rope_rotates_each_row_at_its_own_position() {
+        let (table, k) = (RopeTable::new(8, 10000.0, 32), Kernels::default());
+        let x: Vec<f32> = (0..3 * 16).map(|i| (i as f32 * 0.37).sin()).collect();
+        let positions = [5, 0, 17];
+        let mut batched = x.clone();
+        k.rope(&table, &mut batched, &positions);
+        for (r, &pos) in positions.iter().enumerate() {
+            let mut row = x[r * 16..(r + 1) * 16].to_vec();
+            table.apply(&mut row, pos);
+            assert_eq!(&batched[r * 16..(r + 1) * 16], &row[..], "row {r}");
+        }
+        assert_eq!(&batched[16..32], &x[16..32], "position 0 is the identity");
+        let mut none: Vec<f32> = Vec::new();
+        k.rope(&table, &mut none, &[]);
+    }
 
     #[test]
     fn modes_parse_and_dispatch_to_their_kernels() {

@@ -11,8 +11,23 @@
 //! bit-identical to f32 references. `--cpu-path scalar|avx2|avx512|amx` (or
 //! `ENGINE_CPU_PATH`) forces a lower CPU path.
 
+//!
+//! Outside this module, code names only what is re-exported here: the seam
+//! (`Kernels`, `Workers`), the data types its calls take (weight matrices, the
+//! RoPE table, attention geometry) and the host-side ops on logits (`argmax`,
+//! `log_softmax`: logits always come back to the host). `cpu/` is the CPU
+//! backend's inside; `scripts/import-graph` fails a production import of it
+//! from anywhere else.
+
 pub mod backend;
 pub mod cpu;
+pub mod workers;
 
 pub use backend::{Kernels, QUANT_MATMUL_ENV, QuantMatmul};
+pub use cpu::attention::{AttnSeq, AttnShape};
 pub use cpu::dispatch::{CPU_PATH_ENV, CpuFeatures, CpuPath, KernelError};
+pub use cpu::half::HalfMatrix;
+pub use cpu::ops::{argmax, log_softmax};
+pub use cpu::quant::{QK, QuantKind, QuantMatrix};
+pub use cpu::rope::RopeTable;
+pub use workers::Workers;

@@ -15,8 +15,7 @@ use crate::error::{EngineError, Result};
 use crate::gguf::{
     GgmlType, GgufFile, TensorInfo, dequantize, hf_name, qk_kind, repack_q4_k, repack_q6_k, unpermute_rows, unsupported,
 };
-use crate::kernels::cpu::half::HalfMatrix;
-use crate::kernels::cpu::quant::{QuantKind, QuantMatrix};
+use crate::kernels::{HalfMatrix, QuantKind, QuantMatrix};
 
 impl GgufFile {
     /// One tensor dequantized to f32, by GGUF name, with its HF-order shape

@@ -11,12 +11,7 @@
 use super::config::ModelConfig;
 use super::tensor::TensorMap;
 use crate::error::{EngineError, Result};
-use crate::kernels::Kernels;
-use crate::kernels::cpu::attention::{AttnSeq, AttnShape, paged_attention};
-use crate::kernels::cpu::half::HalfMatrix;
-use crate::kernels::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
-use crate::kernels::cpu::quant::QuantMatrix;
-use crate::kernels::cpu::rope::RopeTable;
+use crate::kernels::{AttnSeq, AttnShape, HalfMatrix, Kernels, QK, QuantMatrix, RopeTable};
 use crate::kv::{BlockTable, KvCache};
 
 /// A linear layer's weight: dense f32; the checkpoint's 16-bit floats (F16 or
@@ -105,8 +100,8 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
-        rms_norm(x, &self.weight, self.eps)
+    pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
+        kernels.rms_norm(x, &self.weight, self.eps)
     }
 }
 
@@ -125,17 +120,15 @@ impl Attention {
     /// `[rows, hidden]`): projects, rotates, stores this layer's keys and values
     /// in each sequence's pages, attends over the cache and projects back.
     fn forward(&self, x: &[f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) -> Vec<f32> {
-        let (q_dim, kv_dim) = (batch.shape.heads * batch.shape.head_dim, batch.shape.kv_heads * batch.shape.head_dim);
+        let kv_dim = batch.shape.kv_heads * batch.shape.head_dim;
         let kernels = batch.kernels;
         let [mut q, mut k, v] = Linear::forward_many([&self.q_proj, &self.k_proj, &self.v_proj], x, kernels);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
-            q = qn.forward(&q);
-            k = kn.forward(&k);
+            q = qn.forward(&q, kernels);
+            k = kn.forward(&k, kernels);
         }
-        for (r, &pos) in batch.positions.iter().enumerate() {
-            batch.rope.apply(&mut q[r * q_dim..(r + 1) * q_dim], pos);
-            batch.rope.apply(&mut k[r * kv_dim..(r + 1) * kv_dim], pos);
-        }
+        kernels.rope(batch.rope, &mut q, &batch.positions);
+        kernels.rope(batch.rope, &mut k, &batch.positions);
         if let Some(obs) = batch.observe.as_mut() {
             obs(batch.layer, &v);
         }
@@ -149,7 +142,7 @@ impl Attention {
             .zip(&batch.places)
             .map(|(s, p)| AttnSeq { table: &*s.table, q_row: p.row, rows: p.len, start_pos: p.start })
             .collect();
-        let attn = paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape, kernels.path());
+        let attn = kernels.paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape);
         self.o_proj.forward(&attn, kernels)
     }
 }
@@ -163,7 +156,7 @@ pub struct Mlp {
 impl Mlp {
     pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
         let [mut g, u] = Linear::forward_many([&self.gate_proj, &self.up_proj], x, kernels);
-        silu_mul_in_place(&mut g, &u, kernels.path());
+        kernels.silu_mul(&mut g, &u);
         self.down_proj.forward(&g, kernels)
     }
 }
@@ -178,10 +171,11 @@ pub struct DecoderLayer {
 impl DecoderLayer {
     /// Pre-norm residual block: `x += attn(norm(x))`, then `x += mlp(norm(x))`.
     fn forward(&self, x: &mut [f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) {
-        let attn = self.self_attn.forward(&self.input_layernorm.forward(x), batch, cache);
-        add_in_place(x, &attn);
-        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(x), batch.kernels);
-        add_in_place(x, &mlp);
+        let kernels = batch.kernels;
+        let attn = self.self_attn.forward(&self.input_layernorm.forward(x, kernels), batch, cache);
+        kernels.residual_add(x, &attn);
+        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(x, kernels), kernels);
+        kernels.residual_add(x, &mlp);
     }
 }
 
@@ -690,7 +684,7 @@ impl Model {
                 picked.extend_from_slice(&x[r * h..(r + 1) * h]);
             }
         }
-        let logits = self.lm_head_forward(&self.norm.forward(&picked));
+        let logits = self.lm_head_forward(&self.norm.forward(&picked, &self.kernels));
         let mut rows = logits.chunks_exact(vocab).map(|r| r.to_vec());
         seqs.iter().zip(places).map(|(s, p)| rows.by_ref().take(wanted(s, p).len()).collect()).collect()
     }
@@ -721,7 +715,7 @@ impl Model {
             let bytes = match &l.weight {
                 Weight::F32(_) => macs * 4,
                 Weight::Half(_) => macs * 2,
-                Weight::Quant(q) => macs / crate::kernels::cpu::quant::QK as u64 * q.kind.block_bytes() as u64,
+                Weight::Quant(q) => macs / QK as u64 * q.kind.block_bytes() as u64,
             };
             (bytes, macs)
         };

@@ -6,7 +6,7 @@
 use super::config::ModelConfig;
 use super::tensor::{Tensor, TensorMap};
 use crate::error::{EngineError, Result};
-use crate::kernels::cpu::half::HalfMatrix;
+use crate::kernels::HalfMatrix;
 use half::{bf16, f16};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};

@@ -2,7 +2,7 @@
 //! seeded random sampling with temperature, min-p, top-k and top-p; end-of-sequence
 //! masking for `min_tokens`; and log-probabilities of the raw distribution.
 
-use crate::kernels::cpu::ops::{argmax, log_softmax};
+use crate::kernels::{argmax, log_softmax};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 

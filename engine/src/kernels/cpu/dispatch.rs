@@ -41,6 +41,8 @@ pub enum KernelError {
     UnknownQuantMode(String),
     #[error("{var}: {source}")]
     Env { var: &'static str, source: Box<KernelError> },
+    #[error("cannot start {threads} kernel threads: {reason}")]
+    Threads { threads: usize, reason: String },
 }
 
 /// The x86 features the kernels care about (all false elsewhere).

@@ -4,108 +4,47 @@
 //! plus the linear-layer kernels against the `gemm` crate (the named baseline)
 //! at prefill and decode shapes, and what one token's linear layers read and
 //! multiply (`Model::linear_work`, the denominators of scripts/bench-roofline).
-//! Writes one JSON object. A benchmark, never a test: nothing here asserts
-//! speed. Also owns the kernel flags (`KernelArgs`) that `generate`, `score`
-//! and `bench` share.
+//! Returns one JSON document (and writes it atomically where asked). A
+//! benchmark, never a test: nothing here asserts speed. Every kernel call goes
+//! through the `Kernels` seam, as the model's do.
 
-use anyhow::{Context, Result};
-use clap::Args;
-use engine::error::EngineError;
-use engine::kernels::cpu::matmul::matmul_on;
-use engine::kernels::cpu::q8::matmul_q8_on;
-use engine::kernels::cpu::quant::{QuantKind, QuantMatrix, matmul_quant_on};
-use engine::kernels::{CpuFeatures, CpuPath, Kernels, QuantMatmul};
-use engine::kv::KvFormat;
-use engine::model::{LogitsWanted, Model, SeqInput};
-use engine::runtime::{Engine, EngineOptions, Workers};
+use super::{CommandError, Result, load_average, write_atomic};
+use crate::error::EngineError;
+use crate::kernels::{
+    CpuFeatures, CpuPath, KernelError, Kernels, QuantKind, QuantMatmul, QuantMatrix, Workers, argmax,
+};
+use crate::kv::{KvCache, KvFormat};
+use crate::model::{LogitsWanted, SeqInput};
+use crate::runtime::{Engine, EngineOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Kernel choices of `engine serve` and the in-process commands (over
-/// ENGINE_CPU_PATH and ENGINE_QUANT_MATMUL).
-#[derive(Args, Clone, Debug)]
-pub struct KernelArgs {
-    /// CPU code path: scalar, avx2, avx512, amx or auto (default: $ENGINE_CPU_PATH, else
-    /// the best this CPU supports).
-    #[arg(long)]
-    pub cpu_path: Option<String>,
-    /// Multiply quantized (Q4_0/Q4_1/Q8_0) weights exactly: f32 activations times
-    /// exactly dequantized weights, bit-identical to the f32 model (for parity
-    /// studies), instead of the default 8-bit activations (llama.cpp's numerics).
-    #[arg(long)]
-    pub exact_quant_matmul: bool,
-    /// Where the kernels run: `cpu`. `cuda` is refused (exit 2) until the CUDA
-    /// backend exists, so that a GPU plan never times the CPU path by mistake.
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
-    pub device: String,
-}
-
-impl KernelArgs {
-    /// `current` with these flags applied.
-    pub fn kernels(&self, current: Kernels) -> Result<Kernels, EngineError> {
-        if self.device != "cpu" {
-            return Err(EngineError::Config(format!(
-                "--device {}: this build has no CUDA backend yet (every kernel sits behind one seam whose only \
-                 implementation is the CPU's); use --device cpu",
-                self.device
-            )));
-        }
-        let config = |e: engine::kernels::KernelError| EngineError::Config(e.to_string());
-        let path = match &self.cpu_path {
-            Some(s) => CpuPath::parse_supported(s).map_err(config)?,
-            None => current.path(),
-        };
-        let quant = if self.exact_quant_matmul { QuantMatmul::Exact } else { current.quant_matmul() };
-        Kernels::new(path, quant).map_err(config)
-    }
-
-    pub fn apply(&self, model: &mut Model) -> Result<(), EngineError> {
-        let k = self.kernels(model.kernels())?;
-        model.set_kernels(k);
-        Ok(())
-    }
-}
-
-#[derive(Args)]
-pub struct BenchArgs {
+pub struct BenchOptions {
     /// A .gguf file or a Hugging Face model directory.
-    #[arg(long)]
-    model: PathBuf,
+    pub model: PathBuf,
     /// Text whose tokens form the prompt (else token IDs 100, 101, ...).
-    #[arg(long)]
-    text: Option<PathBuf>,
-    #[arg(long, default_value_t = 512)]
-    prefill_tokens: usize,
-    #[arg(long, default_value_t = 64)]
-    decode_tokens: usize,
+    pub text: Option<PathBuf>,
+    pub prefill_tokens: usize,
+    pub decode_tokens: usize,
     /// Thread counts to measure.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    threads: Vec<usize>,
+    pub threads: Vec<usize>,
     /// KV formats to measure (k16v8 scales are calibrated on the prompt).
-    #[arg(long, value_delimiter = ',', default_value = "f16,bf16,k16v8")]
-    kv_formats: Vec<KvFormat>,
+    pub kv_formats: Vec<KvFormat>,
     /// Timed repetitions per figure; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    repeats: usize,
-    /// Where to write the JSON (also printed to stdout).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    #[command(flatten)]
-    kernels: KernelArgs,
-    /// Quantized-matmul modes to measure, alternated within each repeat (e.g.
-    /// q8,exact); default: the one the kernel flags select.
-    #[arg(long, value_delimiter = ',', conflicts_with = "exact_quant_matmul")]
-    quant_matmul: Option<Vec<QuantMatmul>>,
-    /// Skip the linear-layer comparison with the `gemm` crate (whole-model
-    /// figures only; `linear_kernel_vs_gemm_crate` is then empty).
-    #[arg(long)]
-    no_kernel_comparison: bool,
+    pub repeats: usize,
+    /// The kernels to run on, resolved by the caller (flags over the environment).
+    pub kernels: Kernels,
+    /// Quantized-matmul modes to measure, alternated within each repeat
+    /// (empty: the one `kernels` names).
+    pub modes: Vec<QuantMatmul>,
+    /// Also compare the linear kernels with the `gemm` crate.
+    pub kernel_comparison: bool,
+    /// Also write the JSON document here (atomically).
+    pub out: Option<PathBuf>,
 }
 
-/// The 1-, 5- and 15-minute load averages (Linux), for the record.
-fn load_average() -> Option<Vec<f64>> {
-    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
-    s.split_whitespace().take(3).map(|v| v.parse().ok()).collect()
+fn config(e: KernelError) -> CommandError {
+    CommandError::Input(EngineError::Config(e.to_string()))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -113,43 +52,40 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn run(a: BenchArgs) -> Result<()> {
-    let from_env = Kernels::from_env().map_err(|e| EngineError::Config(e.to_string()))?;
-    let loaded = engine::model::load(&a.model).with_context(|| format!("loading {}", a.model.display()))?;
+/// Measures; `progress` sees each row (one KV format, thread count and mode) as it is done.
+pub fn bench(a: &BenchOptions, mut progress: impl FnMut(&serde_json::Value)) -> Result<serde_json::Value> {
+    let loaded = crate::model::load(&a.model)?;
     let cfg = loaded.model.config.clone();
     let prompt: Vec<u32> = match &a.text {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text = std::fs::read_to_string(p).map_err(|e| EngineError::io(p, e))?;
             let ids = loaded.tokenizer.encode(&text, false)?;
-            anyhow::ensure!(ids.len() >= a.prefill_tokens, "{} has only {} tokens", p.display(), ids.len());
+            if ids.len() < a.prefill_tokens {
+                let why = format!("{} has only {} tokens, fewer than --prefill-tokens", p.display(), ids.len());
+                return Err(EngineError::InvalidRequest(why).into());
+            }
             ids[..a.prefill_tokens].to_vec()
         }
         None => (0..a.prefill_tokens as u32).map(|i| 100 + i % (cfg.vocab_size as u32 - 100)).collect(),
     };
     let load_before = load_average();
-    let opts = EngineOptions { kernels: from_env, ..EngineOptions::default() };
+    let kernels = a.kernels;
+    let opts = EngineOptions { kernels, ..EngineOptions::default() };
     let mut engine = Engine::new(loaded.model, loaded.tokenizer, &opts)?;
-    let kernels = a.kernels.kernels(engine.model.kernels())?;
-    let modes = a.quant_matmul.clone().unwrap_or_else(|| vec![kernels.quant_matmul()]);
-    engine.model.set_kernels(kernels);
+    let modes = if a.modes.is_empty() { vec![kernels.quant_matmul()] } else { a.modes.clone() };
     let scales = engine.calibrate(&prompt)?;
     let mut model = engine.model;
     let mut rows = Vec::new();
     for &threads in &a.threads {
-        let pool = Workers::new(threads)?;
+        let pool = Workers::new(threads).map_err(config)?;
         for &format in &a.kv_formats {
-            let mut cache = engine::kv::KvCache::with_budget(
+            let mut cache = KvCache::with_budget(
                 format,
                 cfg.num_hidden_layers,
                 cfg.num_key_value_heads,
                 cfg.head_dim,
                 (a.prefill_tokens + a.decode_tokens + 64)
-                    * engine::kv::KvCache::bytes_per_token(
-                        format,
-                        cfg.num_hidden_layers,
-                        cfg.num_key_value_heads,
-                        cfg.head_dim,
-                    ),
+                    * KvCache::bytes_per_token(format, cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim),
                 Some(&scales),
             )?;
             let mut prefill = vec![Vec::new(); modes.len()];
@@ -160,7 +96,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 model.set_kernels(kernels.with_quant_matmul(modes[mi]));
                 let model = &model;
                 let mut table = cache.new_table();
-                anyhow::ensure!(table.reserve(a.prefill_tokens + a.decode_tokens), "KV budget too small");
+                if !table.reserve(a.prefill_tokens + a.decode_tokens) {
+                    return Err(CommandError::Check("the bench's KV budget is too small for its own prompt".into()));
+                }
                 let t0 = Instant::now();
                 let logits = pool.install(|| {
                     model.forward(
@@ -170,7 +108,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     )
                 })?;
                 prefill[mi].push(a.prefill_tokens as f64 / t0.elapsed().as_secs_f64());
-                let mut tok = engine::kernels::cpu::ops::argmax(&logits[0][0]);
+                let mut tok = argmax(&logits[0][0]);
                 let t1 = Instant::now();
                 for _ in 0..a.decode_tokens {
                     let l = pool.install(|| {
@@ -180,7 +118,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                             None,
                         )
                     })?;
-                    tok = engine::kernels::cpu::ops::argmax(&l[0][0]);
+                    tok = argmax(&l[0][0]);
                 }
                 decode[mi].push(a.decode_tokens as f64 / t1.elapsed().as_secs_f64());
             }
@@ -199,15 +137,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
                     "decode_tokens_per_s": median(decode[mi].clone()),
                     "decode_tokens_per_s_each": decode[mi],
                 });
-                eprintln!("bench: {row}");
+                progress(&row);
                 rows.push(row);
             }
         }
     }
-    let comparison = if a.no_kernel_comparison {
-        Vec::new()
-    } else {
+    let comparison = if a.kernel_comparison {
         kernel_comparison(kernels.path(), &a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?
+    } else {
+        Vec::new()
     };
     let work = model.linear_work();
     let out = serde_json::json!({
@@ -232,12 +170,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "runs": rows,
         "linear_kernel_vs_gemm_crate": comparison,
     });
-    let text = serde_json::to_string_pretty(&out)?;
     if let Some(p) = &a.out {
-        std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
+        let text = serde_json::to_string_pretty(&out).expect("a JSON value serialises");
+        write_atomic(p, text.as_bytes())?;
     }
-    println!("{text}");
-    Ok(())
+    Ok(out)
 }
 
 /// Our batch-invariant linear kernels (f32, and Q4_1 exact and through 8-bit
@@ -250,7 +187,9 @@ fn kernel_comparison(
     n: usize,
     m_big: usize,
 ) -> Result<Vec<serde_json::Value>> {
-    let matmul = |x: &[f32], w: &[f32], m, k, n| matmul_on(path, x, w, m, k, n);
+    let exact = Kernels::new(path, QuantMatmul::Exact).map_err(config)?;
+    let q8 = exact.with_quant_matmul(QuantMatmul::Q8);
+    let matmul = |x: &[f32], w: &[f32], m, k, n| exact.matmul(x, w, m, k, n);
     let x: Vec<f32> = (0..m_big * k).map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5).collect();
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729 % 1000) as f32 / 1000.0) - 0.5).collect();
     // A Q4_1 matrix of the same shape (d = 0.01, m = -0.05, nibbles pseudo-random).
@@ -263,10 +202,12 @@ fn kernel_comparison(
             blk
         })
         .collect();
-    let wq = QuantMatrix::new(QuantKind::Q4_1, n, k, qbytes).context("building the Q4_1 bench matrix")?;
+    let wq = QuantMatrix::new(QuantKind::Q4_1, n, k, qbytes).ok_or_else(|| {
+        CommandError::Check(format!("the model's {n} x {k} layer has no Q4_1 form (columns not a multiple of 32)"))
+    })?;
     let mut out = Vec::new();
     for &t in threads {
-        let pool = Workers::new(t)?;
+        let pool = Workers::new(t).map_err(config)?;
         for m in [1usize, m_big] {
             let reps = if m == 1 { 200 } else { 5 };
             let ours = pool.install(|| {
@@ -286,14 +227,14 @@ fn kernel_comparison(
             let q4 = pool.install(|| {
                 let t0 = Instant::now();
                 for _ in 0..reps {
-                    std::hint::black_box(matmul_quant_on(path, &x[..m * k], &wq, m));
+                    std::hint::black_box(exact.matmul_quant(&x[..m * k], &wq, m));
                 }
                 t0.elapsed().as_secs_f64() / reps as f64
             });
             let q8 = pool.install(|| {
                 let t0 = Instant::now();
                 for _ in 0..reps {
-                    std::hint::black_box(matmul_q8_on(path, &x[..m * k], &wq, m));
+                    std::hint::black_box(q8.matmul_quant(&x[..m * k], &wq, m));
                 }
                 t0.elapsed().as_secs_f64() / reps as f64
             });
@@ -310,7 +251,7 @@ fn kernel_comparison(
     }
     let ours_invariant = matmul(&x[..k], &w, 1, k, n) == matmul(&x, &w, m_big, k, n)[..n];
     let gemm_invariant = gemm_crate(&x[..k], &w, 1, k, n, 1) == gemm_crate(&x, &w, m_big, k, n, 1)[..n];
-    let q8_invariant = matmul_q8_on(path, &x[..k], &wq, 1) == matmul_q8_on(path, &x, &wq, m_big)[..n];
+    let q8_invariant = q8.matmul_quant(&x[..k], &wq, 1) == q8.matmul_quant(&x, &wq, m_big)[..n];
     out.push(serde_json::json!({
         "row0_identical_at_m1_and_m_big": {
             "ours": ours_invariant, "ours_q4_1_q8_activations": q8_invariant, "gemm_crate": gemm_invariant, "m_big": m_big
