@@ -27,9 +27,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use harness::BadInput;
-use harness::commands::run::RunOptions;
-use harness::plan::{self, FrozenPlan, PlanError};
-use harness::trace;
+use harness::commands::{self, run::RunOptions};
+use harness::plan::PlanError;
 
 /// The exit codes, as `harness --help` prints them (the mapping is [`exit_code`]).
 const EXIT_CODES: &str = "Exit codes:\n  \
@@ -106,7 +105,7 @@ enum Command {
     /// Quality gates only (the plan's [qualification]): GSM strict match, NLL,
     /// passkey retrieval and serial parity, each arm on a fresh server.
     #[command(after_help = "Example:\n  harness qualify plans/quickstart-qualified.toml --out reports/qualify")]
-    Qualify(harness::quality::QualifyArgs),
+    Qualify(harness::commands::qualify::QualifyArgs),
     /// Benchmark of the harness's own load generator against a built-in fake
     /// streaming endpoint (dispatch precision and client CPU); no server is measured.
     #[command(
@@ -142,7 +141,7 @@ enum Command {
     /// split into blocks (drift), fresh servers within a block, and repeats of a cell
     /// on one server, with intervals; for A/A plans such as plans/noise-cpu.toml.
     #[command(after_help = "Example:\n  harness noise reports/noise-cpu --metrics throughput_rps,e2e_p95_intended")]
-    Noise(harness::noise::NoiseArgs),
+    Noise(harness::commands::noise::NoiseArgs),
     /// A quick one-arm measurement with vLLM-bench-like flags: writes a one-arm plan,
     /// runs it as `harness run` does (evidence, report, manifest) and prints the
     /// familiar summary block per cell; `harness replay OUT` audits it.
@@ -214,175 +213,6 @@ enum PlanCommand {
         #[arg(long, default_value_t = harness::analysis::power::DEFAULT_DRAWS)]
         draws: usize,
     },
-}
-
-fn freeze(path: &Path) -> Result<FrozenPlan> {
-    plan::freeze_file(path).with_context(|| format!("plan {}", path.display()))
-}
-
-fn check(path: &Path, probe: bool, pilots_from: Option<&Path>) -> Result<bool> {
-    let frozen = freeze(path)?;
-    let p = &frozen.plan;
-    match pilots_from {
-        Some(dir) => {
-            let bad = |m: String| PlanError::invalid("--pilots-from", m);
-            let rec = harness::evidence::read_pilots_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
-            let (shown, _) = p.with_pilot_rates(&rec.pilot_rates)?;
-            let rates: Vec<String> = rec.pilot_rates.iter().map(|r| format!("{r:.2}")).collect();
-            println!(
-                "estimated with the pilot rates of {} ({} req/s): the loads below are what those rates derive; \
-                 the study measures its own",
-                dir.display(),
-                rates.join(", ")
-            );
-            print!("{}", shown.render_check(&frozen.sha256));
-        }
-        None => print!("{}", p.render_check(&frozen.sha256)),
-    }
-    print_identity_checks(p);
-    let mut wrong = Vec::new();
-    for (key, path, problem) in p.input_problems(Path::new(".")) {
-        match problem {
-            plan::InputProblem::Missing => println!("warning: {key}: {} does not exist (yet)", path.display()),
-            plan::InputProblem::WrongKind(what) => {
-                wrong.push(plan::Issue::new(key, format!("{} is {what}", path.display())));
-            }
-        }
-    }
-    wrong.extend(p.engine_device_problems());
-    if !wrong.is_empty() {
-        return Err(anyhow::Error::new(PlanError::Invalid(wrong)).context(format!("plan {}", path.display())));
-    }
-    for w in p.warnings() {
-        println!("warning: {w}");
-    }
-    trace::check_trace_files(p, Path::new("."), true).with_context(|| format!("plan {}", path.display()))?;
-    if let Ok(text) = std::str::from_utf8(&frozen.bytes)
-        && text.lines().any(|l| l.trim() == "[compare]")
-    {
-        let spec =
-            harness::commands::compare::parse_spec(text, p).with_context(|| format!("plan {}", path.display()))?;
-        println!(
-            "compare: candidate {} against reference {}, {} parity prompts, {} noise round(s)",
-            spec.candidate, spec.reference, spec.parity_prompts, spec.noise_rounds
-        );
-    }
-    match p.require_derived() {
-        Ok(()) => println!("plan {} is valid", path.display()),
-        Err(_) if p.pilots.is_some() => println!(
-            "plan {} is valid; its loads are derived by its in-study pilots when `harness run` runs them",
-            path.display()
-        ),
-        Err(e) => println!("plan {} is valid but not ready to run:\n{e}", path.display()),
-    }
-    if probe { probe_arms(p) } else { Ok(true) }
-}
-
-/// The identity checks each arm's servers will face (block 0's argv placeholders
-/// unexpanded: a `--served-model-name {model}` is checked only at run time).
-fn print_identity_checks(p: &plan::Plan) {
-    for a in &p.arms {
-        let Some(spec) = &a.identity else { continue };
-        let argv = match &a.server {
-            plan::Server::Spawn { argv, .. } => Some(argv.as_slice()),
-            plan::Server::External { .. } => None,
-        };
-        let checks = harness::arm::identity::planned(spec, argv);
-        println!("identity of arm {}: {} check(s) after health, before warmup, in every block", a.name, checks.len());
-        for c in &checks {
-            println!("  {} (from {})", c.check.expected(), c.source);
-        }
-        for w in harness::arm::identity::contradictions(&checks) {
-            println!("warning: arm {}: {w}", a.name);
-        }
-        for w in harness::arm::identity::unverifiable(spec, argv) {
-            println!("warning: arm {}: {w}", a.name);
-        }
-    }
-}
-
-/// `plan check --probe`: every arm started once; logs kept only when one failed.
-fn probe_arms(p: &plan::Plan) -> Result<bool> {
-    let dir = std::env::temp_dir().join(format!("harness-probe-{}-{}", p.study.name, std::process::id()));
-    let outcome = harness::commands::run::probe(p, Path::new("."), &dir)?;
-    for a in &outcome.arms {
-        let checks = match a.identity.len() {
-            0 => String::new(),
-            n => format!("; {} of {n} identity checks passed", a.identity.iter().filter(|r| r.ok).count()),
-        };
-        match (&a.detail, a.startup_s) {
-            (None, s) => {
-                println!("probe: arm {} ({}): ok, healthy after {:.2} s{checks}", a.arm, a.kind, s.unwrap_or(0.0));
-                if let Some(r) = &a.request {
-                    println!("probe:   {r}");
-                }
-            }
-            (Some(d), _) => {
-                println!("probe: arm {} ({}): FAILED: {}", a.arm, a.kind, d.lines().next().unwrap_or_default());
-                eprintln!("harness: probe of arm {}: {d}", a.arm);
-            }
-        }
-    }
-    if outcome.all_ok() {
-        let _ = std::fs::remove_dir_all(&dir);
-        println!(
-            "probe: every arm started, answered its health path, passed its identity checks and served the \
-             study's request"
-        );
-    } else {
-        println!("probe: logs kept in {}", dir.display());
-    }
-    Ok(outcome.all_ok())
-}
-
-fn derive(path: &Path, write: bool) -> Result<()> {
-    let bytes =
-        harness::evidence::read_input(path).map_err(|error| PlanError::Read { path: path.to_path_buf(), error })?;
-    let text = std::str::from_utf8(&bytes).map_err(PlanError::NotUtf8)?;
-    let (_, loads) = plan::derive_text(text).with_context(|| format!("plan {}", path.display()))?;
-    print!("{}", plan::derived_table_text(&loads));
-    if write {
-        let new = plan::rewrite_with_derived(text, &loads)?;
-        if new == text {
-            println!("{} already carries these values", path.display());
-        } else {
-            harness::evidence::write_atomic(path, new.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            println!("wrote [derived] into {}", path.display());
-        }
-    }
-    Ok(())
-}
-
-/// `harness plan power`.
-fn power(opts: &harness::analysis::power::PowerOptions, json: Option<&Path>) -> Result<()> {
-    let report = harness::analysis::power::run(opts).with_context(|| format!("power of {}", opts.plan.display()))?;
-    print!("{}", report.render());
-    if let Some(path) = json {
-        report.write_json(path)?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
-}
-
-fn write_trace(path: &Path, out: &Path, traces_only: bool) -> Result<()> {
-    let frozen = freeze(path)?;
-    let p = &frozen.plan;
-    p.require_derived()?;
-    // The trace files and the panel's sources are checked as `plan check` and `run`
-    // check them: a bad one is bad input (exit 2), and nothing is written.
-    trace::check_trace_files(p, Path::new("."), false)?;
-    let panel = if traces_only {
-        None
-    } else {
-        Some(harness::inputs::build_panel(p, Path::new(".")).map_err(harness::commands::run::RunError::input)?)
-    };
-    let catalog = trace::write_inputs(out, p, &frozen.sha256, panel.as_ref())?;
-    for f in &catalog.files {
-        println!("{}  {:>9}  {}", f.sha256, f.bytes, f.path);
-    }
-    println!("wrote {} files and catalog.json to {}", catalog.files.len(), out.display());
-    Ok(())
 }
 
 /// `harness run`: returns whether every server invocation completed.
@@ -571,6 +401,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         }
         ask!(
             PlanError,
+            harness::commands::plan::PlanCommandError,
             harness::analysis::power::PowerError,
             harness::commands::replay::ReplayError,
             harness::trace::TraceError,
@@ -617,18 +448,20 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Plan(PlanCommand::Check { plan, probe, pilots_from }) => {
-            match check(&plan, probe, pilots_from.as_deref()) {
+            match commands::plan::check(&plan, probe, pilots_from.as_deref()) {
                 Ok(true) => Ok(()),
                 Ok(false) => return ExitCode::from(2),
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             }
         }
-        Command::Plan(PlanCommand::Derive { plan, write }) => derive(&plan, write),
+        Command::Plan(PlanCommand::Derive { plan, write }) => commands::plan::derive(&plan, write).map_err(Into::into),
         Command::Plan(PlanCommand::Power { plan, noise, json, target_effect, target_power, seed, draws }) => {
             let opts = harness::analysis::power::PowerOptions { plan, noise, target_effect, target_power, seed, draws };
-            power(&opts, json.as_deref())
+            commands::plan::power(&opts, json.as_deref()).map_err(Into::into)
         }
-        Command::Trace { plan, out, traces_only } => write_trace(&plan, &out, traces_only),
+        Command::Trace { plan, out, traces_only } => {
+            commands::plan::trace(&plan, &out, traces_only).map_err(Into::into)
+        }
         Command::Run { plan, out, force, resume, quiet } => match run(plan, out, force, resume, quiet) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(2),
@@ -645,7 +478,7 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Command::Qualify(args) => match harness::quality::run_blocking(args) {
+        Command::Qualify(args) => match harness::commands::qualify::run_blocking(args) {
             Ok(outcome) => {
                 if !outcome.all_qualified() {
                     return ExitCode::from(2);
@@ -679,7 +512,7 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e.into()),
         },
-        Command::Noise(args) => match harness::noise::run(&args) {
+        Command::Noise(args) => match harness::commands::noise::run(&args) {
             Ok(report) => {
                 print!("{}", report.render_text());
                 Ok(())

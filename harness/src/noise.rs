@@ -1,4 +1,5 @@
-//! `harness noise DIR`: where the noise of a finished study comes from. Reads the
+//! Where the noise of a finished study comes from (`harness noise DIR` is
+//! `commands::noise`; a report's `analysis.noise` section uses it too). Reads the
 //! frozen plan and the cell summaries, and decomposes each measure's variance (in
 //! log units) into blocks (drift over time), fresh servers within a block (start to
 //! start, and in a sequential block the time between one server's turn and the
@@ -19,18 +20,6 @@ use serde::Serialize;
 use crate::metrics::CellSummary;
 use crate::plan::{CellKind, FrozenPlan, Metric};
 use crate::stats::Nested;
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct NoiseArgs {
-    /// The evidence directory of a finished study (e.g. reports/noise-cpu).
-    pub dir: PathBuf,
-    /// Measures to decompose (plan metric names).
-    #[arg(long, value_delimiter = ',', default_values_t = ["throughput_rps".to_string(), "e2e_p95_intended".to_string()])]
-    pub metrics: Vec<String>,
-    /// Also write the decomposition as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum NoiseError {
@@ -213,24 +202,4 @@ impl NoiseReport {
         }
         o
     }
-}
-
-/// `harness noise`: analyses, prints, and writes the JSON when asked.
-pub fn run(args: &NoiseArgs) -> Result<NoiseReport, NoiseError> {
-    let metrics = args
-        .metrics
-        .iter()
-        .map(|m| {
-            Metric::ALL.iter().copied().find(|x| x.as_str() == m).ok_or_else(|| {
-                NoiseError::Metric(m.clone(), Metric::ALL.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", "))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let report = analyse(&args.dir, &metrics)?;
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-        std::fs::write(path, text + "\n")
-            .map_err(|e| NoiseError::Write { path: path.clone(), message: e.to_string() })?;
-    }
-    Ok(report)
 }

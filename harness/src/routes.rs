@@ -2,8 +2,8 @@
 //! `llama-server`, this project's engine): the OpenAI routes timed requests go to,
 //! the health default, metrics, model list, version and llama.cpp's properties.
 //! The ground floor: `plan`, `load`, `arm`, the commands and the fake servers of the
-//! tests name a route only through these. Owns the paths. Must not know how
-//! dialects differ (`arm::dialect` does).
+//! tests name a route only through these. Owns the paths and the dialects' names
+//! (`ServerKind`). Must not know how dialects differ (`arm::dialect` does).
 
 /// Health path of an arm that does not set `health` (vLLM, llama-server and the engine).
 pub const DEFAULT_HEALTH_PATH: &str = "/health";
@@ -19,3 +19,21 @@ pub const MODELS_PATH: &str = "/v1/models";
 pub const VERSION_PATH: &str = "/version";
 /// llama.cpp's server properties (`default_generation_settings`, `n_ctx`).
 pub const PROPS_PATH: &str = "/props";
+
+/// The dialect a server speaks (how it is detected and how its bodies differ:
+/// `arm::dialect`). Serialised as in `compare.json` (`"OpenAiVllm"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ServerKind {
+    OpenAiVllm,
+    LlamaCpp,
+}
+
+impl ServerKind {
+    /// The dialect's name in plans and flags (`openai-vllm`, `llama-cpp`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerKind::OpenAiVllm => "openai-vllm",
+            ServerKind::LlamaCpp => "llama-cpp",
+        }
+    }
+}

@@ -52,7 +52,7 @@ fn engine_against_itself_passes_parity_and_gives_the_ladder_with_a_noise_band() 
     let outcome = run_blocking(args).expect("compare runs");
     let r = &outcome.report;
     assert!(outcome.parity_passed(), "{}", outcome.markdown());
-    assert_eq!(r.status, "complete");
+    assert_eq!(r.status, harness::evidence::CompareStatus::Complete);
     assert!(r.parity.mismatches.is_empty() && r.parity.prefix_tokens.is_none());
     assert_eq!(outcome.failed_requests(), 0, "{}", outcome.markdown());
     // Parity (2) + noise A, A' (2) + 2 rounds x 2 arms: 8 fresh servers.

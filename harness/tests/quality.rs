@@ -271,7 +271,7 @@ fn by_hand_qualify() {
     let plan = PathBuf::from(std::env::var("QUALIFY_PLAN").expect("QUALIFY_PLAN"));
     let out = std::env::var("QUALIFY_OUT").ok().map(PathBuf::from);
     std::env::set_current_dir(workspace()).expect("cd workspace");
-    let args = harness::quality::QualifyArgs { plan, out, force: true, quiet: false };
-    let outcome = harness::quality::run_blocking(args).expect("qualify");
+    let args = harness::commands::qualify::QualifyArgs { plan, out, force: true, quiet: false };
+    let outcome = harness::commands::qualify::run_blocking(args).expect("qualify");
     eprintln!("all qualified: {}", outcome.all_qualified());
 }

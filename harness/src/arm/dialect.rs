@@ -33,21 +33,9 @@ pub enum ServerKindArg {
     LlamaCpp,
 }
 
-/// The dialect in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum ServerKind {
-    OpenAiVllm,
-    LlamaCpp,
-}
+pub use crate::routes::ServerKind;
 
 impl ServerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::OpenAiVllm => "openai-vllm",
-            ServerKind::LlamaCpp => "llama-cpp",
-        }
-    }
-
     /// From the first `/v1/models` entry and, when fetched, the `/props` body.
     /// Returns the kind and the evidence it was chosen on.
     pub fn detect(model_entry: Option<&Value>, props: Option<&Value>) -> (ServerKind, String) {

@@ -1,6 +1,8 @@
 //! The commands: each one `harness` subcommand that drives the layers beneath to a
 //! result (`run`, `compare`, `gate`, `accept`, `replay`, `export`, `bench`,
-//! `bench-loadgen`); `main.rs` parses arguments and prints. Owns nothing the layers
+//! `bench-loadgen`, `plan` check/derive/power and `trace`, `qualify`, `noise`);
+//! `main.rs` parses arguments, prints what a command returns and maps its error
+//! to an exit code. Owns nothing the layers
 //! need: a command imports layers, never the other way (`scripts/import-graph`
 //! checks it). Must not hold shared machinery another command needs (it goes to a
 //! layer).
@@ -11,5 +13,8 @@ pub mod bench_loadgen;
 pub mod compare;
 pub mod export;
 pub mod gate;
+pub mod noise;
+pub mod plan;
+pub mod qualify;
 pub mod replay;
 pub mod run;

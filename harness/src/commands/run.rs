@@ -15,7 +15,8 @@
 //! An arm that fails to start `max_start_failures` times in one session stops the
 //! study (`RunError::StartFailures`: `run.json` says `stopped`, no manifest, so it
 //! can be resumed), and so does a server that fails its arm's identity checks
-//! (`RunError::Identity`); `plan check --probe` starts each arm once (`probe`).
+//! (`RunError::Identity`); `plan check --probe` runs the same lifecycle once per arm
+//! (`commands::plan`).
 //! Owns the orchestration and `RunError`. Must not read a setting from anywhere but
 //! the frozen plan (CLI options only choose where evidence goes and how progress is
 //! shown) and must not retry anything.
@@ -23,7 +24,6 @@
 mod cell;
 mod interleave;
 mod pilots;
-mod probe;
 mod progress;
 mod qualify;
 mod resume;
@@ -42,7 +42,6 @@ use crate::load::{LoadError, SPIN_NS, StudyClock};
 use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_file};
 use crate::trace::TraceError;
 
-pub use probe::{ArmProbe, ProbeOutcome, probe};
 pub use progress::Progress;
 
 #[derive(Debug, Clone)]

@@ -21,6 +21,7 @@
 //! <dir>/discarded/<n>-<unit>/<former paths> discard.json  (after --resume only; not evidence)
 //! ```
 
+mod compare_record;
 mod durable;
 mod jsonl;
 mod manifest;
@@ -36,6 +37,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use compare_record::{
+    COMPARE_FILE, COMPARE_FORMAT, CompareRecord, CompareSpec, CompareStatus, Dialect, Measure, NoiseArms, NoiseRatio,
+    Obs, ParityMismatch, ParityReport, Phase, RoundRatio, Row,
+};
 pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
 pub use jsonl::JsonlStream;
 pub use manifest::{
@@ -52,8 +57,8 @@ pub use run_record::{
 };
 pub use secrets::{REDACTED, Secrets};
 pub use server_records::{
-    ARM_OUTCOME_FILE, COMPARE_FORMAT, CellOutcome, CheckResult, ExitInfo, STARTUP_FILE, ServerIdentity, ServerRecord,
-    StartupRecord, StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
+    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, STARTUP_FILE, ServerIdentity, ServerRecord, StartupRecord,
+    StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
 };
 pub use unit_record::{
     Completion, QUALIFICATION_UNIT, RecordCheck, UNIT_FILE, UNIT_FORMAT, UnitRecord, check_record, files_under,

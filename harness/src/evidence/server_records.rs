@@ -21,9 +21,6 @@ use super::UnitStatus;
 pub const STARTUP_FILE: &str = "startup.json";
 /// A unit's warmup record, in its unit directory.
 pub const WARMUP_FILE: &str = "warmup.json";
-/// The `format` of `compare.json` (a comparison's report; its `units` are
-/// [`ServerRecord`]s).
-pub const COMPARE_FORMAT: &str = "harness-compare/1";
 /// A unit's outcome file, in its unit directory.
 pub const ARM_OUTCOME_FILE: &str = "arm_outcome.json";
 

@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::arm::ServerKind;
-use crate::plan::{ArmRole, Issue, Load, Plan, PlanError};
+use super::{ArmRole, Issue, Load, Plan, PlanError};
+use crate::routes::ServerKind;
 
 /// `[compare]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -36,42 +36,7 @@ struct Outer {
     compare: Option<toml::Table>,
 }
 
-/// Which arms are measured twice (A, A') for the noise band.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NoiseArms {
-    Reference,
-    Both,
-}
-
-/// The validated `[compare]` settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CompareSpec {
-    pub reference: String,
-    pub candidate: String,
-    pub noise_arms: NoiseArms,
-    /// Rounds of A, A' (each a fresh server per arm) before any comparison round.
-    pub noise_rounds: u32,
-    /// Panel documents 0..n of length `parity_input_tokens`.
-    pub parity_prompts: u32,
-    pub parity_input_tokens: u32,
-    pub parity_output_tokens: u32,
-    /// When set, parity compares only the first N output tokens: stated loudly in
-    /// every output. `None`: the whole output must be identical.
-    pub parity_prefix_tokens: Option<u32>,
-    /// Dialects fixed by the plan; arms not listed are detected.
-    pub dialects: BTreeMap<String, ServerKind>,
-}
-
-impl CompareSpec {
-    /// The arms measured twice for the noise band, in run order.
-    pub fn noise_arm_names(&self) -> Vec<&str> {
-        match self.noise_arms {
-            NoiseArms::Reference => vec![self.reference.as_str()],
-            NoiseArms::Both => vec![self.reference.as_str(), self.candidate.as_str()],
-        }
-    }
-}
+pub use crate::evidence::{CompareSpec, NoiseArms};
 
 fn int(issues: &mut Vec<Issue>, key: &str, v: i64, min: i64, max: i64) -> Option<u32> {
     if (min..=max).contains(&v) {
@@ -170,7 +135,7 @@ fn validate(f: CompareFile, plan: &Plan) -> Result<CompareSpec, PlanError> {
     // The rest of the plan, as `harness compare` needs it.
     for (i, a) in plan.arms.iter().enumerate() {
         let compared = a.name == reference || a.name == candidate;
-        if compared && matches!(a.server, crate::plan::Server::External { .. }) {
+        if compared && matches!(a.server, super::Server::External { .. }) {
             let msg = "harness compare starts a fresh server for every phase: a compared arm needs argv, not url";
             issues.push(Issue::new(format!("arms[{i}].url"), msg));
         }

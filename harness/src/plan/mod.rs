@@ -6,6 +6,7 @@
 //! Flow: `freeze_file` (bytes + SHA-256 + validated `Plan`) -> `Plan::require_derived`
 //! -> `Plan::schedule` / `Plan::resolved_cells` -> trace generation and the runner.
 
+pub mod compare;
 mod derive;
 mod error;
 mod freeze;

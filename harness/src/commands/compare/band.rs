@@ -16,138 +16,32 @@
 //!   tokens/s, lower for latencies, cold start and RSS) only when every round
 //!   ratio lies outside the band on the same side; otherwise "inconclusive".
 
-use serde::Serialize;
-
-use super::spec::CompareSpec;
 use crate::evidence::ServerRecord;
 use crate::metrics::CellSummary;
+use crate::plan::compare::CompareSpec;
 
-/// What is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Measure {
-    /// (prompt + output tokens of valid requests) / observation interval.
-    TotalTokensPerS,
-    /// Output tokens of valid requests / observation interval.
-    OutputTokensPerS,
-    TtftP50Ms,
-    TtftP99Ms,
-    ItlP50Ms,
-    ItlP99Ms,
-    /// Spawn to the first 200 from the health path.
-    ColdStartS,
-    /// VmHWM of the server process before the stop.
-    PeakRssMib,
-}
+pub use crate::evidence::{Measure, NoiseRatio, Obs, Phase, RoundRatio, Row};
 
-impl Measure {
-    pub const CELL: [Measure; 6] = [
-        Measure::TotalTokensPerS,
-        Measure::OutputTokensPerS,
-        Measure::TtftP50Ms,
-        Measure::TtftP99Ms,
-        Measure::ItlP50Ms,
-        Measure::ItlP99Ms,
-    ];
-    pub const SERVER: [Measure; 2] = [Measure::ColdStartS, Measure::PeakRssMib];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Measure::TotalTokensPerS => "total tok/s (prompt+output)",
-            Measure::OutputTokensPerS => "output tok/s",
-            Measure::TtftP50Ms => "TTFT p50 ms",
-            Measure::TtftP99Ms => "TTFT p99 ms",
-            Measure::ItlP50Ms => "ITL p50 ms",
-            Measure::ItlP99Ms => "ITL p99 ms",
-            Measure::ColdStartS => "cold start to /health s",
-            Measure::PeakRssMib => "peak host RSS MiB",
-        }
-    }
-
-    pub fn higher_is_better(self) -> bool {
-        matches!(self, Measure::TotalTokensPerS | Measure::OutputTokensPerS)
-    }
-
-    pub fn of_cell(self, s: &CellSummary) -> Option<f64> {
-        match self {
-            Measure::TotalTokensPerS => Some(s.total_token_throughput_tps),
-            Measure::OutputTokensPerS => Some(s.output_token_throughput_tps),
-            Measure::TtftP50Ms => s.ttft_p50_ms,
-            Measure::TtftP99Ms => s.ttft_p99_ms,
-            Measure::ItlP50Ms => s.itl_p50_ms,
-            Measure::ItlP99Ms => s.itl_p99_ms,
-            Measure::ColdStartS | Measure::PeakRssMib => None,
-        }
-    }
-
-    pub fn of_unit(self, u: &ServerRecord) -> Option<f64> {
-        match self {
-            Measure::ColdStartS => u.startup_s,
-            Measure::PeakRssMib => u.peak_rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0)),
-            _ => None,
-        }
+/// A cell measure's value in a cell's summary (`None` for the server measures).
+pub fn cell_value(m: Measure, s: &CellSummary) -> Option<f64> {
+    match m {
+        Measure::TotalTokensPerS => Some(s.total_token_throughput_tps),
+        Measure::OutputTokensPerS => Some(s.output_token_throughput_tps),
+        Measure::TtftP50Ms => s.ttft_p50_ms,
+        Measure::TtftP99Ms => s.ttft_p99_ms,
+        Measure::ItlP50Ms => s.itl_p50_ms,
+        Measure::ItlP99Ms => s.itl_p99_ms,
+        Measure::ColdStartS | Measure::PeakRssMib => None,
     }
 }
 
-/// Which part of the comparison an observation comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Noise,
-    Round,
-}
-
-/// One measured value.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Obs {
-    pub phase: Phase,
-    /// Noise round or schedule block.
-    pub round: u32,
-    /// Noise: false for the first measurement (X.a), true for the second (X.b).
-    pub second: bool,
-    pub arm: String,
-    /// A cell name, or `server` for cold start and RSS.
-    pub key: String,
-    pub measure: Measure,
-    pub value: Option<f64>,
-    /// Failed requests of the cell (0 for server measures).
-    pub failed: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NoiseRatio {
-    pub arm: String,
-    pub round: u32,
-    pub first: f64,
-    pub second: f64,
-    pub ratio: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RoundRatio {
-    pub round: u32,
-    pub reference: f64,
-    pub candidate: f64,
-    pub ratio: f64,
-}
-
-/// One line of the comparison table.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
-    pub key: String,
-    pub concurrency: Option<u32>,
-    pub measure: Measure,
-    pub reference_median: Option<f64>,
-    pub candidate_median: Option<f64>,
-    pub ratio_median: Option<f64>,
-    pub ratio_min: Option<f64>,
-    pub ratio_max: Option<f64>,
-    pub rounds: Vec<RoundRatio>,
-    pub noise_ratios: Vec<NoiseRatio>,
-    /// Largest |noise ratio - 1|.
-    pub noise_band: Option<f64>,
-    pub failed: u64,
-    pub verdict: String,
+/// A server measure's value in a server's record (`None` for the cell measures).
+pub fn unit_value(m: Measure, u: &ServerRecord) -> Option<f64> {
+    match m {
+        Measure::ColdStartS => u.startup_s,
+        Measure::PeakRssMib => u.peak_rss_bytes.map(|b| b as f64 / (1024.0 * 1024.0)),
+        _ => None,
+    }
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -254,7 +148,7 @@ mod tests {
         CompareSpec {
             reference: "ref".into(),
             candidate: "cand".into(),
-            noise_arms: super::super::spec::NoiseArms::Reference,
+            noise_arms: crate::plan::compare::NoiseArms::Reference,
             noise_rounds: 1,
             parity_prompts: 1,
             parity_input_tokens: 1,

@@ -24,20 +24,20 @@ mod ladder;
 mod parity;
 mod report;
 mod server;
-mod spec;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use band::{Measure, NoiseRatio, Obs, Phase, RoundRatio, Row};
+pub use crate::evidence::{
+    CompareRecord, CompareSpec, CompareStatus, Dialect, Measure, NoiseArms, NoiseRatio, Obs, ParityMismatch,
+    ParityReport, Phase, RoundRatio, Row,
+};
+pub use crate::plan::compare::parse as parse_spec;
 pub use ladder::CellResult;
-pub use parity::{Answer, Dialect, Mismatch, ParityReport};
-pub use report::CompareReport;
-pub use spec::{CompareSpec, NoiseArms, parse as parse_spec};
+pub use parity::Answer;
 
-use crate::arm::ServerKind;
 use crate::arm::{ArmError, find_nvidia_smi};
-use crate::evidence::{Evidence, EvidenceError, git_info, write_bytes, write_manifest};
+use crate::evidence::{COMPARE_FILE, Evidence, EvidenceError, git_info, write_bytes, write_manifest};
 use crate::load::{LoadError, StudyClock};
 use crate::plan::{PlanError, ResolvedCell, freeze_file};
 
@@ -94,7 +94,7 @@ impl crate::BadInput for CompareError {
 #[derive(Debug, Clone)]
 pub struct CompareOutcome {
     pub dir: PathBuf,
-    pub report: CompareReport,
+    pub report: CompareRecord,
     pub manifest_files: usize,
 }
 
@@ -105,17 +105,13 @@ impl CompareOutcome {
 
     /// `compare.md`.
     pub fn markdown(&self) -> String {
-        self.report.markdown()
+        report::markdown(&self.report)
     }
 
     /// Failed requests over every measured cell.
     pub fn failed_requests(&self) -> u64 {
         self.report.observations.iter().filter(|o| o.measure == Measure::TotalTokensPerS).map(|o| o.failed).sum()
     }
-}
-
-fn kind_str<S: serde::Serializer>(k: &ServerKind, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(k.as_str())
 }
 
 fn observe(
@@ -137,11 +133,11 @@ fn observe(
         failed,
     };
     for m in Measure::SERVER {
-        obs.push(mk("server", m, m.of_unit(unit), 0));
+        obs.push(mk("server", m, band::unit_value(m, unit), 0));
     }
     for c in cells {
         for m in Measure::CELL {
-            obs.push(mk(&c.cell, m, c.summary.as_ref().and_then(|s| m.of_cell(s)), c.failed));
+            obs.push(mk(&c.cell, m, c.summary.as_ref().and_then(|s| band::cell_value(m, s)), c.failed));
         }
     }
 }
@@ -163,7 +159,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
     let frozen = freeze_file(&args.plan)?;
     let plan = &frozen.plan;
     plan.require_derived()?;
-    let spec = spec::parse(std::str::from_utf8(&frozen.bytes).map_err(PlanError::from)?, plan)?;
+    let spec = parse_spec(std::str::from_utf8(&frozen.bytes).map_err(PlanError::from)?, plan)?;
     let resolved = plan.resolved_cells()?;
     let git = git_info(&base);
     let dir = args.out.clone().unwrap_or_else(|| base.join("reports").join(&plan.study.name));
@@ -272,22 +268,22 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
         }
         rows.extend(Measure::SERVER.iter().map(|&m| band::row(&obs, &spec, "server", None, m)));
     }
-    let report = CompareReport {
-        format: crate::evidence::COMPARE_FORMAT,
+    let report = CompareRecord {
+        format: crate::evidence::COMPARE_FORMAT.into(),
         study: plan.study.name.clone(),
         plan_sha256: frozen.sha256.clone(),
-        harness_version: env!("CARGO_PKG_VERSION"),
+        harness_version: env!("CARGO_PKG_VERSION").into(),
         git: git.clone(),
         spec: spec.clone(),
-        status: if parity.pass { "complete" } else { "parity_failed" }.into(),
+        status: if parity.pass { CompareStatus::Complete } else { CompareStatus::ParityFailed },
         parity,
         rows,
         units,
         observations: obs,
-        definitions: report::DEFINITIONS.to_vec(),
+        definitions: report::DEFINITIONS.iter().map(|d| d.to_string()).collect(),
     };
-    write_bytes(&ev.root().join("compare.json"), report.to_json().as_bytes())?;
-    write_bytes(&ev.root().join("compare.md"), report.markdown().as_bytes())?;
+    write_bytes(&ev.root().join(COMPARE_FILE), report::to_json(&report).as_bytes())?;
+    write_bytes(&ev.root().join("compare.md"), report::markdown(&report).as_bytes())?;
     let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git)?;
     Ok(CompareOutcome { dir: ev.root().to_path_buf(), report, manifest_files: manifest.files.len() })
 }

@@ -13,25 +13,17 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::CompareError;
 use super::server::Running;
-use super::spec::CompareSpec;
-use super::{CompareError, kind_str};
 use crate::arm::ServerKind;
 use crate::arm::dialect::{parity_request, parity_tokens, prompt_tokens};
-use crate::evidence::sha256_hex;
 use crate::evidence::write_jsonl;
+use crate::evidence::{Dialect, ParityMismatch, ParityReport, sha256_hex};
+use crate::plan::compare::CompareSpec;
 use crate::routes::{MODELS_PATH, PROPS_PATH};
 
 /// Tokens shown on each side of a first difference.
 const WINDOW: usize = 8;
-
-/// How an arm's dialect was chosen.
-#[derive(Debug, Clone, Serialize)]
-pub struct Dialect {
-    #[serde(serialize_with = "kind_str")]
-    pub kind: ServerKind,
-    pub how: String,
-}
 
 /// One parity answer (one line of `parity.jsonl`).
 #[derive(Debug, Clone, Serialize)]
@@ -47,39 +39,6 @@ pub struct Answer {
     pub elapsed_ms: f64,
     /// The answer body as received (JSON), or its text when it is not JSON.
     pub raw: Value,
-}
-
-/// One prompt whose outputs differ (or that one arm did not answer).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Mismatch {
-    pub prompt: u64,
-    /// First differing position (or the shorter length); `None` when an arm failed.
-    pub first_difference: Option<usize>,
-    /// Position of the first token of both windows.
-    pub window_start: usize,
-    pub reference_window: Vec<u32>,
-    pub candidate_window: Vec<u32>,
-    pub reference_tokens: usize,
-    pub candidate_tokens: usize,
-    pub detail: String,
-}
-
-/// The parity verdict.
-#[derive(Debug, Clone, Serialize)]
-pub struct ParityReport {
-    pub pass: bool,
-    pub rule: String,
-    pub prompts: u32,
-    pub input_tokens: u32,
-    pub output_tokens: u32,
-    /// Set only when the plan says `parity_prefix_tokens`: then only this many
-    /// leading output tokens were required to match.
-    pub prefix_tokens: Option<u32>,
-    /// Mismatches within the compared tokens (what decides `pass`).
-    pub mismatches: Vec<Mismatch>,
-    /// With a prefix rule: where the full outputs differ beyond it.
-    pub full_output_differences: Vec<Mismatch>,
-    pub dialects: BTreeMap<String, Dialect>,
 }
 
 /// Detects the dialect from `/v1/models` and `/props`, unless the plan fixed it.
@@ -180,13 +139,13 @@ fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
     }
 }
 
-fn mismatch(prompt: u64, r: &[u32], c: &[u32], limit: Option<usize>) -> Option<Mismatch> {
+fn mismatch(prompt: u64, r: &[u32], c: &[u32], limit: Option<usize>) -> Option<ParityMismatch> {
     let cut = |t: &'_ [u32]| -> Vec<u32> { t[..limit.unwrap_or(t.len()).min(t.len())].to_vec() };
     let (rc, cc) = (cut(r), cut(c));
     let pos = first_difference(&rc, &cc)?;
     let start = pos.saturating_sub(WINDOW);
     let window = |t: &[u32]| t[start.min(t.len())..(pos + WINDOW + 1).min(t.len())].to_vec();
-    Some(Mismatch {
+    Some(ParityMismatch {
         prompt,
         first_difference: Some(pos),
         window_start: start,
@@ -217,7 +176,7 @@ pub fn judge(
             (None, Some(None)) => None,
         };
         let Some(c) = c.filter(|_| failed.is_none()) else {
-            mismatches.push(Mismatch {
+            mismatches.push(ParityMismatch {
                 prompt: r.prompt,
                 first_difference: None,
                 window_start: 0,

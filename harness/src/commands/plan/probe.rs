@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::RunError;
+use super::PlanCommandError;
 use crate::arm::Invocation;
 use crate::load::StudyClock;
 use crate::plan::Plan;
@@ -102,11 +102,11 @@ impl ProbeOutcome {
 
 /// Probes every arm of `plan` one after another (never two servers at once); the
 /// panel's inputs are resolved against `base`.
-pub fn probe(plan: &Plan, base: &Path, dir: &Path) -> Result<ProbeOutcome, RunError> {
+pub fn probe(plan: &Plan, base: &Path, dir: &Path) -> Result<ProbeOutcome, PlanCommandError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| RunError::Runtime(e.to_string()))?;
+        .map_err(|e| PlanCommandError::Runtime(e.to_string()))?;
     let panel = crate::inputs::build_panel(plan, base).map_err(|e| e.to_string());
     rt.block_on(probe_all(plan, panel, dir))
 }
@@ -115,7 +115,7 @@ async fn probe_all(
     plan: &Plan,
     panel: Result<crate::trace::Panel, String>,
     dir: &Path,
-) -> Result<ProbeOutcome, RunError> {
+) -> Result<ProbeOutcome, PlanCommandError> {
     let first = match &panel {
         Ok(p) => p.get(0).ok_or_else(|| "the panel is empty".to_string()),
         Err(e) => Err(format!("the panel cannot be built: {e}")),
@@ -123,8 +123,9 @@ async fn probe_all(
     let mut arms = Vec::new();
     for arm in &plan.arms {
         let arm_dir = dir.join(&arm.name);
-        std::fs::create_dir_all(&arm_dir).map_err(|error| RunError::Io { path: arm_dir.clone(), error })?;
-        let arm_dir = std::fs::canonicalize(&arm_dir).map_err(|error| RunError::Io { path: arm_dir.clone(), error })?;
+        std::fs::create_dir_all(&arm_dir).map_err(|error| PlanCommandError::Io { path: arm_dir.clone(), error })?;
+        let arm_dir =
+            std::fs::canonicalize(&arm_dir).map_err(|error| PlanCommandError::Io { path: arm_dir.clone(), error })?;
         let cmd = plan.arm_command(arm, 0, &arm_dir)?;
         let log = arm_dir.join("server.log");
         let kind = if cmd.is_some() { "spawn" } else { "external" };

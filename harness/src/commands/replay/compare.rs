@@ -32,11 +32,11 @@ use super::read::{read_json, stream_lines};
 use super::records::Rec;
 use super::tables::compare_summary;
 use super::{Check, Mismatch, close, num};
+use crate::evidence::{COMPARE_FILE as FILE, CompareRecord, CompareStatus, Measure, NoiseArms, Obs, Phase};
 use crate::metrics::FIELD_NAMES;
 use crate::plan::{Plan, ResolvedLoad};
 
 pub const NAME: &str = "compare.json: per-cell measures recomputed";
-const FILE: &str = "compare.json";
 
 /// The format prefix that marks a comparison's `compare.json`.
 const FORMAT_PREFIX: &str = "harness-compare/";
@@ -55,52 +55,6 @@ pub fn layout(root: &Path, scan: &Scan) -> Option<String> {
     format.starts_with(FORMAT_PREFIX).then(|| format!("compare evidence layout ({FILE} {format}, no run.json)"))
 }
 
-#[derive(Deserialize)]
-struct Report {
-    format: String,
-    status: String,
-    spec: Spec,
-    parity: Parity,
-    units: Vec<Value>,
-    observations: Vec<Obs>,
-}
-
-#[derive(Deserialize)]
-struct Spec {
-    reference: String,
-    candidate: String,
-    noise_arms: String,
-    noise_rounds: u32,
-    parity_prompts: u32,
-    parity_prefix_tokens: Option<u32>,
-}
-
-#[derive(Deserialize)]
-struct Parity {
-    pass: bool,
-    mismatches: Vec<ParityMismatch>,
-    #[serde(default)]
-    full_output_differences: Vec<ParityMismatch>,
-}
-
-#[derive(Deserialize)]
-struct ParityMismatch {
-    prompt: u64,
-    first_difference: Option<usize>,
-}
-
-#[derive(Deserialize)]
-struct Obs {
-    phase: String,
-    round: u32,
-    second: bool,
-    arm: String,
-    key: String,
-    measure: String,
-    value: Option<f64>,
-    failed: u64,
-}
-
 /// One line of `parity.jsonl` (only what the verdict needs).
 #[derive(Deserialize)]
 struct Answer {
@@ -109,27 +63,12 @@ struct Answer {
     error: Option<String>,
 }
 
-/// The summary field a cell measure of `compare.json` reports.
-fn field_of(measure: &str) -> Option<&'static str> {
-    Some(match measure {
-        "total_tokens_per_s" => "total_token_throughput_tps",
-        "output_tokens_per_s" => "output_token_throughput_tps",
-        "ttft_p50_ms" => "ttft_p50_ms",
-        "ttft_p99_ms" => "ttft_p99_ms",
-        "itl_p50_ms" => "itl_p50_ms",
-        "itl_p99_ms" => "itl_p99_ms",
-        _ => return None,
-    })
-}
-
-const SERVER_MEASURES: [&str; 2] = ["cold_start_s", "peak_rss_mib"];
-
 /// One server start that ran the ladder: (phase, round, second, arm).
-type Server = (String, u32, bool, String);
+type Server = (Phase, u32, bool, String);
 
 /// Label, raw directory and summary tag of a server start.
 fn where_of((phase, round, second, arm): &Server) -> (String, String, String) {
-    if phase == "noise" {
+    if *phase == Phase::Noise {
         let label = format!("{arm}.{}", if *second { "b" } else { "a" });
         (label.clone(), format!("raw/noise{round}/{label}"), format!("noise{round}"))
     } else {
@@ -195,7 +134,7 @@ fn first_difference(a: &[u32], b: &[u32], limit: Option<usize>) -> Option<usize>
 }
 
 /// Recounts parity; returns the number of prompts compared.
-fn parity(m: &mut Vec<Mismatch>, root: &Path, scan: &Scan, r: &Report) -> usize {
+fn parity(m: &mut Vec<Mismatch>, root: &Path, scan: &Scan, r: &CompareRecord) -> usize {
     let s = &r.spec;
     let rel = |arm: &str| format!("raw/parity/{arm}/parity.jsonl");
     let (ref_rel, cand_rel) = (rel(&s.reference), rel(&s.candidate));
@@ -234,9 +173,9 @@ fn parity(m: &mut Vec<Mismatch>, root: &Path, scan: &Scan, r: &Report) -> usize 
     if r.parity.pass != pass {
         m.push(Mismatch::new(FILE, "parity.pass", r.parity.pass.to_string(), pass.to_string()));
     }
-    let want = if pass { "complete" } else { "parity_failed" };
+    let want = if pass { CompareStatus::Complete } else { CompareStatus::ParityFailed };
     if r.status != want {
-        m.push(Mismatch::new(FILE, "status", &r.status, want));
+        m.push(Mismatch::new(FILE, "status", r.status.name(), want.name()));
     }
     let text = |v: &BTreeMap<u64, Option<usize>>| {
         let parts: Vec<String> =
@@ -275,7 +214,7 @@ fn server_values(u: &Value) -> (Option<f64>, Option<f64>) {
 /// The compare check.
 pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     let mut m = Vec::new();
-    let r: Report = match read_json(root, FILE) {
+    let r: CompareRecord = match read_json(root, FILE) {
         Ok(r) => r,
         Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new(FILE, "parse", "malformed", e)]),
     };
@@ -286,14 +225,10 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
 
     // compare.json units[] against each server's unit.json.
     let mut unit_status: BTreeMap<String, String> = BTreeMap::new();
-    for (i, u) in r.units.iter().enumerate() {
-        let Some(dir) = u.get("dir").and_then(Value::as_str) else {
-            m.push(Mismatch::new(FILE, format!("units[{i}].dir"), "absent", "a raw directory"));
-            continue;
-        };
-        if let Some(s) = u.get("status").and_then(Value::as_str) {
-            unit_status.insert(dir.to_string(), s.to_string());
-        }
+    for (i, unit) in r.units.iter().enumerate() {
+        let dir = unit.dir.as_str();
+        unit_status.insert(dir.to_string(), unit.status.as_str().to_string());
+        let u = &serde_json::to_value(unit).unwrap_or_default();
         match unit_json(root, scan, dir) {
             Err(e) => m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, format!("{FILE} units[{i}]"))),
             Ok(v) if v != *u => {
@@ -311,12 +246,8 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
 
     // Observations grouped by server start and key.
     let mut groups: BTreeMap<(Server, String), Vec<&Obs>> = BTreeMap::new();
-    for (i, o) in r.observations.iter().enumerate() {
-        if o.phase != "noise" && o.phase != "round" {
-            m.push(Mismatch::new(FILE, format!("observations[{i}].phase"), &o.phase, "noise or round"));
-            continue;
-        }
-        let server = (o.phase.clone(), o.round, o.second, o.arm.clone());
+    for o in &r.observations {
+        let server = (o.phase, o.round, o.second, o.arm.clone());
         groups.entry((server, o.key.clone())).or_default().push(o);
     }
     let resolved = plan.resolved_cells().unwrap_or_default();
@@ -324,26 +255,21 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     let mut seen_files: BTreeSet<String> = BTreeSet::new();
     for ((server, key), obs) in &groups {
         let (label, dir, tag) = where_of(server);
-        let at = format!("{}{} {label} {key}", server.0, server.1);
-        let mut by_measure: BTreeMap<&str, &Obs> = BTreeMap::new();
+        let at = format!("{}{} {label} {key}", server.0.name(), server.1);
+        let mut by_measure: BTreeMap<Measure, &Obs> = BTreeMap::new();
         for o in obs {
-            if by_measure.insert(o.measure.as_str(), o).is_some() {
-                m.push(Mismatch::new(FILE, format!("{at} {}", o.measure), "observed twice", "once"));
+            if by_measure.insert(o.measure, o).is_some() {
+                m.push(Mismatch::new(FILE, format!("{at} {}", o.measure.name()), "observed twice", "once"));
             }
         }
-        let wanted: Vec<&str> = if key == "server" {
-            SERVER_MEASURES.to_vec()
-        } else {
-            ["total_tokens_per_s", "output_tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"]
-                .to_vec()
-        };
-        for w in &wanted {
+        let wanted: &[Measure] = if key == "server" { &Measure::SERVER } else { &Measure::CELL };
+        for w in wanted {
             if !by_measure.contains_key(w) {
-                m.push(Mismatch::new(FILE, format!("{at} {w}"), "absent", "observed"));
+                m.push(Mismatch::new(FILE, format!("{at} {}", w.name()), "absent", "observed"));
             }
         }
         for k in by_measure.keys().filter(|k| !wanted.contains(k)) {
-            m.push(Mismatch::new(FILE, format!("{at} {k}"), "present", "not a measure of this key"));
+            m.push(Mismatch::new(FILE, format!("{at} {}", k.name()), "present", "not a measure of this key"));
         }
         if key == "server" {
             servers += 1;
@@ -354,8 +280,9 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
                     continue;
                 }
             };
-            for (name, mine) in [("cold_start_s", cold), ("peak_rss_mib", rss)] {
-                if let Some(o) = by_measure.get(name) {
+            for (measure, mine) in [(Measure::ColdStartS, cold), (Measure::PeakRssMib, rss)] {
+                let name = measure.name();
+                if let Some(o) = by_measure.get(&measure) {
                     values += 1;
                     if !same(o.value, mine) || o.failed != 0 {
                         let a = format!("{} (failed {})", opt(o.value), o.failed);
@@ -403,7 +330,8 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             turns: super::turn_rows::rows(&recs),
         };
         for (measure, o) in &by_measure {
-            let Some(field) = field_of(measure) else { continue };
+            let Some(field) = measure.summary_field() else { continue };
+            let measure = measure.name();
             values += 1;
             if o.failed != failed {
                 m.push(Mismatch::new(FILE, format!("{at} {measure} failed"), o.failed.to_string(), failed.to_string()));
@@ -439,21 +367,21 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     }
 
     // With parity passed, every planned cell of every completed server is observed.
-    if r.status == "complete" {
+    if r.status == CompareStatus::Complete {
         let closed: Vec<&str> = resolved
             .iter()
             .filter(|c| matches!(c.load, ResolvedLoad::Closed { .. }))
             .map(|c| c.name.as_str())
             .collect();
-        let noise_arms: Vec<&str> = match r.spec.noise_arms.as_str() {
-            "both" => vec![&r.spec.reference, &r.spec.candidate],
-            _ => vec![&r.spec.reference],
+        let noise_arms: Vec<&str> = match r.spec.noise_arms {
+            NoiseArms::Both => vec![&r.spec.reference, &r.spec.candidate],
+            NoiseArms::Reference => vec![&r.spec.reference],
         };
         let mut expected: Vec<(Server, Vec<&str>)> = Vec::new();
         for round in 0..r.spec.noise_rounds {
             for second in [false, true] {
                 for arm in &noise_arms {
-                    expected.push((("noise".into(), round, second, arm.to_string()), closed.clone()));
+                    expected.push(((Phase::Noise, round, second, arm.to_string()), closed.clone()));
                 }
             }
         }
@@ -461,7 +389,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         for b in &schedule.blocks {
             for arm in b.arms.iter().filter(|a| **a == r.spec.reference || **a == r.spec.candidate) {
                 let cs: Vec<&str> = b.cells.iter().map(String::as_str).filter(|c| closed.contains(c)).collect();
-                expected.push((("round".into(), b.index, false, arm.clone()), cs));
+                expected.push(((Phase::Round, b.index, false, arm.clone()), cs));
             }
         }
         for (server, cs) in expected {
@@ -469,7 +397,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             let completed = unit_status.get(&dir).is_none_or(|s| crate::evidence::UnitStatus::is_completed(s));
             for key in std::iter::once("server").chain(cs.iter().copied().filter(|_| completed)) {
                 if !groups.contains_key(&(server.clone(), key.to_string())) {
-                    let at = format!("{}{} {label} {key}", server.0, server.1);
+                    let at = format!("{}{} {label} {key}", server.0.name(), server.1);
                     m.push(Mismatch::new(FILE, at, "no observations", "planned (plan.toml, [compare])"));
                 }
             }
@@ -482,7 +410,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
          {servers} servers (cold start, peak RSS from unit.json); {values} observations compared; \
          rows (medians, ratios, noise band, verdicts) not recomputed",
         FILE,
-        r.status,
+        r.status.name(),
         FIELD_NAMES.len()
     );
     Check::of(NAME, detail, m)
