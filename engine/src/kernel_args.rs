@@ -1,4 +1,4 @@
-//! The kernel flags that `serve`, `generate`, `score`, `calibrate` and `bench`
+//! The kernel flags that `serve`, `generate`, `score` and `bench`
 //! share (`KernelArgs`: `--cpu-path`, `--exact-quant-matmul`, `--device`), and
 //! how they turn into the `Kernels` an entry point passes down.
 

@@ -206,7 +206,6 @@ struct ModelArgs {
     threads: usize,
 }
 
-/// `--kv-format`, listing its values in `--help`.
 #[derive(Args)]
 struct BenchArgs {
     /// A .gguf file or a Hugging Face model directory.
@@ -243,6 +242,7 @@ struct BenchArgs {
     no_kernel_comparison: bool,
 }
 
+/// `--kv-format`, listing its values in `--help`.
 fn kv_format_parser() -> impl clap::builder::TypedValueParser<Value = KvFormat> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(["f16", "bf16", "k16v8"]).try_map(|s| s.parse::<KvFormat>())

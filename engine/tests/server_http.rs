@@ -502,16 +502,17 @@ async fn metrics_negotiate_openmetrics_or_the_prometheus_text_format() {
         }
     };
     // The response can end before the scheduler has retired the request (its
-    // gauges then still count it): wait until two reads agree.
+    // gauges then still count it): wait until no request is running.
+    let idle = |text: &str| text.lines().any(|l| l.starts_with("vllm:num_requests_running{") && l.ends_with("} 0"));
     let (mut kind, mut text) = get(None).await;
-    for _ in 0..100 {
-        let again = get(None).await;
-        if again == (kind.clone(), text.clone()) {
+    for _ in 0..200 {
+        if idle(&text) {
             break;
         }
-        (kind, text) = again;
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        (kind, text) = get(None).await;
     }
+    assert!(idle(&text), "a request still runs long after its response ended:\n{text}");
     // curl and prometheus_client's text parser: no Accept, or text/plain 0.0.4.
     assert_eq!(kind, "text/plain; version=0.0.4; charset=utf-8");
     assert!(!text.contains("# EOF") && text.contains("# TYPE vllm:request_success_total counter"), "{text}");

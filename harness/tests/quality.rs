@@ -264,7 +264,7 @@ async fn real_model_broken_candidate_fails_parity_and_nll() {
 
 /// By hand, on a real plan (not run in CI):
 /// `QUALIFY_PLAN=plan.toml QUALIFY_OUT=dir cargo test -p harness --test quality -- --ignored --nocapture by_hand`
-/// runs `harness::quality::run_blocking` from the workspace root, as `harness qualify` will.
+/// runs `harness::commands::qualify::run_blocking` from the workspace root, as `harness qualify` will.
 #[test]
 #[ignore]
 fn by_hand_qualify() {

@@ -115,6 +115,19 @@ fn compare_evidence_replays_clean_and_a_changed_number_is_named() {
     });
     assert_compare_names(&replay(&dir), "compare.json", "parity.pass");
 
+    // A key added to one server record of compare.json (it is not in that
+    // server's unit.json), and one removed: each is named by the key.
+    let dir = tampered(&clean, "unit-keys", |d| {
+        edit_json(d, "compare.json", |v| {
+            let u = v["units"][1].as_object_mut().unwrap();
+            u.insert("extra".into(), serde_json::json!(1));
+            u.remove("pid");
+        })
+    });
+    let o = replay(&dir);
+    assert_compare_names(&o, "compare.json", "units[1].extra");
+    assert_compare_names(&o, "compare.json", "units[1].pid");
+
     // A stored per-cell summary changed.
     let summary = "results/cells/noise0-ref.b-c1.summary.json";
     let dir = tampered(&clean, "summary", |d| {

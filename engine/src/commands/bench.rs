@@ -203,7 +203,9 @@ fn kernel_comparison(
         })
         .collect();
     let wq = QuantMatrix::new(QuantKind::Q4_1, n, k, qbytes).ok_or_else(|| {
-        CommandError::Check(format!("the model's {n} x {k} layer has no Q4_1 form (columns not a multiple of 32)"))
+        CommandError::Check(format!(
+            "the bench's synthetic {n} x {k} Q4_1 matrix cannot be built: the model's hidden size is not a multiple of 32"
+        ))
     })?;
     let mut out = Vec::new();
     for &t in threads {

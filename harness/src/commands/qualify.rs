@@ -25,7 +25,7 @@ pub struct QualifyArgs {
 }
 
 /// Freezes the plan into a new evidence directory (`plan.toml`, `manifest.json`),
-/// runs [`qualify_plan`] into its `qualification/` and prints the summary. `Ok`
+/// runs [`crate::quality::qualify_plan`] into its `qualification/` and prints the summary. `Ok`
 /// even when arms are not qualified: the caller decides the exit code
 /// (`QualifyOutcome::all_qualified`).
 pub fn run_blocking(args: QualifyArgs) -> Result<QualifyOutcome, QualityError> {

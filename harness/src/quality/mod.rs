@@ -5,8 +5,8 @@
 //! (`driver` has the layout). Must not time requests for a study and must not touch
 //! the engine except over loopback HTTP and through an arm's declared commands.
 //!
-//! Entry points: `harness qualify PLAN` ([`QualifyArgs`], [`run_blocking`]) and, for
-//! `harness run`, [`qualify_plan`] (all arms) or [`qualify_arm`] (one arm's runs)
+//! Entry points: [`qualify_plan`] (all arms; `harness qualify PLAN` is
+//! `commands::qualify`, and `harness run` calls it too) or [`qualify_arm`] (one arm's runs)
 //! with [`verdict::verdict`]. An arm whose [`ArmQualification::qualified`] is false
 //! is not qualified and its timing claims are blocked.
 

@@ -225,10 +225,16 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
 
     // compare.json units[] against each server's unit.json.
     let mut unit_status: BTreeMap<String, String> = BTreeMap::new();
-    for (i, unit) in r.units.iter().enumerate() {
+    // As written (not through the typed record, which would drop an extra key and
+    // fill an absent optional one), so that every differing key is named.
+    #[derive(Deserialize)]
+    struct WrittenUnits {
+        units: Vec<Value>,
+    }
+    let written = read_json::<WrittenUnits>(root, FILE).map(|w| w.units).unwrap_or_default();
+    for (i, (unit, u)) in r.units.iter().zip(&written).enumerate() {
         let dir = unit.dir.as_str();
         unit_status.insert(dir.to_string(), unit.status.as_str().to_string());
-        let u = &serde_json::to_value(unit).unwrap_or_default();
         match unit_json(root, scan, dir) {
             Err(e) => m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, format!("{FILE} units[{i}]"))),
             Ok(v) if v != *u => {
