@@ -33,6 +33,7 @@ mod unit;
 use std::path::{Path, PathBuf};
 
 use crate::arm::{ArmError, find_nvidia_smi};
+use crate::evidence::GitInfo;
 use crate::evidence::{
     BodyHashes, Evidence, EvidenceError, RUN_FORMAT, RunRecord, RunUnit, Session, SessionState, UNIT_FILE, UnitOutcome,
     UnitStatus, git_info, write_bytes, write_json, write_manifest,
@@ -439,10 +440,22 @@ fn planned_totals(
     (total, expected)
 }
 
-/// The study itself. `dir_out` receives the evidence directory as soon as it is known.
-pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
+/// What `harness run` checks and reads before it writes anything: a bad plan, API
+/// key, input, trace file or CPU set leaves no directory behind.
+struct Preflight {
+    frozen: FrozenPlan,
+    secrets: crate::evidence::Secrets,
+    /// The prompt panel, built once (`None` when resuming: `inputs/` is verified).
+    panel: Option<crate::trace::Panel>,
+    git: GitInfo,
+    host: crate::host::HostFacts,
+    /// The client's own CPU set, when the plan pins it (already applied).
+    client_cpus: Option<String>,
+}
+
+fn preflight(opts: &RunOptions) -> Result<Preflight, RunError> {
     let frozen = freeze_file(&opts.plan)?;
-    // A plan with [pilots] is derived by its pilot phase, below.
+    // A plan with [pilots] is derived by its pilot phase, later.
     if frozen.plan.pilots.is_none() {
         frozen.plan.require_derived()?;
         frozen.plan.resolved_cells()?;
@@ -483,6 +496,63 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         ),
         None => None,
     };
+    Ok(Preflight { frozen, secrets, panel, git, host, client_cpus })
+}
+
+/// `run.json` of this session: what stays fixed while the study runs; `write`
+/// adds the sessions and units as they stand.
+struct RunJson<'a> {
+    frozen: &'a FrozenPlan,
+    git: &'a GitInfo,
+    started_unix_ms: Option<u64>,
+    dispatch_realtime: bool,
+    nvidia_smi: Option<String>,
+    inputs: &'a Inputs,
+    root: &'a Path,
+}
+
+impl RunJson<'_> {
+    fn write(&self, sessions: &[Session], units: &[UnitOutcome], finished: bool) -> Result<(), EvidenceError> {
+        let plan = &self.frozen.plan;
+        RunRecord {
+            format: RUN_FORMAT.into(),
+            study: plan.study.name.clone(),
+            plan_sha256: self.frozen.sha256.clone(),
+            harness_version: env!("CARGO_PKG_VERSION").into(),
+            git: self.git.clone(),
+            started_unix_ms: self.started_unix_ms,
+            finished_unix_ms: if finished { sessions.last().and_then(|s| s.finished_unix_ms) } else { None },
+            clock: crate::evidence::CLOCK.into(),
+            dispatch_spin_ns: SPIN_NS,
+            dispatch_realtime: self.dispatch_realtime,
+            stop_grace_s: plan
+                .arms
+                .iter()
+                .filter(|a| matches!(a.server, crate::plan::Server::Spawn { .. }))
+                .map(|a| a.stop_grace_s)
+                .fold(0.0, f64::max),
+            nvidia_smi: self.nvidia_smi.clone(),
+            request_body_sha256: BodyHashes::ByKind(self.inputs.body_sha256.clone()),
+            entry_body_sha256: Some(self.inputs.entry_body_sha256.clone()).filter(|m| !m.is_empty()),
+            sessions: sessions.to_vec(),
+            units: units
+                .iter()
+                .map(|u| RunUnit {
+                    block: u.block,
+                    arm: u.arm.clone(),
+                    status: u.status,
+                    detail: u.detail.clone(),
+                    session: u.session,
+                })
+                .collect(),
+        }
+        .write(self.root)
+    }
+}
+
+/// The study itself. `dir_out` receives the evidence directory as soon as it is known.
+pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
+    let Preflight { frozen, secrets, panel, git, host, client_cpus } = preflight(opts)?;
     let (ev, state, pilot_state) = open(opts, &frozen)?;
     *dir_out.borrow_mut() = ev.root().to_path_buf();
     let mut sessions = state.sessions.clone();
@@ -521,45 +591,16 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         crate::inputs::prepare(plan, &frozen.sha256, &opts.base_dir, &ev.inputs_dir())?
     };
     let schedule = plan.schedule();
-    let started_unix_ms = state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms));
-    let units: Vec<UnitOutcome> = Vec::new();
-    let dispatch_realtime = crate::load::realtime_dispatch_available();
-    let write_run = |sessions: &[Session], units: &[UnitOutcome], finished: bool| {
-        RunRecord {
-            format: RUN_FORMAT.into(),
-            study: plan.study.name.clone(),
-            plan_sha256: frozen.sha256.clone(),
-            harness_version: env!("CARGO_PKG_VERSION").into(),
-            git: git.clone(),
-            started_unix_ms,
-            finished_unix_ms: if finished { sessions.last().and_then(|s| s.finished_unix_ms) } else { None },
-            clock: crate::evidence::CLOCK.into(),
-            dispatch_spin_ns: SPIN_NS,
-            dispatch_realtime,
-            stop_grace_s: plan
-                .arms
-                .iter()
-                .filter(|a| matches!(a.server, crate::plan::Server::Spawn { .. }))
-                .map(|a| a.stop_grace_s)
-                .fold(0.0, f64::max),
-            nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
-            request_body_sha256: BodyHashes::ByKind(inputs.body_sha256.clone()),
-            entry_body_sha256: Some(inputs.entry_body_sha256.clone()).filter(|m| !m.is_empty()),
-            sessions: sessions.to_vec(),
-            units: units
-                .iter()
-                .map(|u| RunUnit {
-                    block: u.block,
-                    arm: u.arm.clone(),
-                    status: u.status,
-                    detail: u.detail.clone(),
-                    session: u.session,
-                })
-                .collect(),
-        }
-        .write(ev.root())
+    let run_json = RunJson {
+        frozen: &frozen,
+        git: &git,
+        started_unix_ms: state.started_unix_ms.or(sessions.last().and_then(|s| s.started_unix_ms)),
+        dispatch_realtime: crate::load::realtime_dispatch_available(),
+        nvidia_smi: nvidia_smi.as_ref().map(|p| p.display().to_string()),
+        inputs: &inputs,
+        root: ev.root(),
     };
-    write_run(&sessions, &units, false)?;
+    run_json.write(&sessions, &[], false)?;
     if qualify::required(&frozen) {
         if state.qualification_done {
             println!("resume: qualification verified (qualification/unit.json)");
@@ -586,11 +627,49 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     };
     let mut ledger = Ledger {
         sessions,
-        units,
+        units: Vec::new(),
         summaries: Vec::new(),
         verified_units: 0,
         start_failures: std::collections::BTreeMap::new(),
     };
+    if let Some(stop) = run_blocks(&study, &schedule, &state, &mut ledger, &secrets).await? {
+        progress.finish();
+        ledger.end_session(SessionState::Stopped);
+        run_json.write(&ledger.sessions, &ledger.units, false)?;
+        return Err(stop);
+    }
+    progress.finish();
+    write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
+    ledger.end_session(SessionState::Finished);
+    run_json.write(&ledger.sessions, &ledger.units, true)?;
+    // The report reads only what is written by now, so the manifest covers its files.
+    let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
+    let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git.clone())?;
+    Ok(StudyOutcome {
+        dir: ev.root().to_path_buf(),
+        units: ledger.units,
+        manifest_files: manifest.files.len(),
+        sessions: ledger.sessions,
+        verified_units: ledger.verified_units,
+        report,
+        planned_requests: total,
+        max_error_rate: plan.max_error_rate,
+    })
+}
+
+/// Runs every unit of the schedule in order (a completed one of an earlier session
+/// verified instead), closing each into `ledger`, until the schedule ends or the
+/// sequential rule decides. `Some(stop)` when a unit stopped the study (too many
+/// start failures, a failed identity check: the caller records the session as
+/// stopped); `Err` for a failure of the run itself.
+async fn run_blocks(
+    study: &Study<'_>,
+    schedule: &crate::plan::Schedule,
+    state: &resume::ResumeState,
+    ledger: &mut Ledger,
+    secrets: &crate::evidence::Secrets,
+) -> Result<Option<RunError>, RunError> {
+    let (plan, ev, progress) = (&study.frozen.plan, study.ev, study.progress);
     let mut done = 0u64;
     let mut sequential = crate::sequential::Tracker::new();
     let blocks_started = std::time::Instant::now();
@@ -599,9 +678,9 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             let Some(arm) = plan.arm(arm_name) else { continue };
             let name = crate::evidence::unit_name(block.index, arm_name);
             if let Some(rec) = state.completed(block.index, arm_name) {
-                let (unit, cell_summaries) = verified_unit(&ev, block, arm_name)?;
+                let (unit, cell_summaries) = verified_unit(ev, block, arm_name)?;
                 progress.println(&format!("resume: {name} verified ({UNIT_FILE}, session {})", rec.session));
-                done += unit_requests(&resolved, block);
+                done += unit_requests(study.resolved, block);
                 progress.set_done(done);
                 ledger.summaries.extend(cell_summaries);
                 ledger.units.push(unit);
@@ -611,17 +690,14 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             let ran = if plan.blocks.rounds > 0 {
                 // Interleaved: the whole block at once, its units closed in arm order.
                 let arms: Vec<&crate::plan::Arm> = block.arms.iter().filter_map(|n| plan.arm(n)).collect();
-                interleave::run_block(&study, block, &arms, &mut done).await?
+                interleave::run_block(study, block, &arms, &mut done).await?
             } else {
-                vec![unit::run_unit(&study, block, arm, &mut done).await?]
+                vec![unit::run_unit(study, block, arm, &mut done).await?]
             };
             for ran_unit in ran {
                 let Some(arm) = plan.arm(&ran_unit.0.arm) else { continue };
-                if let Some(stop) = ledger.close_unit(&ev, block, index, arm, ran_unit, &secrets)? {
-                    progress.finish();
-                    ledger.end_session(SessionState::Stopped);
-                    write_run(&ledger.sessions, &ledger.units, false)?;
-                    return Err(stop);
+                if let Some(stop) = ledger.close_unit(ev, block, study.session, arm, ran_unit, secrets)? {
+                    return Ok(Some(stop));
                 }
             }
             if plan.blocks.rounds > 0 {
@@ -650,23 +726,7 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
             break;
         }
     }
-    progress.finish();
-    write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
-    ledger.end_session(SessionState::Finished);
-    write_run(&ledger.sessions, &ledger.units, true)?;
-    // The report reads only what is written by now, so the manifest covers its files.
-    let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
-    let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git.clone())?;
-    Ok(StudyOutcome {
-        dir: ev.root().to_path_buf(),
-        units: ledger.units,
-        manifest_files: manifest.files.len(),
-        sessions: ledger.sessions,
-        verified_units: ledger.verified_units,
-        report,
-        planned_requests: total,
-        max_error_rate: plan.max_error_rate,
-    })
+    Ok(None)
 }
 
 #[cfg(test)]
