@@ -87,6 +87,29 @@ pub(super) unsafe fn block_rows(
     }
 }
 
+/// Stores the first `dst.len()` (1 to 16) lanes of `y` into `dst`, straight
+/// from the register: a full group with one store, the last partial group of a
+/// matrix with a masked one (lanes past `dst` are neither read nor written).
+/// Replaces a copy through a stack array, whose variable length made it a
+/// `memcpy` call per sixteen outputs (7% of a 512-token prefill on an AMD Zen 4).
+///
+/// # Safety
+/// The CPU has AVX-512 F.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn store_lanes(dst: &mut [f32], y: __m512) {
+    let n = dst.len();
+    assert!((1..=GROUP_ROWS).contains(&n), "store_lanes: {n} lanes");
+    if n == GROUP_ROWS {
+        // SAFETY: dst holds sixteen floats.
+        unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), y) }
+    } else {
+        // SAFETY: the mask selects the first n lanes, all inside dst; masked-out
+        // lanes are not accessed.
+        unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr(), ((1u32 << n) - 1) as u16, y) }
+    }
+}
+
 /// The fifth bits of one Q5_0 chunk of a packed group (`p`: the chunk's
 /// sixteen bytes, one per weight row), as bit 4 of each byte: for the
 /// elements whose low bits are the chunk's low nibbles, then for those of
@@ -208,12 +231,10 @@ unsafe fn tile_q6k<const R: usize, const G: usize>(
     }
     for (r, row) in acc.iter().enumerate() {
         for (g, y) in row.iter().enumerate() {
-            let mut lanes = [0.0f32; GROUP_ROWS];
-            // SAFETY: lanes holds sixteen floats.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), *y) };
             let c = (g0 + g) * GROUP_ROWS - c0;
             let n = (out.width() - c).min(GROUP_ROWS);
-            out.row(i0 + r)[c..c + n].copy_from_slice(&lanes[..n]);
+            // SAFETY: same features.
+            unsafe { store_lanes(&mut out.row(i0 + r)[c..c + n], *y) };
         }
     }
 }
@@ -351,12 +372,10 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     for r in 0..R {
         for g in 0..G {
             let y = if has_mins { _mm512_add_ps(acc[r][g], mins[r][g]) } else { acc[r][g] };
-            let mut lanes = [0.0f32; GROUP_ROWS];
-            // SAFETY: lanes holds sixteen floats.
-            unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), y) };
             let c = (g0 + g) * GROUP_ROWS - c0;
             let n = (out.width() - c).min(GROUP_ROWS);
-            out.row(i0 + r)[c..c + n].copy_from_slice(&lanes[..n]);
+            // SAFETY: same features.
+            unsafe { store_lanes(&mut out.row(i0 + r)[c..c + n], y) };
         }
     }
 }
