@@ -264,6 +264,30 @@ mod avx2 {
     use crate::kv::{HeadValues, HeadView, KvFormat};
     use std::arch::x86_64::*;
 
+    /// How many positions ahead of the one being read the key and value rows
+    /// are prefetched, into L2. A decode step's rows (one per sequence and KV
+    /// head) read the cache once per layer, and between two tokens the weights
+    /// streaming through the caches evict it, so it comes from memory; the
+    /// rows of one KV head lie a stride apart (all heads of a position share a
+    /// row of the page) and pages need not follow each other, which the
+    /// hardware prefetchers do not follow far enough. On an AMD Zen 4 (32 MiB
+    /// L3), alternated `engine bench` decode after a 1024-token prompt: nothing
+    /// 116 tok/s median, 8 positions into L1 131, 16 into L2 128, 32 into L2
+    /// 140 (6 of 6 rounds faster than nothing), 64 into L2 137.
+    const KV_PREFETCH_POSITIONS: usize = 32;
+
+    /// Prefetches the `bytes` bytes at `p` into L2, a cache line at a time
+    /// (`p` may lie anywhere: prefetches never fault).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn prefetch_row(p: *const u8, bytes: usize) {
+        let mut line = 0;
+        while line < bytes {
+            _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(line) as *const i8);
+            line += 64;
+        }
+    }
+
     /// How E4M3 codes become f32: `table[code] * scale` (unused otherwise).
     #[derive(Clone, Copy)]
     struct Decode {
@@ -360,6 +384,8 @@ mod avx2 {
         assert!(c + 8 * W <= hd && out.len() == G * hd && scores.len() >= G * n);
         let mut acc = [[_mm256_setzero_ps(); W]; G];
         for j in 0..n {
+            let ahead = (j + KV_PREFETCH_POSITIONS).min(n - 1);
+            prefetch_row(vp.wrapping_add((view.offset(ahead) + c) * width(F)), 8 * W * width(F));
             let p: [__m256; G] = std::array::from_fn(|g| _mm256_set1_ps(scores[g * n + j]));
             let row = vp.wrapping_add(view.offset(j) * width(F));
             for t in 0..W {
@@ -440,6 +466,10 @@ mod avx2 {
         let mut j = 0;
         while j < n {
             let keys = (n - j).min(KEYS);
+            for t in 0..KEYS {
+                let ahead = (j + KV_PREFETCH_POSITIONS + t).min(n - 1);
+                prefetch_row(kp.wrapping_add(view.offset(ahead) * kw), hd * kw);
+            }
             let rows: [*const u8; KEYS] =
                 std::array::from_fn(|t| kp.wrapping_add(view.offset(j + t.min(keys - 1)) * kw));
             let mut acc = [[_mm256_setzero_ps(); KEYS]; G];
