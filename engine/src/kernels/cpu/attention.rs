@@ -118,6 +118,9 @@ pub fn paged_attention(
             return;
         }
         let mut scores = vec![0.0f32; group.min(MAX_SHARED_HEADS) * ctx];
+        // The per-row kernel's weighted sums in AVX-512 registers where it can.
+        #[cfg(target_arch = "x86_64")]
+        let wide_sums = path >= CpuPath::Avx512 && avx512::serves(hd);
         let mut row = vec![0.0f32; hd];
         for r in r0..r1 {
             let pos = seq.start_pos + r;
@@ -135,7 +138,7 @@ pub fn paged_attention(
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
                     CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe {
-                        avx2::attend_heads(qh, heads, &view, pos + 1, scale, &mut scores, o)
+                        avx2::attend_heads(qh, heads, &view, pos + 1, scale, wide_sums, &mut scores, o)
                     },
                     _ => attend_one(qh, &view, pos + 1, scale, &mut scores, &mut row, o),
                 }
@@ -274,13 +277,13 @@ mod avx2 {
     /// L3), alternated `engine bench` decode after a 1024-token prompt: nothing
     /// 116 tok/s median, 8 positions into L1 131, 16 into L2 128, 32 into L2
     /// 140 (6 of 6 rounds faster than nothing), 64 into L2 137.
-    const KV_PREFETCH_POSITIONS: usize = 32;
+    pub(super) const KV_PREFETCH_POSITIONS: usize = 32;
 
     /// Prefetches the `bytes` bytes at `p` into L2, a cache line at a time
     /// (`p` may lie anywhere: prefetches never fault).
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    fn prefetch_row(p: *const u8, bytes: usize) {
+    pub(super) fn prefetch_row(p: *const u8, bytes: usize) {
         let mut line = 0;
         while line < bytes {
             _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(line) as *const i8);
@@ -406,24 +409,28 @@ mod avx2 {
 
     /// [`super::attend_one`] for `heads` (1..=4) query heads of one KV head
     /// over `view` with its steps in registers: `q` and `out` hold the heads'
-    /// rows one after the other, `scores` room for `heads x n`.
+    /// rows one after the other, `scores` room for `heads x n`. `wide_sums`:
+    /// the CPU has AVX-512 F/BW/VL and the head dimension is a multiple of 16,
+    /// and the weighted sums take the AVX-512 kernel's (same bits).
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn attend_heads(
         q: &[f32],
         heads: usize,
         view: &HeadView<'_>,
         n: usize,
         scale: f32,
+        wide_sums: bool,
         scores: &mut [f32],
         out: &mut [f32],
     ) {
         macro_rules! by_heads {
             ($k:ident, $v:ident) => {
                 match heads {
-                    1 => attend::<$k, $v, 1, 8, 8>(q, view, n, scale, scores, out),
-                    2 => attend::<$k, $v, 2, 4, 4>(q, view, n, scale, scores, out),
-                    3 => attend::<$k, $v, 3, 4, 4>(q, view, n, scale, scores, out),
-                    4 => attend::<$k, $v, 4, 2, 2>(q, view, n, scale, scores, out),
+                    1 => attend::<$k, $v, 1, 8, 8>(q, view, n, scale, wide_sums, scores, out),
+                    2 => attend::<$k, $v, 2, 4, 4>(q, view, n, scale, wide_sums, scores, out),
+                    3 => attend::<$k, $v, 3, 4, 4>(q, view, n, scale, wide_sums, scores, out),
+                    4 => attend::<$k, $v, 4, 2, 2>(q, view, n, scale, wide_sums, scores, out),
                     _ => panic!("attention: {heads} heads in one pass (1..=4)"),
                 }
             };
@@ -445,11 +452,13 @@ mod avx2 {
     /// `8 x W` dimensions at a time (each element still `fma(p_j, v_j, ·)` for
     /// j ascending).
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[allow(clippy::too_many_arguments)]
     unsafe fn attend<const K: u8, const V: u8, const G: usize, const KEYS: usize, const W: usize>(
         q: &[f32],
         view: &HeadView<'_>,
         n: usize,
         scale: f32,
+        wide_sums: bool,
         scores: &mut [f32],
         out: &mut [f32],
     ) {
@@ -523,6 +532,10 @@ mod avx2 {
             *inv = 1.0 / softmax_weights(&mut scores[g * n..(g + 1) * n]);
         }
         let scores = &scores[..G * n];
+        if wide_sums {
+            // SAFETY: the caller checked AVX-512 F/BW/VL and the head dimension.
+            return unsafe { super::avx512::weighted_sums_row::<V>(view, scores, n, &inv, out) };
+        }
         let mut c = 0;
         while c + 8 * W <= full {
             // SAFETY: c + 8W <= hd; positions < n <= view.len.

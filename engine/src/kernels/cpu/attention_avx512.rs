@@ -17,6 +17,7 @@
 //! serve two rows at once: a value vector is converted once for both rows and
 //! all heads of the pass, the second row's extra position added last.
 
+use super::avx2::{KV_PREFETCH_POSITIONS, prefetch_row};
 use super::stored::{BF16, E4M3, E4M3_TO_F32, F16, width};
 use crate::kernels::cpu::expf::{self, avx2::exp8, avx512::exp16};
 use crate::kernels::cpu::matmul::avx2::hsum;
@@ -128,6 +129,34 @@ pub(super) unsafe fn attend_rows(
             _ => sums.all::<F16>(first_pos, rows, out),
         }
     }
+}
+
+/// The weighted sums of one row that sees positions `0..n` (a decode step's
+/// row, scored by the AVX2 per-row kernel), for `heads` query heads whose
+/// softmax weights are `scores[g * n + j]` and inverse sums `inv[g]`, into
+/// `out` (`heads x head_dim`): [`WeightedSums`] with sixteen dimensions a
+/// register (the AVX2 kernel's eight-lane accumulators spill at three heads),
+/// every element the same `fma(p_j, v_j, ·)` chain with j ascending, then
+/// times the inverse sum, as there.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+pub(super) unsafe fn weighted_sums_row<const V: u8>(
+    view: &HeadView<'_>,
+    scores: &[f32],
+    n: usize,
+    inv: &[f32],
+    out: &mut [f32],
+) {
+    let heads = inv.len();
+    assert!(serves(view.head_dim) && n >= 1 && n <= view.len);
+    assert!(scores.len() >= heads * n && out.len() == heads * view.head_dim);
+    let (vp, vscale) = match view.values {
+        HeadValues::Half(store) => (store.as_ptr() as *const u8, 1.0),
+        HeadValues::E4m3 { codes, scale, .. } => (codes.as_ptr(), scale),
+    };
+    let sums = WeightedSums { view, vp, vscale, scores, stride: n, group: heads, inv };
+    // SAFETY: this function's features; one row at position n - 1 sees
+    // positions 0..n, its weights at (0 * heads + g) * n + j (asserted above).
+    unsafe { sums.all::<V>(n - 1, 1, out) }
 }
 
 /// The max-subtracted softmax weights of one head's scores in place, and
@@ -314,6 +343,9 @@ impl WeightedSums<'_> {
             std::array::from_fn(|w| unsafe { load16::<V>(row.add(16 * w * width(V)), self.vscale) })
         };
         for j in 0..n0 {
+            // The rows ahead, as the AVX2 kernel does (see KV_PREFETCH_POSITIONS).
+            let ahead = (j + KV_PREFETCH_POSITIONS).min(n0 - 1);
+            prefetch_row(self.vp.wrapping_add((self.view.offset(ahead) + c) * width(V)), 16 * W * width(V));
             let x = values(j);
             for r in 0..R {
                 for g in 0..GH {
