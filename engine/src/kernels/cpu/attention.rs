@@ -136,7 +136,8 @@ pub fn paged_attention(
                 let o = &mut out[((r - r0) * group + g0) * hd..((r - r0) * group + g0 + heads) * hd];
                 match path {
                     #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
+                    // SAFETY: the assert above checked that this CPU has AVX2, FMA and
+                    // F16C, and AVX-512 F/BW/VL where `wide_sums` (path >= Avx512).
                     CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe {
                         avx2::attend_heads(qh, heads, &view, pos + 1, scale, wide_sums, &mut scores, o)
                     },
@@ -279,13 +280,16 @@ mod avx2 {
     /// 140 (6 of 6 rounds faster than nothing), 64 into L2 137.
     pub(super) const KV_PREFETCH_POSITIONS: usize = 32;
 
-    /// Prefetches the `bytes` bytes at `p` into L2, a cache line at a time
-    /// (`p` may lie anywhere: prefetches never fault).
+    /// Prefetches the `bytes` bytes at `p` into L2, every cache line they
+    /// touch (`p` need not be aligned, and may lie anywhere: prefetches never
+    /// fault).
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn prefetch_row(p: *const u8, bytes: usize) {
+        let end = bytes + (p as usize & 63);
+        let p = p.wrapping_sub(p as usize & 63);
         let mut line = 0;
-        while line < bytes {
+        while line < end {
             _mm_prefetch::<_MM_HINT_T1>(p.wrapping_add(line) as *const i8);
             line += 64;
         }
@@ -412,6 +416,9 @@ mod avx2 {
     /// rows one after the other, `scores` room for `heads x n`. `wide_sums`:
     /// the CPU has AVX-512 F/BW/VL and the head dimension is a multiple of 16,
     /// and the weighted sums take the AVX-512 kernel's (same bits).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C, and AVX-512 F/BW/VL if `wide_sums`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn attend_heads(
@@ -449,8 +456,12 @@ mod avx2 {
     /// products at a time for all `G` heads (each the scalar `dot`'s steps,
     /// each key vector converted once), the softmax of each head (`exp8` and
     /// the lane sums of `exp_and_sum`), then the weighted sums of values
-    /// `8 x W` dimensions at a time (each element still `fma(p_j, v_j, ·)` for
-    /// j ascending).
+    /// `8 x W` dimensions at a time, or sixteen a register in the AVX-512
+    /// kernel's code when `wide_sums` (each element still `fma(p_j, v_j, ·)`
+    /// for j ascending, then times the inverse sum).
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C, and AVX-512 F/BW/VL if `wide_sums`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[allow(clippy::too_many_arguments)]
     unsafe fn attend<const K: u8, const V: u8, const G: usize, const KEYS: usize, const W: usize>(
@@ -747,6 +758,13 @@ mod tests {
             for from in [32, 33, 36] {
                 let tail = run(path, &q[from * heads * hd..], len - from, from);
                 assert_eq!(tail, whole[from * heads * hd..], "{format} hd {hd} rows {from}.. {path}");
+            }
+            // A decode row at a short context (fewer positions than the
+            // kernels prefetch ahead, down to one).
+            for pos in [0, 1, 2, 20] {
+                let row = pos * heads * hd..(pos + 1) * heads * hd;
+                let one = run(path, &q[row.clone()], 1, pos);
+                assert_eq!(one, whole[row], "{format} hd {hd} row {pos} alone {path}");
             }
         }
     }

@@ -1,6 +1,7 @@
 //! [`super::attend_one`] in AVX-512 registers for a whole task at once: rows
 //! `first_pos..first_pos + rows` of one sequence and all query heads of one
-//! KV head, with the scalar path's bits.
+//! KV head, with the scalar path's bits. Also the weighted sums of the AVX2
+//! per-row kernel's rows (`weighted_sums_row`).
 //!
 //! The rows of a task see the same keys (each row one more than the last), so
 //! the keys `0..ctx` are converted to f32 once per task and laid out sixteen
@@ -131,8 +132,9 @@ pub(super) unsafe fn attend_rows(
     }
 }
 
-/// The weighted sums of one row that sees positions `0..n` (a decode step's
-/// row, scored by the AVX2 per-row kernel), for `heads` query heads whose
+/// The weighted sums of one row that sees positions `0..n` (a row of a task
+/// too short for [`attend_rows`]: every decode row, a chunk's last few rows;
+/// scored by the AVX2 per-row kernel), for `heads` query heads whose
 /// softmax weights are `scores[g * n + j]` and inverse sums `inv[g]`, into
 /// `out` (`heads x head_dim`): [`WeightedSums`] with sixteen dimensions a
 /// register (the AVX2 kernel's eight-lane accumulators spill at three heads),

@@ -51,9 +51,11 @@ impl Prefetch {
     const NEAR_BLOCKS: usize = 4;
     const STREAM_BLOCKS: usize = 64;
 
-    /// The one for rows `r0..r1` read in tiles of `max_r` rows.
-    fn for_rows(r0: usize, r1: usize, max_r: usize) -> Self {
-        if r1 - r0 <= max_r { Self::Stream } else { Self::Near }
+    /// The one for rows `r0..r1` of `rows` read in tiles of `max_r` rows:
+    /// `Stream` when this call reads the matrix once for all the rows (not
+    /// for the rows left over after the AMX tiles, which just read it).
+    fn for_rows(r0: usize, r1: usize, rows: usize, max_r: usize) -> Self {
+        if r0 == 0 && r1 == rows && rows <= max_r { Self::Stream } else { Self::Near }
     }
 
     /// Prefetches the `gb` bytes of the group block that lies this many blocks
@@ -107,7 +109,7 @@ pub(super) unsafe fn block_rows(
     let g_end = c1.div_ceil(GROUP_ROWS);
     let kind = p.kind.id();
     let (max_r, max_g) = if r1 - r0 == 1 { (1, 4) } else { (4, 2) };
-    let prefetch = Prefetch::for_rows(r0, r1, max_r);
+    let prefetch = Prefetch::for_rows(r0, r1, a.rows, max_r);
     let mut i = r0;
     while i < r1 {
         let rows = (r1 - i).min(max_r);
