@@ -287,6 +287,29 @@ unsafe fn tile_q6k<const R: usize, const G: usize>(
     }
 }
 
+/// The sixteen weight rows' minimums of one group block of a Q4_1 or
+/// Q4_K matrix (`blk`: the block's first byte), as f32: Q4_1's stored f16
+/// minimums; Q4_K's `-(dmin · m)`, the sign flipped exactly, as scalar
+/// negation does.
+///
+/// # Safety
+/// `blk` points at a whole group block of a Q4_1 or Q4_K packed matrix; the
+/// CPU has AVX-512 F.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn min_weights<const KIND: u8>(blk: *const u8) -> __m512 {
+    // SAFETY: the minimums lie at 32..64 (Q4_K's byte minimums at 80..96).
+    unsafe {
+        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32) as *const __m256i));
+        if KIND == kind_id::Q4K {
+            let prod = _mm512_mul_ps(mw, q4k_byte_scales(blk.add(80)));
+            _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(prod), _mm512_set1_epi32(i32::MIN)))
+        } else {
+            mw
+        }
+    }
+}
+
 /// Activation rows `i0..i0+R` times groups `g0..g0+G`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -317,6 +340,13 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     // dependency chains for the one-row tiles (even chunks into `s0`, odd
     // into `s1`; a constant after monomorphization).
     let split = R * G <= 4;
+    // The many-row tiles sum the minimums in a pass of their own after the
+    // main loop (same FMAs in the same block order, so the same bits): with
+    // them in the main loop, 4 rows x 2 groups held 24 accumulators besides
+    // the weights and spilled some to the stack every block (an AMD Zen 4:
+    // stores of accumulators and `vpdpbusd` from the stack were the hottest
+    // instructions of a 512-token prefill).
+    let mins_apart = has_mins && R * G > 4;
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [[_mm512_setzero_ps(); G]; R];
     let mut mins = [[_mm512_setzero_ps(); G]; R];
@@ -396,17 +426,22 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
                         dw = _mm512_mul_ps(dw, q4k_byte_scales(blk[g].add(64)));
                     }
                     acc[r][g] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(i), acc[r][g]);
-                    if has_mins {
-                        let mut mw = _mm512_cvtph_ps(_mm256_loadu_si256(blk[g].add(32) as *const __m256i));
-                        if q4k {
-                            // -(dmin · m): the sign flipped exactly, as scalar negation does.
-                            let prod = _mm512_mul_ps(mw, q4k_byte_scales(blk[g].add(80)));
-                            mw = _mm512_castsi512_ps(_mm512_xor_si512(
-                                _mm512_castps_si512(prod),
-                                _mm512_set1_epi32(i32::MIN),
-                            ));
-                        }
-                        mins[r][g] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[at]), mins[r][g]);
+                    if has_mins && !mins_apart {
+                        mins[r][g] = _mm512_fmadd_ps(min_weights::<KIND>(blk[g]), _mm512_set1_ps(a.s[at]), mins[r][g]);
+                    }
+                }
+            }
+        }
+    }
+    if mins_apart {
+        for b in 0..nb {
+            // SAFETY: the blocks and rows of the main loop.
+            unsafe {
+                for g in 0..G {
+                    let mw = min_weights::<KIND>(p.data.as_ptr().add(((g0 + g) * nb + b) * gb));
+                    for r in 0..R {
+                        let s = _mm512_set1_ps(a.s[(i0 + r) * nb + b]);
+                        mins[r][g] = _mm512_fmadd_ps(mw, s, mins[r][g]);
                     }
                 }
             }
