@@ -21,8 +21,14 @@
 //! operations in the same order: bit-identical to the scalar and AVX2 paths.
 //!
 //! Decode (one row) uses four groups per tile and two accumulators per group,
-//! so eight independent `vpdpbusd` chains hide its latency; prefill uses four
-//! rows by two groups, each weight load shared by four rows.
+//! so eight independent `vpdpbusd` chains hide its latency; more rows use
+//! eight rows by one group: each weight load serves eight rows, and each
+//! activation broadcast has one use, so it folds into `vpdpbusd`'s memory
+//! operand (`{1to16}`) instead of a register. On an AMD Zen 4, 4 rows x 2
+//! groups (eight broadcasts held in registers across the two groups) spilled
+//! accumulators to the stack every block: 8 x 1 prefills 512 tokens 1.06x
+//! faster on Q4_1, 1.11x on Q4_K_M (alternated `engine bench`); 12 x 1
+//! 0.97x of 8 x 1.
 
 use super::{Q8Rows, QK, kind_id};
 use crate::kernels::cpu::q8_pack::{GROUP_ROWS, Packed};
@@ -38,7 +44,7 @@ enum Prefetch {
     /// L2 after the first tile, so only L1 misses are left to hide.
     Near,
     /// Into L2, [`Prefetch::STREAM_BLOCKS`] group blocks ahead: one tile of
-    /// rows (decode, batches up to four) reads the matrix once, from memory,
+    /// rows (decode, batches up to eight) reads the matrix once, from memory,
     /// and a few blocks ahead is too close to cover DRAM latency. On an AMD
     /// Zen 4 with 32 MiB L3 (the weights never stay in it), alternated
     /// `engine bench` decode at batch 1: 4 blocks into L1 164 tok/s median,
@@ -108,7 +114,7 @@ pub(super) unsafe fn block_rows(
     assert!(out.rows() == a.rows && out.width() == c1 - c0);
     let g_end = c1.div_ceil(GROUP_ROWS);
     let kind = p.kind.id();
-    let (max_r, max_g) = if r1 - r0 == 1 { (1, 4) } else { (4, 2) };
+    let (max_r, max_g) = if r1 - r0 == 1 { (1, 4) } else { (8, 1) };
     let prefetch = Prefetch::for_rows(r0, r1, a.rows, max_r);
     let mut i = r0;
     while i < r1 {
@@ -132,7 +138,7 @@ pub(super) unsafe fn block_rows(
                 };
             }
             // SAFETY: rows i..i+rows and groups g..g+gs exist; same features.
-            unsafe { go!(1, 1; 1, 2; 1, 3; 1, 4; 2, 1; 2, 2; 3, 1; 3, 2; 4, 1; 4, 2) };
+            unsafe { go!(1, 1; 1, 2; 1, 3; 1, 4; 2, 1; 3, 1; 4, 1; 5, 1; 6, 1; 7, 1; 8, 1) };
             g += gs;
         }
         i += rows;
@@ -341,11 +347,10 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     // into `s1`; a constant after monomorphization).
     let split = R * G <= 4;
     // The many-row tiles sum the minimums in a pass of their own after the
-    // main loop (same FMAs in the same block order, so the same bits): with
-    // them in the main loop, 4 rows x 2 groups held 24 accumulators besides
-    // the weights and spilled some to the stack every block (an AMD Zen 4:
-    // stores of accumulators and `vpdpbusd` from the stack were the hottest
-    // instructions of a 512-token prefill).
+    // main loop (same FMAs in the same block order, so the same bits): in the
+    // main loop they are one more accumulator per row and group beside the
+    // integer sums and the float ones (then 4 x 2 tiles spilled to the stack
+    // every block on an AMD Zen 4; apart, 512-token prefill 1.11x).
     let mins_apart = has_mins && R * G > 4;
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [[_mm512_setzero_ps(); G]; R];

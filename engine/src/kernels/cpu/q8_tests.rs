@@ -113,7 +113,7 @@ fn every_path_gives_the_scalar_bits() {
     for kind in KINDS {
         // AVX2: in-place tiles (1..4 rows) and panel tiles (3 x 2 groups and
         // the remainders), with whole and partial groups of eight weight rows.
-        // AVX-512: one-row tiles of 1..4 groups, 4 x 2 tiles and remainders,
+        // AVX-512: one-row tiles of 1..4 groups, 8 x 1 tiles and remainders,
         // partial groups of sixteen; the model's shapes. AMX: whole 16-row
         // tiles (one block and many, even and odd block counts) and the rows
         // left over after them, which take the AVX-512 kernel.
