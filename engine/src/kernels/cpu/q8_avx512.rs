@@ -442,11 +442,12 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
         for b in 0..nb {
             // SAFETY: the blocks and rows of the main loop.
             unsafe {
-                for g in 0..G {
-                    let mw = min_weights::<KIND>(p.data.as_ptr().add(((g0 + g) * nb + b) * gb));
-                    for r in 0..R {
-                        let s = _mm512_set1_ps(a.s[(i0 + r) * nb + b]);
-                        mins[r][g] = _mm512_fmadd_ps(mw, s, mins[r][g]);
+                let mws: [__m512; G] =
+                    std::array::from_fn(|g| min_weights::<KIND>(p.data.as_ptr().add(((g0 + g) * nb + b) * gb)));
+                for (r, row) in mins.iter_mut().enumerate() {
+                    let s = _mm512_set1_ps(a.s[(i0 + r) * nb + b]);
+                    for (m, &mw) in row.iter_mut().zip(&mws) {
+                        *m = _mm512_fmadd_ps(mw, s, *m);
                     }
                 }
             }
