@@ -105,12 +105,13 @@ const STREAM_ROWS: usize = 4;
 /// Tasks per thread when streaming: two, enough to rebalance when a core is
 /// taken by another process, and few enough that a task is long. An AMD Zen 4
 /// (2 vCPUs, AVX-512 q8 tiles), alternated `engine bench` decode of 128 tokens
-/// at batch 1: four tasks a thread 0.86-0.93x of two (16 of 16 rounds slower
-/// beside a version that also warmed each task's first blocks, which by itself
-/// changed nothing measurable), one a thread within 1% of two; the AVX2 kernel
-/// within the noise (0.99x). Short tasks start cold, and at four a thread
-/// the AVX-512 decode tile over the 576-wide projections runs as a full tile
-/// of 64 rows plus a one-group tile (tasks of 80 rows) or as two-group tiles
+/// at batch 1, two a thread against four: 1.073x (8 of 8 rounds), 1.082x (12
+/// of 16); one a thread within 1% of two; the AVX2 kernel within the noise
+/// (0.99x). Prefetching each task's first blocks before it starts changed
+/// nothing measurable (1.014x, 9 of 16), so cold task starts are the less
+/// likely cause; the likelier one (not separated) is that at four a thread the
+/// AVX-512 decode tile runs ragged over the small projections: a full tile of
+/// 64 rows plus a one-group tile (576-row tasks of 80 rows) or two-group tiles
 /// (the 192-row K and V projections: tasks of 32 rows).
 const TASKS_PER_THREAD: usize = 2;
 

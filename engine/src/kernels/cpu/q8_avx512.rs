@@ -50,6 +50,9 @@ enum Prefetch {
     /// `engine bench` decode at batch 1: 4 blocks into L1 164 tok/s median,
     /// 64 into L2 209 (8 of 8 rounds faster); 32 to 128 blocks all within a
     /// few percent of each other, prefetching nothing 6-10% below 4 into L1.
+    /// An 8 x 1 tile reads its slice once too: a prefill of 8 tokens (the
+    /// shape of a batch-8 decode step's linear layers) with `Near` instead
+    /// measured 0.936x (1 of 10 rounds faster), of 6 tokens 0.983x (5 of 10).
     Stream,
 }
 
@@ -349,8 +352,12 @@ unsafe fn tile<const R: usize, const G: usize, const KIND: u8>(
     // The many-row tiles sum the minimums in a pass of their own after the
     // main loop (same FMAs in the same block order, so the same bits): in the
     // main loop they are one more accumulator per row and group beside the
-    // integer sums and the float ones (then 4 x 2 tiles spilled to the stack
-    // every block on an AMD Zen 4; apart, 512-token prefill 1.11x).
+    // integer sums and the float ones. On an AMD Zen 4 the 4 x 2 tiles of the
+    // time spilled to the stack every block, and the pass apart made a
+    // 512-token prefill 1.11x faster (8 of 8 rounds); with today's 8 x 1 tiles,
+    // minimums back in the main loop measured 0.975x on Q4_1 (3 of 14 rounds
+    // faster; an earlier 10-round run 1.065x, 7 of 10, SD 0.150) and 1.005x on
+    // Q4_K_M (8 of 14): within the noise, so the pass stays.
     let mins_apart = has_mins && R * G > 4;
     let low = _mm512_set1_epi8(0x0f);
     let mut acc = [[_mm512_setzero_ps(); G]; R];
