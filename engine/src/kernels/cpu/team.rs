@@ -27,7 +27,7 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,6 +38,8 @@ use rayon::prelude::*;
 const SPIN_FOR: Duration = Duration::from_micros(200);
 
 /// One parallel region: `tasks` calls of `f`, claimed one index at a time.
+/// It lives on the stack of the thread that runs the region (`Team::run`),
+/// which returns only once no worker can still reach it (`Shared::inside`).
 struct Job {
     /// The region's closure. It borrows the caller's stack: it is only called
     /// for claimed indices below `tasks`, and the caller returns only after
@@ -75,7 +77,16 @@ impl Job {
 struct Shared {
     /// Bumped once per region; workers wait for it to change.
     epoch: AtomicU64,
-    job: Mutex<Option<Arc<Job>>>,
+    /// The region now running (a `Job` on its caller's stack), null between
+    /// regions. Published and withdrawn with two atomic stores: no lock and
+    /// no allocation per region.
+    job: AtomicPtr<Job>,
+    /// Workers that may hold a pointer read from `job`: a worker counts itself
+    /// in before it reads `job` and out after its last use of the job. The
+    /// caller withdraws the job (stores null) and then waits for `inside == 0`;
+    /// all four accesses are `SeqCst`, so either the caller sees the worker
+    /// counted in (and waits for it) or the worker reads null (or a later job).
+    inside: AtomicUsize,
     /// Workers parked (or about to park) on `wake`.
     sleepers: AtomicUsize,
     /// Installed scopes now running (workers spin only while one is).
@@ -101,7 +112,8 @@ impl Team {
     pub fn new(threads: usize) -> std::io::Result<Team> {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
-            job: Mutex::new(None),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            inside: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
             park: Mutex::new(()),
@@ -146,33 +158,38 @@ impl Team {
         }
         // SAFETY: only the lifetime is erased; see `Job::f`.
         let f: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
-        let job = Arc::new(Job {
-            f,
-            tasks,
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
-        });
+        let job =
+            Job { f, tasks, next: AtomicUsize::new(0), done: AtomicUsize::new(0), panicked: AtomicBool::new(false) };
         let s = &*self.shared;
-        *s.job.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&job));
+        s.job.store(&job as *const Job as *mut Job, Ordering::SeqCst);
         s.epoch.fetch_add(1, Ordering::SeqCst);
         if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _g = s.park.lock().unwrap_or_else(PoisonError::into_inner);
             s.wake.notify_all();
         }
         job.work();
-        let mut spins = 0u32;
-        while job.done.load(Ordering::Acquire) < tasks {
-            spins += 1;
-            if spins < 4096 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        s.job.lock().unwrap_or_else(PoisonError::into_inner).take();
+        spin_until(|| job.done.load(Ordering::Acquire) >= tasks);
+        // Withdraw the job, then wait until no worker can still reach it: only
+        // then may it leave this stack frame (see `Shared::inside`).
+        s.job.store(std::ptr::null_mut(), Ordering::SeqCst);
+        spin_until(|| s.inside.load(Ordering::SeqCst) == 0);
         if job.panicked.load(Ordering::Relaxed) {
             panic!("a kernel task panicked on the engine's thread team");
+        }
+    }
+}
+
+/// Spins until `ready()`, yielding the core after a while (a worker that was
+/// descheduled mid-task needs it back to finish).
+#[inline]
+fn spin_until(ready: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while !ready() {
+        spins += 1;
+        if spins < 4096 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
         }
     }
 }
@@ -218,10 +235,14 @@ fn worker(s: &Shared, mut seen: u64) {
             }
             s.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
-        let job = s.job.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(job) = job {
+        s.inside.fetch_add(1, Ordering::SeqCst);
+        let job = s.job.load(Ordering::SeqCst);
+        // SAFETY: counted in `inside` before the read, so the region that owns
+        // the job does not return (and free it) until this worker counts out.
+        if let Some(job) = unsafe { job.as_ref() } {
             job.work();
         }
+        s.inside.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
