@@ -18,7 +18,7 @@ use super::cpu::dispatch::{CpuPath, KernelError};
 use super::cpu::half::{HalfMatrix, matmul_half_on};
 use super::cpu::matmul::matmul_on;
 use super::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
-use super::cpu::q8::{matmul_q8_many_on, matmul_q8_on};
+use super::cpu::q8::{matmul_q8_many_on, matmul_q8_on, prefetch_next_region};
 use super::cpu::quant::{QuantMatrix, matmul_quant_on};
 use super::cpu::rope::RopeTable;
 use crate::kv::KvCache;
@@ -119,6 +119,16 @@ impl Kernels {
     /// (the AVX-512 and AMX q8 kernels) rather than rows of GGUF blocks.
     pub fn reads_packed_weights(&self) -> bool {
         self.path.has_avx512() && self.quant == QuantMatmul::Q8
+    }
+
+    /// Says that the next linear layers to run are the products of `m` rows
+    /// over `ws` (one region), so that idle kernel threads can start reading
+    /// their weights while the current region ends (a cache hint: results
+    /// never depend on it).
+    pub fn prefetch_next(&self, ws: &[&QuantMatrix], m: usize) {
+        if self.quant == QuantMatmul::Q8 {
+            prefetch_next_region(self.path, ws, m);
+        }
     }
 
     /// `y = x · Wᵀ`, `x` `[m, k]`, dense `w` `[n, k]`.

@@ -82,6 +82,20 @@ impl Linear {
         }
     }
 
+    /// Tells the kernels that `layers` (one product over the same input) run
+    /// next on `rows` rows, so idle threads can start reading their weights (a
+    /// cache hint: results never depend on it).
+    pub fn prefetch_next(layers: &[&Linear], rows: usize, kernels: &Kernels) {
+        let ws: Vec<&QuantMatrix> = layers
+            .iter()
+            .map_while(|l| match &l.weight {
+                Weight::Quant(q) => Some(q),
+                _ => None,
+            })
+            .collect();
+        kernels.prefetch_next(&ws, rows);
+    }
+
     /// Replaces the weight with a stored (16-bit or quantized) form if the
     /// shapes agree.
     fn set_stored(&mut self, w: Weight) -> bool {
@@ -119,9 +133,11 @@ impl Attention {
     /// Self-attention of every new row (`x` is the normalised hidden state,
     /// `[rows, hidden]`): projects, rotates, stores this layer's keys and values
     /// in each sequence's pages, attends over the cache and projects back.
-    fn forward(&self, x: &[f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) -> Vec<f32> {
+    /// `then`: the layers that run after `o_proj` (a cache hint).
+    fn forward(&self, x: &[f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache, then: &[&Linear]) -> Vec<f32> {
         let kv_dim = batch.shape.kv_heads * batch.shape.head_dim;
         let kernels = batch.kernels;
+        Linear::prefetch_next(&[&self.o_proj], batch.positions.len(), kernels);
         let [mut q, mut k, v] = Linear::forward_many([&self.q_proj, &self.k_proj, &self.v_proj], x, kernels);
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q = qn.forward(&q, kernels);
@@ -143,6 +159,7 @@ impl Attention {
             .map(|(s, p)| AttnSeq { table: &*s.table, q_row: p.row, rows: p.len, start_pos: p.start })
             .collect();
         let attn = kernels.paged_attention(&q, &attn_seqs, cache, batch.layer, batch.shape);
+        Linear::prefetch_next(then, batch.positions.len(), kernels);
         self.o_proj.forward(&attn, kernels)
     }
 }
@@ -154,9 +171,13 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    pub fn forward(&self, x: &[f32], kernels: &Kernels) -> Vec<f32> {
+    /// `then`: the layers that run after `down_proj` (a cache hint).
+    pub fn forward(&self, x: &[f32], kernels: &Kernels, then: &[&Linear]) -> Vec<f32> {
+        let rows = x.len() / self.gate_proj.in_features;
+        Linear::prefetch_next(&[&self.down_proj], rows, kernels);
         let [mut g, u] = Linear::forward_many([&self.gate_proj, &self.up_proj], x, kernels);
         kernels.silu_mul(&mut g, &u);
+        Linear::prefetch_next(then, rows, kernels);
         self.down_proj.forward(&g, kernels)
     }
 }
@@ -170,11 +191,18 @@ pub struct DecoderLayer {
 
 impl DecoderLayer {
     /// Pre-norm residual block: `x += attn(norm(x))`, then `x += mlp(norm(x))`.
-    fn forward(&self, x: &mut [f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache) {
+    /// `next`: the layer after this one, if any (a cache hint).
+    fn forward(&self, x: &mut [f32], batch: &mut Batch<'_, '_>, cache: &mut KvCache, next: Option<&DecoderLayer>) {
         let kernels = batch.kernels;
-        let attn = self.self_attn.forward(&self.input_layernorm.forward(x, kernels), batch, cache);
+        let mlp_in = [&self.mlp.gate_proj, &self.mlp.up_proj];
+        let attn = self.self_attn.forward(&self.input_layernorm.forward(x, kernels), batch, cache, &mlp_in);
         kernels.residual_add(x, &attn);
-        let mlp = self.mlp.forward(&self.post_attention_layernorm.forward(x, kernels), kernels);
+        let then = next.map(|n| [&n.self_attn.q_proj, &n.self_attn.k_proj, &n.self_attn.v_proj]);
+        let mlp = self.mlp.forward(
+            &self.post_attention_layernorm.forward(x, kernels),
+            kernels,
+            then.as_ref().map_or(&[][..], |t| &t[..]),
+        );
         kernels.residual_add(x, &mlp);
     }
 }
@@ -665,7 +693,7 @@ impl Model {
         };
         for (li, layer) in self.layers.iter().enumerate() {
             batch.layer = li;
-            layer.forward(&mut x, &mut batch, cache);
+            layer.forward(&mut x, &mut batch, cache, self.layers.get(li + 1));
         }
         Ok(self.logits(&x, seqs, &batch.places))
     }

@@ -40,8 +40,9 @@
 
 use super::dispatch::{CpuFeatures, CpuPath};
 use super::matmul::columns_per_task;
+use super::q8_pack::{GROUP_ROWS, Packed};
 use super::quant::{QK, QuantKind, QuantMatrix, kind_id, q5_high, q6k_quant, q6k_scale};
-use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index};
+use super::team::{Scatter, ScatterBlock, ScatterWriter, for_each_index, prefetch_next};
 use half::f16;
 use std::sync::OnceLock;
 
@@ -237,6 +238,36 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
     });
     // SAFETY: the tasks of each product cover its columns 0..rows of every row.
     ys.into_iter().map(|y| unsafe { y.finish() }).collect()
+}
+
+/// Most bytes a hint asks an idle worker to prefetch (about what one core
+/// streams in the few microseconds between two decode regions).
+const HINT_BYTES: usize = 96 << 10;
+
+/// Hints the installed team that the next region is a product of `m` rows
+/// (decode: at most `PANEL_ABOVE_ROWS`, which stream the weights) over `ws`
+/// on `path`: an idle worker then prefetches the head of that region's second
+/// task, the one it will most likely claim (the caller claims the first as it
+/// publishes the region). Only the AVX-512 packed layout is hinted; results
+/// never depend on it.
+pub fn prefetch_next_region(path: CpuPath, ws: &[&QuantMatrix], m: usize) {
+    if !path.has_avx512() || m == 0 || m > PANEL_ABOVE_ROWS {
+        return;
+    }
+    // The first two tasks of `matmul_q8_rows_many_on`.
+    let mut tasks = ws.iter().flat_map(|w| {
+        let width = columns_per_task(m, w.rows).next_multiple_of(GROUP_ROWS);
+        (0..w.rows).step_by(width).map(move |c0| (*w, c0, (c0 + width).min(w.rows)))
+    });
+    fn range<'w>((w, c0, c1): (&'w QuantMatrix, usize, usize)) -> &'w [u8] {
+        let p = w.packed16();
+        let group_bytes = p.nb * Packed::group_block_bytes(p.kind);
+        let start = c0 / GROUP_ROWS * group_bytes;
+        let end = (c1.div_ceil(GROUP_ROWS) * group_bytes).min(start + HINT_BYTES).min(p.data.len());
+        &p.data[start..end]
+    }
+    let Some(second) = tasks.nth(1) else { return };
+    prefetch_next(&[range(second)]);
 }
 
 /// With more rows than this, a column block's weights are interleaved into a

@@ -18,6 +18,12 @@
 //! current pool, so every caller works with either. The caller thread takes
 //! part in the work; the team adds `threads - 1` workers.
 //!
+//! A region is published with two atomic stores (the job lives on the
+//! caller's stack; workers count themselves in and out of it), and a worker
+//! out of tasks prefetches what the caller said the next region reads first
+//! ([`prefetch_next`]): in decode the caller's serial steps between regions
+//! (norms, RoPE, quantizing) would otherwise leave the memory bus idle.
+//!
 //! Results never depend on the team: tasks are whole, independent units
 //! (column blocks, attention heads) whatever thread runs them.
 //!
@@ -87,6 +93,13 @@ struct Shared {
     /// all four accesses are `SeqCst`, so either the caller sees the worker
     /// counted in (and waits for it) or the worker reads null (or a later job).
     inside: AtomicUsize,
+    /// Where the next region will start reading (`prefetch_next`): two byte
+    /// ranges as (address, length) pairs, and a count bumped with each new
+    /// hint. Only ever prefetched, never dereferenced (a prefetch of any
+    /// address is harmless), so a stale or torn hint costs at most a wasted
+    /// prefetch.
+    hint: [AtomicUsize; 4],
+    hint_seq: AtomicU64,
     /// Workers parked (or about to park) on `wake`.
     sleepers: AtomicUsize,
     /// Installed scopes now running (workers spin only while one is).
@@ -114,6 +127,8 @@ impl Team {
             epoch: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
             inside: AtomicUsize::new(0),
+            hint: Default::default(),
+            hint_seq: AtomicU64::new(0),
             sleepers: AtomicUsize::new(0),
             active: AtomicUsize::new(0),
             park: Mutex::new(()),
@@ -210,6 +225,7 @@ impl Drop for Team {
 /// `seen`: the epoch when the team was made (a region started before this
 /// thread first runs is still picked up).
 fn worker(s: &Shared, mut seen: u64) {
+    let mut warmed = 0u64;
     loop {
         let started = Instant::now();
         let mut spins = 0u32;
@@ -243,7 +259,62 @@ fn worker(s: &Shared, mut seen: u64) {
             job.work();
         }
         s.inside.fetch_sub(1, Ordering::SeqCst);
+        // Out of tasks: while the caller finishes its own and runs the serial
+        // steps before the next region, pull in what that region reads first.
+        let h = s.hint_seq.load(Ordering::Acquire);
+        if h != warmed && s.active.load(Ordering::Relaxed) > 0 {
+            warmed = h;
+            warm_hint(s, seen);
+        }
     }
+}
+
+/// Prefetches the hinted ranges line by line into this core's L2, until done
+/// or until the next region starts (the epoch moves past `seen`).
+fn warm_hint(s: &Shared, seen: u64) {
+    for r in 0..2 {
+        let (addr, len) = (s.hint[2 * r].load(Ordering::Relaxed), s.hint[2 * r + 1].load(Ordering::Relaxed));
+        let mut off = 0;
+        while off < len {
+            if s.epoch.load(Ordering::Relaxed) != seen {
+                return;
+            }
+            for line in (off..len.min(off + 1024)).step_by(64) {
+                prefetch_line(addr.wrapping_add(line));
+            }
+            off += 1024;
+        }
+    }
+}
+
+#[inline(always)]
+fn prefetch_line(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and reads nothing the program sees; any
+    // address is allowed.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(addr as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// Tells the installed team's idle workers which bytes the next region reads
+/// first (at most two ranges), to prefetch while the caller finishes the
+/// current region and runs the serial steps before the next. No-op outside an
+/// install. A hint only moves data into caches: results never depend on it.
+pub fn prefetch_next(ranges: &[&[u8]]) {
+    current(|team| {
+        if let Some(t) = team {
+            let s = &*t.shared;
+            for r in 0..2 {
+                let (addr, len) = ranges.get(r).map_or((0, 0), |b| (b.as_ptr() as usize, b.len()));
+                s.hint[2 * r].store(addr, Ordering::Relaxed);
+                s.hint[2 * r + 1].store(len, Ordering::Relaxed);
+            }
+            s.hint_seq.fetch_add(1, Ordering::Release);
+        }
+    })
 }
 
 /// The team installed on this thread, if any.
@@ -446,6 +517,42 @@ mod tests {
         });
         let names = names.into_inner().unwrap();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_worker_warming_a_hint_still_joins_the_next_region() {
+        let team = Team::new(2).unwrap();
+        // A hint far larger than a region takes to prefetch, at addresses no
+        // buffer owns (prefetching never faults): the worker must leave it
+        // as soon as the next region starts, or it never takes a task.
+        let huge = [(1usize << 40, 1usize << 40)];
+        team.install(|| {
+            for round in 0..3 {
+                let s = &*team.shared;
+                for (r, &(addr, len)) in huge.iter().enumerate() {
+                    s.hint[2 * r].store(addr, Ordering::Relaxed);
+                    s.hint[2 * r + 1].store(len, Ordering::Relaxed);
+                }
+                s.hint_seq.fetch_add(1, Ordering::Release);
+                // The worker starts warming after this region's tasks...
+                for_each_index(4, |_| {});
+                let names = Mutex::new(std::collections::BTreeSet::new());
+                // ...and must still claim tasks of this one.
+                for_each_index(16, |_| {
+                    std::thread::sleep(Duration::from_millis(2));
+                    names.lock().unwrap().insert(std::thread::current().name().map(str::to_string));
+                });
+                assert_eq!(names.into_inner().unwrap().len(), 2, "round {round}");
+            }
+        });
+        // Outside an install a hint is a no-op, and a stale one is harmless.
+        prefetch_next(&[&[0u8; 64]]);
+        let stale = vec![1u8; 4096];
+        team.install(|| prefetch_next(&[&stale]));
+        drop(stale);
+        let sum = AtomicUsize::new(0);
+        team.install(|| for_each_index(8, |i| _ = sum.fetch_add(i, Ordering::Relaxed)));
+        assert_eq!(sum.load(Ordering::Relaxed), 28);
     }
 
     #[test]
