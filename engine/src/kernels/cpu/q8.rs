@@ -194,20 +194,15 @@ pub fn matmul_q8_many_on(path: CpuPath, x: &[f32], ws: &[&QuantMatrix], m: usize
 pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) -> Vec<Vec<f32>> {
     assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
     let m = a.rows;
-    // (matrix, first column, end column): whole groups of eight weight rows per
-    // task where the shape allows.
-    let mut tasks = Vec::new();
-    // AVX-512: whole groups of sixteen rows per task, over the interleaved
-    // layout (made here, before the parallel region, on first use).
-    let group = if path.has_avx512() { 16 } else { 8 };
-    for (i, w) in ws.iter().enumerate() {
+    for w in ws {
         assert_eq!(a.cols, w.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, w.cols);
+        // AVX-512: the interleaved layout, made here (before the parallel
+        // region) on first use.
         if path.has_avx512() && m > 0 {
             w.packed16();
         }
-        let width = columns_per_task(m, w.rows).next_multiple_of(group);
-        tasks.extend((0..w.rows).step_by(width).map(|c0| (i, c0, (c0 + width).min(w.rows))));
     }
+    let tasks: Vec<_> = column_tasks(path, ws, m).collect();
     if m == 0 {
         return ws.iter().map(|_| Vec::new()).collect();
     }
@@ -240,6 +235,22 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
     ys.into_iter().map(|y| unsafe { y.finish() }).collect()
 }
 
+/// The tasks of a product of `m` rows over `ws` on `path`, in the order
+/// they are claimed: (matrix, first column, end column), whole groups of
+/// weight rows (16 over the AVX-512 interleaved layout, else 8) where the
+/// shape allows.
+fn column_tasks<'a>(
+    path: CpuPath,
+    ws: &'a [&QuantMatrix],
+    m: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> + 'a {
+    let group = if path.has_avx512() { GROUP_ROWS } else { 8 };
+    ws.iter().enumerate().flat_map(move |(i, w)| {
+        let width = columns_per_task(m, w.rows).next_multiple_of(group);
+        (0..w.rows).step_by(width).map(move |c0| (i, c0, (c0 + width).min(w.rows)))
+    })
+}
+
 /// Most bytes a hint asks an idle worker to prefetch (about what one core
 /// streams in the few microseconds between two decode regions).
 const HINT_BYTES: usize = 96 << 10;
@@ -254,20 +265,12 @@ pub fn prefetch_next_region(path: CpuPath, ws: &[&QuantMatrix], m: usize) {
     if !path.has_avx512() || m == 0 || m > PANEL_ABOVE_ROWS {
         return;
     }
-    // The first two tasks of `matmul_q8_rows_many_on`.
-    let mut tasks = ws.iter().flat_map(|w| {
-        let width = columns_per_task(m, w.rows).next_multiple_of(GROUP_ROWS);
-        (0..w.rows).step_by(width).map(move |c0| (*w, c0, (c0 + width).min(w.rows)))
-    });
-    fn range<'w>((w, c0, c1): (&'w QuantMatrix, usize, usize)) -> &'w [u8] {
-        let p = w.packed16();
-        let group_bytes = p.nb * Packed::group_block_bytes(p.kind);
-        let start = c0 / GROUP_ROWS * group_bytes;
-        let end = (c1.div_ceil(GROUP_ROWS) * group_bytes).min(start + HINT_BYTES).min(p.data.len());
-        &p.data[start..end]
-    }
-    let Some(second) = tasks.nth(1) else { return };
-    prefetch_next(&[range(second)]);
+    let Some((i, c0, c1)) = column_tasks(path, ws, m).nth(1) else { return };
+    let p = ws[i].packed16();
+    let group_bytes = p.nb * Packed::group_block_bytes(p.kind);
+    let start = c0 / GROUP_ROWS * group_bytes;
+    let end = (c1.div_ceil(GROUP_ROWS) * group_bytes).min(start + HINT_BYTES).min(p.data.len());
+    prefetch_next(&[&p.data[start..end]]);
 }
 
 /// With more rows than this, a column block's weights are interleaved into a
