@@ -18,7 +18,9 @@ use super::cpu::dispatch::{CpuPath, KernelError};
 use super::cpu::half::{HalfMatrix, matmul_half_on};
 use super::cpu::matmul::matmul_on;
 use super::cpu::ops::{add_in_place, rms_norm, silu_mul_in_place};
-use super::cpu::q8::{matmul_q8_many_on, matmul_q8_on, prefetch_next_region};
+use super::cpu::q8::{
+    Q8Rows, matmul_q8_many_on, matmul_q8_on, matmul_q8_rows_on, prefetch_next_region, swiglu_q8_rows_on,
+};
 use super::cpu::quant::{QuantMatrix, matmul_quant_on};
 use super::cpu::rope::RopeTable;
 use crate::kv::KvCache;
@@ -156,6 +158,35 @@ impl Kernels {
         match self.quant {
             QuantMatmul::Q8 => matmul_q8_many_on(self.path, x, ws, m),
             QuantMatmul::Exact => ws.iter().map(|w| matmul_quant_on(self.path, x, w, m)).collect(),
+        }
+    }
+
+    /// The SwiGLU MLP over block-quantized weights: `down(silu(x·gateᵀ) ⊙
+    /// x·upᵀ)`, exactly `matmul_quant`, `silu_mul` and `matmul_quant` in turn.
+    /// The q8 path runs SwiGLU and quantizes `down`'s input inside the gate/up
+    /// region. `then`: the product after `down`, as [`Kernels::prefetch_next`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn swiglu_mlp_quant(
+        &self,
+        x: &[f32],
+        gate: &QuantMatrix,
+        up: &QuantMatrix,
+        down: &QuantMatrix,
+        m: usize,
+        then: &[&QuantMatrix],
+    ) -> Vec<f32> {
+        self.prefetch_next(&[down], m);
+        match self.quant {
+            QuantMatmul::Q8 => {
+                let h = swiglu_q8_rows_on(self.path, &Q8Rows::quantize_on(self.path, x, m, gate.cols), gate, up);
+                self.prefetch_next(then, m);
+                matmul_q8_rows_on(self.path, &h, down)
+            }
+            QuantMatmul::Exact => {
+                let (mut g, u) = (matmul_quant_on(self.path, x, gate, m), matmul_quant_on(self.path, x, up, m));
+                self.silu_mul(&mut g, &u);
+                matmul_quant_on(self.path, &g, down, m)
+            }
         }
     }
 

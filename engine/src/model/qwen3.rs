@@ -86,14 +86,18 @@ impl Linear {
     /// next on `rows` rows, so idle threads can start reading their weights (a
     /// cache hint: results never depend on it).
     pub fn prefetch_next(layers: &[&Linear], rows: usize, kernels: &Kernels) {
-        let ws: Vec<&QuantMatrix> = layers
+        kernels.prefetch_next(&Linear::quant_weights(layers), rows);
+    }
+
+    /// The block-quantized weights of `layers`, up to the first that is not.
+    fn quant_weights<'a>(layers: &[&'a Linear]) -> Vec<&'a QuantMatrix> {
+        layers
             .iter()
             .map_while(|l| match &l.weight {
                 Weight::Quant(q) => Some(q),
                 _ => None,
             })
-            .collect();
-        kernels.prefetch_next(&ws, rows);
+            .collect()
     }
 
     /// Replaces the weight with a stored (16-bit or quantized) form if the
@@ -174,6 +178,11 @@ impl Mlp {
     /// `then`: the layers that run after `down_proj` (a cache hint).
     pub fn forward(&self, x: &[f32], kernels: &Kernels, then: &[&Linear]) -> Vec<f32> {
         let rows = x.len() / self.gate_proj.in_features;
+        if let (Weight::Quant(g), Weight::Quant(u), Weight::Quant(d)) =
+            (&self.gate_proj.weight, &self.up_proj.weight, &self.down_proj.weight)
+        {
+            return kernels.swiglu_mlp_quant(x, g, u, d, rows, &Linear::quant_weights(then));
+        }
         Linear::prefetch_next(&[&self.down_proj], rows, kernels);
         let [mut g, u] = Linear::forward_many([&self.gate_proj, &self.up_proj], x, kernels);
         kernels.silu_mul(&mut g, &u);

@@ -30,17 +30,21 @@ pub fn rms_norm_row(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 pub fn silu_mul_in_place(gate: &mut [f32], up: &[f32], path: CpuPath) {
     assert_eq!(gate.len(), up.len(), "SwiGLU: gate and up differ in length");
     assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
-    gate.par_chunks_mut(4096).zip(up.par_chunks(4096)).for_each(|(g, u)| {
-        let done = match path {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
-            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { silu_mul_avx2(g, u) },
-            _ => 0,
-        };
-        for (gv, &uv) in g[done..].iter_mut().zip(&u[done..]) {
-            *gv = *gv / (1.0 + expf::exp(-*gv)) * uv;
-        }
-    });
+    gate.par_chunks_mut(4096).zip(up.par_chunks(4096)).for_each(|(g, u)| silu_mul_slice(g, u, path));
+}
+
+/// [`silu_mul_in_place`] on the calling thread (`path` supported by this CPU).
+pub fn silu_mul_slice(g: &mut [f32], u: &[f32], path: CpuPath) {
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
+    let done = match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the assert above checked that this CPU has AVX2 and FMA.
+        CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => unsafe { silu_mul_avx2(g, u) },
+        _ => 0,
+    };
+    for (gv, &uv) in g[done..].iter_mut().zip(&u[done..]) {
+        *gv = *gv / (1.0 + expf::exp(-*gv)) * uv;
+    }
 }
 
 /// The whole groups of eight of [`silu_mul_in_place`]; returns how many

@@ -215,24 +215,85 @@ pub fn matmul_q8_rows_many_on(path: CpuPath, a: &Q8Rows, ws: &[&QuantMatrix]) ->
         // SAFETY: tasks cover disjoint column ranges of each product, so rows
         // 0..m of columns c0..c1 of product i are written by this task only.
         let mut out = unsafe { writers[i].block(c0, m, n, width) };
-        match path {
-            CpuPath::Scalar => scalar::block(a, ws[i], c0, c1, &mut out),
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the assert above checked that this CPU has AVX2, FMA and F16C.
-            CpuPath::Avx2 => unsafe { avx2::block(a, ws[i], c0, c1, &mut out) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the assert above checked that this CPU has AVX-512 F/BW/VL and VNNI.
-            CpuPath::Avx512 => unsafe { avx512::block(a, ws[i].packed16(), c0, c1, &mut out) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the assert above checked that this CPU has AVX-512
-            // F/BW/VL, VNNI and usable AMX-INT8.
-            CpuPath::Amx => unsafe { amx::block(a, ws[i].packed16(), c0, c1, &mut out) },
-            #[cfg(not(target_arch = "x86_64"))]
-            CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => scalar::block(a, ws[i], c0, c1, &mut out),
-        }
+        block_on(path, a, ws[i], c0, c1, &mut out);
     });
     // SAFETY: the tasks of each product cover its columns 0..rows of every row.
     ys.into_iter().map(|y| unsafe { y.finish() }).collect()
+}
+
+/// Columns `c0..c1` of `a · wᵀ` for every row of `a`, on `path` (which the
+/// caller checked this CPU supports; the AVX-512 layouts already made).
+fn block_on(path: CpuPath, a: &Q8Rows, w: &QuantMatrix, c0: usize, c1: usize, out: &mut ScatterBlock<'_, f32>) {
+    match path {
+        CpuPath::Scalar => scalar::block(a, w, c0, c1, out),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: callers checked that this CPU has AVX2, FMA and F16C.
+        CpuPath::Avx2 => unsafe { avx2::block(a, w, c0, c1, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: callers checked that this CPU has AVX-512 F/BW/VL and VNNI.
+        CpuPath::Avx512 => unsafe { avx512::block(a, w.packed16(), c0, c1, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: callers checked that this CPU has AVX-512 F/BW/VL, VNNI and
+        // usable AMX-INT8.
+        CpuPath::Amx => unsafe { amx::block(a, w.packed16(), c0, c1, out) },
+        #[cfg(not(target_arch = "x86_64"))]
+        CpuPath::Avx2 | CpuPath::Avx512 | CpuPath::Amx => scalar::block(a, w, c0, c1, out),
+    }
+}
+
+/// SwiGLU over two products of the same rows, quantized as the next layer's
+/// input: `Q8Rows::quantize_on(path, silu(a·Gᵀ) ⊙ (a·Uᵀ))`, bit for bit. Each
+/// task computes whole 32-column blocks of both products, applies SwiGLU
+/// (element-wise, the same bits on every path) and quantizes its blocks (a
+/// block's scale depends on its 32 values only), so no serial pass over the
+/// products is left to the caller.
+pub fn swiglu_q8_rows_on(path: CpuPath, a: &Q8Rows, gate: &QuantMatrix, up: &QuantMatrix) -> Q8Rows {
+    assert!(path.supported_by(CpuFeatures::get()), "CPU path {path} is not supported by this CPU");
+    let (m, n) = (a.rows, gate.rows);
+    assert_eq!((up.rows, up.cols), (n, gate.cols), "SwiGLU: gate and up differ in shape");
+    assert_eq!(a.cols, gate.cols, "matmul_q8: activations have {} columns, weights {}", a.cols, gate.cols);
+    assert!(n.is_multiple_of(QK), "SwiGLU: {n} columns is not a multiple of {QK}");
+    if path.has_avx512() && m > 0 {
+        gate.packed16();
+        up.packed16();
+    }
+    let (bpr, blocks) = (n / QK, m * n / QK);
+    let (mut qs, mut d, mut s, mut sums) =
+        (Scatter::new(m * n), Scatter::new(blocks), Scatter::new(blocks), Scatter::new(blocks));
+    let (wq, wd, ws, wsum) = (qs.writer(), d.writer(), s.writer(), sums.writer());
+    let width = columns_per_task(m, n).next_multiple_of(QK);
+    let starts: Vec<usize> = (0..n).step_by(width).collect();
+    for_each_index(if m == 0 { 0 } else { starts.len() }, |t| {
+        let (c0, c1) = (starts[t], (starts[t] + width).min(n));
+        let (w, nb) = (c1 - c0, (c1 - c0) / QK);
+        let (mut g, mut u) = (vec![0.0f32; m * w], vec![0.0f32; m * w]);
+        block_on(path, a, gate, c0, c1, &mut ScatterBlock::contiguous(&mut g, w));
+        block_on(path, a, up, c0, c1, &mut ScatterBlock::contiguous(&mut u, w));
+        super::ops::silu_mul_slice(&mut g, &u, path);
+        let (mut q, mut dd, mut ss, mut su) = (vec![0i8; m * w], vec![0.0; m * nb], vec![0.0; m * nb], vec![0; m * nb]);
+        quantize_blocks(path, &g, &mut q, &mut dd, &mut ss, &mut su);
+        for r in 0..m {
+            // SAFETY: tasks own disjoint column blocks of every row.
+            unsafe {
+                wq.write(r * n + c0, &q[r * w..(r + 1) * w]);
+                wd.write(r * bpr + c0 / QK, &dd[r * nb..(r + 1) * nb]);
+                ws.write(r * bpr + c0 / QK, &ss[r * nb..(r + 1) * nb]);
+                wsum.write(r * bpr + c0 / QK, &su[r * nb..(r + 1) * nb]);
+            }
+        }
+    });
+    // SAFETY: the tasks cover columns 0..n of every row (none when m == 0).
+    unsafe {
+        Q8Rows {
+            rows: m,
+            cols: n,
+            qs: qs.finish(),
+            d: d.finish(),
+            s: s.finish(),
+            sums: sums.finish(),
+            half_sums: OnceLock::new(),
+        }
+    }
 }
 
 /// The tasks of a product of `m` rows over `ws` on `path`, in the order

@@ -332,3 +332,25 @@ fn many_weights_over_one_input_equal_each_product_alone() {
         }
     }
 }
+
+#[test]
+fn swiglu_fused_into_the_gate_up_region_gives_the_unfused_bytes() {
+    for kind in KINDS {
+        for path in paths_under_test("swiglu_fused_into_the_gate_up_region_gives_the_unfused_bytes") {
+            // Decode (one task per 32-column multiple) and prefill shapes, a
+            // last task narrower than the others, and no rows at all.
+            for (m, n, k) in
+                [(1, 96, 64), (1, 1536, 576), (3, 160, 96), (5, 64, 32), (9, 224, 96), (40, 96, 64), (0, 64, 32)]
+            {
+                let (g, u) = (weights(kind, n, k, 41 + n as u64), weights(kind, n, k, 43 + m as u64));
+                let x = if m == 0 { Vec::new() } else { activations(m, k, 47 + m as u64) };
+                let a = Q8Rows::quantize_on(path, &x, m, k);
+                let fused = swiglu_q8_rows_on(path, &a, &g, &u);
+                let mut h = matmul_q8_rows_on(path, &a, &g);
+                crate::kernels::cpu::ops::silu_mul_in_place(&mut h, &matmul_q8_rows_on(path, &a, &u), path);
+                let unfused = Q8Rows::quantize_on(path, &h, m, n);
+                assert_eq!(fused, unfused, "{kind:?} {path} m {m} n {n} k {k}");
+            }
+        }
+    }
+}
