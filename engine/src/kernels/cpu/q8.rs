@@ -35,6 +35,10 @@
 //! of sixteen rows runs `tdpbssd` over the same copy (`q8_amx.rs`), the rest
 //! of the rows the AVX-512 kernel.
 //!
+//! The SwiGLU MLP's gate and up products run with SwiGLU and the
+//! quantization of `down`'s input fused into their region
+//! ([`swiglu_q8_rows_on`]): the same bytes as the three passes.
+//!
 //! Must not: quantize activations across rows (a row's scales depend on that
 //! row only), or split k depending on the number of rows.
 
