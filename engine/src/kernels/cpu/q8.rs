@@ -106,35 +106,105 @@ impl Q8Rows {
             return q;
         }
         // Prefill: row chunks in parallel, each written in place.
-        let bpr = cols / QK;
-        let (mut qs, mut d, mut s, mut sums) =
-            (Scatter::new(rows * cols), Scatter::new(blocks), Scatter::new(blocks), Scatter::new(blocks));
-        let (wq, wd, ws, wsum) = (qs.writer(), d.writer(), s.writer(), sums.writer());
+        let mut out = Q8Scatter::new(rows, cols);
+        let writer = out.writer();
         for_each_index(rows.div_ceil(QUANTIZE_ROWS_PER_TASK), |t| {
             let r0 = t * QUANTIZE_ROWS_PER_TASK;
             let r1 = (r0 + QUANTIZE_ROWS_PER_TASK).min(rows);
-            let nb = (r1 - r0) * bpr;
-            let (mut q, mut dd, mut ss, mut su) =
-                (vec![0i8; (r1 - r0) * cols], vec![0.0; nb], vec![0.0; nb], vec![0; nb]);
-            quantize_blocks(path, &x[r0 * cols..r1 * cols], &mut q, &mut dd, &mut ss, &mut su);
-            // SAFETY: row chunks are disjoint; each writes its own rows' bytes and blocks.
-            unsafe {
-                wq.write(r0 * cols, &q);
-                wd.write(r0 * bpr, &dd);
-                ws.write(r0 * bpr, &ss);
-                wsum.write(r0 * bpr, &su);
-            }
+            // SAFETY: row chunks are disjoint; each writes its own rows.
+            unsafe { writer.quantize(path, &x[r0 * cols..r1 * cols], r0, 0, cols) };
         });
         // SAFETY: the chunks cover rows 0..rows.
+        unsafe { out.finish() }
+    }
+}
+
+/// A `Q8Rows` that the tasks of one region fill in place, each task its own
+/// rectangle of whole blocks (rows `r0..`, columns `c0..c0 + width`).
+struct Q8Scatter {
+    rows: usize,
+    cols: usize,
+    qs: Scatter<i8>,
+    d: Scatter<f32>,
+    s: Scatter<f32>,
+    sums: Scatter<i32>,
+}
+
+/// What the tasks write through (`Q8Scatter::writer`).
+#[derive(Clone, Copy)]
+struct Q8Writer {
+    cols: usize,
+    qs: ScatterWriter<i8>,
+    d: ScatterWriter<f32>,
+    s: ScatterWriter<f32>,
+    sums: ScatterWriter<i32>,
+}
+
+impl Q8Scatter {
+    fn new(rows: usize, cols: usize) -> Self {
+        let blocks = rows * cols / QK;
+        Q8Scatter {
+            rows,
+            cols,
+            qs: Scatter::new(rows * cols),
+            d: Scatter::new(blocks),
+            s: Scatter::new(blocks),
+            sums: Scatter::new(blocks),
+        }
+    }
+
+    fn writer(&mut self) -> Q8Writer {
+        Q8Writer {
+            cols: self.cols,
+            qs: self.qs.writer(),
+            d: self.d.writer(),
+            s: self.s.writer(),
+            sums: self.sums.writer(),
+        }
+    }
+
+    /// # Safety
+    /// Every block of every row must have been written through the writer.
+    unsafe fn finish(self) -> Q8Rows {
+        // SAFETY: every element written (caller).
         unsafe {
             Q8Rows {
-                rows,
-                cols,
-                qs: qs.finish(),
-                d: d.finish(),
-                s: s.finish(),
-                sums: sums.finish(),
+                rows: self.rows,
+                cols: self.cols,
+                qs: self.qs.finish(),
+                d: self.d.finish(),
+                s: self.s.finish(),
+                sums: self.sums.finish(),
                 half_sums: OnceLock::new(),
+            }
+        }
+    }
+}
+
+impl Q8Writer {
+    /// Quantizes `x` (`[rows, width]`, `width` a multiple of 32) into rows
+    /// `r0..r0 + rows`, columns `c0..c0 + width` (`c0` a multiple of 32).
+    ///
+    /// # Safety
+    /// No other write of the region may touch these rows and columns, and the
+    /// `Q8Scatter` must outlive the region.
+    unsafe fn quantize(&self, path: CpuPath, x: &[f32], r0: usize, c0: usize, width: usize) {
+        if width == 0 {
+            return;
+        }
+        let (rows, nb, bpr) = (x.len() / width, width / QK, self.cols / QK);
+        let (mut q, mut d, mut s, mut su) =
+            (vec![0i8; x.len()], vec![0.0; rows * nb], vec![0.0; rows * nb], vec![0; rows * nb]);
+        quantize_blocks(path, x, &mut q, &mut d, &mut s, &mut su);
+        for r in 0..rows {
+            let (at, b) = ((r0 + r) * self.cols + c0, (r0 + r) * bpr + c0 / QK);
+            let blocks = r * nb..(r + 1) * nb;
+            // SAFETY: these rows and columns are this task's alone (caller).
+            unsafe {
+                self.qs.write(at, &q[r * width..(r + 1) * width]);
+                self.d.write(b, &d[blocks.clone()]);
+                self.s.write(b, &s[blocks.clone()]);
+                self.sums.write(b, &su[blocks]);
             }
         }
     }
@@ -261,43 +331,22 @@ pub fn swiglu_q8_rows_on(path: CpuPath, a: &Q8Rows, gate: &QuantMatrix, up: &Qua
         gate.packed16();
         up.packed16();
     }
-    let (bpr, blocks) = (n / QK, m * n / QK);
-    let (mut qs, mut d, mut s, mut sums) =
-        (Scatter::new(m * n), Scatter::new(blocks), Scatter::new(blocks), Scatter::new(blocks));
-    let (wq, wd, ws, wsum) = (qs.writer(), d.writer(), s.writer(), sums.writer());
+    let mut out = Q8Scatter::new(m, n);
+    let writer = out.writer();
     let width = columns_per_task(m, n).next_multiple_of(QK);
     let starts: Vec<usize> = (0..n).step_by(width).collect();
     for_each_index(if m == 0 { 0 } else { starts.len() }, |t| {
         let (c0, c1) = (starts[t], (starts[t] + width).min(n));
-        let (w, nb) = (c1 - c0, (c1 - c0) / QK);
+        let w = c1 - c0;
         let (mut g, mut u) = (vec![0.0f32; m * w], vec![0.0f32; m * w]);
         block_on(path, a, gate, c0, c1, &mut ScatterBlock::contiguous(&mut g, w));
         block_on(path, a, up, c0, c1, &mut ScatterBlock::contiguous(&mut u, w));
         super::ops::silu_mul_slice(&mut g, &u, path);
-        let (mut q, mut dd, mut ss, mut su) = (vec![0i8; m * w], vec![0.0; m * nb], vec![0.0; m * nb], vec![0; m * nb]);
-        quantize_blocks(path, &g, &mut q, &mut dd, &mut ss, &mut su);
-        for r in 0..m {
-            // SAFETY: tasks own disjoint column blocks of every row.
-            unsafe {
-                wq.write(r * n + c0, &q[r * w..(r + 1) * w]);
-                wd.write(r * bpr + c0 / QK, &dd[r * nb..(r + 1) * nb]);
-                ws.write(r * bpr + c0 / QK, &ss[r * nb..(r + 1) * nb]);
-                wsum.write(r * bpr + c0 / QK, &su[r * nb..(r + 1) * nb]);
-            }
-        }
+        // SAFETY: tasks own disjoint column blocks of every row.
+        unsafe { writer.quantize(path, &g, 0, c0, w) };
     });
     // SAFETY: the tasks cover columns 0..n of every row (none when m == 0).
-    unsafe {
-        Q8Rows {
-            rows: m,
-            cols: n,
-            qs: qs.finish(),
-            d: d.finish(),
-            s: s.finish(),
-            sums: sums.finish(),
-            half_sums: OnceLock::new(),
-        }
-    }
+    unsafe { out.finish() }
 }
 
 /// The tasks of a product of `m` rows over `ws` on `path`, in the order
@@ -324,14 +373,15 @@ const HINT_BYTES: usize = 96 << 10;
 /// (decode: at most `PANEL_ABOVE_ROWS`, which stream the weights) over `ws`
 /// on `path`: an idle worker then prefetches the head of that region's second
 /// task, the one it will most likely claim (the caller claims the first as it
-/// publishes the region). Only the AVX-512 packed layout is hinted; results
-/// never depend on it.
+/// publishes the region). Only the AVX-512 packed layout, once built, is
+/// hinted; results never depend on it.
 pub fn prefetch_next_region(path: CpuPath, ws: &[&QuantMatrix], m: usize) {
     if !path.has_avx512() || m == 0 || m > PANEL_ABOVE_ROWS {
         return;
     }
     let Some((i, c0, c1)) = column_tasks(path, ws, m).nth(1) else { return };
-    let p = ws[i].packed16();
+    // A hint never builds the layout (a second copy of the weights).
+    let Some(p) = ws[i].packed16_if_built() else { return };
     let group_bytes = p.nb * Packed::group_block_bytes(p.kind);
     let start = c0 / GROUP_ROWS * group_bytes;
     let end = (c1.div_ceil(GROUP_ROWS) * group_bytes).min(start + HINT_BYTES).min(p.data.len());

@@ -312,6 +312,17 @@ fn every_path_quantizes_to_the_same_bytes() {
     for path in paths_under_test("every_path_quantizes_to_the_same_bytes") {
         assert_eq!(Q8Rows::quantize_on(path, &x, rows, QK), want, "{path}");
     }
+    // Enough rows for the parallel row chunks, and each row alone (the serial
+    // path) gives the same bytes.
+    assert!(rows >= 2 * QUANTIZE_ROWS_PER_TASK);
+    for (r, xr) in x.chunks_exact(QK).enumerate() {
+        let one = Q8Rows::quantize_on(CpuPath::Scalar, xr, 1, QK);
+        assert_eq!(
+            (&one.qs[..], one.d[0], one.s[0], one.sums[0]),
+            (&want.qs[r * QK..(r + 1) * QK], want.d[r], want.s[r], want.sums[r]),
+            "row {r}"
+        );
+    }
 }
 
 #[test]

@@ -212,6 +212,11 @@ impl QuantMatrix {
         self.packed.get_or_init(|| Packed::new(self))
     }
 
+    /// The 16-row interleaved layout if it was built (never builds it).
+    pub fn packed16_if_built(&self) -> Option<&Packed> {
+        self.packed.get()
+    }
+
     /// Keeps only the packed layout (`packed`: the AVX-512 q8 kernels) or only
     /// the rows of blocks (every other path), building it first if needed.
     pub fn keep_layout(&mut self, packed: bool) {
