@@ -18,6 +18,7 @@ use engine::gguf::{Dequantized, GgmlType, GgufFile, MetaValue, OutDtype};
 use engine::kernels::{CpuPath, Kernels, QuantMatmul};
 use engine::kv::KvFormat;
 use engine::runtime::{Engine, EngineOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -122,12 +123,15 @@ impl Format {
 
 const FORMATS: [Format; 2] = [Format::Q4_0, Format::Q5_0];
 
-/// For `format`, a temporary directory holding `model.gguf` (every Q4_1
-/// tensor of the SmolLM2 file requantized, the rest copied byte for byte,
-/// metadata copied with `general.file_type` set) and `f32.gguf` (its F32
-/// rewrite). Built once per format and test binary.
-fn files(format: Format) -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
-    static FILES: [OnceLock<(tempfile::TempDir, PathBuf, PathBuf)>; 2] = [OnceLock::new(), OnceLock::new()];
+/// For `format`, the paths of `requantized-<format>.gguf` (every Q4_1 tensor
+/// of the SmolLM2 file requantized, the rest copied byte for byte, metadata
+/// copied with `general.file_type` set) and `requantized-<format>-f32.gguf`
+/// (its F32 rewrite, by the engine under test), in cargo's per-target scratch
+/// folder. Built once per format and test binary, overwriting the last run's
+/// files: a `TempDir` held in a static is never dropped, and that left 1.2 GB
+/// in the system's temporary folder on every run until the disk filled.
+fn files(format: Format) -> &'static (PathBuf, PathBuf) {
+    static FILES: [OnceLock<(PathBuf, PathBuf)>; 2] = [OnceLock::new(), OnceLock::new()];
     FILES[FORMATS.iter().position(|&f| f == format).unwrap()].get_or_init(|| {
         let src = GgufFile::open(common::smollm2()).expect("open SmolLM2");
         let mut w = GgufWriter::new();
@@ -156,16 +160,26 @@ fn files(format: Format) -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
             }
         }
         assert!(requantized >= 30 * 7, "only {requantized} Q4_1 tensors in the SmolLM2 file");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let quantized = dir.path().join("model.gguf");
-        std::fs::write(&quantized, w.to_bytes(src.version())).expect("write model.gguf");
-        let f32_path = dir.path().join("f32.gguf");
-        let file = GgufFile::open(&quantized).expect("reopen model.gguf");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let quantized = dir.join(format!("requantized-{}.gguf", format.dtype()));
+        write_atomically(&quantized, |out| out.write_all(&w.to_bytes(src.version())));
+        let f32_path = dir.join(format!("requantized-{}-f32.gguf", format.dtype()));
+        let file = GgufFile::open(&quantized).expect("reopen the requantized file");
         let rewrite = Dequantized::new(&file, OutDtype::F32).expect("plan the F32 rewrite");
-        let out = std::fs::File::create(&f32_path).expect("create the F32 rewrite");
-        rewrite.write_to(std::io::BufWriter::new(out)).expect("write the F32 rewrite");
-        (dir, quantized, f32_path)
+        write_atomically(&f32_path, |out| rewrite.write_to(std::io::BufWriter::new(out))?.flush());
+        (quantized, f32_path)
     })
+}
+
+/// Writes `path` through a sibling named after this process and renames it
+/// into place, so that a concurrent run of this test binary (a clean clone's
+/// CI sharing the target folder) never opens a half-written file.
+fn write_atomically(path: &Path, write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) {
+    let part = path.with_extension(format!("{}.part", std::process::id()));
+    let mut out = std::fs::File::create(&part).unwrap_or_else(|e| panic!("create {}: {e}", part.display()));
+    write(&mut out).unwrap_or_else(|e| panic!("write {}: {e}", part.display()));
+    drop(out);
+    std::fs::rename(&part, path).unwrap_or_else(|e| panic!("rename {} to {}: {e}", part.display(), path.display()));
 }
 
 fn engine_of(path: &Path, kernels: Kernels) -> Engine {
@@ -186,7 +200,7 @@ fn mean_nll(lp: &[f64]) -> f64 {
 }
 
 fn weights_stay_quantized_and_the_exact_path_equals_the_f32_rewrite(format: Format) {
-    let (_, quantized, f32_path) = files(format);
+    let (quantized, f32_path) = files(format);
     let path = CpuPath::best();
     let mut e = engine_of(quantized, kernels(path, QuantMatmul::Exact));
     let dtypes = e.model.weight_dtypes();
@@ -213,7 +227,7 @@ fn q5_0_weights_stay_q5_0_and_the_exact_path_equals_the_f32_rewrite() {
 }
 
 fn q8_path_is_within_0_02_nats_of_the_exact_path_and_the_same_on_every_cpu_path(format: Format) {
-    let (_, quantized, _) = files(format);
+    let (quantized, _) = files(format);
     let mut reference: Option<(CpuPath, Vec<Vec<f32>>)> = None;
     for path in CpuPath::supported() {
         let mut exact = engine_of(quantized, kernels(path, QuantMatmul::Exact));
@@ -260,7 +274,7 @@ fn requantized_models_stay_near_the_q4_1_original() {
     let ids = hamlet_ids(&original, 2000, 256);
     let n1 = mean_nll(&original.score(&ids).unwrap());
     for format in FORMATS {
-        let mut requantized = engine_of(&files(format).1, original.model.kernels());
+        let mut requantized = engine_of(&files(format).0, original.model.kernels());
         let n = mean_nll(&requantized.score(&ids).unwrap());
         eprintln!("Hamlet mean NLL: Q4_1 original {n1:.4}, requantized {format:?} {n:.4} (lossy: {:+.4})", n - n1);
         // A broken decoder or kernel lands far away (a uniform guess is ln 49152 = 10.8).
