@@ -369,14 +369,14 @@ fn run_bench_plan(
     let _ = std::fs::remove_dir_all(&scratch);
     let ok = ran?;
     let resolved = prepared.frozen.plan.resolved_cells()?;
-    let peaks = bench::vllm_peaks(&out);
+    let extras = bench::block_extras(&out, args);
     for s in bench::summaries(&out)? {
         let cell = resolved.iter().find(|c| c.name == s.cell);
         let label = cell.map(harness::report::load_label).unwrap_or_default();
         let mut facts = cell.map(bench::load_facts).unwrap_or_default();
-        let key = (s.block, s.arm.clone(), s.cell.clone());
-        facts.peak_output_tps = peaks.iter().find(|(k, _)| *k == key).map(|(_, p)| *p);
-        print!("\n{}", bench::render_block(&s, &label, facts, args.verbose));
+        let extra = extras.get(&(s.block, s.arm.clone(), s.cell.clone())).cloned().unwrap_or_default();
+        facts.peak_output_tps = extra.peak_output_tps;
+        print!("\n{}", bench::render_block(&s, &label, facts, &extra.percentiles, args.verbose));
     }
     println!(
         "plan: {} (run it again: harness run {} --out DIR)",

@@ -1,6 +1,6 @@
 //! One number per measure: a `harness bench` study on the real engine binary, and
 //! the median and p99 TTFT of its cell as every output shows them: the terminal's
-//! block, the cell summary, report.md, the figure legend, the vLLM result saved by
+//! block (with vLLM's `--metric-percentiles 50,90,99`: its P50 and P90 too), the cell summary, report.md, the figure legend, the vLLM result saved by
 //! `--save-result` and the guidellm export. Each is recomputed here from the raw
 //! records with the definition that output states: the nearest-rank percentile
 //! (terminal, summary, report, figure, and guidellm's `searchsorted` percentile,
@@ -50,6 +50,8 @@ fn every_output_shows_the_median_and_p99_ttft_its_stated_definition_gives() {
         .args(["--model", "synth", "--max-concurrency", "2", "--num-prompts", "10", "--random-input-len", "16"])
         .args(["--random-output-len", "6", "--settle-s", "0", "--save-result", "--result-dir"])
         .arg(&saved)
+        // vLLM's flags for the block: its TTFT and E2EL sections, P50, P90 and P99.
+        .args(["--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,90,99"])
         .arg("--out")
         .arg(&out)
         .current_dir(workspace())
@@ -80,6 +82,12 @@ fn every_output_shows_the_median_and_p99_ttft_its_stated_definition_gives() {
     // across blocks is that block's value).
     close(after(&terminal, "Median TTFT (ms):"), p50, cent, "terminal median");
     close(after(&terminal, "P99 TTFT (ms):"), p99, cent, "terminal p99");
+    close(after(&terminal, "P50 TTFT (ms):"), p50, cent, "terminal p50 (--metric-percentiles)");
+    close(after(&terminal, "P90 TTFT (ms):"), nearest_rank(&ttft, 0.9), cent, "terminal p90 (--metric-percentiles)");
+    assert!(after(&terminal, "P90 E2EL (ms):") > 0.0, "{terminal}");
+    for absent in ["P95 TTFT", "Time per Output Token", "Inter-token Latency"] {
+        assert!(!terminal.contains(absent), "{absent:?}: not asked for by the flags\n{terminal}");
+    }
     let report = std::fs::read_to_string(out.join("results/report.md")).unwrap();
     close(after(&report, "Median TTFT (ms):"), p50, cent, "report.md median");
     close(after(&report, "P99 TTFT (ms):"), p99, cent, "report.md p99");

@@ -24,9 +24,7 @@ use crate::plan::{FrozenPlan, freeze};
 use crate::record::RequestRecord;
 
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
-pub use vllm::{
-    VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, percentile_word, vllm_bench_results, vllm_bench_results_with,
-};
+pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, vllm_bench_results, vllm_bench_results_with};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

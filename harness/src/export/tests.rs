@@ -100,8 +100,8 @@ fn metric_percentiles_add_vllms_keys_with_numpys_interpolation() {
     for k in ["p50_tpot_ms", "p50_itl_ms", "p99.9_e2el_ms"] {
         assert!(v[k].is_f64(), "{k}");
     }
-    assert_eq!(crate::export::percentile_word(99.0), "99");
-    assert_eq!(crate::export::percentile_word(99.9), "99.9");
+    assert_eq!(crate::metrics::percentile_word(99.0), "99");
+    assert_eq!(crate::metrics::percentile_word(99.9), "99.9");
     assert_eq!(
         v,
         serde_json::to_value(

@@ -56,7 +56,7 @@ use serde_json::Value;
 
 use super::CellRecords;
 use super::stats::{mean, median, percentile, std};
-use crate::metrics::{measure_request, request_meets_slo};
+use crate::metrics::{measure_request, percentile_word, request_meets_slo};
 use crate::plan::{Arrival, Endpoint, Plan, ResolvedLoad};
 
 /// Where the key list and definitions come from.
@@ -185,11 +185,6 @@ pub struct VllmBenchResult {
     /// (P as Python prints it: `50`, `99.9`); empty unless asked for.
     #[serde(flatten)]
     pub more_percentiles: std::collections::BTreeMap<String, f64>,
-}
-
-/// vLLM's name of a percentile in a key: `str(int(p))` when whole, else `str(p)`.
-pub fn percentile_word(p: f64) -> String {
-    if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
 }
 
 /// `YYYYmmdd-HHMMSS` (UTC) of a Unix time in milliseconds.

@@ -173,6 +173,36 @@ fn dist_ms(ns: &[f64]) -> Result<Dist, MetricsError> {
     Ok(Dist { samples: ns.len() as u64, mean: ms(mean), p50: ms(p[0]), p95: ms(p[1]), p99: ms(p[2]), max: ms(p[3]) })
 }
 
+/// The samples of TTFT, TPOT, ITL (every gap of every request) and E2E of valid
+/// requests' measures, in nanoseconds (the module's definitions).
+fn latency_samples_ns(valid: &[RequestMeasures]) -> [Vec<f64>; 4] {
+    [
+        valid.iter().filter_map(|m| m.ttft_ns.map(|v| v as f64)).collect(),
+        valid.iter().filter_map(|m| m.tpot_ns).collect(),
+        valid.iter().flat_map(|m| m.gaps_ns.iter().map(|&g| g as f64)).collect(),
+        valid.iter().map(|m| m.e2e_ns as f64).collect(),
+    ]
+}
+
+/// Nearest-rank percentiles `ps` (each in [0, 100]) of TTFT, TPOT, ITL and E2E
+/// over the valid requests of `records`, in milliseconds: one `[TTFT, TPOT, ITL,
+/// E2E]` per percentile, `None` where a measure has no sample. What vLLM's
+/// `--metric-percentiles` asks of `harness bench`'s block, by this module's
+/// definitions (the summary's p50/p95/p99 are the same numbers).
+pub fn latency_percentiles_ms(records: &[RequestRecord], ps: &[f64]) -> Result<Vec<[Option<f64>; 4]>, MetricsError> {
+    let valid = records.iter().filter(|r| r.is_valid()).map(measure_request).collect::<Result<Vec<_>, _>>()?;
+    let mut out = vec![[None; 4]; ps.len()];
+    for (metric, ns) in latency_samples_ns(&valid).iter().enumerate() {
+        if ns.is_empty() {
+            continue;
+        }
+        for (row, v) in out.iter_mut().zip(percentiles(ns, ps)?) {
+            row[metric] = Some(v / 1e6);
+        }
+    }
+    Ok(out)
+}
+
 /// Nearest-rank min, p50, p90 and max of token counts (`None`s when empty).
 fn lengths(counts: &[f64]) -> Result<[Option<f64>; 4], MetricsError> {
     if counts.is_empty() {
@@ -256,14 +286,11 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
     let total_output_tokens: u64 = valid.iter().map(|m| m.output_tokens).sum();
 
     let collect = |f: &dyn Fn(&RequestMeasures) -> Option<f64>| valid.iter().filter_map(f).collect::<Vec<f64>>();
-    let ttft = dist_ms(&collect(&|m| m.ttft_ns.map(|v| v as f64)))?;
+    let [ttft, tpot, itl, e2e] = latency_samples_ns(&valid).map(|ns| dist_ms(&ns));
+    let (ttft, tpot, itl, e2e) = (ttft?, tpot?, itl?, e2e?);
     let ttft_i = dist_ms(&collect(&|m| m.ttft_intended_ns.map(|v| v as f64)))?;
-    let tpot = dist_ms(&collect(&|m| m.tpot_ns))?;
-    let e2e = dist_ms(&collect(&|m| Some(m.e2e_ns as f64)))?;
     let e2e_i = dist_ms(&collect(&|m| Some(m.e2e_intended_ns as f64)))?;
     let lag = dist_ms(&collect(&|m| Some(m.dispatch_lag_ns as f64)))?;
-    let gaps: Vec<f64> = valid.iter().flat_map(|m| m.gaps_ns.iter().map(|&g| g as f64)).collect();
-    let itl = dist_ms(&gaps)?;
     let count = |f: &dyn Fn(&RequestMeasures) -> bool| valid.iter().filter(|m| f(m)).count() as u64;
     let input_lengths = lengths(&collect(&|m| Some(m.prompt_tokens as f64)))?;
     let output_lengths = lengths(&collect(&|m| Some(m.output_tokens as f64)))?;

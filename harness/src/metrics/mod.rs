@@ -50,12 +50,16 @@ mod turns;
 #[cfg(test)]
 mod tests;
 
-pub use cell::{CellSummary, PERCENTILE_METHOD, active_ns, summarize_cell, summarize_cell_with_slo};
+pub use cell::{
+    CellSummary, PERCENTILE_METHOD, active_ns, latency_percentiles_ms, summarize_cell, summarize_cell_with_slo,
+};
 pub use engine_steps::{EngineDecode, EngineStep, cell_decode, parse_receipts};
 pub use fields::{FIELD_NAMES, FIELDS, Getter, OTHER_FIELDS, field_kind, field_unit, getter, is_count, metric_field};
 pub use goodput::{goodput, request_meets_slo};
 pub use request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
-pub use table::{LoadFacts, render_extras, render_line, render_table, render_vllm_block};
+pub use table::{
+    BlockPercentiles, LoadFacts, percentile_word, render_extras, render_line, render_table, render_vllm_block,
+};
 pub use turns::{TurnSummary, render_turns, summarize_turns};
 
 use crate::stats::StatsError;

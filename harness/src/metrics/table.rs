@@ -13,7 +13,9 @@
 //! "Peak concurrent requests" is the most requests in flight at one instant (vLLM
 //! counts a request in every one-second bucket it touches); the definitions note
 //! says both; a measure with no sample prints `n/a`. `render_vllm_block` is vLLM's part alone (with the
-//! load's "Maximum request concurrency" / "Request rate configured" lines),
+//! load's "Maximum request concurrency" / "Request rate configured" lines, and only
+//! the sections and percentile lines vLLM's `--percentile-metrics` and
+//! `--metric-percentiles` ask for, when they do: `BlockPercentiles`),
 //! `render_extras` the rest, `render_line` one line per cell.
 
 use std::fmt::Write;
@@ -61,6 +63,33 @@ impl Table {
     }
 }
 
+/// vLLM's name of a percentile: `str(int(p))` when whole, else `str(p)` (`99`,
+/// `99.9`), in its block's lines (`P99 TTFT (ms):`) and its result's keys.
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
+}
+
+/// What vLLM's `--percentile-metrics` and `--metric-percentiles` ask of the block.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BlockPercentiles {
+    /// The sections shown, of `ttft`, `tpot`, `itl`, `e2el` (vLLM's names); empty:
+    /// all four.
+    pub metrics: Vec<String>,
+    /// The percentile lines after Mean and Median: each level with its `[TTFT,
+    /// TPOT, ITL, E2EL]` values in ms (computed by the caller, by the summary's
+    /// definition); empty: the summary's P95 and P99.
+    pub lines: Vec<(f64, [Option<f64>; 4])>,
+}
+
+/// The four latency sections of vLLM's block: its metric name, its heading, the
+/// table's label.
+const SECTIONS: [(&str, &str, &str); 4] = [
+    ("ttft", "Time to First Token", "TTFT"),
+    ("tpot", "Time per Output Token (excl. 1st token)", "TPOT"),
+    ("itl", "Inter-token Latency", "ITL"),
+    ("e2el", "End-to-end Latency", "E2EL"),
+];
+
 /// A token count, or `n/a` without a sample.
 fn tokens(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0}"))
@@ -83,15 +112,16 @@ pub struct LoadFacts {
 /// The summary as text, one `\n`-terminated line each (see the module doc): vLLM's
 /// block, then this harness's extra lines.
 pub fn render_table(s: &CellSummary) -> String {
-    let mut t = vllm_block(s, LoadFacts::default());
+    let mut t = vllm_block(s, LoadFacts::default(), &BlockPercentiles::default());
     t.0.push_str(&render_extras(s, LoadFacts::default()));
     t.0
 }
 
 /// vLLM's block alone (its lines, in its order, with the load's lines when `load`
-/// gives them), closed by the definitions note.
-pub fn render_vllm_block(s: &CellSummary, load: LoadFacts) -> String {
-    let mut t = vllm_block(s, load);
+/// gives them, the sections and percentiles `pct` asks for), closed by the
+/// definitions note.
+pub fn render_vllm_block(s: &CellSummary, load: LoadFacts, pct: &BlockPercentiles) -> String {
+    let mut t = vllm_block(s, load, pct);
     t.title('=', "");
     notes(&mut t, s);
     if load.peak_output_tps.is_some() {
@@ -116,7 +146,7 @@ fn notes(t: &mut Table, s: &CellSummary) {
     );
 }
 
-fn vllm_block(s: &CellSummary, load: LoadFacts) -> Table {
+fn vllm_block(s: &CellSummary, load: LoadFacts, pct: &BlockPercentiles) -> Table {
     let mut t = Table(String::new());
     t.title('=', "Serving Benchmark Result");
     t.line("Successful requests:", s.completed);
@@ -140,14 +170,27 @@ fn vllm_block(s: &CellSummary, load: LoadFacts) -> Table {
     }
     t.line("Peak concurrent requests:", s.peak_concurrent_requests);
     t.line("Total Token throughput (tok/s):", format!("{:.2}", s.total_token_throughput_tps));
-    t.section("Time to First Token");
-    t.dist("TTFT", [s.ttft_mean_ms, s.ttft_p50_ms, s.ttft_p95_ms, s.ttft_p99_ms]);
-    t.section("Time per Output Token (excl. 1st token)");
-    t.dist("TPOT", [s.tpot_mean_ms, s.tpot_p50_ms, s.tpot_p95_ms, s.tpot_p99_ms]);
-    t.section("Inter-token Latency");
-    t.dist("ITL", [s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.itl_p99_ms]);
-    t.section("End-to-end Latency");
-    t.dist("E2EL", [s.e2e_mean_ms, s.e2e_p50_ms, s.e2e_p95_ms, s.e2e_p99_ms]);
+    let summary = [
+        [s.ttft_mean_ms, s.ttft_p50_ms, s.ttft_p95_ms, s.ttft_p99_ms],
+        [s.tpot_mean_ms, s.tpot_p50_ms, s.tpot_p95_ms, s.tpot_p99_ms],
+        [s.itl_mean_ms, s.itl_p50_ms, s.itl_p95_ms, s.itl_p99_ms],
+        [s.e2e_mean_ms, s.e2e_p50_ms, s.e2e_p95_ms, s.e2e_p99_ms],
+    ];
+    for (i, ((metric, heading, name), values)) in SECTIONS.into_iter().zip(summary).enumerate() {
+        if !pct.metrics.is_empty() && !pct.metrics.iter().any(|m| m == metric) {
+            continue;
+        }
+        t.section(heading);
+        if pct.lines.is_empty() {
+            t.dist(name, values);
+            continue;
+        }
+        t.ms(&format!("Mean {name} (ms):"), values[0]);
+        t.ms(&format!("Median {name} (ms):"), values[1]);
+        for (p, row) in &pct.lines {
+            t.ms(&format!("P{} {name} (ms):", percentile_word(*p)), row[i]);
+        }
+    }
     t.section("Request lengths (tokens sent / received)");
     let input = [s.input_tokens_min, s.input_tokens_p50, s.input_tokens_p90, s.input_tokens_max];
     let output = [s.output_tokens_min, s.output_tokens_p50, s.output_tokens_p90, s.output_tokens_max];

@@ -181,6 +181,31 @@ fn percentiles_are_nearest_rank_over_valid_requests() {
 }
 
 #[test]
+fn requested_percentiles_are_the_summarys_nearest_ranks_of_valid_requests() {
+    // TTFT from send = i ms for i = 1..=20, E2E = TTFT + 1 ms, one token each (no
+    // TPOT, no ITL); a 21st record failed and counts for nothing.
+    let mut recs: Vec<RequestRecord> = (1..=20u64)
+        .map(|i| {
+            let send = i * 100 * MS + 50 * US;
+            valid(i, i * 100 * MS, 0, &[(send + i * MS, 1)], send + i * MS + MS, None)
+        })
+        .collect();
+    let mut failed = bare(21, 0);
+    failed.failure = Some(Failure::Timeout { after_ns: MS });
+    recs.push(failed);
+    let rows = latency_percentiles_ms(&recs, &[0.0, 50.0, 90.0, 99.0, 100.0]).unwrap();
+    let ttft: Vec<Option<f64>> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(ttft, [1.0, 10.0, 18.0, 20.0, 20.0].map(Some), "nearest rank: ceil(p n / 100)-th of 20");
+    assert!(rows.iter().all(|r| r[1].is_none() && r[2].is_none()), "one token each: no TPOT, no gap: {rows:?}");
+    assert_eq!(rows[2][3], Some(19.0), "E2E p90 = TTFT p90 + 1 ms");
+    // The summary's p50/p95/p99 are the same numbers.
+    let s = summarize_cell(&recs).unwrap();
+    let same = latency_percentiles_ms(&recs, &[50.0, 95.0, 99.0]).unwrap();
+    assert_eq!([same[0][0], same[1][0], same[2][0]], [s.ttft_p50_ms, s.ttft_p95_ms, s.ttft_p99_ms]);
+    assert_eq!([same[0][3], same[1][3], same[2][3]], [s.e2e_p50_ms, s.e2e_p95_ms, s.e2e_p99_ms]);
+}
+
+#[test]
 fn itl_pools_gaps_of_all_valid_requests() {
     let a = valid(0, 0, 0, &[(MS, 1), (2 * MS, 1), (4 * MS, 1)], 5 * MS, None); // gaps 1, 2
     let b = valid(1, 0, 0, &[(MS, 1), (4 * MS, 1)], 5 * MS, None); // gap 3

@@ -29,7 +29,7 @@ use crate::plan::{FrozenPlan, PlanError};
 pub use argv::split_words;
 pub use plan_text::plan_text;
 pub use save::save_results;
-pub use summary::{load_facts, render_block, vllm_peaks};
+pub use summary::{BlockExtras, CellKey, block_extras, load_facts, render_block};
 pub use sweep::{anchors_out, prepare_sweep};
 
 /// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
@@ -228,12 +228,14 @@ pub struct BenchArgs {
     /// prompt, before its own --random-input-len tokens.
     #[arg(long = "random-prefix-len")]
     pub random_prefix_len: Option<u32>,
-    /// vLLM's `--percentile-metrics ttft,tpot,itl,e2el`: accepted; the saved result
-    /// always holds all four.
+    /// vLLM's `--percentile-metrics ttft,tpot,itl,e2el`: the sections of the printed
+    /// block (all four without it); the saved result always holds all four.
     #[arg(long = "percentile-metrics")]
     pub percentile_metrics: Option<String>,
-    /// vLLM's `--metric-percentiles 50,90,99`: the saved result's `p<P>_*_ms` keys
-    /// (p99 always; the terminal block and the report give p50, p90, p95, p99).
+    /// vLLM's `--metric-percentiles 50,90,99`: the printed block's percentile lines
+    /// after Mean and Median (P95 and P99 without it; nearest rank, as the note under
+    /// the block says) and the saved result's `p<P>_*_ms` keys (NumPy's
+    /// interpolation, as vLLM's; p99 always).
     #[arg(long = "metric-percentiles")]
     pub metric_percentiles: Option<String>,
     /// guidellm's `--profile`: `synchronous` (one request at a time), `concurrent`

@@ -180,9 +180,34 @@ fn summary() -> CellSummary {
 }
 
 #[test]
+fn vllms_percentile_flags_choose_the_blocks_sections_and_percentile_lines() {
+    let facts = crate::metrics::LoadFacts::default();
+    let plain = render_block(&summary(), "closed", facts, &Default::default(), false);
+    for label in ["P95 TTFT (ms):", "P99 TPOT (ms):", "Median ITL (ms):", "Mean E2EL (ms):"] {
+        assert!(plain.contains(label), "without the flags, every section with P95 and P99: {label}\n{plain}");
+    }
+    // --percentile-metrics ttft,tpot --metric-percentiles 50,99.9: vLLM's lines,
+    // vLLM's names (P50, P99.9), in the order asked, only the sections asked.
+    let pct = crate::metrics::BlockPercentiles {
+        metrics: vec!["ttft".into(), "tpot".into()],
+        lines: vec![(50.0, [Some(11.0), Some(3.0), None, Some(40.0)]), (99.9, [Some(19.5), None, None, None])],
+    };
+    let text = render_block(&summary(), "closed", facts, &pct, false);
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    let at = |l: &str| lines.iter().position(|x| x.starts_with(l)).unwrap_or_else(|| panic!("no {l:?} in\n{text}"));
+    assert_eq!(lines[at("Mean TTFT (ms):") + 1], format!("{:<40} 11.00", "Median TTFT (ms):"));
+    assert_eq!(lines[at("Median TTFT (ms):") + 1], format!("{:<40} 11.00", "P50 TTFT (ms):"));
+    assert_eq!(lines[at("P50 TTFT (ms):") + 1], format!("{:<40} 19.50", "P99.9 TTFT (ms):"));
+    assert_eq!(lines[at("P99.9 TPOT (ms):")], format!("{:<40} n/a", "P99.9 TPOT (ms):"));
+    for absent in ["P95 ", "P99 ", "Inter-token Latency", "ITL", "E2EL"] {
+        assert!(!text.contains(absent), "{absent:?} was not asked for:\n{text}");
+    }
+}
+
+#[test]
 fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
     let facts = crate::metrics::LoadFacts { rate_rps: Some(2.0), ..Default::default() };
-    let text = render_block(&summary(), "open-loop 2 req/s poisson", facts, false);
+    let text = render_block(&summary(), "open-loop 2 req/s poisson", facts, &Default::default(), false);
     let lines: Vec<&str> = text.lines().collect();
     // vLLM's order: the configured rate after the failures, before the duration.
     let at = |l: &str| lines.iter().position(|x| x.starts_with(l)).unwrap_or_else(|| panic!("no {l:?} in\n{text}"));
@@ -196,7 +221,7 @@ fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
     assert!(!text.contains("From intended arrival") && !text.contains("Dispatch lag"), "{text}");
     assert!(text.contains("Percentiles: nearest rank"), "{text}");
     let closed = crate::metrics::LoadFacts { max_concurrency: Some(4), closed: true, ..Default::default() };
-    let verbose = render_block(&summary(), "closed-loop concurrency 4", closed, true);
+    let verbose = render_block(&summary(), "closed-loop concurrency 4", closed, &Default::default(), true);
     assert!(verbose.contains(&format!("{:<40} 4\n", "Maximum request concurrency:")), "{verbose}");
     assert!(
         verbose.contains("From intended arrival")
@@ -205,7 +230,7 @@ fn the_summary_block_names_the_cell_and_has_vllm_bench_lines() {
     );
     // vLLM's peak output line, in its place, when the caller computed it.
     let peaked = crate::metrics::LoadFacts { rate_rps: Some(2.0), peak_output_tps: Some(37.0), ..Default::default() };
-    let p = render_block(&summary(), "open-loop 2 req/s poisson", peaked, false);
+    let p = render_block(&summary(), "open-loop 2 req/s poisson", peaked, &Default::default(), false);
     let pl: Vec<&str> = p.lines().collect();
     let pat = |l: &str| pl.iter().position(|x| x.starts_with(l)).unwrap_or_else(|| panic!("no {l:?} in\n{p}"));
     assert!(pat("Output token throughput (tok/s):") < pat("Peak output token throughput (tok/s):"));
