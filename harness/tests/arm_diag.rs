@@ -126,7 +126,7 @@ fn plan_check_probe_starts_each_arm_once_and_names_the_failing_one() {
     let model = synth_model(tmp.path());
     let plan = tmp.path().join("plan.toml");
     std::fs::write(&plan, typo_plan(&model, 1)).expect("write plan");
-    let probe = Command::new(harness_bin()).args(["plan", "check", "--probe"]).arg(&plan).output().expect("probe");
+    let probe = probe_plan(&plan, tmp.path());
     let (stdout, stderr) = text(&probe);
     assert_eq!(probe.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("probe: arm good (spawn): ok"), "{stdout}");
@@ -139,7 +139,7 @@ fn plan_check_probe_starts_each_arm_once_and_names_the_failing_one() {
         .closed("c", "confirmation", 1, 2)
         .render();
     std::fs::write(&plan, only_good).expect("write plan");
-    let probe = Command::new(harness_bin()).args(["plan", "check", "--probe"]).arg(&plan).output().expect("probe");
+    let probe = probe_plan(&plan, tmp.path());
     let (stdout, stderr) = text(&probe);
     assert_eq!(probe.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(

@@ -62,7 +62,7 @@ fn an_arm_named_k16v8_started_with_f16_stops_the_study_before_it_is_timed() {
     assert_eq!(read_json(&out.join("run.json"))["sessions"][0]["state"], "stopped");
 
     // probe says the same before any study.
-    let probe = Command::new(harness_bin()).args(["plan", "check", "--probe"]).arg(&plan).output().expect("probe");
+    let probe = probe_plan(&plan, tmp.path());
     let (stdout, stderr) = (String::from_utf8_lossy(&probe.stdout), String::from_utf8_lossy(&probe.stderr));
     assert_eq!(probe.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("probe: arm f16 (spawn): ok") && stdout.contains("identity checks passed"), "{stdout}");
@@ -142,7 +142,7 @@ fn probe_catches_a_vllm_like_server_that_ignored_its_attention_backend() {
     );
     let path = tmp.path().join("plan.toml");
     std::fs::write(&path, &text).unwrap();
-    let probe = Command::new(harness_bin()).args(["plan", "check", "--probe"]).arg(&path).output().expect("probe");
+    let probe = probe_plan(&path, tmp.path());
     let (stdout, stderr) = (String::from_utf8_lossy(&probe.stdout), String::from_utf8_lossy(&probe.stderr));
     assert_eq!(probe.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("probe: arm fa (spawn): ok") && stdout.contains("identity checks passed"), "{stdout}");
@@ -174,7 +174,7 @@ fn probe_sends_the_studys_own_request_and_fails_an_arm_that_refuses_it() {
     let plan = with_identity(plan.arm("short", "control", &short), r#"{ preset = "engine" }"#);
     let path = tmp.path().join("plan.toml");
     std::fs::write(&path, plan.closed("c", "confirmation", 1, 1).render()).unwrap();
-    let probe = Command::new(harness_bin()).args(["plan", "check", "--probe"]).arg(&path).output().expect("probe");
+    let probe = probe_plan(&path, tmp.path());
     let (stdout, stderr) = (String::from_utf8_lossy(&probe.stdout), String::from_utf8_lossy(&probe.stderr));
     assert_eq!(probe.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let want = "probe: arm short (spawn): FAILED: test request: the study's request body (panel entry 0) failed: \

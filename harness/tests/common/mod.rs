@@ -23,6 +23,28 @@ pub fn harness_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }
 
+/// `harness plan check --probe PLAN` with its scratch folder (the system's
+/// temporary folder) under `tmp`: a failed probe keeps its servers' logs there,
+/// and must say so; the test's own temporary folder then removes them.
+pub fn probe_plan(plan: &Path, tmp: &Path) -> Output {
+    let out = Command::new(harness_bin())
+        .args(["plan", "check", "--probe"])
+        .arg(plan)
+        .env("TMPDIR", tmp)
+        .output()
+        .expect("harness plan check --probe");
+    if !out.status.success() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let kept = stdout.lines().find_map(|l| l.strip_prefix("probe: logs kept in ")).map(PathBuf::from);
+        assert!(
+            kept.as_ref().is_some_and(|d| d.starts_with(tmp) && d.is_dir()),
+            "a failed probe names the folder it kept its logs in, under {}:\n{stdout}",
+            tmp.display()
+        );
+    }
+    out
+}
+
 /// The `engine` binary of the current sources: `cargo build --workspace --bin engine`
 /// runs once per test process (cargo from `$CARGO`, into the inherited
 /// `CARGO_TARGET_DIR`), and the path is the `executable` of its compiler-artifact
