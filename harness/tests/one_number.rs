@@ -1,6 +1,7 @@
 //! One number per measure: a `harness bench` study on the real engine binary, and
 //! the median and p99 TTFT of its cell as every output shows them: the terminal's
-//! block (with vLLM's `--metric-percentiles 50,90,99`: its P50 and P90 too), the cell summary, report.md, the figure legend, the vLLM result saved by
+//! block (with vLLM's `--metric-percentiles 50,90,99`: its P50 and P90 too), the
+//! cell summary, report.md, the figure legend, the vLLM result saved by
 //! `--save-result` and the guidellm export. Each is recomputed here from the raw
 //! records with the definition that output states: the nearest-rank percentile
 //! (terminal, summary, report, figure, and guidellm's `searchsorted` percentile,

@@ -12,8 +12,9 @@
 //! the caller passes it (`LoadFacts::peak_output_tps`: `harness bench` does), while
 //! "Peak concurrent requests" is the most requests in flight at one instant (vLLM
 //! counts a request in every one-second bucket it touches); the definitions note
-//! says both; a measure with no sample prints `n/a`. `render_vllm_block` is vLLM's part alone (with the
-//! load's "Maximum request concurrency" / "Request rate configured" lines, and only
+//! says both; a measure with no sample prints `n/a`. `render_vllm_block` is vLLM's
+//! part alone (with the load's "Maximum request concurrency" / "Request rate
+//! configured" lines, and only
 //! the sections and percentile lines vLLM's `--percentile-metrics` and
 //! `--metric-percentiles` ask for, when they do: `BlockPercentiles`),
 //! `render_extras` the rest, `render_line` one line per cell.

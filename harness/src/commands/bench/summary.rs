@@ -4,8 +4,8 @@
 //! where its definitions differ from vLLM's), and with `--verbose` this harness's
 //! extra lines after it (`metrics::render_extras`), from the `CellSummary` that
 //! replay recomputes from the raw records (and, for vLLM's `--metric-percentiles`,
-//! the percentiles `metrics` computes from the same records). Must not compute a measure or lay out a
-//! table of its own.
+//! the percentiles `metrics` computes from the same records). Must not compute a
+//! measure or lay out a table of its own.
 
 use std::collections::BTreeMap;
 use std::path::Path;
