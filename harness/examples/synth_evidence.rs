@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use harness::commands::replay::synth::{SynthSpec, generate};
+use harness::fixtures::synth::{SynthSpec, generate};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -6,19 +6,16 @@ pub mod arm;
 pub mod commands;
 pub mod evidence;
 pub mod export;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod host;
 pub mod inputs;
 pub mod load;
 pub mod metrics;
-pub mod noise;
 pub mod plan;
-pub mod prom;
+pub mod protocol;
 pub mod quality;
-pub mod record;
 pub mod report;
-pub mod routes;
-pub mod seed;
-pub mod sequential;
 pub mod stats;
 pub mod trace;
 

@@ -410,7 +410,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             harness::quality::QualityError,
             harness::commands::bench::BenchError,
             harness::commands::accept::AcceptError,
-            harness::noise::NoiseError
+            harness::analysis::noise::NoiseError
         );
         false
     });

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`engine dequantize` against gguf-py's numpy dequantizers, value for value.
 
-Used by engine/tests/dequant_gguf_py.rs; also runnable by hand:
+Used by engine/tests/integration/dequant_gguf_py.rs; also runnable by hand:
 
     cargo build -p engine --bin engine
     python3 engine/tests/reference/gguf_dequant_check.py [--engine target/debug/engine]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference rows of GGUF tensors, dequantized independently of the engine.
 
-Used by engine/tests/gguf_real.rs. Reads a GGUF file with the `gguf` Python
+Used by engine/tests/integration/gguf_real.rs. Reads a GGUF file with the `gguf` Python
 package, dequantizes selected tensors with `gguf.quants.dequantize` (numpy),
 converts them to Hugging Face layout -- rows = ggml ne[1], i.e. the array
 `dequantize` returns -- and, for arch llama, undoes convert_hf_to_gguf's Q/K

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent, pure-Python GPT-2 byte-level BPE over a GGUF vocabulary.
 
-Used by engine/tests/tokenizer_real.rs as the reference for the engine's
+Used by engine/tests/integration/tokenizer_real.rs as the reference for the engine's
 GGUF tokenizer (which builds a `tokenizers` pipeline). Nothing here uses the
 `tokenizers` library: it reads `tokenizer.ggml.{tokens,token_type,merges,pre}`
 with the `gguf` package and implements, as llama.cpp does:

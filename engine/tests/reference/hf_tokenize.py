@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference token IDs from a Hugging Face tokenizer.json, via the Python
 `tokenizers` package (the library's own Python build, independent of the Rust
-crate the engine links). Used by engine/tests/tokenizer_real.rs.
+crate the engine links). Used by engine/tests/integration/tokenizer_real.rs.
 
 Usage: hf_tokenize.py tokenizer.json < texts.json
 Prints {"ids": [[...], ...], "decoded": [...]} for encode(text,

@@ -16,8 +16,10 @@
 
 pub mod claims;
 pub mod memory;
+pub mod noise;
 pub mod pilot;
 pub mod power;
+pub mod sequential;
 pub mod server_metrics;
 pub mod spread;
 pub mod study;

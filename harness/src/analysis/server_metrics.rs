@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::prom::{Sample, parse, total};
+use crate::protocol::prom::{Sample, parse, total};
 
 /// Counter names of preemptions, newest first.
 const PREEMPTIONS: [&str; 2] = ["vllm:num_preemptions_total", "vllm:num_preemptions"];

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::AnalysisError;
 use super::claims::{FailedRequest, UnitStatus};
+use crate::evidence::request_record::{Failure, RequestRecord};
 use crate::evidence::{
     ARM_OUTCOME_FILE, Evidence, GitInfo, RUN_FILE, RunRecord, STARTUP_FILE, Session, StartupRecord, UnitOutcome,
 };
@@ -19,7 +20,6 @@ use crate::metrics::{
     CellSummary, INCOMPLETE_CLASS, TurnSummary, measure_request, summarize_cell_with_slo, summarize_turns,
 };
 use crate::plan::{FrozenPlan, ResolvedCell, Schedule, freeze};
-use crate::record::{Failure, RequestRecord};
 
 /// One server invocation as the report shows it.
 #[derive(Debug, Clone)]
@@ -88,10 +88,10 @@ pub struct Loaded {
     /// computed; set by `report::build`).
     pub power: Option<Result<crate::analysis::power::PowerReport, String>>,
     /// A sequential study's looks and stop (`sequential.json`; `None` without).
-    pub sequential: Option<crate::sequential::SequentialRecord>,
+    pub sequential: Option<crate::analysis::sequential::SequentialRecord>,
     /// The decomposition of `analysis.noise`'s measures (`None`: the plan asks for
     /// none; `Err`: why it could not be made); set by `report::build`.
-    pub noise: Option<Result<crate::noise::NoiseReport, String>>,
+    pub noise: Option<Result<crate::analysis::noise::NoiseReport, String>>,
 }
 
 impl Loaded {
@@ -393,8 +393,8 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
         sessions,
         power: None,
         noise: None,
-        sequential: crate::sequential::read(root)
-            .map_err(|message| AnalysisError::Json { path: root.join(crate::sequential::NAME), message })?,
+        sequential: crate::analysis::sequential::read(root)
+            .map_err(|message| AnalysisError::Json { path: root.join(crate::analysis::sequential::NAME), message })?,
     })
 }
 

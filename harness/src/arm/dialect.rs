@@ -1,7 +1,7 @@
 //! The registry of server dialects: the only place that knows how vLLM-style servers
 //! (vLLM, SGLang, our engine) and llama.cpp's `llama-server` differ: request fields,
 //! where token IDs come back, where the context length is published, the parity call
-//! (`harness compare`); the paths every dialect shares are `crate::routes`'s.
+//! (`harness compare`); the paths every dialect shares are `crate::protocol::routes`'s.
 //! Auto-detection reads `/v1/models` `owned_by`, then
 //! `/props`. Must not send requests itself (callers pass what they fetched) and must
 //! not judge responses.
@@ -19,7 +19,7 @@
 
 use serde_json::{Value, json};
 
-use crate::routes::COMPLETIONS_PATH;
+use crate::protocol::routes::COMPLETIONS_PATH;
 
 /// `--server-kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -33,7 +33,7 @@ pub enum ServerKindArg {
     LlamaCpp,
 }
 
-pub use crate::routes::ServerKind;
+pub use crate::protocol::routes::ServerKind;
 
 impl ServerKind {
     /// From the first `/v1/models` entry and, when fetched, the `/props` body.

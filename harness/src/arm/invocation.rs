@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::routes::{COMPLETIONS_PATH, METRICS_PATH};
+use crate::protocol::routes::{COMPLETIONS_PATH, METRICS_PATH};
 use axum::body::Bytes;
 
 use super::health::WarmupCalls;
@@ -254,7 +254,7 @@ impl Invocation {
 
     /// Where the timed requests of a cell on the chat endpoint go.
     pub fn chat_url(&self) -> String {
-        format!("{}{}", self.base_url, crate::routes::CHAT_COMPLETIONS_PATH)
+        format!("{}{}", self.base_url, crate::protocol::routes::CHAT_COMPLETIONS_PATH)
     }
 
     /// What the server says it is, asked once it is healthy: the JSON of
@@ -264,8 +264,8 @@ impl Invocation {
     pub async fn identity(&self) -> ServerIdentity {
         let json = |path| async move { self.get_text(path).await.and_then(|t| serde_json::from_str(&t).ok()) };
         ServerIdentity {
-            version: json(crate::routes::VERSION_PATH).await,
-            models: json(crate::routes::MODELS_PATH).await,
+            version: json(crate::protocol::routes::VERSION_PATH).await,
+            models: json(crate::protocol::routes::MODELS_PATH).await,
             ..ServerIdentity::default()
         }
     }
@@ -285,7 +285,8 @@ impl Invocation {
     /// 3 s (a server may flush its log late). Returns what was seen and the verdicts.
     pub async fn check_identity(&self, spec: &crate::plan::IdentitySpec) -> (ServerIdentity, Vec<CheckResult>) {
         let mut seen = self.identity().await;
-        seen.props = self.get_text(crate::routes::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
+        seen.props =
+            self.get_text(crate::protocol::routes::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
         seen.metric_names = self.get_text(METRICS_PATH).await.map(|t| super::identity::metric_names(&t));
         let planned = super::identity::planned(spec, self.command.as_ref().map(|c| c.argv.as_slice()));
         let deadline = std::time::Instant::now() + LOG_LINE_WAIT;

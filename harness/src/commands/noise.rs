@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::noise::{NoiseError, NoiseReport};
+use crate::analysis::noise::{NoiseError, NoiseReport};
 use crate::plan::Metric;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -30,7 +30,7 @@ pub fn run(args: &NoiseArgs) -> Result<NoiseReport, NoiseError> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let report = crate::noise::analyse(&args.dir, &metrics)?;
+    let report = crate::analysis::noise::analyse(&args.dir, &metrics)?;
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).unwrap_or_default() + "\n";
         crate::evidence::write_atomic(path, text.as_bytes())

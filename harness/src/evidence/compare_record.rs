@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{GitInfo, ServerRecord};
-use crate::routes::ServerKind;
+use crate::protocol::routes::ServerKind;
 
 /// A comparison's report, at the evidence root.
 pub const COMPARE_FILE: &str = "compare.json";

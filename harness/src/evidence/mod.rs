@@ -28,6 +28,7 @@ mod manifest;
 mod open;
 mod pilots_record;
 mod records;
+pub mod request_record;
 mod run_record;
 mod secrets;
 mod server_records;

@@ -83,7 +83,7 @@ struct Req {
 }
 
 impl Req {
-    fn from_record(r: &crate::record::RequestRecord, zero_s: f64) -> Req {
+    fn from_record(r: &crate::evidence::request_record::RequestRecord, zero_s: f64) -> Req {
         let at = |ns: u64| zero_s + ns as f64 / 1e9;
         let measured = if r.is_valid() { measure_request(r).ok() } else { None };
         let tokens: Vec<u64> = r.events.iter().filter(|e| e.tokens > 0).map(|e| e.t_ns).collect();

@@ -20,8 +20,8 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 use crate::evidence::Evidence;
+use crate::evidence::request_record::RequestRecord;
 use crate::plan::{FrozenPlan, freeze};
-use crate::record::RequestRecord;
 
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
 pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, vllm_bench_results, vllm_bench_results_with};

@@ -2,7 +2,7 @@
 
 use super::CellRecords;
 use super::vllm::{VLLM_BENCH_KEYS, vllm_bench_results, vllm_date};
-use crate::record::{Failure, RequestRecord, StreamEvent, Usage};
+use crate::evidence::request_record::{Failure, RequestRecord, StreamEvent, Usage};
 
 const MS: u64 = 1_000_000;
 
@@ -280,7 +280,7 @@ fn guidellm_report_leaves_out_light_recorder_cells() {
 /// first-turn dispatch delays, checked by hand and by guidellm's own compiler.
 #[test]
 fn guidellm_report_fills_the_multi_turn_fields_guidellm_has() {
-    use crate::record::TurnRecord;
+    use crate::evidence::request_record::TurnRecord;
     let turn = |mut r: RequestRecord, session: u64, k: u32| {
         r.turn = Some(TurnRecord { session, turn: k, body_sha256: None, reply: None });
         r

@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use super::recorder::{RequestCtx, execute, exited};
 use super::session::{SessionScript, not_sent, run_session};
 use super::{LoadError, StudyClock};
-use crate::record::{Failure, RecordKey, RequestRecord, TurnRecord};
+use crate::evidence::request_record::{Failure, RecordKey, RequestRecord, TurnRecord};
 use crate::trace::TraceEntry;
 
 /// Live counts of one cell for progress displays.

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::clock::StudyClock;
 use super::sse::parse_chunk;
-use crate::record::{Failure, RequestRecord, StreamEvent};
+use crate::evidence::request_record::{Failure, RequestRecord, StreamEvent};
 
 /// After a transport failure, how long to wait for news that the server died, so that
 /// a reset caused by the death is classified as `ServerDied`.
@@ -112,7 +112,7 @@ pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
         }
     };
     rec.failure = match result {
-        Ok(()) => check(rec, ctx.forced_output, ctx.url.ends_with(crate::routes::CHAT_COMPLETIONS_PATH)),
+        Ok(()) => check(rec, ctx.forced_output, ctx.url.ends_with(crate::protocol::routes::CHAT_COMPLETIONS_PATH)),
         Err(f) if transport(&f) => match tokio::time::timeout(DEATH_GRACE, exited(ctx.server_exit.clone())).await {
             Ok(d) => Some(Failure::ServerDied { detail: format!("{d}; the request saw {}", detail_of(&f)) }),
             Err(_) => Some(f),

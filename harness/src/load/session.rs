@@ -21,9 +21,9 @@ use axum::body::Bytes;
 use super::Counters;
 use super::payload::chat_body;
 use super::recorder::{RequestCtx, execute};
+use crate::evidence::request_record::{Failure, RecordKey, RequestRecord, TurnRecord};
 use crate::evidence::sha256_hex;
 use crate::plan::{Plan, RequestSpec};
-use crate::record::{Failure, RecordKey, RequestRecord, TurnRecord};
 use crate::trace::{ChatMessage, Prompt, SessionTurn};
 
 /// Everything a session's bodies are built from: the plan's request fields and one

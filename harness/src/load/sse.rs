@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::record::Usage;
+use crate::evidence::request_record::Usage;
 
 /// What one chunk says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use super::*;
-use crate::record::{Failure, RequestRecord};
+use crate::evidence::request_record::{Failure, RequestRecord};
 
 const USAGE: &str =
     r#"{"id":"cmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;

@@ -11,8 +11,8 @@ use super::engine_steps::{EngineStep, cell_decode};
 use super::goodput::goodput;
 use super::request::{OutputTokenSource, RequestMeasures, last_seen_ns, measure_request};
 use super::{INCOMPLETE_CLASS, MetricsError};
+use crate::evidence::request_record::RequestRecord;
 use crate::plan::{Metric, Slo};
-use crate::record::RequestRecord;
 use crate::stats::percentiles;
 
 /// The percentile method of every `*_p50/_p95/_p99` field (see `stats::percentile`).

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::MetricsError;
-use crate::record::{Failure, RequestRecord};
+use crate::evidence::request_record::{Failure, RequestRecord};
 
 /// Where a request's output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,8 +1,8 @@
 //! Hand-built event timelines with every expected number worked out by hand.
 
 use super::*;
+use crate::evidence::request_record::{Failure, RecordKey, RequestRecord, StreamEvent, Usage};
 use crate::plan::Metric;
-use crate::record::{Failure, RecordKey, RequestRecord, StreamEvent, Usage};
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;

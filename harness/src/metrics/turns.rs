@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::MetricsError;
 use super::request::measure_request;
-use crate::record::RequestRecord;
+use crate::evidence::request_record::RequestRecord;
 use crate::stats::percentiles;
 
 /// One turn index of a session cell. Latencies in milliseconds; `None`: no sample.

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{ArmRole, Issue, Load, Plan, PlanError};
-use crate::routes::ServerKind;
+use crate::protocol::routes::ServerKind;
 
 /// `[compare]` as written.
 #[derive(Debug, Default, Deserialize)]

@@ -16,6 +16,7 @@ mod placeholders;
 mod resolve;
 mod schedule;
 mod schema;
+pub mod seed;
 mod sequential;
 mod summary;
 mod sweep;

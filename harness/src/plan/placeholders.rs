@@ -157,7 +157,7 @@ impl Plan {
             .collect::<Result<BTreeMap<_, _>, PlanError>>()?;
         let mut env = env;
         if self.blocks.randomize_setup {
-            let len = crate::seed::setup_pad_len(self.study.seed, block, &arm.name);
+            let len = crate::plan::seed::setup_pad_len(self.study.seed, block, &arm.name);
             env.insert(super::types::SETUP_PAD_ENV.to_string(), "x".repeat(len));
         }
         let cpus =

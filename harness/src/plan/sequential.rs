@@ -1,7 +1,7 @@
 //! `[sequential]`: the stopping rule of a paired regression gate. The plan's
 //! `blocks.count` is the cap; after each look (a completed block count) `harness
 //! run` decides every hypothesis with `stats::SequentialRule` and stops the study
-//! when all are decided (see `crate::sequential`). Owns the meaning and validation
+//! when all are decided (see `crate::analysis::sequential`). Owns the meaning and validation
 //! of the keys and the hypothesis -> margin mapping. Must not run or read anything.
 //!
 //! Rules: looks strictly increasing, the first at least 3, the last equal to

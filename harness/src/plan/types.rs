@@ -43,12 +43,12 @@ pub struct Plan {
     /// rates from them (see `plan::pilots`).
     pub pilots: Option<Pilots>,
     /// `[sequential]`, when present: the study stops at the first look where every
-    /// hypothesis is decided (see `plan::sequential`, `crate::sequential`).
+    /// hypothesis is decided (see `plan::sequential`, `crate::analysis::sequential`).
     pub sequential: Option<super::sequential::Sequential>,
     /// `[client]`: where the load generator runs.
     pub client: Client,
     /// `analysis.noise`: measures whose variance the report decomposes into blocks,
-    /// servers and repeats (`crate::noise`); empty: none.
+    /// servers and repeats (`crate::analysis::noise`); empty: none.
     pub noise: Vec<Metric>,
 }
 
@@ -197,8 +197,8 @@ impl Endpoint {
     /// The route this endpoint's requests go to.
     pub fn route(self) -> &'static str {
         match self {
-            Endpoint::Completions => crate::routes::COMPLETIONS_PATH,
-            Endpoint::Chat => crate::routes::CHAT_COMPLETIONS_PATH,
+            Endpoint::Completions => crate::protocol::routes::COMPLETIONS_PATH,
+            Endpoint::Chat => crate::protocol::routes::CHAT_COMPLETIONS_PATH,
         }
     }
 

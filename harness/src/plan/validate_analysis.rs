@@ -39,7 +39,7 @@ pub(super) fn blocking(c: &mut Checker, analysis: Option<&AnalysisFile>) -> Bloc
 }
 
 /// `analysis.noise`: measures (each once) whose variance the report splits into
-/// blocks, servers and repeats (`crate::noise`): every arm is taken as a server of
+/// blocks, servers and repeats (`crate::analysis::noise`): every arm is taken as a server of
 /// the block (an A/A plan of one build), so it needs 2 or more confirmation blocks
 /// and a confirmation cell. Empty without the key.
 pub(super) fn noise(c: &mut Checker, analysis: Option<&AnalysisFile>, blocks: u32, cells: &[Cell]) -> Vec<Metric> {

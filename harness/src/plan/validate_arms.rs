@@ -109,7 +109,7 @@ pub(super) fn arms(c: &mut Checker, files: Vec<ArmFile>) -> Vec<Arm> {
                 c.err(format!("{k}.receipts"), m);
             }
         }
-        let health = a.health.unwrap_or_else(|| crate::routes::DEFAULT_HEALTH_PATH.into());
+        let health = a.health.unwrap_or_else(|| crate::protocol::routes::DEFAULT_HEALTH_PATH.into());
         if !health.starts_with('/') {
             c.err(format!("{k}.health"), format!("{health:?} must be a path starting with /"));
         }

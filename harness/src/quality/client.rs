@@ -56,7 +56,7 @@ impl GateClient {
         require_loopback(base_url)?;
         // A fresh connection per request, as the load client's (`load::http_client`).
         let client = crate::load::http_client_with(headers).map_err(|e| QualityError::Client(e.to_string()))?;
-        let url = format!("{}{}", base_url.trim_end_matches('/'), crate::routes::COMPLETIONS_PATH);
+        let url = format!("{}{}", base_url.trim_end_matches('/'), crate::protocol::routes::COMPLETIONS_PATH);
         Ok(GateClient { client, url, timeout })
     }
 

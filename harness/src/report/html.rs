@@ -255,8 +255,7 @@ mod tests {
     #[test]
     fn a_study_with_hypotheses_gets_its_claims_table_and_figures_in_html() {
         let dir = tempfile::tempdir().unwrap();
-        crate::commands::replay::synth::generate(dir.path(), &crate::commands::replay::synth::SynthSpec::small())
-            .unwrap();
+        crate::fixtures::synth::generate(dir.path(), &crate::fixtures::synth::SynthSpec::small()).unwrap();
         let html = std::fs::read_to_string(dir.path().join("results/report.html")).unwrap();
         let md = std::fs::read_to_string(dir.path().join("results/report.md")).unwrap();
         let claims = html.find("<h2>Claims</h2>").expect("a claims section");

@@ -161,7 +161,7 @@ fn evidence_json<'a>(l: &'a Loaded, a: &'a Analysis, figures: &'a [String]) -> E
 /// module doc). Does not touch the manifest.
 pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     let mut l = crate::analysis::load(root)?;
-    l.power = crate::analysis::pilot::power_summary(root, &l.frozen);
+    l.power = crate::analysis::power::pilot_noise::power_summary(root, &l.frozen);
     l.noise = noise::decomposition(&l);
     let unqualified = crate::analysis::study::unqualified_arms(l.qualification.as_ref());
     let a = l.analyse(&unqualified).map_err(AnalysisError::from)?;

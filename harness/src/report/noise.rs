@@ -1,6 +1,6 @@
 //! The report's "Where this study's noise comes from" section and `evidence.json`
 //! `noise`: for a plan that names measures in `analysis.noise`, each measure's
-//! variance split into blocks, servers and repeats (`crate::noise`), from the
+//! variance split into blocks, servers and repeats (`crate::analysis::noise`), from the
 //! summaries this report recomputed. Must not decompose anything itself.
 
 use std::fmt::Write as _;
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::analysis::study::Loaded;
 
 /// The decomposition of the plan's `analysis.noise` measures (`None`: it names none).
-pub fn decomposition(l: &Loaded) -> Option<Result<crate::noise::NoiseReport, String>> {
+pub fn decomposition(l: &Loaded) -> Option<Result<crate::analysis::noise::NoiseReport, String>> {
     let metrics = &l.frozen.plan.noise;
     if metrics.is_empty() {
         return None;
@@ -18,7 +18,7 @@ pub fn decomposition(l: &Loaded) -> Option<Result<crate::noise::NoiseReport, Str
     let summary_of = |b: u32, arm: &str, cell: &str| {
         l.cells.iter().find(|c| c.block == b && c.arm == arm && c.cell == cell)?.summary.as_ref().ok().cloned()
     };
-    Some(crate::noise::decompose(&l.frozen, metrics, summary_of))
+    Some(crate::analysis::noise::decompose(&l.frozen, metrics, summary_of))
 }
 
 /// `evidence.json` `noise`: the decomposition, or `{"error": why}`.

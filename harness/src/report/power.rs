@@ -1,7 +1,7 @@
 //! The power of a study with in-study pilots, as the report shows it: per
 //! hypothesis, the smallest true effect its rule supports with 80% (and 95%)
 //! probability at the study's block count, from the noise of the control's repeated
-//! pilot runs (`pilot::power_summary`, computed by `crate::power`), with the model's
+//! pilot runs (`power::pilot_noise::power_summary`), with the model's
 //! assumptions, so that "not supported" reads against what the study could see.
 //! Three views of one `Loaded::power`: the summary section at the top of
 //! `report.md` ([`section`]), the claims table's column beside every claim
@@ -230,7 +230,7 @@ fn hypothesis_out(l: &Loaded, h: &HypothesisPower) -> HypothesisPowerOut {
         noise_sd: h.noise.sd,
         noise_df: h.noise.blocks.len().saturating_sub(1),
         noise_sd_upper: h.noise.sd_upper,
-        proxy: !crate::analysis::pilot::noise::same_shape(&l.frozen.plan, &h.cell, concurrency),
+        proxy: !crate::analysis::power::pilot_noise::same_shape(&l.frozen.plan, &h.cell, concurrency),
         level: h.level,
         critical_wins: h.critical_wins,
         detectable: h

@@ -21,9 +21,9 @@ use polars::prelude::{Column, DataFrame};
 
 use super::ReportError;
 use crate::analysis::study::{Loaded, read_records};
+use crate::evidence::request_record::RequestRecord;
 use crate::evidence::{Evidence, write_bytes};
 use crate::metrics::{INCOMPLETE_CLASS, RequestMeasures, measure_request};
-use crate::record::RequestRecord;
 use crate::stats::percentile_u64;
 
 /// `status` of a valid completed request.
@@ -263,7 +263,7 @@ mod tests {
     use polars::prelude::DataType;
 
     use super::*;
-    use crate::record::{Failure, StreamEvent, Usage};
+    use crate::evidence::request_record::{Failure, StreamEvent, Usage};
 
     /// A valid request sent at 1 ms (intended at 0) with token events at 11, 14, 20
     /// and 21 ms (one empty event at 12 ms), [DONE] at 25 ms, 4 output tokens.

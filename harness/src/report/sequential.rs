@@ -1,12 +1,12 @@
 //! The "Sequential gate" section of `report.md`: how a `[sequential]` study
 //! stopped, and each look's verdict per hypothesis (estimated change with its
 //! alarm interval, the margin, the verdict). Renders `sequential.json` only; the
-//! rule lives in `stats::sequential`, the looks in `crate::sequential`.
+//! rule lives in `stats::sequential`, the looks in `crate::analysis::sequential`.
 
 use std::fmt::Write;
 
+use crate::analysis::sequential::{SequentialRecord, StopReason};
 use crate::analysis::study::Loaded;
-use crate::sequential::{SequentialRecord, StopReason};
 
 fn pct(log: f64) -> String {
     if log.is_finite() { format!("{:+.2}%", log.exp_m1() * 100.0) } else { "n/a".into() }

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceError;
 use super::arrival_file::ArrivalRow;
+use crate::plan::seed::{TraceRng, cell_seed, rng, unit};
 use crate::plan::{Arrival, Plan, ResolvedCell, ResolvedLoad};
-use crate::seed::{TraceRng, cell_seed, rng, unit};
 
 /// One request of a trace: one JSONL line `{"index":..,"offset_ns":..,"prompt":..}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

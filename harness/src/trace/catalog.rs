@@ -15,8 +15,8 @@ use super::panel::Panel;
 use super::replayed::{arrival_copy_path, read_arrival_file};
 use super::{CatalogProblem, TraceError};
 use crate::evidence::{hex, sha256_hex, write_atomic};
+use crate::plan::seed::cell_seed;
 use crate::plan::{Load, Plan};
-use crate::seed::cell_seed;
 
 /// The `format` value of catalogs this code writes and reads.
 pub const CATALOG_FORMAT: &str = "harness-trace-catalog/1";

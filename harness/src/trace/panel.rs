@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 
 use super::TraceError;
 use super::sources;
+use crate::plan::seed::{below, prompt_seed, rng};
 use crate::plan::{Endpoint, PanelSource, Plan, SyntheticTokens};
-use crate::seed::{below, prompt_seed, rng};
 
 /// Turns text into token IDs. Implemented by the caller for the plan's tokenizer.
 pub trait Encoder {

@@ -12,17 +12,15 @@
 //! divided by the observation interval (first intended arrival to last completion),
 //! the closed-loop pilot's completed requests per second.
 
-pub mod noise;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::evidence::request_record::RequestRecord;
 use crate::evidence::{
     CountRuleRecord, DERIVED_PATH, Evidence, PILOTS_DIR, PILOTS_FORMAT, PilotRun, PilotsRecord, RATE_RULE,
     read_pilots_record, sha256_hex,
 };
 use crate::plan::{CountRule, DerivedLoads, FrozenPlan, PILOT_CELL, Plan, tenths_str};
-use crate::record::RequestRecord;
 
 /// The pilots' evidence layout (`<root>/pilots`).
 pub fn pilots_evidence(root: &Path) -> Evidence {
@@ -117,12 +115,12 @@ pub fn records_path(root: &Path, run: u32, arm: &str) -> PathBuf {
 /// The frozen plan as the study ran it: with the loads its pilots derived (by the
 /// formula, from the rates recorded in `pilots/derived.json`) and, for a sequential
 /// study that stopped early, the blocks it ran (`sequential.json`, see
-/// [`crate::sequential::apply`]); the plan unchanged without either. Every reader
+/// [`crate::analysis::sequential::apply`]); the plan unchanged without either. Every reader
 /// of an evidence directory takes the plan from here. Fails when a record is
 /// missing, unreadable, or its loads are not the formula's output for its rates.
 pub fn evidence_plan(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
     let frozen = pilot_loads(root, frozen)?;
-    let plan = crate::sequential::apply(root, frozen.plan)?;
+    let plan = crate::analysis::sequential::apply(root, frozen.plan)?;
     Ok(FrozenPlan { plan, ..frozen })
 }
 
@@ -143,35 +141,4 @@ fn pilot_loads(root: &Path, frozen: FrozenPlan) -> Result<FrozenPlan, String> {
         ));
     }
     Ok(FrozenPlan { plan, ..frozen })
-}
-
-/// The power summary of a study with `[pilots]` (`None` without), from the noise of
-/// its own pilots (`noise`): what `harness run` puts at the top of `report.md`.
-/// `Err` says why there is none (e.g. fewer than 2 pilot runs of an arm).
-pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<crate::analysis::power::PowerReport, String>> {
-    frozen.plan.pilots.as_ref()?;
-    if frozen.plan.hypotheses.is_empty() {
-        return None;
-    }
-    let opts = crate::analysis::power::PowerOptions {
-        plan: root.join("plan.toml"),
-        noise: root.to_path_buf(),
-        target_effect: None,
-        target_power: 0.8,
-        seed: None,
-        draws: crate::analysis::power::DEFAULT_DRAWS,
-    };
-    let noise = match noise::read(root, &frozen.plan) {
-        Ok(n) => n,
-        Err(e) => return Some(Err(e.to_string())),
-    };
-    if let Some(Err(why)) = noise.estimates.iter().find(|e| e.is_err()) {
-        return Some(Err(why.clone()));
-    }
-    let mut report = match crate::analysis::power::compute(frozen, &noise, Path::new("pilots/"), &opts) {
-        Ok(r) => r,
-        Err(e) => return Some(Err(e.to_string())),
-    };
-    noise::pilot_assumptions(&mut report);
-    Some(Ok(report))
 }

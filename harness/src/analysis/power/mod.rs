@@ -1,7 +1,7 @@
 //! `harness plan power PLAN --noise DIR`: how small an effect the plan's study can
 //! see. From the block-to-block noise of an A/A or pilot evidence directory
 //! (`noise`; a study with `pilots/derived.json` gives the noise of its repeated
-//! in-study pilot runs, `pilot::noise`), for every hypothesis of the plan: the power curve of its rule at the
+//! in-study pilot runs, `pilot_noise`), for every hypothesis of the plan: the power curve of its rule at the
 //! plan's block count, the smallest effect supported with 80% and 95% probability, and
 //! (with a target effect) the block count needed. Exact binomial arithmetic for the
 //! sign test alone at the conservative level alpha / m (Bonferroni: the level Holm
@@ -12,6 +12,7 @@
 //! write anything but the JSON file it is asked for.
 
 pub mod noise;
+pub mod pilot_noise;
 mod render;
 
 use std::path::{Path, PathBuf};
@@ -398,9 +399,9 @@ pub fn run(opts: &PowerOptions) -> Result<PowerReport, PowerError> {
     let frozen = freeze_file(&opts.plan)?;
     // A study with in-study pilots: the noise of its control's repeated pilot runs.
     if opts.noise.join(crate::evidence::DERIVED_PATH).is_file() {
-        let noise = crate::analysis::pilot::noise::read(&opts.noise, &frozen.plan)?;
+        let noise = pilot_noise::read(&opts.noise, &frozen.plan)?;
         let mut report = compute(&frozen, &noise, &opts.noise, opts)?;
-        crate::analysis::pilot::noise::pilot_assumptions(&mut report);
+        pilot_noise::pilot_assumptions(&mut report);
         return Ok(report);
     }
     let noise = noise::read(&opts.noise)?;

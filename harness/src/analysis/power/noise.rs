@@ -40,7 +40,7 @@ pub struct NoiseEstimate {
     pub sd_upper: f64,
     /// Failed requests in that cell in the noise study (either arm).
     pub failed_requests: u64,
-    /// In-study pilot noise only (`pilot::noise`): the metric's value in each pilot
+    /// In-study pilot noise only (`pilot_noise`): the metric's value in each pilot
     /// run of the control, in the order of `blocks`; empty for A/A pairs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<f64>,

@@ -14,7 +14,7 @@ use super::http::clip;
 use super::outcome::CaseResult;
 use super::payload::Prompt;
 use super::suite::Suite;
-use crate::prom;
+use crate::protocol::prom;
 
 /// Prompt length used when the server publishes no context length.
 const UNKNOWN_CONTEXT_PROMPT: usize = 100_000;
@@ -63,7 +63,7 @@ pub async fn validation(s: &Suite) -> CaseResult {
 
 /// Fetches and parses `/metrics`. `Ok(None)`: not exposed.
 async fn scrape(s: &Suite) -> Result<Option<Vec<prom::Sample>>, String> {
-    let r = match s.http.get(crate::routes::METRICS_PATH).await {
+    let r = match s.http.get(crate::protocol::routes::METRICS_PATH).await {
         Ok(r) => r,
         Err(e) => return Err(format!("GET /metrics: {e}")),
     };

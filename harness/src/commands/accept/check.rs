@@ -18,8 +18,8 @@ pub enum Api {
 impl Api {
     pub fn path(self) -> &'static str {
         match self {
-            Api::Completions => crate::routes::COMPLETIONS_PATH,
-            Api::Chat => crate::routes::CHAT_COMPLETIONS_PATH,
+            Api::Completions => crate::protocol::routes::COMPLETIONS_PATH,
+            Api::Chat => crate::protocol::routes::CHAT_COMPLETIONS_PATH,
         }
     }
 

@@ -16,7 +16,7 @@ use super::payload::{Prompt, PromptGen};
 use super::{AcceptArgs, AcceptError, CaseGroup, cases_load, cases_server, cases_stream};
 use crate::arm::{Adapter, ServerKind, ServerKindArg};
 use crate::evidence::sha256_hex;
-use crate::routes::{MODELS_PATH, PROPS_PATH};
+use crate::protocol::routes::{MODELS_PATH, PROPS_PATH};
 
 /// Everything the cases share.
 pub struct Suite {

@@ -133,7 +133,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Path polled until the server answers 200.
-    #[arg(long, default_value = crate::routes::DEFAULT_HEALTH_PATH)]
+    #[arg(long, default_value = crate::protocol::routes::DEFAULT_HEALTH_PATH)]
     pub health: String,
     /// Longest wait for the server's health path.
     #[arg(long, default_value_t = 600.0)]
@@ -172,7 +172,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = ["openai", "vllm", "openai-chat"])]
     pub backend: Option<String>,
     /// vLLM's `--endpoint`: `/v1/completions` or `/v1/chat/completions`.
-    #[arg(long, value_parser = [crate::routes::COMPLETIONS_PATH, crate::routes::CHAT_COMPLETIONS_PATH])]
+    #[arg(long, value_parser = [crate::protocol::routes::COMPLETIONS_PATH, crate::protocol::routes::CHAT_COMPLETIONS_PATH])]
     pub endpoint: Option<String>,
     /// vLLM's `--burstiness`: open-loop arrivals gamma-distributed with this shape
     /// (1.0, the default, is Poisson; smaller is burstier).
@@ -330,7 +330,7 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
     };
     let base = url.trim_end_matches('/');
     let base = base.strip_suffix("/v1").unwrap_or(base);
-    let models = format!("{base}{}", crate::routes::MODELS_PATH);
+    let models = format!("{base}{}", crate::protocol::routes::MODELS_PATH);
     let ask = |why: String| BenchError::Args(format!("--model left out, and {models} {why}: give --model"));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| ask(e.to_string()))?;
     let body: serde_json::Value = rt.block_on(async {

@@ -87,7 +87,7 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
         return Err(bad(format!("--metadata {m:?}: expected KEY=VALUE (vLLM's form)")));
     }
     if let (Some(b), Some(e)) = (&a.backend, &a.endpoint)
-        && (b == "openai-chat") != (e == crate::routes::CHAT_COMPLETIONS_PATH)
+        && (b == "openai-chat") != (e == crate::protocol::routes::CHAT_COMPLETIONS_PATH)
     {
         return Err(bad(format!("--backend {b} and --endpoint {e} name different routes")));
     }
@@ -237,7 +237,7 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     };
     let model = a.served_model_name.as_deref().or(a.model.as_deref()).unwrap_or_default();
     let chat = a.backend.as_deref() == Some("openai-chat")
-        || a.endpoint.as_deref() == Some(crate::routes::CHAT_COMPLETIONS_PATH);
+        || a.endpoint.as_deref() == Some(crate::protocol::routes::CHAT_COMPLETIONS_PATH);
     let endpoint = if chat { "endpoint = \"chat\"\n" } else { "" };
     let token_ids = if a.no_token_ids { "token_ids = false\n" } else { "" };
     let _ = write!(

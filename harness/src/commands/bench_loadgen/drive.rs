@@ -15,11 +15,11 @@ use tokio::sync::watch;
 
 use super::cpu::{self, CpuSnapshot};
 use super::{BenchArrival, BenchError};
+use crate::evidence::request_record::RequestRecord;
 use crate::load::{CellDrive, Counters, PreparedRequest, RequestCtx, StudyClock, drive_cell};
 use crate::metrics::{CellSummary, summarize_cell};
 use crate::plan::Arrival;
-use crate::record::RequestRecord;
-use crate::seed::cell_seed;
+use crate::plan::seed::cell_seed;
 use crate::stats::percentiles;
 use crate::trace::{TraceEntry, open_loop_offsets};
 

@@ -226,7 +226,10 @@ fn on_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T, BenchError> + Send
         .map_err(|_| BenchError::Runtime("the benchmark thread panicked".into()))?
 }
 
-fn write_records(path: &std::path::Path, records: &[crate::record::RequestRecord]) -> Result<(), BenchError> {
+fn write_records(
+    path: &std::path::Path,
+    records: &[crate::evidence::request_record::RequestRecord],
+) -> Result<(), BenchError> {
     let mut text = String::new();
     for r in records {
         text.push_str(&serde_json::to_string(r).unwrap_or_default());

@@ -86,11 +86,11 @@ pub async fn start(cfg: FakeConfig, port: u16) -> Result<FakeServer, BenchError>
     let shared = Arc::new(Shared { cfg, next_id: AtomicU64::new(0) });
     let app = Router::new()
         .route(
-            crate::routes::COMPLETIONS_PATH,
+            crate::protocol::routes::COMPLETIONS_PATH,
             post(|s: State<Arc<Shared>>, b: Bytes| answer(s, b, Flavor::Completions)),
         )
         .route("/v1/chat/completions", post(|s: State<Arc<Shared>>, b: Bytes| answer(s, b, Flavor::Chat)))
-        .route(crate::routes::MODELS_PATH, get(models))
+        .route(crate::protocol::routes::MODELS_PATH, get(models))
         .route("/health", get(|| async { "ok" }))
         .with_state(shared);
     let (stop, stopped) = oneshot::channel::<()>();

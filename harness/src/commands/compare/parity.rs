@@ -20,7 +20,7 @@ use crate::arm::dialect::{parity_request, parity_tokens, prompt_tokens};
 use crate::evidence::write_jsonl;
 use crate::evidence::{Dialect, ParityMismatch, ParityReport, sha256_hex};
 use crate::plan::compare::CompareSpec;
-use crate::routes::{MODELS_PATH, PROPS_PATH};
+use crate::protocol::routes::{MODELS_PATH, PROPS_PATH};
 
 /// Tokens shown on each side of a first difference.
 const WINDOW: usize = 8;

@@ -24,7 +24,7 @@ use serde_json::Value;
 use super::GateError;
 use super::outcome::SideInfo;
 use super::side::Side;
-use crate::sequential::{HypothesisLook, SequentialRecord, StopReason};
+use crate::analysis::sequential::{HypothesisLook, SequentialRecord, StopReason};
 use crate::stats::GateState;
 
 pub const PAIRED_FORMAT: &str = "harness-gate-paired/1";
@@ -135,13 +135,13 @@ fn correctness(side: &Side) -> Vec<Correctness> {
 /// exit 1: not a finished sequential study).
 pub fn judge(dir: &Path, json_out: PathBuf) -> Result<PairedReport, GateError> {
     let side = Side::open(dir, None)?;
-    let record = crate::sequential::read(dir)
+    let record = crate::analysis::sequential::read(dir)
         .map_err(|message| GateError::NotEvidence { path: dir.to_path_buf(), message })?
         .ok_or_else(|| GateError::NotEvidence {
             path: dir.to_path_buf(),
             message: format!(
                 "no {}: not a finished sequential study (a plan with [sequential], run to its stop)",
-                crate::sequential::NAME
+                crate::analysis::sequential::NAME
             ),
         })?;
     let correctness = correctness(&side);

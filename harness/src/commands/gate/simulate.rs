@@ -21,7 +21,7 @@ use rand_distr::{Distribution, Uniform};
 use serde::Serialize;
 
 use super::GateError;
-use crate::sequential::SequentialRecord;
+use crate::analysis::sequential::SequentialRecord;
 use crate::stats::{GateState, SequentialRule, run_sequential};
 
 /// One simulated slowdown's outcome rates.
@@ -55,7 +55,7 @@ pub struct Simulation {
 }
 
 fn read(dir: &Path) -> Result<SequentialRecord, GateError> {
-    crate::sequential::read(dir)
+    crate::analysis::sequential::read(dir)
         .map_err(|message| GateError::NotEvidence { path: dir.to_path_buf(), message })?
         .ok_or_else(|| GateError::NotEvidence { path: dir.to_path_buf(), message: "no sequential.json".into() })
 }

@@ -56,8 +56,8 @@ async fn test_request(inv: &Invocation, plan: &Plan, prompt: &crate::trace::Prom
         forced_output: plan.request.forced(),
         light: false,
     };
-    let key = crate::record::RecordKey { cell: "probe", block: 0, arm: inv.arm(), index: 0 };
-    let mut rec = crate::record::RequestRecord::planned(
+    let key = crate::evidence::request_record::RecordKey { cell: "probe", block: 0, arm: inv.arm(), index: 0 };
+    let mut rec = crate::evidence::request_record::RequestRecord::planned(
         key,
         prompt.index,
         (prepared.prompt_tokens, prepared.max_tokens),
@@ -194,7 +194,7 @@ mod tests {
                    data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2,\"total_tokens\":6}}\n\n\
                    data: [DONE]\n\n";
         let app = axum::Router::new().route("/health", axum::routing::get(|| async { "ok" })).route(
-            crate::routes::COMPLETIONS_PATH,
+            crate::protocol::routes::COMPLETIONS_PATH,
             axum::routing::post(
                 move || async move { ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], sse) },
             ),

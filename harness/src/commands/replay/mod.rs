@@ -49,9 +49,6 @@
 //! whose output it audits. Must never execute anything named by the evidence (no
 //! argv, no scripts, no spawning), never write into the evidence directory, and never
 //! panic on malformed input: a bad file is a failed check naming file and line.
-//! `synth` (a generator of synthetic evidence for tests and the benchmark) is the
-//! one exception to the independence rule: it builds evidence through the analysis
-//! path so that replay has something to audit.
 
 mod bodies;
 mod compare;
@@ -83,7 +80,6 @@ mod sequential;
 mod sessions;
 mod setup;
 mod spread;
-pub mod synth;
 mod tables;
 mod tuning;
 mod turn_rows;

@@ -56,7 +56,7 @@ pub struct Rec {
     pub light: bool,
     /// A multi-turn session's turn (`record::TurnRecord`).
     #[serde(default)]
-    pub turn: Option<crate::record::TurnRecord>,
+    pub turn: Option<crate::evidence::request_record::TurnRecord>,
     /// The round of an interleaved block that sent it.
     #[serde(default)]
     pub round: Option<u32>,

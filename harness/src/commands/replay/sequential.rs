@@ -7,7 +7,7 @@
 //! looks) and beta / looks, each verdict, the gate state of each look, and that
 //! the study stopped at its first look whose state was not "continue". Written
 //! from the rule's definition (`docs/gate.md`) without calling `stats` or
-//! `crate::sequential`. `None` for a plan without `[sequential]`.
+//! `crate::analysis::sequential`. `None` for a plan without `[sequential]`.
 
 use std::path::Path;
 

@@ -116,8 +116,8 @@ pub fn compare(m: &mut Vec<Mismatch>, file: &str, label: &str, stored: Option<&V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::request_record::RequestRecord;
     use crate::metrics::summarize_turns;
-    use crate::record::RequestRecord;
 
     /// Session `s`, turn `k`: sent at `send` ms, token events at `events` ms, done at
     /// `done` ms (`None`: failed before headers).

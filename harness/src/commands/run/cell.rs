@@ -11,11 +11,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::{RunError, Study};
+use crate::evidence::request_record::RequestRecord;
 use crate::evidence::{CellOutcome, write_json, write_jsonl};
 use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
 use crate::metrics::{parse_receipts, render_line, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
-use crate::record::RequestRecord;
 use crate::trace::TraceEntry;
 
 /// The cell start is this far after the moment it is scheduled, so the first

@@ -219,7 +219,7 @@ fn the_effect_chart_shows_each_block_effect_the_threshold_the_median_and_the_ver
 #[test]
 fn a_study_gets_the_tradeoff_and_one_effect_chart_per_hypothesis() {
     let dir = tempfile::tempdir().unwrap();
-    crate::commands::replay::synth::generate(dir.path(), &crate::commands::replay::synth::SynthSpec::small()).unwrap();
+    crate::fixtures::synth::generate(dir.path(), &crate::fixtures::synth::SynthSpec::small()).unwrap();
     let l = crate::analysis::load(dir.path()).unwrap();
     let a = l.analyse(&[]).unwrap();
     let figs = tempfile::tempdir().unwrap();

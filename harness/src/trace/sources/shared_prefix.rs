@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::{Entry, seed_of};
 use crate::plan::SharedPrefixSpec;
-use crate::seed::{TraceRng, below, rng};
+use crate::plan::seed::{TraceRng, below, rng};
 use crate::trace::panel::{Doc, text_docs};
 use crate::trace::{Encoder, TraceError};
 

@@ -31,7 +31,7 @@ use serde::Deserialize;
 
 use super::{ChatMessage, Entry, SessionTurn, seed_of, too_few};
 use crate::plan::ShareGptSpec;
-use crate::seed::{below, rng};
+use crate::plan::seed::{below, rng};
 use crate::trace::panel::io_err;
 use crate::trace::{Encoder, TraceError};
 

@@ -21,8 +21,8 @@ use std::path::Path;
 use rand_distr::{Distribution, LogNormal, Normal};
 
 use super::{Entry, seed_of};
+use crate::plan::seed::{TraceRng, below, rng};
 use crate::plan::{LengthDist, SyntheticSpec, SyntheticTokens};
-use crate::seed::{TraceRng, below, rng};
 use crate::trace::panel::text_docs;
 use crate::trace::{Encoder, TraceError};
 

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use super::*;
+use crate::plan::seed::rng;
 use crate::plan::{self, LengthDist, Plan, ShareGptSpec, SyntheticSpec, SyntheticTokens};
-use crate::seed::rng;
 use crate::trace::{Encoder, Panel, build_panel, cell_trace};
 
 /// One token per whitespace-separated word: its byte length (enough to count and cut).
@@ -279,8 +279,9 @@ fn synthetic_cuts_real_text_at_drawn_lengths() {
 #[test]
 fn length_draws_follow_their_distribution_and_stay_clipped() {
     let mut r = rng([3; 32]);
-    let draws =
-        |d: LengthDist, r: &mut crate::seed::TraceRng| (0..20_000).map(|_| draw_length(&d, r)).collect::<Vec<u32>>();
+    let draws = |d: LengthDist, r: &mut crate::plan::seed::TraceRng| {
+        (0..20_000).map(|_| draw_length(&d, r)).collect::<Vec<u32>>()
+    };
     let u = draws(LengthDist::Uniform { min: 3, max: 7 }, &mut r);
     assert!(u.iter().all(|v| (3..=7).contains(v)));
     assert!((3..=7).all(|v| u.iter().filter(|&&x| x == v).count() > 3500));
