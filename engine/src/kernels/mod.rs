@@ -21,9 +21,13 @@
 
 pub mod backend;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod device;
 pub mod workers;
 
 pub use backend::{Kernels, QUANT_MATMUL_ENV, QuantMatmul};
+pub use device::{Device, DeviceSpec, GpuWeights};
 pub use cpu::attention::{AttnSeq, AttnShape};
 pub use cpu::dispatch::{CPU_PATH_ENV, CpuFeatures, CpuPath, KernelError};
 pub use cpu::half::HalfMatrix;

@@ -3,6 +3,8 @@
 //! to the structs of `qwen3.rs`; does not own the KV cache or scheduling.
 
 pub mod config;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod gguf_load;
 #[cfg(test)]
 mod gguf_load_tests;
