@@ -33,7 +33,6 @@ pub struct KernelArgs {
     pub cuda_weights: GpuWeights,
 }
 
-
 impl KernelArgs {
     /// `current` with these flags applied.
     pub fn kernels(&self, current: Kernels) -> Result<Kernels, EngineError> {

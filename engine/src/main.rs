@@ -305,7 +305,6 @@ impl ModelArgs {
             device: engine::kernels::Device::Cpu,
         })
     }
-
 }
 
 #[derive(Args)]

@@ -27,11 +27,11 @@ pub mod device;
 pub mod workers;
 
 pub use backend::{Kernels, QUANT_MATMUL_ENV, QuantMatmul};
-pub use device::{Device, DeviceSpec, GpuWeights};
 pub use cpu::attention::{AttnSeq, AttnShape};
 pub use cpu::dispatch::{CPU_PATH_ENV, CpuFeatures, CpuPath, KernelError};
 pub use cpu::half::HalfMatrix;
 pub use cpu::ops::{argmax, log_softmax};
 pub use cpu::quant::{QK, QuantKind, QuantMatrix};
 pub use cpu::rope::RopeTable;
+pub use device::{Device, DeviceSpec, GpuWeights};
 pub use workers::Workers;

@@ -124,9 +124,9 @@ impl GpuModel {
         let embed = DeviceVec::upload(&gpu, "the embedding matrix", &table)?;
         let lm_head = match &model.lm_head {
             LmHead::Linear(l) => matrix("the LM head".into(), &l.weight, l.out_features, l.in_features)?,
-            LmHead::Tied => {
-                DeviceMatrix::upload(&gpu, "the LM head", vocab, h, |r, out| out.copy_from_slice(&table[r * h..(r + 1) * h]))?
-            }
+            LmHead::Tied => DeviceMatrix::upload(&gpu, "the LM head", vocab, h, |r, out| {
+                out.copy_from_slice(&table[r * h..(r + 1) * h])
+            })?,
         };
         drop(table);
         let (cos, sin) = model.rope_tables();
@@ -137,13 +137,7 @@ impl GpuModel {
             lm_head,
             rope_cos: DeviceVec::upload(&gpu, "RoPE cosines", cos)?,
             rope_sin: DeviceVec::upload(&gpu, "RoPE sines", sin)?,
-            dims: Dims {
-                hidden: h,
-                q_dim: c.q_dim(),
-                kv_dim: c.kv_dim(),
-                intermediate: c.intermediate_size,
-                vocab,
-            },
+            dims: Dims { hidden: h, q_dim: c.q_dim(), kv_dim: c.kv_dim(), intermediate: c.intermediate_size, vocab },
             heads: c.num_attention_heads,
             kv_heads: c.num_key_value_heads,
             head_dim: c.head_dim,

@@ -3,11 +3,11 @@
 //! to the structs of `qwen3.rs`; does not own the KV cache or scheduling.
 
 pub mod config;
-#[cfg(feature = "cuda")]
-mod gpu;
 mod gguf_load;
 #[cfg(test)]
 mod gguf_load_tests;
+#[cfg(feature = "cuda")]
+mod gpu;
 pub mod loader;
 pub mod qwen3;
 pub mod safetensors_dir;

@@ -9,7 +9,10 @@
 //! The presets (one line in a plan for the common case):
 //! - `engine`: the startup line is there and no `engine: error` line; the
 //!   `vllm:num_requests_running` and `vllm:kv_cache_usage_perc` metrics; from argv,
-//!   `--kv-format`, `--cpu-path` and `--exact-quant-matmul` must show in the startup line.
+//!   `--kv-format`, `--cpu-path`, `--exact-quant-matmul` and `--device` must show in
+//!   the startup line (`--device cuda[:N]`: the line's `device` names `cuda:N`, which
+//!   only the CUDA backend writes, after opening that GPU; it also names the GPU,
+//!   its driver and CUDA version, recorded with the rest of the line).
 //! - `vllm`: no "Unknown vLLM environment variable" (a setting it ignored) and no
 //!   "may cause the engine to crash or produce incorrect outputs"; the
 //!   `vllm:num_requests_running/waiting` and `vllm:kv_cache_usage_perc` metrics;
@@ -41,7 +44,8 @@ pub enum Check {
     /// This engine's startup line is in the log.
     EngineStartup,
     /// A field of this engine's startup line (`kv_format`, `cpu_path`,
-    /// `quant_matmul`, `weights`: the type most linear layers hold) has this value.
+    /// `quant_matmul`, `weights`: the type most linear layers hold, `device`:
+    /// `cpu` or the GPU's `cuda:N`) has this value.
     EngineField {
         field: &'static str,
         value: String,
@@ -271,6 +275,10 @@ fn from_argv(p: IdentityPreset, argv: &[String]) -> Vec<(Check, String)> {
             if let Some((v, flag)) = flag_value(argv, &["--cpu-path"]) {
                 out.push((Check::EngineField { field: "cpu_path", value: v.to_string() }, flag));
             }
+            if let Some((v, flag)) = flag_value(argv, &["--device"]) {
+                let device = if v == "cuda" { "cuda:0" } else { v };
+                out.push((Check::EngineField { field: "device", value: device.to_string() }, flag));
+            }
             if argv.iter().any(|a| a == "--exact-quant-matmul") {
                 let check = Check::EngineField { field: "quant_matmul", value: "exact".into() };
                 out.push((check, "--exact-quant-matmul".into()));
@@ -364,6 +372,14 @@ fn engine_field(line: &Value, field: &str) -> String {
             .and_then(Value::as_object)
             .and_then(|w| w.iter().filter_map(|(k, n)| Some((n.as_u64()?, k))).max())
             .map_or("absent".into(), |(_, k)| k.clone()),
+        // `{"kind": "cpu"}`, or the GPU's identity with its `device` (`cuda:N`).
+        "device" => match line.get("device") {
+            Some(d) if d.get("kind").and_then(Value::as_str) == Some("cuda") => {
+                d.get("device").and_then(Value::as_str).unwrap_or("absent").to_string()
+            }
+            Some(d) => d.get("kind").and_then(Value::as_str).unwrap_or("absent").to_string(),
+            None => "absent".into(),
+        },
         f => line.get(f).and_then(Value::as_str).unwrap_or("absent").to_string(),
     }
 }

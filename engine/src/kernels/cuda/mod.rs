@@ -47,14 +47,14 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error(
-        "--device cuda: no CUDA driver: libcuda.so could not be loaded (no NVIDIA driver on this machine, or its \
-         folder is not on the loader's path)"
+        "--device cuda:{0}: no CUDA driver: libcuda.so could not be loaded (no NVIDIA driver on this machine, or \
+         its folder is not on the loader's path)"
     )]
-    NoDriver,
-    #[error("--device cuda: the CUDA driver could not start: {0}")]
-    DriverInit(String),
-    #[error("--device cuda: the CUDA driver sees no GPU on this machine")]
-    NoDevice,
+    NoDriver(usize),
+    #[error("--device cuda:{0}: the CUDA driver could not start: {1}")]
+    DriverInit(usize, String),
+    #[error("--device cuda:{0}: the CUDA driver sees no GPU on this machine")]
+    NoDevice(usize),
     #[error("--device cuda:{ordinal}: no such GPU: this machine has {count} (cuda:0 to cuda:{last})", last = count - 1)]
     OrdinalOutOfRange { ordinal: usize, count: usize },
     #[error(
@@ -174,16 +174,16 @@ impl Gpu {
         use cudarc::driver::sys as drv;
         // SAFETY: only tries to open the library.
         if !unsafe { drv::is_culib_present() } {
-            return Err(GpuError::NoDriver);
+            return Err(GpuError::NoDriver(ordinal));
         }
         match cudarc::driver::result::init() {
             Ok(()) => {}
-            Err(e) if e.0 == drv::CUresult::CUDA_ERROR_NO_DEVICE => return Err(GpuError::NoDevice),
-            Err(e) => return Err(GpuError::DriverInit(e.to_string())),
+            Err(e) if e.0 == drv::CUresult::CUDA_ERROR_NO_DEVICE => return Err(GpuError::NoDevice(ordinal)),
+            Err(e) => return Err(GpuError::DriverInit(ordinal, e.to_string())),
         }
-        let count = CudaContext::device_count().map_err(|e| GpuError::DriverInit(e.to_string()))? as usize;
+        let count = CudaContext::device_count().map_err(|e| GpuError::DriverInit(ordinal, e.to_string()))? as usize;
         if count == 0 {
-            return Err(GpuError::NoDevice);
+            return Err(GpuError::NoDevice(ordinal));
         }
         if ordinal >= count {
             return Err(GpuError::OrdinalOutOfRange { ordinal, count });
@@ -216,7 +216,7 @@ impl Gpu {
         // SAFETY: an out-parameter.
         unsafe { drv::cuDriverGetVersion(&mut driver_api) }
             .result()
-            .map_err(|e| GpuError::DriverInit(e.to_string()))?;
+            .map_err(|e| GpuError::DriverInit(ordinal, e.to_string()))?;
         let (nv_major, nv_minor) = compile::nvrtc_version()?;
         let info = GpuInfo {
             device: format!("cuda:{ordinal}"),
@@ -303,7 +303,11 @@ impl Gpu {
         let (a_type, b_ptr, b_type, elem, compute) = match w.weights() {
             GpuWeights::F16 => {
                 let count = (padded * k) as i64;
-                self.launch("cast_f16", plan::elementwise(padded * k), &[Arg::Ptr(x), Arg::Ptr(half_x), Arg::I64(count)])?;
+                self.launch(
+                    "cast_f16",
+                    plan::elementwise(padded * k),
+                    &[Arg::Ptr(x), Arg::Ptr(half_x), Arg::I64(count)],
+                )?;
                 (
                     blas_sys::cudaDataType_t::CUDA_R_16F,
                     half_x,
@@ -362,8 +366,18 @@ impl Gpu {
 
     /// RoPE over `rows` rows of `heads * 2 * half`, row r at position `pos[r]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn rope(&self, x: u64, cos: u64, sin: u64, pos: u64, rows: usize, heads: usize, half: usize) -> Result<(), GpuError> {
-        let args = [Arg::Ptr(x), Arg::Ptr(cos), Arg::Ptr(sin), Arg::Ptr(pos), Arg::I32(heads as i32), Arg::I32(half as i32)];
+    pub fn rope(
+        &self,
+        x: u64,
+        cos: u64,
+        sin: u64,
+        pos: u64,
+        rows: usize,
+        heads: usize,
+        half: usize,
+    ) -> Result<(), GpuError> {
+        let args =
+            [Arg::Ptr(x), Arg::Ptr(cos), Arg::Ptr(sin), Arg::Ptr(pos), Arg::I32(heads as i32), Arg::I32(half as i32)];
         self.launch("rope", plan::per_row(rows, heads * half), &args)
     }
 

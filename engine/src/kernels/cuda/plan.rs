@@ -74,7 +74,12 @@ pub fn attention_chunks(pos: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 /// The attention kernel for a KV format and head shape, or why none serves it.
-pub fn attention_kernel(format: KvFormat, heads: usize, kv_heads: usize, head_dim: usize) -> Result<&'static str, GpuError> {
+pub fn attention_kernel(
+    format: KvFormat,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+) -> Result<&'static str, GpuError> {
     if head_dim == 0 || head_dim > ATT_MAX_HEAD_DIM {
         return Err(GpuError::Unsupported(format!(
             "head_dim {head_dim}: the CUDA attention kernel serves heads of 1 to {ATT_MAX_HEAD_DIM} elements"
@@ -268,7 +273,8 @@ mod tests {
         assert_eq!(attention_kernel(KvFormat::F16, 9, 3, 64).unwrap(), "paged_attention_f16");
         assert_eq!(attention_kernel(KvFormat::Bf16, 16, 8, 128).unwrap(), "paged_attention_bf16");
         assert_eq!(attention_kernel(KvFormat::K16v8, 32, 8, 256).unwrap(), "paged_attention_k16v8");
-        for (heads, kv, hd, want) in [(8, 8, 512, "1 to 256"), (8, 8, 0, "1 to 256"), (8, 8, 63, "even"), (9, 2, 64, "evenly")]
+        for (heads, kv, hd, want) in
+            [(8, 8, 512, "1 to 256"), (8, 8, 0, "1 to 256"), (8, 8, 63, "even"), (9, 2, 64, "evenly")]
         {
             let e = attention_kernel(KvFormat::F16, heads, kv, hd).unwrap_err().to_string();
             assert!(e.contains(want), "{heads}/{kv}/{hd}: {e}");
