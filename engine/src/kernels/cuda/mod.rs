@@ -446,6 +446,9 @@ impl Gpu {
         let mut out = vec![0.0f32; n];
         if n > 0 {
             self.inner.stream.memcpy_dtoh(&s.slice(0..n), &mut out).map_err(cuda_err("copying back"))?;
+            // The copy into pageable memory is queued on the stream: wait for it
+            // (and for every kernel before it) before the host reads `out`.
+            self.synchronize()?;
         }
         Ok(out)
     }
