@@ -551,6 +551,34 @@ INFO model loaded in 0.01 s; ready\n";
         assert_eq!(failed(&r), ["startup line kv_format = k16v8", "startup line cpu_path = avx2"]);
     }
 
+    /// `--device cuda` holds the startup line's `device` to the GPU: a CPU
+    /// server (its line says `{"kind": "cpu"}`, or an older engine says nothing)
+    /// fails, one that opened cuda:0 passes, and `cuda:1` is not `cuda:0`.
+    #[test]
+    fn an_arm_started_on_a_gpu_must_show_that_gpu_in_its_startup_line() {
+        let (models, names) = engine_seen(ENGINE_LOG);
+        let gpu_line = ENGINE_LOG.replace(
+            "\"quant_matmul\":\"q8\"}",
+            "\"quant_matmul\":\"q8\",\"device\":{\"kind\":\"cuda\",\"device\":\"cuda:0\",\"gpu\":\"NVIDIA H100 80GB HBM3\"}}",
+        );
+        let cpu_line =
+            ENGINE_LOG.replace("\"quant_matmul\":\"q8\"}", "\"quant_matmul\":\"q8\",\"device\":{\"kind\":\"cpu\"}}");
+        let judge = |log: &str, a: &str| {
+            let seen = Observed { log, models: Some(&models), metric_names: Some(&names), ..Observed::default() };
+            failed(&evaluate(&planned(&spec(IdentityPreset::Engine), Some(&argv(a))), &seen))
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        };
+        let on_gpu = "engine serve --kv-format f16 --device cuda";
+        assert_eq!(judge(&gpu_line, on_gpu), Vec::<String>::new());
+        assert_eq!(judge(&cpu_line, on_gpu), ["startup line device = cuda:0"]);
+        assert_eq!(judge(ENGINE_LOG, on_gpu), ["startup line device = cuda:0"]);
+        assert_eq!(judge(&gpu_line, "engine serve --kv-format f16 --device cuda:1"), ["startup line device = cuda:1"]);
+        assert_eq!(judge(&cpu_line, "engine serve --kv-format f16 --device cpu"), Vec::<String>::new());
+        assert_eq!(judge(&cpu_line, "engine serve --kv-format f16"), Vec::<String>::new(), "no flag, no check");
+    }
+
     #[test]
     fn an_engine_log_without_its_startup_line_or_with_an_error_fails() {
         let (models, names) = engine_seen("");
