@@ -85,10 +85,10 @@ pub fn attention_kernel(
             "head_dim {head_dim}: the CUDA attention kernel serves heads of 1 to {ATT_MAX_HEAD_DIM} elements"
         )));
     }
-    if head_dim % 2 != 0 {
+    if !head_dim.is_multiple_of(2) {
         return Err(GpuError::Unsupported(format!("head_dim {head_dim}: rotary embeddings need an even head size")));
     }
-    if kv_heads == 0 || heads % kv_heads != 0 {
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
         return Err(GpuError::Unsupported(format!("{heads} query heads do not share {kv_heads} KV heads evenly")));
     }
     Ok(match format {
@@ -280,7 +280,7 @@ mod tests {
             assert!(e.contains(want), "{heads}/{kv}/{hd}: {e}");
         }
         assert_eq!([KvFormat::F16, KvFormat::Bf16, KvFormat::K16v8].map(kv_format_code), [0, 1, 2]);
-        assert!(super::super::source::KERNELS.iter().any(|k| *k == "paged_attention_k16v8"));
+        assert!(super::super::source::KERNELS.contains(&"paged_attention_k16v8"));
     }
 
     #[test]
