@@ -34,9 +34,24 @@ pub enum EngineError {
     Kv(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The device asked for cannot be used here (no driver, no GPU, an index
+    /// out of range, too little memory, a build without the backend): bad
+    /// input or assets, exit 2.
+    #[error("{0}")]
+    Device(String),
+    /// The device backend itself failed (a kernel that does not compile, a
+    /// CUDA call that fails): exit 1.
+    #[error("{0}")]
+    DeviceFailure(String),
 }
 
 impl EngineError {
+    /// Whether the user (or the machine) can fix it: every variant but
+    /// [`EngineError::DeviceFailure`]. The CLI exits 2 for these, 1 otherwise.
+    pub fn is_input(&self) -> bool {
+        !matches!(self, EngineError::DeviceFailure(_))
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EngineError::Io { path: path.into(), source }
     }

@@ -1,11 +1,11 @@
 //! The kernel flags that `serve`, `generate`, `score` and `bench`
-//! share (`KernelArgs`: `--cpu-path`, `--exact-quant-matmul`, `--device`), and
-//! how they turn into the `Kernels` an entry point passes down.
+//! share (`KernelArgs`: `--cpu-path`, `--exact-quant-matmul`, `--device`,
+//! `--cuda-weights`), and how they turn into the `Kernels` an entry point
+//! passes down and the `Device` the model runs on.
 
 use clap::Args;
 use engine::error::EngineError;
-use engine::kernels::{CpuPath, Kernels, QuantMatmul};
-use engine::model::Model;
+use engine::kernels::{CpuPath, Device, DeviceSpec, GpuWeights, Kernels, QuantMatmul};
 
 /// Kernel choices of `engine serve` and the in-process commands (over
 /// ENGINE_CPU_PATH and ENGINE_QUANT_MATMUL).
@@ -20,22 +20,22 @@ pub struct KernelArgs {
     /// studies), instead of the default 8-bit activations (llama.cpp's numerics).
     #[arg(long)]
     pub exact_quant_matmul: bool,
-    /// Where the kernels run: `cpu`. `cuda` is refused (exit 2) until the CUDA
-    /// backend exists, so that a GPU plan never times the CPU path by mistake.
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
-    pub device: String,
+    /// Where the forward pass runs: cpu, cuda (GPU 0) or cuda:N. A build
+    /// without the CUDA backend (cargo feature `cuda`), or a machine without a
+    /// driver, a GPU, or GPU N, refuses cuda with exit 2 before loading
+    /// anything, so that a GPU plan never times the CPU path by mistake.
+    #[arg(long, default_value = "cpu", value_parser = clap::value_parser!(DeviceSpec))]
+    pub device: DeviceSpec,
+    /// With --device cuda: linear-layer weights on the GPU as f16 (default;
+    /// f16 GEMM inputs, f32 accumulation) or f32 (the CPU's exact weights,
+    /// for parity checks).
+    #[arg(long, default_value = "f16", value_parser = clap::value_parser!(GpuWeights))]
+    pub cuda_weights: GpuWeights,
 }
 
 impl KernelArgs {
     /// `current` with these flags applied.
     pub fn kernels(&self, current: Kernels) -> Result<Kernels, EngineError> {
-        if self.device != "cpu" {
-            return Err(EngineError::Config(format!(
-                "--device {}: this build has no CUDA backend yet (every kernel sits behind one seam whose only \
-                 implementation is the CPU's); use --device cpu",
-                self.device
-            )));
-        }
         let config = |e: engine::kernels::KernelError| EngineError::Config(e.to_string());
         let path = match &self.cpu_path {
             Some(s) => CpuPath::parse_supported(s).map_err(config)?,
@@ -45,9 +45,34 @@ impl KernelArgs {
         Kernels::new(path, quant).map_err(config)
     }
 
-    pub fn apply(&self, model: &mut Model) -> Result<(), EngineError> {
-        let k = self.kernels(model.kernels())?;
-        model.set_kernels(k);
-        Ok(())
+    /// Opens `--device` (bad input, exit 2, when it cannot be used here).
+    pub fn device(&self) -> Result<Device, EngineError> {
+        let device = Device::open(self.device, self.cuda_weights)?;
+        if let Some(line) = device_line(&device) {
+            tracing::info!("{line}");
+        }
+        Ok(device)
+    }
+}
+
+/// The log line that names the GPU, its driver and CUDA version (none on the CPU).
+fn device_line(device: &Device) -> Option<String> {
+    match device {
+        Device::Cpu => None,
+        #[cfg(feature = "cuda")]
+        Device::Cuda(g) => {
+            let i = g.info();
+            Some(format!(
+                "device {}: {} (compute capability {}), driver {}, CUDA {}, NVRTC {}, kernels built for {}, {} weights",
+                i.device,
+                i.gpu,
+                i.compute_capability,
+                i.driver.as_deref().unwrap_or("unknown"),
+                i.cuda,
+                i.nvrtc,
+                i.kernels_target,
+                i.weights
+            ))
+        }
     }
 }

@@ -282,6 +282,14 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
 }
 
 impl ModelArgs {
+    /// The engine on the kernels and device `k` selects (over the environment).
+    fn engine_on(&self, k: &KernelArgs) -> Result<Engine> {
+        let mut opts = self.options()?;
+        opts.kernels = k.kernels(opts.kernels)?;
+        opts.device = k.device()?;
+        Engine::load(&self.model, &opts).with_context(|| format!("loading {}", self.model.display()))
+    }
+
     fn options(&self) -> Result<EngineOptions> {
         let kv_scales = match &self.kv_scales {
             Some(p) => Some(ValueScales::load(p)?),
@@ -294,12 +302,8 @@ impl ModelArgs {
             threads: self.threads,
             kernels: engine::kernels::Kernels::from_env()
                 .map_err(|e| engine::error::EngineError::Config(e.to_string()))?,
+            device: engine::kernels::Device::Cpu,
         })
-    }
-
-    fn engine(&self) -> Result<Engine> {
-        let opts = self.options()?;
-        Engine::load(&self.model, &opts).with_context(|| format!("loading {}", self.model.display()))
     }
 }
 
@@ -433,15 +437,14 @@ fn main() {
 /// 2 for bad input or assets (the user's to fix), 1 for anything else.
 fn exit_code(e: &anyhow::Error) -> i32 {
     let input = e.chain().any(|c| {
-        c.downcast_ref::<engine::error::EngineError>().is_some()
+        c.downcast_ref::<engine::error::EngineError>().is_some_and(engine::error::EngineError::is_input)
             || c.downcast_ref::<CommandError>().is_some_and(CommandError::is_input)
     });
     if input { 2 } else { 1 }
 }
 
 fn generate(a: GenerateArgs) -> Result<()> {
-    let mut engine = a.model.engine()?;
-    a.kernels.apply(&mut engine.model)?;
+    let mut engine = a.model.engine_on(&a.kernels)?;
     if let Some(path) = &a.prompts_jsonl {
         if a.chat {
             bail!("--chat needs --prompt (text), not --prompts-jsonl");
@@ -531,8 +534,7 @@ fn generate_serial(engine: &mut Engine, path: &Path, max_tokens: usize, ignore_e
 }
 
 fn score(a: ScoreArgs) -> Result<()> {
-    let mut engine = a.model.engine()?;
-    a.kernels.apply(&mut engine.model)?;
+    let mut engine = a.model.engine_on(&a.kernels)?;
     let text = engine::commands::read_text(&a.text_file, a.chars.as_deref())?;
     let mut ids = engine.tokenizer.encode(&text, false)?;
     if let Some(n) = a.max_tokens {
@@ -604,6 +606,7 @@ fn bench(a: BenchArgs) -> Result<()> {
             kv_formats: a.kv_formats,
             repeats: a.repeats,
             kernels: a.kernels.kernels(from_env)?,
+            device: a.kernels.device()?,
             modes: a.quant_matmul.unwrap_or_default(),
             kernel_comparison: !a.no_kernel_comparison,
             out: a.out.clone(),
@@ -675,8 +678,12 @@ fn serve(a: ServeArgs) -> Result<()> {
     let from_env =
         engine::kernels::Kernels::from_env().map_err(|e| engine::error::EngineError::Config(e.to_string()))?;
     let kernels = a.kernels.kernels(from_env)?;
+    // Opened before the server binds: no driver, no GPU or a bad index is
+    // bad input (exit 2) before anything listens.
+    let device = a.kernels.device()?;
     let opts = engine::serve::ServeOptions {
         kernels,
+        device,
         model: a.model.model.clone(),
         served_model_name: a.served_model_name,
         host: a.host,

@@ -6,7 +6,7 @@
 
 use crate::error::{EngineError, Result};
 pub use crate::finish::{FinishReason, StopReason};
-use crate::kernels::{Kernels, Workers, argmax, log_softmax};
+use crate::kernels::{Device, Kernels, Workers, argmax, log_softmax};
 use crate::kv::format::E4M3_MAX;
 use crate::kv::{KvCache, KvFormat, ValueScales};
 use crate::model::{LogitsWanted, Model, SeqInput, load};
@@ -24,6 +24,8 @@ pub struct EngineOptions {
     /// The kernel backend the model runs on (the caller resolves flags and
     /// environment: `Kernels::from_env`).
     pub kernels: Kernels,
+    /// Where the forward pass runs (`Device::open` resolves `--device`).
+    pub device: Device,
 }
 
 impl Default for EngineOptions {
@@ -34,6 +36,7 @@ impl Default for EngineOptions {
             kv_budget_bytes: 256 << 20,
             threads: 1,
             kernels: Kernels::default(),
+            device: Device::Cpu,
         }
     }
 }
@@ -63,8 +66,12 @@ impl Engine {
 
     pub fn new(mut model: Model, tokenizer: Tokenizer, opts: &EngineOptions) -> Result<Self> {
         model.set_kernels(opts.kernels);
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(gpu) = &opts.device {
+            model.use_gpu(gpu.clone())?;
+        }
         let c = &model.config;
-        let cache = KvCache::with_budget(
+        let mut cache = KvCache::with_budget(
             opts.kv_format,
             c.num_hidden_layers,
             c.num_key_value_heads,
@@ -72,6 +79,7 @@ impl Engine {
             opts.kv_budget_bytes,
             opts.kv_scales.as_ref(),
         )?;
+        model.attach_cache(&mut cache)?;
         let pool = Workers::new(opts.threads).map_err(|e| EngineError::Config(e.to_string()))?;
         Ok(Engine { model, tokenizer: Arc::new(tokenizer), cache, pool })
     }

@@ -6,12 +6,15 @@
 //! multiply (`Model::linear_work`, the denominators of scripts/bench-roofline).
 //! Returns one JSON document (and writes it atomically where asked). A
 //! benchmark, never a test: nothing here asserts speed. Every kernel call goes
-//! through the `Kernels` seam, as the model's do.
+//! through the `Kernels` seam, as the model's do. With `--device cuda` the
+//! model runs on the GPU (each forward call returns once its logits are back
+//! on the host, so the clock covers the GPU's work), the thread counts only
+//! repeat the figures, and the CPU-only `gemm` comparison is skipped.
 
 use super::{CommandError, Result, load_average, write_atomic};
 use crate::error::EngineError;
 use crate::kernels::{
-    CpuFeatures, CpuPath, KernelError, Kernels, QuantKind, QuantMatmul, QuantMatrix, Workers, argmax,
+    CpuFeatures, CpuPath, Device, KernelError, Kernels, QuantKind, QuantMatmul, QuantMatrix, Workers, argmax,
 };
 use crate::kv::{KvCache, KvFormat};
 use crate::model::{LogitsWanted, SeqInput};
@@ -34,6 +37,8 @@ pub struct BenchOptions {
     pub repeats: usize,
     /// The kernels to run on, resolved by the caller (flags over the environment).
     pub kernels: Kernels,
+    /// Where the model runs (opened by the caller).
+    pub device: Device,
     /// Quantized-matmul modes to measure, alternated within each repeat
     /// (empty: the one `kernels` names).
     pub modes: Vec<QuantMatmul>,
@@ -70,11 +75,12 @@ pub fn bench(a: &BenchOptions, mut progress: impl FnMut(&serde_json::Value)) -> 
     };
     let load_before = load_average();
     let kernels = a.kernels;
-    let opts = EngineOptions { kernels, ..EngineOptions::default() };
+    let opts = EngineOptions { kernels, device: a.device.clone(), ..EngineOptions::default() };
     let mut engine = Engine::new(loaded.model, loaded.tokenizer, &opts)?;
     let modes = if a.modes.is_empty() { vec![kernels.quant_matmul()] } else { a.modes.clone() };
     let scales = engine.calibrate(&prompt)?;
     let mut model = engine.model;
+    let device = model.device_info();
     let mut rows = Vec::new();
     for &threads in &a.threads {
         let pool = Workers::new(threads).map_err(config)?;
@@ -125,6 +131,7 @@ pub fn bench(a: &BenchOptions, mut progress: impl FnMut(&serde_json::Value)) -> 
             for (mi, mode) in modes.iter().enumerate() {
                 let row = serde_json::json!({
                     "kv_format": format,
+                    "device": device["kind"],
                     "threads": threads,
                     "cpu_path": kernels.path(),
                     "quant_matmul": mode,
@@ -142,7 +149,7 @@ pub fn bench(a: &BenchOptions, mut progress: impl FnMut(&serde_json::Value)) -> 
             }
         }
     }
-    let comparison = if a.kernel_comparison {
+    let comparison = if a.kernel_comparison && a.device.is_cpu() {
         kernel_comparison(kernels.path(), &a.threads, cfg.hidden_size, cfg.intermediate_size, a.prefill_tokens)?
     } else {
         Vec::new()
@@ -160,6 +167,7 @@ pub fn bench(a: &BenchOptions, mut progress: impl FnMut(&serde_json::Value)) -> 
                         the weight bytes the kernels read (quantized: rows*cols/32*block bytes; 16-bit: 2 a value; \
                         f32: 4) and rows*cols multiply-accumulates; embedding lookups, norms and attention are not \
                         counted; a prefill computes the LM head for its last token only",
+        "device": device,
         "cpu_features": CpuFeatures::get(),
         "cpu_path": kernels.path(),
         "repeats": a.repeats,

@@ -3,8 +3,9 @@
 //! layers over block-quantized weights are computed (`QuantMatmul`). Every op of a
 //! forward pass goes through it: the linear layers, RMSNorm, the residual add,
 //! SwiGLU, rotary embeddings and paged attention. The model holds one and passes
-//! it down; nothing here is global or mutable. A CUDA backend would be another
-//! implementation of these calls, without touching the model.
+//! it down; nothing here is global or mutable. The CUDA backend
+//! (`kernels::cuda`, cargo feature `cuda`) implements the same ops over device
+//! buffers, and the model's GPU forward pass (`model/gpu.rs`) calls those.
 //!
 //! Defaults: the best path this CPU supports, and `q8` (activation-quantized,
 //! llama.cpp's numerics) for GGUF Q4_0/Q4_1/Q8_0 weights. `exact` (f32 activations

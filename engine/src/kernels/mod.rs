@@ -15,12 +15,17 @@
 //! Outside this module, code names only what is re-exported here: the seam
 //! (`Kernels`, `Workers`), the data types its calls take (weight matrices, the
 //! RoPE table, attention geometry) and the host-side ops on logits (`argmax`,
-//! `log_softmax`: logits always come back to the host). `cpu/` is the CPU
-//! backend's inside; `scripts/import-graph` fails a production import of it
-//! from anywhere else.
+//! `log_softmax`: logits always come back to the host), and `device`
+//! (`--device cpu | cuda[:N]`). `cpu/` is the CPU backend's inside;
+//! `scripts/import-graph` fails a production import of it from anywhere else.
+//! `cuda/` (cargo feature `cuda`; docs/engine-cuda.md) is the CUDA backend: its
+//! ops over device buffers are the seam of the model's GPU forward pass.
 
 pub mod backend;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod device;
 pub mod workers;
 
 pub use backend::{Kernels, QUANT_MATMUL_ENV, QuantMatmul};
@@ -30,4 +35,5 @@ pub use cpu::half::HalfMatrix;
 pub use cpu::ops::{argmax, log_softmax};
 pub use cpu::quant::{QK, QuantKind, QuantMatrix};
 pub use cpu::rope::RopeTable;
+pub use device::{Device, DeviceSpec, GpuWeights};
 pub use workers::Workers;

@@ -50,6 +50,11 @@ pub struct KvCache {
     scales: Vec<f32>,
     e4m3: [f32; 256],
     alloc: BlockAllocator,
+    /// The pages' bytes on a device, when the model runs on one (the CUDA
+    /// backend's store, in this cache's layout and format; the host stores
+    /// above are then never written). This cache still owns the block
+    /// allocator and tables the device kernels read the pages through.
+    device: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl KvCache {
@@ -146,11 +151,22 @@ impl KvCache {
             scales,
             e4m3: e4m3_table(),
             alloc: BlockAllocator::new(blocks),
+            device: None,
         })
     }
 
     pub fn format(&self) -> KvFormat {
         self.format
+    }
+
+    /// Gives the cache a device store for its pages' bytes (replacing any).
+    pub fn attach_device_store(&mut self, store: Box<dyn std::any::Any + Send + Sync>) {
+        self.device = Some(store);
+    }
+
+    /// The device store, if one of type `T` is attached.
+    pub fn device_store<T: 'static>(&self) -> Option<&T> {
+        self.device.as_ref().and_then(|d| d.downcast_ref::<T>())
     }
 
     pub fn allocator(&self) -> &BlockAllocator {

@@ -6,6 +6,8 @@ pub mod config;
 mod gguf_load;
 #[cfg(test)]
 mod gguf_load_tests;
+#[cfg(feature = "cuda")]
+mod gpu;
 pub mod loader;
 pub mod qwen3;
 pub mod safetensors_dir;

@@ -36,7 +36,7 @@ impl Weight {
     }
 
     /// Row `r` as f32 values: exactly what the loader would have made of it.
-    fn row_f32(&self, r: usize, out: &mut [f32]) {
+    pub(super) fn row_f32(&self, r: usize, out: &mut [f32]) {
         match self {
             Weight::F32(w) => out.copy_from_slice(&w[r * out.len()..(r + 1) * out.len()]),
             Weight::Half(h) => h.row_f32(r, out),
@@ -286,6 +286,10 @@ pub struct Model {
     pub lm_head: LmHead,
     rope: RopeTable,
     kernels: Kernels,
+    /// The weights on a GPU, when the model runs there (`Model::use_gpu`):
+    /// every forward pass then runs on it.
+    #[cfg(feature = "cuda")]
+    gpu: Option<Box<super::gpu::GpuModel>>,
 }
 
 /// Takes tensors out of a checkpoint by Hugging Face name under a prefix
@@ -416,7 +420,17 @@ impl Model {
         let norm = t.norm("norm", h, eps)?;
         let rope = RopeTable::new(c.head_dim, c.rope_theta, c.max_position_embeddings);
         let kernels = Kernels::default();
-        Ok(Model { config, embed: Embedding::F32(embed_tokens), layers, norm, lm_head, rope, kernels })
+        Ok(Model {
+            config,
+            embed: Embedding::F32(embed_tokens),
+            layers,
+            norm,
+            lm_head,
+            rope,
+            kernels,
+            #[cfg(feature = "cuda")]
+            gpu: None,
+        })
     }
 
     pub fn max_positions(&self) -> usize {
@@ -439,6 +453,38 @@ impl Model {
         for q in self.quant_matrices_mut() {
             q.keep_layout(packed);
         }
+    }
+
+    /// Moves the forward pass to `gpu`: uploads every weight once (refused,
+    /// with the bytes needed and free, when they do not fit). The host weights
+    /// stay (embedding lookups for tools, `linear_work`).
+    #[cfg(feature = "cuda")]
+    pub fn use_gpu(&mut self, gpu: crate::kernels::cuda::Gpu) -> Result<()> {
+        self.gpu = Some(Box::new(super::gpu::GpuModel::upload(self, gpu)?));
+        Ok(())
+    }
+
+    /// Where the forward pass runs, for the startup line: `{"kind": "cpu"}`,
+    /// or the GPU's identity (`kernels::cuda::GpuInfo`) with `"kind": "cuda"`.
+    pub fn device_info(&self) -> serde_json::Value {
+        #[cfg(feature = "cuda")]
+        if let Some(g) = &self.gpu {
+            let mut v = serde_json::to_value(g.gpu().info()).unwrap_or_default();
+            v["kind"] = "cuda".into();
+            return v;
+        }
+        serde_json::json!({"kind": "cpu"})
+    }
+
+    /// Gives `cache` its device page store when the model runs on a GPU (at
+    /// load, so an out-of-memory is found before serving); nothing on the CPU.
+    pub fn attach_cache(&self, cache: &mut KvCache) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(g) = &self.gpu {
+            g.attach_kv(cache)?;
+        }
+        let _ = cache;
+        Ok(())
     }
 
     /// Every block-quantized weight of the model.
@@ -552,6 +598,23 @@ impl Model {
             (LmHead::Tied, Embedding::F32(e)) => self.kernels.matmul(x, e, x.len() / h, h, vocab),
             (LmHead::Tied, Embedding::TiedHead) => unreachable!("a stored tied embedding is the LM head"),
         }
+    }
+
+    /// Token `t`'s embedding row, exactly as a forward pass looks it up.
+    #[cfg(feature = "cuda")]
+    pub(super) fn embedding_row(&self, t: usize, out: &mut [f32]) {
+        let h = self.config.hidden_size;
+        match (&self.embed, &self.lm_head) {
+            (Embedding::F32(e), _) => out.copy_from_slice(&e[t * h..(t + 1) * h]),
+            (Embedding::TiedHead, LmHead::Linear(l)) => l.weight.row_f32(t, out),
+            (Embedding::TiedHead, LmHead::Tied) => unreachable!("a stored tied embedding is the LM head"),
+        }
+    }
+
+    /// The RoPE table's cosines and sines, `[position][head_dim / 2]` each.
+    #[cfg(feature = "cuda")]
+    pub(super) fn rope_tables(&self) -> (&[f32], &[f32]) {
+        self.rope.tables()
     }
 
     /// Appends token `t`'s embedding row to `x`.
@@ -683,6 +746,10 @@ impl Model {
         for (s, p) in seqs.iter_mut().zip(&places) {
             cache.commit(s.table, p.start + p.len);
         }
+        #[cfg(feature = "cuda")]
+        if let Some(g) = &self.gpu {
+            return self.forward_gpu(g, cache, seqs, &places, observe);
+        }
         let total: usize = places.iter().map(|p| p.len).sum();
         let mut x = Vec::with_capacity(total * h);
         for &t in seqs.iter().flat_map(|s| s.tokens) {
@@ -707,14 +774,49 @@ impl Model {
         Ok(self.logits(&x, seqs, &batch.places))
     }
 
-    /// Final norm and LM head, only for the rows someone asked for.
-    fn logits(&self, x: &[f32], seqs: &[SeqInput<'_>], places: &[Place]) -> Vec<Vec<Vec<f32>>> {
-        let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
-        let wanted = |s: &SeqInput<'_>, p: &Place| match s.logits {
+    /// [`Model::forward`] on the GPU: the same rows, logits split per sequence
+    /// the same way.
+    #[cfg(feature = "cuda")]
+    fn forward_gpu(
+        &self,
+        g: &super::gpu::GpuModel,
+        cache: &mut KvCache,
+        seqs: &[SeqInput<'_>],
+        places: &[Place],
+        observe: Option<ValueObserver<'_>>,
+    ) -> Result<Vec<Vec<Vec<f32>>>> {
+        let wanted: Vec<std::ops::Range<usize>> = seqs.iter().zip(places).map(|(s, p)| Self::wanted(s, p)).collect();
+        let batch = super::gpu::GpuBatch {
+            tokens: seqs.iter().flat_map(|s| s.tokens.iter().copied()).collect(),
+            seqs: seqs
+                .iter()
+                .zip(places)
+                .map(|(s, p)| crate::kernels::cuda::plan::SeqRows {
+                    blocks: s.table.blocks(),
+                    start_pos: p.start,
+                    rows: p.len,
+                })
+                .collect(),
+            logit_rows: wanted.iter().flat_map(|r| r.clone()).collect(),
+        };
+        let logits = g.forward(cache, &batch, observe)?;
+        let mut rows = logits.chunks_exact(self.config.vocab_size).map(|r| r.to_vec());
+        Ok(wanted.iter().map(|w| rows.by_ref().take(w.len()).collect()).collect())
+    }
+
+    /// The batch rows of `s` (at `p`) whose logits it asked for.
+    fn wanted(s: &SeqInput<'_>, p: &Place) -> std::ops::Range<usize> {
+        match s.logits {
             LogitsWanted::None => 0..0,
             LogitsWanted::Last => p.row + p.len - 1..p.row + p.len,
             LogitsWanted::All => p.row..p.row + p.len,
-        };
+        }
+    }
+
+    /// Final norm and LM head, only for the rows someone asked for.
+    fn logits(&self, x: &[f32], seqs: &[SeqInput<'_>], places: &[Place]) -> Vec<Vec<Vec<f32>>> {
+        let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
+        let wanted = Self::wanted;
         let mut picked = Vec::new();
         for (s, p) in seqs.iter().zip(places) {
             for r in wanted(s, p) {

@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 pub struct ServeOptions {
     /// CPU code path and quantized-matmul mode of the model's kernels.
     pub kernels: crate::kernels::Kernels,
+    /// Where the forward pass runs (opened by the caller, before binding).
+    pub device: crate::kernels::Device,
     pub model: PathBuf,
     pub served_model_name: Option<String>,
     pub host: String,
@@ -141,12 +143,13 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             kv_budget_bytes: loop_opts.kv_budget_bytes,
             threads: loop_opts.threads,
             kernels: loop_opts.kernels,
+            device: loop_opts.device.clone(),
         };
         let engine = match Engine::load(&loop_opts.model, &engine_opts) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("engine: error: loading {}: {e}", loop_opts.model.display());
-                std::process::exit(2);
+                std::process::exit(if e.is_input() { 2 } else { 1 });
             }
         };
         let max_model_len =
@@ -163,14 +166,16 @@ async fn serve(opts: ServeOptions, scales: Option<ValueScales>, served: String) 
             None => None,
         };
         // The one startup line with the KV inventory, how many linear layers hold
-        // each weight type, and the kernels (CPU path, quantized-matmul mode), on
+        // each weight type, the kernels (CPU path, quantized-matmul mode) and the
+        // device (`{"kind": "cpu"}`, or the GPU, its driver and CUDA version), on
         // stdout, as JSON: what `harness` identity checks read.
         let weights = engine.model.weight_dtypes();
         println!(
             "{}",
             serde_json::json!({"event": "kv_inventory", "kv": inv, "max_model_len": max_model_len, "weights": weights,
                 "cpu_path": loop_opts.kernels.path().name(),
-                "quant_matmul": loop_opts.kernels.quant_matmul().name()})
+                "quant_matmul": loop_opts.kernels.quant_matmul().name(),
+                "device": engine.model.device_info()})
         );
         let cfg = LoopConfig {
             scheduler: SchedulerConfig {

@@ -5,6 +5,8 @@
 mod common;
 
 mod cli_errors;
+#[cfg(feature = "cuda")]
+mod cuda_kernels_compile;
 mod dequant_gguf_py;
 mod dequantize;
 mod gguf_real;

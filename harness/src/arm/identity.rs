@@ -9,7 +9,10 @@
 //! The presets (one line in a plan for the common case):
 //! - `engine`: the startup line is there and no `engine: error` line; the
 //!   `vllm:num_requests_running` and `vllm:kv_cache_usage_perc` metrics; from argv,
-//!   `--kv-format`, `--cpu-path` and `--exact-quant-matmul` must show in the startup line.
+//!   `--kv-format`, `--cpu-path`, `--exact-quant-matmul` and `--device` must show in
+//!   the startup line (`--device cuda[:N]`: the line's `device` names `cuda:N`, which
+//!   only the CUDA backend writes, after opening that GPU; it also names the GPU,
+//!   its driver and CUDA version, recorded with the rest of the line).
 //! - `vllm`: no "Unknown vLLM environment variable" (a setting it ignored) and no
 //!   "may cause the engine to crash or produce incorrect outputs"; the
 //!   `vllm:num_requests_running/waiting` and `vllm:kv_cache_usage_perc` metrics;
@@ -41,7 +44,8 @@ pub enum Check {
     /// This engine's startup line is in the log.
     EngineStartup,
     /// A field of this engine's startup line (`kv_format`, `cpu_path`,
-    /// `quant_matmul`, `weights`: the type most linear layers hold) has this value.
+    /// `quant_matmul`, `weights`: the type most linear layers hold, `device`:
+    /// `cpu` or the GPU's `cuda:N`) has this value.
     EngineField {
         field: &'static str,
         value: String,
@@ -271,6 +275,10 @@ fn from_argv(p: IdentityPreset, argv: &[String]) -> Vec<(Check, String)> {
             if let Some((v, flag)) = flag_value(argv, &["--cpu-path"]) {
                 out.push((Check::EngineField { field: "cpu_path", value: v.to_string() }, flag));
             }
+            if let Some((v, flag)) = flag_value(argv, &["--device"]) {
+                let device = if v == "cuda" { "cuda:0" } else { v };
+                out.push((Check::EngineField { field: "device", value: device.to_string() }, flag));
+            }
             if argv.iter().any(|a| a == "--exact-quant-matmul") {
                 let check = Check::EngineField { field: "quant_matmul", value: "exact".into() };
                 out.push((check, "--exact-quant-matmul".into()));
@@ -364,6 +372,14 @@ fn engine_field(line: &Value, field: &str) -> String {
             .and_then(Value::as_object)
             .and_then(|w| w.iter().filter_map(|(k, n)| Some((n.as_u64()?, k))).max())
             .map_or("absent".into(), |(_, k)| k.clone()),
+        // `{"kind": "cpu"}`, or the GPU's identity with its `device` (`cuda:N`).
+        "device" => match line.get("device") {
+            Some(d) if d.get("kind").and_then(Value::as_str) == Some("cuda") => {
+                d.get("device").and_then(Value::as_str).unwrap_or("absent").to_string()
+            }
+            Some(d) => d.get("kind").and_then(Value::as_str).unwrap_or("absent").to_string(),
+            None => "absent".into(),
+        },
         f => line.get(f).and_then(Value::as_str).unwrap_or("absent").to_string(),
     }
 }
@@ -533,6 +549,34 @@ INFO model loaded in 0.01 s; ready\n";
         let a = argv("engine serve --kv-format k16v8 --cpu-path avx2");
         let r = evaluate(&planned(&spec(IdentityPreset::Engine), Some(&a)), &seen);
         assert_eq!(failed(&r), ["startup line kv_format = k16v8", "startup line cpu_path = avx2"]);
+    }
+
+    /// `--device cuda` holds the startup line's `device` to the GPU: a CPU
+    /// server (its line says `{"kind": "cpu"}`, or an older engine says nothing)
+    /// fails, one that opened cuda:0 passes, and `cuda:1` is not `cuda:0`.
+    #[test]
+    fn an_arm_started_on_a_gpu_must_show_that_gpu_in_its_startup_line() {
+        let (models, names) = engine_seen(ENGINE_LOG);
+        let gpu_line = ENGINE_LOG.replace(
+            "\"quant_matmul\":\"q8\"}",
+            "\"quant_matmul\":\"q8\",\"device\":{\"kind\":\"cuda\",\"device\":\"cuda:0\",\"gpu\":\"NVIDIA H100 80GB HBM3\"}}",
+        );
+        let cpu_line =
+            ENGINE_LOG.replace("\"quant_matmul\":\"q8\"}", "\"quant_matmul\":\"q8\",\"device\":{\"kind\":\"cpu\"}}");
+        let judge = |log: &str, a: &str| {
+            let seen = Observed { log, models: Some(&models), metric_names: Some(&names), ..Observed::default() };
+            failed(&evaluate(&planned(&spec(IdentityPreset::Engine), Some(&argv(a))), &seen))
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        };
+        let on_gpu = "engine serve --kv-format f16 --device cuda";
+        assert_eq!(judge(&gpu_line, on_gpu), Vec::<String>::new());
+        assert_eq!(judge(&cpu_line, on_gpu), ["startup line device = cuda:0"]);
+        assert_eq!(judge(ENGINE_LOG, on_gpu), ["startup line device = cuda:0"]);
+        assert_eq!(judge(&gpu_line, "engine serve --kv-format f16 --device cuda:1"), ["startup line device = cuda:1"]);
+        assert_eq!(judge(&cpu_line, "engine serve --kv-format f16 --device cpu"), Vec::<String>::new());
+        assert_eq!(judge(&cpu_line, "engine serve --kv-format f16"), Vec::<String>::new(), "no flag, no check");
     }
 
     #[test]

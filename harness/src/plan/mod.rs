@@ -175,25 +175,28 @@ impl Plan {
         wanted
     }
 
-    /// Arms that start this workspace's engine (`argv[0]` named `engine`) asking it
-    /// for `--device cuda`: it has no CUDA backend yet and refuses to start, so a
-    /// GPU plan that names it cannot run here. Not a validation error (the plan is
-    /// well formed and will run once the backend exists); `plan check` and `run`
-    /// refuse it with this message.
+    /// Arms that start this workspace's engine (`argv[0]` named `engine`) on a
+    /// GPU (`--device cuda[:N]`) without the `engine` identity preset: nothing
+    /// would then prove, before timing, that the server runs on the GPU (the
+    /// preset holds the startup line's `device` to the flag), and a binary
+    /// built without the CUDA backend, or a machine without a GPU, refuses to
+    /// start anyway. Not a validation error; `plan check` and `run` refuse it
+    /// with this message.
     pub fn engine_device_problems(&self) -> Vec<Issue> {
         let mut out = Vec::new();
         for (i, a) in self.arms.iter().enumerate() {
             let Server::Spawn { argv, .. } = &a.server else { continue };
             let is_engine = argv.first().is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "engine"));
-            let cuda = argv.windows(2).any(|w| w[0] == "--device" && w[1] == "cuda")
-                || argv.iter().any(|x| x == "--device=cuda");
-            if is_engine && cuda {
+            let cuda = argv.windows(2).any(|w| w[0] == "--device" && w[1].starts_with("cuda"))
+                || argv.iter().any(|x| x.starts_with("--device=cuda"));
+            let proven = a.identity.as_ref().is_some_and(|s| s.preset == Some(IdentityPreset::Engine));
+            if is_engine && cuda && !proven {
                 out.push(Issue::new(
-                    format!("arms[{i}].argv"),
+                    format!("arms[{i}].identity"),
                     format!(
-                        "arm {:?} starts this engine with --device cuda, and the engine has no CUDA backend yet \
-                         (one kernel seam, a CPU implementation only): it would refuse to start, and without the \
-                         flag it would time its CPU path against GPU loads. The plan waits for the CUDA backend",
+                        "arm {:?} starts this engine with --device cuda but has no `identity = {{ preset = \"engine\" }}`: \
+                         nothing would check, before timing, that the server runs on the GPU it names (the preset \
+                         holds the startup line's device to --device)",
                         a.name
                     ),
                 ));

@@ -292,23 +292,67 @@ fn run_refuses_a_missing_qualification_input_before_writing_anything() {
     assert!(!out.exists(), "nothing is written");
 }
 
-/// The GPU plans that start this engine ask it for `--device cuda`, which it does
-/// not have yet: `plan check` refuses them with the reason (they once validated and
-/// would have timed the CPU path against H100 loads), and so does `run`, writing
-/// nothing.
+/// The GPU plans that start this engine ask it for `--device cuda`: `plan check`
+/// passes them now that the engine has a CUDA backend, holding each such arm's
+/// startup line to the GPU it names (`startup line device = cuda:0`, from the
+/// `engine` identity preset); without that preset the arm is refused (nothing
+/// would prove the device before timing), by `run` too, writing nothing; and
+/// `plan check --probe` refuses such an arm where the engine cannot open a GPU
+/// (this test's engine is built without the CUDA backend, and these machines have
+/// no GPU): the server exits 2 naming why.
 #[test]
-fn plans_that_ask_this_engine_for_cuda_are_refused_until_it_has_a_cuda_backend() {
+fn plans_that_ask_this_engine_for_cuda_check_the_device_and_fail_their_probe_without_a_gpu() {
     let tmp = tempfile::tempdir().expect("tempdir");
     for name in ["gpu-engine-1k", "gpu-engine-8k", "gpu-vllm-1k", "gpu-vllm-8k"] {
         let plan = workspace().join(format!("plans/{name}.toml"));
-        let o = Command::new(harness_bin()).args(["plan", "check"]).arg(&plan).output().expect("plan check");
-        let err = String::from_utf8_lossy(&o.stderr);
+        let check = |plan: &std::path::Path| {
+            Command::new(harness_bin()).args(["plan", "check"]).arg(plan).current_dir(workspace()).output()
+        };
+        let o = check(&plan).expect("plan check");
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{name}: {out}\n{err}");
+        assert!(out.contains("startup line device = cuda:0"), "{name}: {out}");
+        // The same plan without the engine preset on its arms is refused.
+        let text = std::fs::read_to_string(&plan).expect("read plan");
+        let unproven: String =
+            text.lines().filter(|l| !l.starts_with("identity = ")).map(|l| format!("{l}\n")).collect();
+        let copy = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(&copy, unproven).expect("write plan");
+        let o = check(&copy).expect("plan check");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(2), "{name}: {err}");
-        assert!(err.contains("starts this engine with --device cuda, and the engine has no CUDA backend yet"), "{err}");
+        assert!(err.contains("starts this engine with --device cuda but has no `identity"), "{name}: {err}");
         let out = tmp.path().join(name);
-        let o = harness(&["--quiet", "--out", out.to_str().expect("utf-8")], &plan);
+        let o = Command::new(harness_bin())
+            .args(["run", "--quiet", "--out", out.to_str().expect("utf-8")])
+            .arg(&copy)
+            .current_dir(workspace())
+            .output()
+            .expect("run harness");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{name}: {err}");
-        assert!(err.contains("no CUDA backend yet") && !out.exists(), "{name}: {err}");
+        assert!(err.contains("has no `identity") && !out.exists(), "{name}: {err}");
     }
+    let model = synth_model(tmp.path());
+    let argv = serve_argv(&model, &["--kv-format", "f16", "--device", "cuda"], &[]);
+    let plan = TestPlan { warmup_prompts: 0, blocks: 1, ..TestPlan::new("gpu-probe", 3) }
+        .arm("gpu", "control", &argv)
+        .closed("c", "confirmation", 1, 2)
+        .render()
+        .replace(
+            "receipts = \"{arm_dir}/receipts.jsonl\"\n",
+            "receipts = \"{arm_dir}/receipts.jsonl\"\nidentity = { preset = \"engine\" }\n",
+        );
+    let path = tmp.path().join("gpu-probe.toml");
+    std::fs::write(&path, plan).expect("write plan");
+    let o = Command::new(harness_bin()).args(["plan", "check"]).arg(&path).output().expect("plan check");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let probe = probe_plan(&path, tmp.path());
+    let (stdout, stderr) = (String::from_utf8_lossy(&probe.stdout), String::from_utf8_lossy(&probe.stderr));
+    assert_eq!(probe.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("probe: arm gpu (spawn): FAILED"), "{stdout}");
+    assert!(
+        stderr.contains("built without the CUDA backend") || stderr.contains("no CUDA driver"),
+        "the server's own refusal is shown: {stderr}"
+    );
 }

@@ -27,6 +27,12 @@ impl RopeTable {
         RopeTable { half, cos, sin }
     }
 
+    /// The cosines and sines, `[position][head_dim / 2]` each (the CUDA
+    /// backend uploads them).
+    pub fn tables(&self) -> (&[f32], &[f32]) {
+        (&self.cos, &self.sin)
+    }
+
     pub fn max_positions(&self) -> usize {
         self.cos.len() / self.half.max(1)
     }
