@@ -8,7 +8,9 @@
 //! - `claims`: from per-cell summaries to per-block effects and claims (`stats`);
 //! - `power`: the power of a plan's claims from a noise study's spread;
 //! - `pilot`: the pilots' derived loads (`pilots/derived.json`) and the noise they
-//!   measured, feeding `power`.
+//!   measured, feeding `power`;
+//! - `noise`: a finished study's variance split into blocks, servers and repeats;
+//! - `sequential`: the looks of a `[sequential]` study, their verdicts and the stop.
 //!
 //! Owns `AnalysisError`. Must not write files into an evidence directory (the report
 //! does) or render text for a reader (the report and `plan power` do), except

@@ -4,15 +4,17 @@
 //! when whole), `open_regular` (the only way replay opens a file: regular files
 //! inside the directory, never a link, FIFO, device or socket), the SHA-256 hex
 //! helpers, the manifest that fixes every file by size and SHA-256, and the typed
-//! records of the JSON files below (`run_record`, `unit_record`, `server_records`:
-//! one definition each for the writer and every reader). Owns paths, write
+//! records of the JSON files below (`run_record`, `unit_record`, `server_records`,
+//! `compare_record`, `pilots_record`, `request_record`: one definition each for the
+//! writer and every reader). Owns paths, write
 //! discipline and those formats. Must not decide what the files contain (the
 //! runner, `trace`, `arm` and `load` do) and must not delete anything except an
 //! earlier evidence directory the caller explicitly asked to replace (`--force`).
 //!
 //! ```text
-//! <dir>/plan.toml  manifest.json  run.json
-//! <dir>/inputs/    prompts.jsonl  traces/<cell>.trace.jsonl  catalog.json
+//! <dir>/plan.toml  manifest.json  run.json  sequential.json ([sequential] only)
+//! <dir>/inputs/    prompts.jsonl  traces/<cell>.trace.jsonl  arrivals/  catalog.json
+//! <dir>/pilots/    ([pilots] only) inputs/ raw/ results/ derived.json
 //! <dir>/raw/b<block>/<arm>/
 //!       server.log startup.json warmup.json receipts.jsonl scrapes.jsonl memory.jsonl
 //!       <cell>.requests.jsonl arm_outcome.json unit.json (completion record, last)

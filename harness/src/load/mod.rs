@@ -1,6 +1,6 @@
 //! Load generation: the study's one monotonic clock, request bodies, the open-loop
 //! dispatcher and closed-loop semaphore, and the SSE recorder that turns each request
-//! into a `record::RequestRecord`; multi-turn sessions (`session`). Owns everything between "this cell's trace" and
+//! into an `evidence::RequestRecord`; multi-turn sessions (`session`). Owns everything between "this cell's trace" and
 //! "these records". Must not start or stop servers, write files or compute measures
 //! (`arm`, `evidence` and `metrics` do).
 

@@ -1,8 +1,8 @@
 //! A small parser of the Prometheus text exposition format (and OpenMetrics text):
 //! `name{label="value",...} value [timestamp]` samples, `#` comment lines (HELP,
 //! TYPE, UNIT) and an optional terminal `# EOF`. Owns the format's syntax only; a
-//! ground floor under `accept` (its server checks) and `report` (per-cell server
-//! metrics from the scrapes). Must not fetch anything or interpret what a metric
+//! ground floor under `commands/accept` (its server checks) and
+//! `analysis/server_metrics.rs` (per-cell server metrics from the scrapes). Must not fetch anything or interpret what a metric
 //! means.
 
 /// One sample line.

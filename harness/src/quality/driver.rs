@@ -11,6 +11,9 @@
 //! <arm>/<gate>.scores.json               the arm's own scores for the gate
 //! <arm>/parity.reference.jsonl           serial reference outputs, both orders
 //! <arm>/parity.scores.json               parity verdict and mismatches
+//! <arm>/parity.responses.jsonl           the batched answers parity compares
+//! <arm>/stop.json                        how a spawned server stopped (none for a url arm)
+//! <arm>/arm.json                         arm, role, startup time, error
 //! qualification.json                     `QualifyOutcome`
 //! ```
 //! Must not time anything that enters a study's cells.

@@ -1,7 +1,7 @@
 //! Traces: each cell's request list with explicit intended nanosecond offsets
 //! (seeded, never rescaled), the prompt panel the requests draw from, and the
-//! catalog that fixes every input file by size and SHA-256. Owns the `inputs/`
-//! directory of a study. Must not send requests, read clocks or link a tokenizer:
+//! catalog that fixes every input file by size and SHA-256. Owns the traces and
+//! the catalog under a study's `inputs/` (`inputs/` writes the prompt panel). Must not send requests, read clocks or link a tokenizer:
 //! every arm in a block gets these exact bytes, and replay rejects a changed one.
 
 mod arrival_file;

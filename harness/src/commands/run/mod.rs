@@ -4,7 +4,7 @@
 //! never into `plan.toml`), writes and re-reads the inputs, runs the quality gates
 //! when the plan requires qualification (`qualify`), then for each block and each
 //! arm in the block's counterbalanced order runs one server invocation (`unit`),
-//! closing each with its completion record (`record`: `unit.json`), and finally
+//! closing each with its completion record (`unit.json`, `evidence::UnitRecord`), and finally
 //! writes `results/summaries.json`, `run.json`, the report (`report::build`:
 //! matrix, evidence.json, figures, report.md) and the manifest.
 //!
