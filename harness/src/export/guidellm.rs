@@ -483,7 +483,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
                 "requests": {"panel": "inputs/prompts.jsonl", "requests": c.records.len()},
                 "backend": {
                     "kind": "openai_http", "target": arm.map(|a| a.base_url()), "model": plan.request.model,
-                    "request_type": request_type(plan.endpoint_of(&c.cell)),
+                    "request_type": request_type(rc.body.endpoint),
                     "harness_arm": c.arm, "harness_role": arm.map(|a| a.role.as_str()),
                 },
                 "environment": {"harness_version": env!("CARGO_PKG_VERSION"), "harness_study": plan.study.name},

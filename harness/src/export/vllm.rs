@@ -336,7 +336,7 @@ pub fn vllm_bench_results_with(
             }
         }
         // vLLM's names of the two routes (`--backend openai` / `openai-chat`).
-        let route = match plan.endpoint_of(&rc.name) {
+        let route = match rc.body.endpoint {
             Endpoint::Completions => "openai",
             Endpoint::Chat => "openai-chat",
         };
@@ -353,7 +353,7 @@ pub fn vllm_bench_results_with(
             harness_arm: c.arm.clone(),
             harness_role: arm.map_or("", |a| a.role.as_str()).to_string(),
             harness_cell: c.cell.clone(),
-            harness_token_ids: if plan.body_kind_of(&rc.name).token_ids { "streamed" } else { "usage" }.into(),
+            harness_token_ids: if rc.body.token_ids { "streamed" } else { "usage" }.into(),
             request_rate,
             burstiness,
             max_concurrency,

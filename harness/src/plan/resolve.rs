@@ -3,13 +3,19 @@
 //! Must not compute loads (that is `derive`) nor guess a value that is missing.
 
 use super::error::{Issue, PlanError};
-use super::types::{Arrival, Cell, CellKind, Count, Load, Plan, Rate};
+use super::types::{Arrival, BodyKind, Cell, CellKind, Count, Load, Plan, Rate, Recorder};
 
-/// A cell with every number concrete: what the trace generator and runner use.
+/// A cell with every number concrete and what it sends: what the trace generator,
+/// the runner and the readers use, so none of them looks the cell up again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedCell {
     pub name: String,
     pub kind: CellKind,
+    /// The body the cell sends: its route (`cells[].endpoint`, else
+    /// `request.endpoint`) and whether it asks for token IDs.
+    pub body: BodyKind,
+    /// How each answer is recorded (`cells[].recorder`).
+    pub recorder: Recorder,
     pub load: ResolvedLoad,
     pub count: u64,
     /// `None`: a dataset panel's entries, in order.
@@ -87,6 +93,8 @@ impl Plan {
         Some(ResolvedCell {
             name: cell.name.clone(),
             kind: cell.kind,
+            body: BodyKind { endpoint: cell.endpoint, token_ids: cell.token_ids },
+            recorder: cell.recorder,
             load,
             count: self.count_of(cell.count)?,
             input_tokens: cell.input_tokens,

@@ -167,7 +167,7 @@ fn what_was_run(o: &mut String, l: &Loaded) {
             c.kind.as_str(),
             load_text(c.load),
             c.cap_note(),
-            plan.endpoint_of(&c.name).route(),
+            c.body.endpoint.route(),
             c.count,
             c.input_tokens.map_or_else(|| "dataset lengths".to_string(), |l| l.to_string())
         );

@@ -121,9 +121,6 @@ impl CellRun<'_> {
             return Ok(None);
         }
         let entry_bodies = s.inputs.entry_bodies(plan, name);
-        // The cell's own route (`cells[].endpoint`, else `request.endpoint`): its
-        // bodies and URL; the recorder skips the prompt-length check on chat.
-        let endpoint = plan.endpoint_of(name);
         let _ = self.phase.send(format!("cell:{name}"));
         let counters = Arc::new(Counters::default());
         let what = match round {
@@ -142,13 +139,15 @@ impl CellRun<'_> {
                 ResolvedLoad::Closed { concurrency } => Some(concurrency),
                 _ => cell.max_concurrency,
             },
-            bodies: s.inputs.bodies_for(plan.body_kind_of(name)),
+            bodies: s.inputs.bodies_for(cell.body),
             entry_bodies: entry_bodies.as_deref(),
             sessions: s.inputs.sessions.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
-        let light = plan.cell(name).is_some_and(|c| c.recorder == crate::plan::Recorder::Light);
-        let url = self.urls.of(endpoint).to_string();
+        // The cell's own route: its bodies and URL; the recorder skips the
+        // prompt-length check on chat.
+        let light = cell.recorder == crate::plan::Recorder::Light;
+        let url = self.urls.of(cell.body.endpoint).to_string();
         let ctx = crate::load::RequestCtx { light, url, ..self.ctx.clone() };
         let mut records = drive_cell(&drive, &ctx, &counters).await?;
         drop(ticker);

@@ -129,6 +129,8 @@ fn resolved(name: &str, load: ResolvedLoad) -> ResolvedCell {
     ResolvedCell {
         name: name.into(),
         kind: CellKind::Descriptive,
+        body: crate::plan::BodyKind { endpoint: crate::plan::Endpoint::Completions, token_ids: true },
+        recorder: crate::plan::Recorder::Full,
         load,
         count: 1,
         input_tokens: Some(8),
