@@ -212,6 +212,9 @@ fn argv(template: &[&str], dir: &Path, clean: &Path, tmp: &Path) -> Vec<String> 
         .collect()
 }
 
+/// One run: the reader (command, argument), its name, and the damage (kind, file).
+type Case = (&'static str, &'static str, String, Option<(Damage, &'static str)>);
+
 #[test]
 fn every_evidence_reader_exits_0_only_on_untouched_evidence_and_2_naming_each_damage() {
     let tmp = tempfile::tempdir().unwrap();
@@ -220,7 +223,7 @@ fn every_evidence_reader_exits_0_only_on_untouched_evidence_and_2_naming_each_da
     copy_dir(&f.study, &clean);
     std::fs::write(tmp.path().join("rules.toml"), "[[rules]]\nkind = \"failures\"\n").unwrap();
     // Every (reader, damage) case, run two at a time.
-    let mut cases: Vec<(&str, &str, String, Option<(Damage, &str)>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     for &(command, arg) in EVIDENCE_READERS {
         let (_, fixture, reads) = recipe(command, arg);
         let unread = if fixture == Fixture::Qualify { "plan.toml" } else { UNREAD };

@@ -196,11 +196,3 @@ fn item18_a_plan_given_as_the_paired_study_is_not_an_evidence_directory() {
     assert!(text.contains("plan.toml: not an evidence directory: a regular file"), "{text}");
     assert!(!text.contains("expected value"), "{text}");
 }
-
-#[test]
-fn tmp_make_fixture_never_committed() {
-    let out = Path::new("/tmp/i52-verify");
-    let _ = std::fs::remove_dir_all(out);
-    std::fs::create_dir_all(out).unwrap();
-    generate(&out.join("study"), &SynthSpec { requests: 6, ..SynthSpec::sequential() }).unwrap();
-}

@@ -195,9 +195,12 @@ fn read_file(path: &Path) -> Result<FileGate, GateError> {
     Ok((id, points))
 }
 
+/// One hypothesis's name and its gate estimates.
+pub type HypothesisSeries = (String, Vec<GatePoint>);
+
 /// Reads every gate of the store once by id (in parallel), per hypothesis in time
 /// order; also the files skipped as copies of a gate already read.
-pub fn read(dir: &Path) -> Result<(Vec<(String, Vec<GatePoint>)>, Vec<String>), GateError> {
+pub fn read(dir: &Path) -> Result<(Vec<HypothesisSeries>, Vec<String>), GateError> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|error| GateError::Io { path: dir.to_path_buf(), error })?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -222,7 +225,7 @@ pub fn read(dir: &Path) -> Result<(Vec<(String, Vec<GatePoint>)>, Vec<String>), 
     });
     let mut seen = std::collections::HashSet::new();
     let mut duplicates = Vec::new();
-    let mut series: Vec<(String, Vec<GatePoint>)> = Vec::new();
+    let mut series: Vec<HypothesisSeries> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (path, slot) in files.iter().zip(slots) {
         let Some(read) = slot.into_inner().ok().flatten() else { continue };
@@ -283,9 +286,9 @@ fn best_split(xs: &[f64], sc: &mut Scratch) -> Option<(usize, f64)> {
     }
     let total = s[n];
     let mut best: Option<(usize, f64)> = None;
-    for k in MIN_SEGMENT..=(n - MIN_SEGMENT) {
+    for (k, &sk) in s.iter().enumerate().take(n - MIN_SEGMENT + 1).skip(MIN_SEGMENT) {
         let (l, r) = (k as f64, (n - k) as f64);
-        let (m_l, m_r) = (s[k] / l, (total - s[k]) / r);
+        let (m_l, m_r) = (sk / l, (total - sk) / r);
         let var = if noise > 0.0 { noise } else { ((ss - l * m_l * m_l - r * m_r * m_r) / (n - 2) as f64).max(0.0) };
         let z = if var > 0.0 {
             (m_l - m_r).abs() / (var * (1.0 / l + 1.0 / r)).sqrt()

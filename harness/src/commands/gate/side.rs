@@ -341,7 +341,7 @@ fn parse_matrix(path: &Path, bytes: &[u8]) -> Result<Vec<MatrixRow>, GateError> 
     let err = |message: String| GateError::Matrix { path: path.to_path_buf(), message };
     let text = std::str::from_utf8(bytes).map_err(|e| err(format!("not UTF-8 text: {e}")))?;
     let text = text.strip_prefix(crate::evidence::BOM).unwrap_or(text);
-    let records = super::csv::parse(&text).map_err(err)?;
+    let records = super::csv::parse(text).map_err(err)?;
     let Some((header, body)) = records.split_first() else {
         return Err(err("empty file (no header)".into()));
     };

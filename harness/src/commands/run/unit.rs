@@ -32,9 +32,6 @@ fn program_sha256(program: &str, base: &Path) -> Option<String> {
     std::fs::read(path).ok().map(|b| sha256_hex(&b))
 }
 
-/// The identity fault of a pinned server whose threads may run outside its CPU
-/// set (or could not be read); `None` when unpinned or where it should be.
-
 fn kv_inventory(log: &Path) -> Option<serde_json::Value> {
     crate::arm::log_scan::engine_startup_in(log)
 }

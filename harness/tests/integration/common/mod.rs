@@ -20,9 +20,6 @@ pub fn workspace() -> PathBuf {
 }
 
 pub fn harness_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("I52_OLD_HARNESS") {
-        return PathBuf::from(p); // TEMPORARY, never committed
-    }
     PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }
 
