@@ -12,7 +12,9 @@
 //! and clap use it (a plan that cannot be read, does not parse, misses a key, has
 //! an invalid value or is not derived yet; an input file that cannot be read or
 //! used, or is not a regular file; an occupied `--out`; evidence `replay` cannot
-//! read at all; bad arguments), the message naming the problem, nothing written;
+//! read at all; an evidence directory any other reader refuses because it is not
+//! finished or differs from its manifest, `evidence::Sealed`; bad arguments), the
+//! message naming the problem, nothing written;
 //! 2 also when the
 //! command completed with a negative verdict: `run` with arm faults (a server
 //! failed to start, warm up, or died; the evidence is complete and says what
@@ -34,7 +36,8 @@ use harness::plan::PlanError;
 const EXIT_CODES: &str = "Exit codes:\n  \
     0  success\n  \
     2  bad input (a plan, dataset, tokenizer or trace that cannot be read or used, bad arguments, an occupied \
-    --out): the message names it and nothing is written\n  \
+    --out, an evidence directory that is unfinished or differs from its manifest): the message names it and \
+    nothing is written\n  \
     2  a completed command with a negative verdict: arm faults in `run`, a cell over [limits] max_error_rate, \
     `run` stopped after an arm's max_start_failures or a failed identity check (resumable), a failed `replay` \
     check, a violated `gate` rule or a paired gate that found a regression, an unqualified arm, a failed \
@@ -410,7 +413,11 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             harness::quality::QualityError,
             harness::commands::bench::BenchError,
             harness::commands::accept::AcceptError,
-            harness::analysis::noise::NoiseError
+            harness::analysis::noise::NoiseError,
+            harness::commands::gate::GateError,
+            harness::export::ExportError,
+            harness::report::ReportError,
+            harness::evidence::SealError
         );
         false
     });
@@ -577,6 +584,39 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "no worked example in --help of: {missing:?}");
+    }
+
+    /// Every path argument of every subcommand is classified in
+    /// `harness::commands::readers`: an evidence directory the command reads (each
+    /// run on damaged evidence by tests/integration/evidence_readers.rs) or another
+    /// path. A new command or argument fails here until it is classified.
+    #[test]
+    fn every_path_argument_is_classified_as_an_evidence_reader_or_not() {
+        use harness::commands::readers::{EVIDENCE_READERS, OTHER_PATHS};
+        let path = clap::value_parser!(PathBuf).type_id();
+        let mut found: Vec<(String, String)> = Vec::new();
+        let mut stack: Vec<(String, clap::Command)> =
+            Cli::command().get_subcommands().map(|c| (c.get_name().to_string(), c.clone())).collect();
+        while let Some((name, cmd)) = stack.pop() {
+            stack.extend(cmd.get_subcommands().map(|c| (format!("{name} {}", c.get_name()), c.clone())));
+            for a in cmd.get_arguments().filter(|a| a.get_value_parser().type_id() == path) {
+                found.push((name.clone(), a.get_id().to_string()));
+            }
+        }
+        let classified: Vec<(String, String)> = EVIDENCE_READERS
+            .iter()
+            .map(|(c, a)| (c.to_string(), a.to_string()))
+            .chain(OTHER_PATHS.iter().map(|(c, a, _)| (c.to_string(), a.to_string())))
+            .collect();
+        let unclassified: Vec<_> = found.iter().filter(|f| !classified.contains(f)).collect();
+        assert!(unclassified.is_empty(), "path arguments to classify in commands/readers.rs: {unclassified:?}");
+        let stale: Vec<_> = classified.iter().filter(|c| !found.contains(c)).collect();
+        assert!(stale.is_empty(), "commands/readers.rs names arguments the command line lacks: {stale:?}");
+        let mut twice = classified.clone();
+        twice.sort();
+        twice.dedup();
+        assert_eq!(twice.len(), classified.len(), "an argument is classified twice");
+        assert!(found.len() > 20, "{found:?}");
     }
 
     #[test]

@@ -417,6 +417,12 @@ impl ChatRequest {
         if f.top_logprobs.is_some() && !f.logprobs {
             return Err(ApiError::bad_param("top_logprobs", "top_logprobs requires logprobs: true"));
         }
+        // Chat names the count `top_logprobs` (completions: `logprobs`); the error names the field sent.
+        if let Some(k) = f.top_logprobs
+            && k > MAX_LOGPROBS
+        {
+            return Err(ApiError::bad_param("top_logprobs", format!("top_logprobs must be at most {MAX_LOGPROBS}")));
+        }
         let ids = chat_prompt_ids(&f.messages, f.add_generation_prompt, limits.tokenizer)?;
         let logprobs = if f.logprobs { Some(f.top_logprobs.unwrap_or(0)) } else { None };
         let max = f.max_completion_tokens.or(self.common.max_tokens);

@@ -180,6 +180,7 @@ async fn out_of_range_requests_are_refused_with_400_naming_the_field_and_its_lim
         ("/tokenize", j, wizard, "messages[0].role", "system, user or assistant"),
         (c, j, chat(null_content), "messages[0].content", "a string or a list of text parts"),
         (c, j, chat(json!({"top_logprobs": 2})), "top_logprobs", "logprobs: true"),
+        (c, j, chat(json!({"logprobs": true, "top_logprobs": 1000})), "top_logprobs", "at most 20"),
         (c, j, chat(json!({"top_k": -2})), "top_k", "-1 or 0 (no limit)"),
         (t, j, cmpl(json!({"top_k": -2})), "top_k", "-1 or 0 (no limit)"),
         (t, j, cmpl(json!({"stop_token_ids": [5, 1_000_000]})), "stop_token_ids", "vocabulary (size"),

@@ -1,6 +1,7 @@
 //! Where the noise of a finished study comes from (`harness noise DIR` is
 //! `commands::noise`; a report's `analysis.noise` section uses it too). Reads the
-//! frozen plan and the cell summaries, and decomposes each measure's variance (in
+//! frozen plan and the cell summaries (of a finished study, through
+//! `evidence::Sealed`), and decomposes each measure's variance (in
 //! log units) into blocks (drift over time), fresh servers within a block (start to
 //! start, and in a sequential block the time between one server's turn and the
 //! next's) and repeats of the same cell on one server (`stats::nested`).
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::evidence::{SealError, Sealed};
 use crate::metrics::CellSummary;
 use crate::plan::{CellKind, FrozenPlan, Metric};
 use crate::stats::Nested;
@@ -31,6 +33,8 @@ pub enum NoiseError {
     Design(String),
     #[error("cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error(transparent)]
+    Sealed(#[from] SealError),
 }
 
 impl crate::BadInput for NoiseError {
@@ -70,18 +74,17 @@ fn shape(cell: &crate::plan::Cell) -> String {
     format!("{:?}|{:?}|{:?}|{:?}|{:?}", cell.load, cell.count, cell.input_tokens, cell.endpoint, cell.recorder)
 }
 
-fn summary(dir: &Path, b: u32, arm: &str, cell: &str) -> Option<CellSummary> {
-    let path = dir.join("results/cells").join(format!("b{b}-{arm}-{cell}.summary.json"));
-    let bytes = crate::evidence::read_input(&path).ok()?;
-    serde_json::from_slice(&bytes).ok()
+fn summary(ev: &Sealed, b: u32, arm: &str, cell: &str) -> Option<CellSummary> {
+    ev.read_json(&format!("results/cells/b{b}-{arm}-{cell}.summary.json")).ok()?
 }
 
-/// Decomposes the study in `dir` (see the module doc), from its stored cell
-/// summaries.
+/// Decomposes the finished study in `dir` (see the module doc), from its stored
+/// cell summaries, opened through [`Sealed`] (refused unless finished and as sealed).
 pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError> {
-    let frozen: FrozenPlan = crate::plan::freeze_file(&dir.join("plan.toml"))
+    let ev = Sealed::open(dir)?;
+    let frozen: FrozenPlan = crate::plan::freeze(ev.read("plan.toml")?)
         .map_err(|e| NoiseError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
-    decompose(&frozen, metrics, |b, arm, cell| summary(dir, b, arm, cell))
+    decompose(&frozen, metrics, |b, arm, cell| summary(&ev, b, arm, cell))
         .map_err(|e| NoiseError::Design(format!("{}: {e}", dir.display())))
 }
 

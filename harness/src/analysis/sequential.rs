@@ -197,11 +197,16 @@ pub fn read(root: &Path) -> Result<Option<SequentialRecord>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{NAME}: {e}")),
     };
-    let rec: SequentialRecord = serde_json::from_slice(&bytes).map_err(|e| format!("{NAME}: {e}"))?;
+    parse(&bytes).map(Some)
+}
+
+/// Parses the bytes of `sequential.json` (errors name the file).
+pub fn parse(bytes: &[u8]) -> Result<SequentialRecord, String> {
+    let rec: SequentialRecord = serde_json::from_slice(bytes).map_err(|e| format!("{NAME}: {e}"))?;
     if rec.format != FORMAT {
         return Err(format!("{NAME}: format {:?}, expected {FORMAT:?}", rec.format));
     }
-    Ok(Some(rec))
+    Ok(rec)
 }
 
 /// The plan as the study ran it: a sequential study that stopped early ran the

@@ -112,7 +112,7 @@ impl Loaded {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, AnalysisError> {
-    std::fs::read(path).map_err(|error| AnalysisError::Io { path: path.to_path_buf(), error })
+    crate::evidence::read_input(path).map_err(|error| AnalysisError::Io { path: path.to_path_buf(), error })
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, AnalysisError> {
@@ -168,12 +168,17 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, AnalysisErro
     let program_sha256 = startup.as_ref().and_then(|s| s.program_sha256.clone());
     let startup_s = startup.as_ref().and_then(|s| s.startup_s);
     let mut version_lines = Vec::new();
-    if let Ok(bytes) = std::fs::read(dir.join("server.log")) {
-        for line in String::from_utf8_lossy(&bytes).lines() {
-            let l = one_line(line, 200);
-            if l.to_lowercase().contains("version") && !version_lines.contains(&l) && version_lines.len() < 3 {
+    if let Ok(file) = crate::evidence::open_input(&dir.join("server.log")) {
+        use std::io::BufRead;
+        // Streamed: a server log can be large (the evidence keeps up to 16 MiB).
+        let mut r = std::io::BufReader::new(file);
+        let mut raw = Vec::new();
+        while version_lines.len() < 3 && r.read_until(b'\n', &mut raw).is_ok_and(|n| n > 0) {
+            let l = one_line(&String::from_utf8_lossy(&raw), 200);
+            if l.to_lowercase().contains("version") && !version_lines.contains(&l) {
                 version_lines.push(l);
             }
+            raw.clear();
         }
     }
     let identity = startup.as_ref().and_then(|s| s.identity.as_ref());
@@ -199,10 +204,11 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, AnalysisErro
         })
         .unwrap_or_default();
     let identity_checks = startup.as_ref().and_then(|s| s.identity_checks.clone());
-    let scrapes = std::fs::read(dir.join("scrapes.jsonl")).unwrap_or_default();
+    let scrapes = crate::evidence::read_input(&dir.join("scrapes.jsonl")).unwrap_or_default();
     let server_metrics = super::server_metrics::per_cell(&String::from_utf8_lossy(&scrapes));
-    let memory =
-        super::memory::peaks(&String::from_utf8_lossy(&std::fs::read(dir.join("memory.jsonl")).unwrap_or_default()));
+    let memory = super::memory::peaks(&String::from_utf8_lossy(
+        &crate::evidence::read_input(&dir.join("memory.jsonl")).unwrap_or_default(),
+    ));
     Ok(UnitInfo {
         status,
         argv,
@@ -360,7 +366,7 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
             units.push(unit_info(&dir, block.index, arm)?);
             // The kept receipts, as `harness run` read them for the cell summaries
             // (since `harness-run/3`).
-            let steps = std::fs::read_to_string(dir.join("receipts.jsonl"))
+            let steps = crate::evidence::read_input_text(&dir.join("receipts.jsonl"))
                 .ok()
                 .filter(|_| engine_measures)
                 .and_then(|t| crate::metrics::parse_receipts(&t).ok());

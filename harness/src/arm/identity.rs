@@ -29,6 +29,7 @@
 
 use serde_json::Value;
 
+use super::log_scan::LogFacts;
 use crate::evidence::{CheckResult, ServerIdentity};
 use crate::plan::{IdentityPreset, IdentitySpec};
 
@@ -96,8 +97,12 @@ pub struct Planned {
 /// What a healthy server showed, at the time of the checks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observed<'a> {
-    /// The server log up to the checks (empty for an external server).
+    /// The server log up to the checks (empty for an external server), when held
+    /// in memory; `log_facts` instead when it was read as a stream.
     pub log: &'a str,
+    /// What the log checks need of the log, gathered in one streaming pass
+    /// (`log_scan`); when `None`, gathered from `log`.
+    pub log_facts: Option<&'a LogFacts>,
     pub version: Option<&'a Value>,
     pub models: Option<&'a Value>,
     /// llama.cpp's `/props`.
@@ -112,6 +117,7 @@ impl<'a> Observed<'a> {
     pub fn of(seen: &'a ServerIdentity, log: &'a str) -> Observed<'a> {
         Observed {
             log,
+            log_facts: None,
             version: seen.version.as_ref(),
             models: seen.models.as_ref(),
             props: seen.props.as_ref(),
@@ -318,7 +324,7 @@ fn from_argv(p: IdentityPreset, argv: &[String]) -> Vec<(Check, String)> {
 
 /// `text` without ANSI escape sequences (`ESC [ ... letter`), runs of blanks as one
 /// blank.
-fn plain(text: &str) -> String {
+pub(crate) fn plain(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     let mut blank = false;
@@ -347,19 +353,41 @@ fn plain(text: &str) -> String {
     out
 }
 
-/// The first log line holding `needle` (both compared as `plain`).
-fn log_line(log: &str, needle: &str) -> Option<String> {
-    let needle = plain(needle);
-    log.lines().map(plain).find(|l| l.contains(&needle)).map(|l| l.trim().chars().take(200).collect())
+/// What the log checks of `planned` need from a log: the needles of `log_has` and
+/// `log_lacks`, and the startup line for the engine's checks (`log_scan` gathers them).
+pub fn log_facts(planned: &[Planned]) -> LogFacts {
+    let needles = planned.iter().filter_map(|p| match &p.check {
+        Check::LogHas(s) | Check::LogLacks(s) => Some(s.clone()),
+        _ => None,
+    });
+    let startup = planned.iter().any(|p| matches!(p.check, Check::EngineStartup | Check::EngineField { .. }));
+    LogFacts::new(needles, startup)
 }
 
 /// The engine's startup line (`"event": "kv_inventory"`) in `log`.
 pub fn engine_startup(log: &str) -> Option<Value> {
-    log.lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with('{'))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v.get("event").and_then(Value::as_str) == Some("kv_inventory"))
+    LogFacts::new([], true).of_text(log).startup().cloned()
+}
+
+/// The identity failure of a server pinned to CPUs `planned` (the kernel's list)
+/// whose threads may run on `allowed` instead (a server that moved itself, e.g.
+/// `taskset` in its argv): the first check of every spawned, pinned server, in a
+/// study and in `plan check --probe` alike. `None` when it is not pinned or stayed.
+pub fn cpus_left(arm: &str, planned: Option<&str>, allowed: Option<&str>) -> Option<super::ArmError> {
+    let planned = planned?;
+    (allowed != Some(planned)).then(|| super::ArmError::Identity {
+        arm: arm.to_string(),
+        n: 1,
+        failures: format!(
+            "cpus: the plan pins it to CPUs {planned}, its threads may run on {}",
+            allowed.unwrap_or("(unreadable)")
+        ),
+    })
+}
+
+/// Whether `check` is judged from the server log.
+pub fn reads_log(check: &str) -> bool {
+    matches!(check, "log_has" | "log_lacks" | "engine_startup" | "engine_startup_field")
 }
 
 /// A startup-line field as the checks name it.
@@ -414,11 +442,18 @@ fn model_ids(models: Option<&Value>) -> Vec<&str> {
 
 /// Judges every planned check against what the server showed.
 pub fn evaluate(planned: &[Planned], seen: &Observed) -> Vec<CheckResult> {
-    let startup = engine_startup(seen.log);
+    let gathered;
+    let facts = match seen.log_facts {
+        Some(f) => f,
+        None => {
+            gathered = log_facts(planned).of_text(seen.log);
+            &gathered
+        }
+    };
     planned
         .iter()
         .map(|p| {
-            let (ok, found) = judge(&p.check, seen, startup.as_ref());
+            let (ok, found) = judge(&p.check, seen, facts);
             CheckResult {
                 check: p.check.kind().into(),
                 expected: p.check.expected(),
@@ -430,7 +465,8 @@ pub fn evaluate(planned: &[Planned], seen: &Observed) -> Vec<CheckResult> {
         .collect()
 }
 
-fn judge(check: &Check, seen: &Observed, startup: Option<&Value>) -> (bool, String) {
+fn judge(check: &Check, seen: &Observed, log: &LogFacts) -> (bool, String) {
+    let startup = log.startup();
     match check {
         Check::ServedModel(m) => {
             let ids = model_ids(seen.models);
@@ -465,12 +501,12 @@ fn judge(check: &Check, seen: &Observed, startup: Option<&Value>) -> (bool, Stri
             }
             None => (false, "no startup line in the log".into()),
         },
-        Check::LogHas(s) => match log_line(seen.log, s) {
-            Some(l) => (true, l),
+        Check::LogHas(s) => match log.line(s) {
+            Some(l) => (true, l.to_string()),
             None => (false, "no such line".into()),
         },
-        Check::LogLacks(s) => match log_line(seen.log, s) {
-            Some(l) => (false, l),
+        Check::LogLacks(s) => match log.line(s) {
+            Some(l) => (false, l.to_string()),
             None => (true, "absent".into()),
         },
         Check::Metric(m) => match seen.metric_names {
@@ -681,7 +717,8 @@ INFO model loaded in 0.01 s; ready\n";
     #[test]
     fn plain_text_checks_ignore_colour_codes_and_blank_runs_and_argv_placeholders_are_not_claims() {
         assert_eq!(plain("\u{1b}[32m INFO\u{1b}[0m  a \t b"), " INFO a b");
-        assert!(log_line("x  flash_attn    = enabled", "flash_attn = enabled").is_some());
+        let facts = LogFacts::new(["flash_attn = enabled".to_string()], false).of_text("x  flash_attn    = enabled");
+        assert_eq!(facts.line("flash_attn = enabled"), Some("x flash_attn = enabled"));
         let a = argv("engine serve --served-model-name {model}");
         assert!(
             planned(&spec(IdentityPreset::Engine), Some(&a)).iter().all(|p| !matches!(p.check, Check::ServedModel(_)))

@@ -18,7 +18,7 @@ use axum::body::Bytes;
 
 use super::health::WarmupCalls;
 use super::{ArmError, Sampler, SamplerSpec, ServerProcess};
-use crate::evidence::{CheckResult, ExitInfo, ServerIdentity, StopRecord, WarmupRecord};
+use crate::evidence::{CheckResult, ExitInfo, OversizedAnswer, ServerIdentity, StopRecord, WarmupRecord};
 use crate::load::{StudyClock, http_client_with, warmup_body, warmup_chat_bodies};
 use crate::plan::{Arm, ArmCommand, Endpoint, Plan};
 use crate::trace::{ChatMessage, Panel};
@@ -39,6 +39,13 @@ pub struct Startup {
     /// Cold start: `healthy_ns - spawned_ns`, in seconds.
     pub startup_s: Option<f64>,
 }
+
+/// The largest identity answer read whole (`/version`, `/v1/models`, `/props`): 1 MiB.
+pub const ANSWER_MAX_BYTES: usize = 1 << 20;
+/// The largest `/metrics` answer the identity checks read whole: 8 MiB.
+pub const METRICS_MAX_BYTES: usize = 8 << 20;
+/// The first bytes of an oversized answer kept in the evidence.
+const OVERSIZED_HEAD_BYTES: usize = 4 << 10;
 
 /// How long the identity checks wait for a log line the server has not flushed yet.
 const LOG_LINE_WAIT: Duration = Duration::from_secs(3);
@@ -231,10 +238,23 @@ impl Invocation {
         };
         let process = self.process.take();
         let exited_before_stop = process.as_ref().and_then(ServerProcess::exited);
-        let stop = match &process {
+        let mut stop = match &process {
             Some(p) => Some(p.stop(self.grace).await),
             None => None,
         };
+        // The server is gone: its log is cut to the prefix the evidence keeps, its
+        // whole size and hash recorded (a log of gigabytes stays out of the evidence).
+        if let Some(rec) = stop.as_mut() {
+            let log = self.log.clone();
+            let capped =
+                tokio::task::spawn_blocking(move || super::log_scan::cap_log(&log, super::log_scan::LOG_KEPT_BYTES))
+                    .await;
+            rec.log = match capped {
+                Ok(Ok(kept)) => kept,
+                Ok(Err(error)) => return Err(ArmError::Io { path: self.log.clone(), error }),
+                Err(e) => return Err(ArmError::Io { path: self.log.clone(), error: std::io::Error::other(e) }),
+            };
+        }
         let (scrapes, memory_samples) = sampled?;
         Ok(Stopped { peak_rss_bytes, scrapes, memory_samples, exited_before_stop, stop })
     }
@@ -262,21 +282,47 @@ impl Invocation {
     /// `None` when the route does not answer 200 with JSON within 5 s (llama.cpp's
     /// server has no /version). Recorded in `startup.json`, shown in the report.
     pub async fn identity(&self) -> ServerIdentity {
-        let json = |path| async move { self.get_text(path).await.and_then(|t| serde_json::from_str(&t).ok()) };
-        ServerIdentity {
-            version: json(crate::protocol::routes::VERSION_PATH).await,
-            models: json(crate::protocol::routes::MODELS_PATH).await,
-            ..ServerIdentity::default()
-        }
+        let mut seen = ServerIdentity::default();
+        seen.version = self.get_json(crate::protocol::routes::VERSION_PATH, &mut seen.oversized).await;
+        seen.models = self.get_json(crate::protocol::routes::MODELS_PATH, &mut seen.oversized).await;
+        seen
     }
 
-    /// The body of `GET <base><path>` when it answers 200 within 5 s.
-    async fn get_text(&self, path: &str) -> Option<String> {
+    /// The JSON of `GET <base><path>` ([`Invocation::get_text`] with the answer cap).
+    async fn get_json(&self, path: &str, oversized: &mut Vec<OversizedAnswer>) -> Option<serde_json::Value> {
+        self.get_text(path, ANSWER_MAX_BYTES, oversized).await.and_then(|t| serde_json::from_str(&t).ok())
+    }
+
+    /// The body of `GET <base><path>` when it answers 200 within 5 s and its body
+    /// is at most `cap` bytes. A larger body is read to its end (hashed, counted,
+    /// its first 4 KiB kept) but never held whole: it is pushed to `oversized` and
+    /// `None` returned.
+    async fn get_text(&self, path: &str, cap: usize, oversized: &mut Vec<OversizedAnswer>) -> Option<String> {
+        use sha2::Digest;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         let r = self.client.get(format!("{}{path}", self.base_url)).timeout(Duration::from_secs(5)).send().await;
-        match r {
-            Ok(r) if r.status().is_success() => r.text().await.ok(),
-            _ => None,
+        let mut r = match r {
+            Ok(r) if r.status().is_success() => r,
+            _ => return None,
+        };
+        let mut body: Vec<u8> = Vec::new();
+        let mut hasher = sha2::Sha256::new();
+        let mut bytes = 0u64;
+        loop {
+            let chunk = tokio::time::timeout_at(deadline, r.chunk()).await.ok()?.ok()?;
+            let Some(chunk) = chunk else { break };
+            hasher.update(&chunk);
+            bytes += chunk.len() as u64;
+            let room = (cap + 1).saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
         }
+        if body.len() > cap {
+            let head = String::from_utf8_lossy(&body[..body.len().min(OVERSIZED_HEAD_BYTES)]).into_owned();
+            let sha256 = crate::evidence::hex(&hasher.finalize());
+            oversized.push(OversizedAnswer { path: path.to_string(), bytes, sha256, head });
+            return None;
+        }
+        String::from_utf8(body).ok()
     }
 
     /// The identity checks of `spec` (`arm::identity`): what `identity` fetches, plus
@@ -285,19 +331,24 @@ impl Invocation {
     /// 3 s (a server may flush its log late). Returns what was seen and the verdicts.
     pub async fn check_identity(&self, spec: &crate::plan::IdentitySpec) -> (ServerIdentity, Vec<CheckResult>) {
         let mut seen = self.identity().await;
-        seen.props =
-            self.get_text(crate::protocol::routes::PROPS_PATH).await.and_then(|t| serde_json::from_str(&t).ok());
-        seen.metric_names = self.get_text(METRICS_PATH).await.map(|t| super::identity::metric_names(&t));
+        seen.props = self.get_json(crate::protocol::routes::PROPS_PATH, &mut seen.oversized).await;
+        seen.metric_names = self
+            .get_text(METRICS_PATH, METRICS_MAX_BYTES, &mut seen.oversized)
+            .await
+            .map(|t| super::identity::metric_names(&t));
         let planned = super::identity::planned(spec, self.command.as_ref().map(|c| c.argv.as_slice()));
         let deadline = std::time::Instant::now() + LOG_LINE_WAIT;
+        // The whole log is searched, streamed line by line; each retry reads on.
+        let mut scan = super::log_scan::LogScan::new(super::identity::log_facts(&planned));
         loop {
-            let log = match &self.command {
-                Some(_) => std::fs::read(&self.log).unwrap_or_default(),
-                None => Vec::new(),
+            let facts = match &self.command {
+                Some(_) => scan.scan(&self.log).unwrap_or_else(|_| super::identity::log_facts(&planned)),
+                None => super::identity::log_facts(&planned),
             };
-            seen.log_bytes = Some(log.len() as u64);
-            let text = String::from_utf8_lossy(&log);
-            let results = super::identity::evaluate(&planned, &super::identity::Observed::of(&seen, &text));
+            seen.log_bytes = Some(facts.bytes);
+            let observed =
+                super::identity::Observed { log_facts: Some(&facts), ..super::identity::Observed::of(&seen, "") };
+            let results = super::identity::evaluate(&planned, &observed);
             let log_line_missing = results
                 .iter()
                 .any(|r| !r.ok && matches!(r.check.as_str(), "log_has" | "engine_startup" | "engine_startup_field"));
@@ -363,18 +414,15 @@ impl Drop for Invocation {
 /// Lines of the server log quoted when a server exits before it is healthy.
 const LOG_TAIL_LINES: usize = 20;
 
-/// `detail` plus the last lines of `log` (when it has any).
+/// `detail` plus the last lines of `log` (when it has any), read from its end.
 fn with_log_tail(detail: String, log: &std::path::Path) -> String {
-    let Ok(bytes) = std::fs::read(log) else {
+    let Some(lines) = super::log_scan::tail_lines(log, LOG_TAIL_LINES) else {
         return detail;
     };
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
         return format!("{detail}; {} is empty", log.display());
     }
-    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
-    format!("{detail}; last lines of {}:\n{tail}", log.display())
+    format!("{detail}; last lines of {}:\n{}", log.display(), lines.join("\n"))
 }
 
 #[cfg(test)]
@@ -490,6 +538,38 @@ mod tests {
         drop(inv);
         let waited = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(Option::is_some)).await;
         assert!(waited.is_ok(), "the server outlived its dropped invocation");
+    }
+
+    /// Issue 52 item 20: a 10 MB `/version` answer is not stored whole.
+    #[tokio::test]
+    async fn an_oversized_identity_answer_is_recorded_by_size_hash_and_head_not_whole() {
+        let big = format!("{{\"version\": \"{}\"}}", "9".repeat(10 << 20));
+        let (big_len, big_sha) = (big.len() as u64, crate::evidence::sha256_hex(big.as_bytes()));
+        let app = axum::Router::new()
+            .route("/health", axum::routing::get(|| async { "ok" }))
+            .route(crate::protocol::routes::VERSION_PATH, axum::routing::get(move || async move { big }))
+            .route(
+                crate::protocol::routes::MODELS_PATH,
+                axum::routing::get(|| async { r#"{"data": [{"id": "m", "max_model_len": 64}]}"# }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut arm, _) = arm("", 30.0, 20.0);
+        arm.server = Server::External { url };
+        let mut inv = Invocation::new(&arm, None, tmp.path().join("server.log"), StudyClock::start()).unwrap();
+        inv.start().await.unwrap();
+        let seen = inv.identity().await;
+        let stored = serde_json::to_vec(&seen).unwrap().len();
+        assert!(stored < 16 << 10, "the identity record holds {stored} bytes");
+        assert!(seen.version.is_none() && seen.models.is_some(), "{:?}", seen.models);
+        let [o] = seen.oversized.as_slice() else { panic!("{:?}", seen.oversized) };
+        assert_eq!(
+            (o.path.as_str(), o.bytes, o.sha256.as_str()),
+            (crate::protocol::routes::VERSION_PATH, big_len, big_sha.as_str())
+        );
+        assert!(o.head.starts_with("{\"version\": \"999") && o.head.len() == 4096, "{}", o.head.len());
     }
 
     #[test]

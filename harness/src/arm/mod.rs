@@ -14,6 +14,7 @@ pub mod dialect;
 mod health;
 pub mod identity;
 mod invocation;
+pub mod log_scan;
 mod process;
 mod sampler;
 

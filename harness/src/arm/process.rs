@@ -170,6 +170,7 @@ impl ServerProcess {
             grace_s: grace.as_secs_f64(),
             exit: None,
             group_leftovers_killed: false,
+            log: None,
         };
         if let Some(info) = self.exited() {
             rec.how = "already_exited".into();

@@ -1,10 +1,12 @@
 //! `harness export DIR --format vllm-bench|guidellm --out FILE`: writes a study's
 //! results in a peer tool's format (`crate::export` computes them). Owns the
-//! command's arguments. Must not write into the evidence directory.
+//! command's arguments. Opens the directory through `evidence::Sealed` (refused,
+//! exit 2, unless finished and as sealed). Must not write into the evidence directory.
 
 use std::path::PathBuf;
 
-use crate::export::{ExportError, guidellm_report, read_cells, read_plan, started_unix_ms, vllm_bench_results};
+use crate::evidence::Sealed;
+use crate::export::{ExportError, cells_of, guidellm_report, plan_of, started_of, vllm_bench_results};
 
 /// The formats `harness export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,11 +42,13 @@ pub struct ExportOutcome {
 
 /// `harness export`.
 pub fn run(args: &ExportArgs) -> Result<ExportOutcome, ExportError> {
-    let plan = read_plan(&args.dir)?;
-    let cells = read_cells(&args.dir, &plan)?;
+    let ev = Sealed::open(&args.dir)?;
+    let plan = plan_of(&ev)?;
+    let cells = cells_of(&ev, &plan)?;
+    let started = started_of(&ev);
     let text = match args.format {
         ExportFormat::VllmBench => {
-            let objects = vllm_bench_results(&plan.plan, &cells, started_unix_ms(&args.dir));
+            let objects = vllm_bench_results(&plan.plan, &cells, started);
             let mut s = String::new();
             for o in &objects {
                 s.push_str(&serde_json::to_string(o).unwrap_or_default());
@@ -53,7 +57,7 @@ pub fn run(args: &ExportArgs) -> Result<ExportOutcome, ExportError> {
             (s, objects.len())
         }
         ExportFormat::Guidellm => {
-            let report = guidellm_report(&plan.plan, &plan.sha256, &cells, started_unix_ms(&args.dir));
+            let report = guidellm_report(&plan.plan, &plan.sha256, &cells, started);
             let n = report["benchmarks"].as_array().map_or(0, Vec::len);
             (serde_json::to_string(&report).unwrap_or_default() + "\n", n)
         }

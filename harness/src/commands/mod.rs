@@ -16,5 +16,6 @@ pub mod gate;
 pub mod noise;
 pub mod plan;
 pub mod qualify;
+pub mod readers;
 pub mod replay;
 pub mod run;

@@ -1,15 +1,14 @@
 //! `manifest.json`: every file of an evidence directory (except the manifest itself)
 //! with its size and SHA-256, the plan hash, the harness version and the git revision
-//! the study ran from; and the check that a directory still matches it. Must not
-//! repair a directory that fails the check.
+//! the study ran from; and the check that a directory still matches it (the
+//! opener's, `sealed`). Must not repair a directory that fails the check.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::sha256_hex;
-use super::{EvidenceError, io_err, write_json};
+use super::{EvidenceError, write_json};
 
 /// The `format` value of manifests this code writes.
 pub const MANIFEST_FORMAT: &str = "harness-evidence-manifest/1";
@@ -56,36 +55,27 @@ pub fn git_info(dir: &Path) -> GitInfo {
     }
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), EvidenceError> {
-    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let entry = entry.map_err(io_err(dir))?;
-        let path = entry.path();
-        let kind = entry.file_type().map_err(io_err(&path))?;
-        if kind.is_dir() {
-            walk(root, &path, out)?;
-        } else if path != root.join("manifest.json") {
-            out.push(path);
+/// Every file under `root` except `manifest.json`, hashed (in parallel, streamed),
+/// sorted by path: the opener's listing (`sealed::listing`), so what is sealed is
+/// exactly what every reader checks. Anything but a regular file or a directory
+/// under `root` is an error: the harness writes none.
+pub fn manifest_files(root: &Path) -> Result<Vec<ManifestFile>, EvidenceError> {
+    let entries = super::listing(root)?;
+    let mut work = Vec::with_capacity(entries.len());
+    for e in &entries {
+        match e.kind {
+            super::EntryKind::File(n) => work.push((e.rel.as_str(), n)),
+            super::EntryKind::Other(kind) => {
+                let error = std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{kind}: not sealed"));
+                return Err(EvidenceError::Io { path: e.path.clone(), error });
+            }
         }
     }
-    Ok(())
-}
-
-fn rel(root: &Path, path: &Path) -> String {
-    let r = path.strip_prefix(root).unwrap_or(path);
-    r.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
-}
-
-/// Every file under `root` except `manifest.json`, hashed, sorted by path.
-pub fn manifest_files(root: &Path) -> Result<Vec<ManifestFile>, EvidenceError> {
-    let mut paths = Vec::new();
-    walk(root, root, &mut paths)?;
-    let mut files = paths
-        .iter()
-        .map(|p| {
-            let bytes = std::fs::read(p).map_err(io_err(p))?;
-            Ok(ManifestFile { path: rel(root, p), bytes: bytes.len() as u64, sha256: sha256_hex(&bytes) })
-        })
-        .collect::<Result<Vec<_>, EvidenceError>>()?;
+    let mut files = Vec::with_capacity(work.len());
+    for (rel, digest) in super::sealed::hash_files(root, work) {
+        let d = digest.map_err(|why| EvidenceError::Io { path: root.join(&rel), error: std::io::Error::other(why) })?;
+        files.push(ManifestFile { path: rel, bytes: d.bytes, sha256: d.sha256 });
+    }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
 }
@@ -104,42 +94,17 @@ pub fn write_manifest(root: &Path, study: &str, plan_sha256: &str, git: GitInfo)
     Ok(manifest)
 }
 
-/// Re-reads `root/manifest.json` and rehashes the directory: names every missing,
-/// changed or unlisted file. Returns the manifest when all match.
+/// Checks `root` against its manifest the one way every reader does
+/// ([`super::Sealed::open`]: finished, every file listed with its size and
+/// SHA-256, regular files only, the plan hash) and returns the manifest.
 pub fn verify_manifest(root: &Path) -> Result<Manifest, EvidenceError> {
-    let path = root.join("manifest.json");
-    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
-    let manifest: Manifest = serde_json::from_str(&text)
-        .map_err(|e| EvidenceError::Json { what: path.display().to_string(), message: e.to_string() })?;
-    let actual = manifest_files(root)?;
-    let mut problems = Vec::new();
-    for want in &manifest.files {
-        match actual.iter().find(|f| f.path == want.path) {
-            None => problems.push(format!("{}: missing", want.path)),
-            Some(got) if got != want => problems.push(format!(
-                "{}: changed ({} bytes, sha256 {}; manifest {} bytes, sha256 {})",
-                want.path, got.bytes, got.sha256, want.bytes, want.sha256
-            )),
-            Some(_) => {}
-        }
-    }
-    for got in &actual {
-        if !manifest.files.iter().any(|f| f.path == got.path) {
-            problems.push(format!("{}: not in the manifest", got.path));
-        }
-    }
-    let plan = root.join("plan.toml");
-    if let Ok(bytes) = std::fs::read(&plan)
-        && sha256_hex(&bytes) != manifest.plan_sha256
-    {
-        problems.push(format!("plan.toml: sha256 differs from the manifest's plan_sha256 {}", manifest.plan_sha256));
-    }
-    if problems.is_empty() { Ok(manifest) } else { Err(EvidenceError::Manifest(problems.len(), problems.join("\n  "))) }
+    super::Sealed::open(root).map(|s| s.manifest().clone()).map_err(EvidenceError::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::sha256_hex;
 
     #[test]
     fn manifest_lists_every_file_and_catches_changes() {
@@ -156,6 +121,6 @@ mod tests {
         std::fs::write(root.join("raw/b0/a/server.log"), "hellO").unwrap();
         std::fs::write(root.join("extra"), "").unwrap();
         let err = verify_manifest(root).unwrap_err().to_string();
-        assert!(err.contains("server.log: changed") && err.contains("extra: not in the manifest"), "{err}");
+        assert!(err.contains("raw/b0/a/server.log: sha256") && err.contains("extra: not in manifest.json"), "{err}");
     }
 }

@@ -3,7 +3,9 @@
 //! `write_atomic`; JSONL streamed to a `.partial` name and committed the same way
 //! when whole), `open_regular` (the only way replay opens a file: regular files
 //! inside the directory, never a link, FIFO, device or socket), the SHA-256 hex
-//! helpers, the manifest that fixes every file by size and SHA-256, and the typed
+//! helpers, the manifest that fixes every file by size and SHA-256, [`Sealed`] (the
+//! one door every command that reads a finished directory goes through: finished,
+//! every file listed with its sealed size and hash, regular files only), and the typed
 //! records of the JSON files below (`run_record`, `unit_record`, `server_records`,
 //! `compare_record`, `pilots_record`, `request_record`: one definition each for the
 //! writer and every reader). Owns paths, write
@@ -32,6 +34,7 @@ mod pilots_record;
 mod records;
 pub mod request_record;
 mod run_record;
+mod sealed;
 mod secrets;
 mod server_records;
 mod unit_record;
@@ -49,7 +52,7 @@ pub use jsonl::JsonlStream;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
-pub use open::{BOM, kind_in_words, open_regular, read_input, read_input_text};
+pub use open::{BOM, kind_in_words, open_input, open_regular, read_input, read_input_text};
 pub use pilots_record::{
     CountRuleRecord, DERIVED_PATH, PILOTS_DIR, PILOTS_FORMAT, PilotRun, PilotsRecord, RATE_RULE, read_pilots_record,
 };
@@ -58,10 +61,14 @@ pub use run_record::{
     BodyHashes, CLOCK, Discard, RUN_FILE, RUN_FORMAT, RunRecord, RunUnit, SESSION_FORMATS, Session, SessionState,
     unix_ms,
 };
+pub use sealed::{
+    Digest256, Entry, EntryKind, Finding, MANIFEST_FILE, SealError, Sealed, findings, hash_regular, listing,
+    read_manifest, running_session,
+};
 pub use secrets::{REDACTED, Secrets};
 pub use server_records::{
-    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, STARTUP_FILE, ServerIdentity, ServerRecord, StartupRecord,
-    StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
+    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, LogKept, OversizedAnswer, STARTUP_FILE, ServerIdentity,
+    ServerRecord, StartupRecord, StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
 };
 pub use unit_record::{
     Completion, QUALIFICATION_UNIT, RecordCheck, UNIT_FILE, UNIT_FORMAT, UnitRecord, check_record, files_under,
@@ -83,15 +90,16 @@ pub enum EvidenceError {
     NotEvidence { path: PathBuf },
     #[error("{what}: {message}")]
     Json { what: String, message: String },
-    #[error("{0} file(s) differ from the manifest:\n  {1}")]
-    Manifest(usize, String),
+    /// A directory refused by [`Sealed::open`].
+    #[error(transparent)]
+    Sealed(#[from] SealError),
 }
 
 impl EvidenceError {
     /// Whether the user's choice of directory is at fault (an occupied `--out`),
     /// not the machine: bad input, exit 2.
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, EvidenceError::NotEmpty { .. } | EvidenceError::NotEvidence { .. })
+        matches!(self, EvidenceError::NotEmpty { .. } | EvidenceError::NotEvidence { .. } | EvidenceError::Sealed(_))
     }
 }
 

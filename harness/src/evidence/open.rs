@@ -84,9 +84,20 @@ pub fn open_regular(root: &Path, rel: &Path) -> io::Result<File> {
 /// the harness reads its inputs.
 pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let mut file = open_input(path)?;
     let meta = file.metadata()?;
-    let t = meta.file_type();
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 30));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Opens `path` for reading only if it is a regular file (`O_NONBLOCK`, checked on
+/// the open descriptor: a FIFO, device or socket is refused at once, never waited
+/// on); symbolic links are followed. [`read_input`] without the read, for files
+/// read in parts (a server log).
+pub fn open_input(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let t = file.metadata()?.file_type();
     if !t.is_file() {
         return Err(refused(format!(
             "{} is {}: inputs are read only from regular files",
@@ -94,9 +105,7 @@ pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
             kind_in_words(&t)
         )));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 30));
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    Ok(file)
 }
 
 /// [`read_input`] as UTF-8 text, without a leading byte order mark (the one rule

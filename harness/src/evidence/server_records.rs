@@ -170,6 +170,32 @@ pub struct StopRecord {
     pub exit: Option<ExitInfo>,
     /// Processes of the server's group still alive after it exited, then killed.
     pub group_leftovers_killed: bool,
+    /// The server's log as the evidence keeps it (spawned servers; absent in
+    /// evidence written before logs were capped): its whole size and SHA-256, and
+    /// the first bytes kept in `server.log` (all of them up to 16 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogKept>,
+}
+
+/// A file the evidence keeps only the beginning of: the size and SHA-256 of the
+/// whole, and how many of its first bytes are kept (`kept_bytes == bytes`: all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogKept {
+    pub bytes: u64,
+    pub sha256: String,
+    pub kept_bytes: u64,
+}
+
+/// An identity answer larger than the harness reads (`arm::Invocation`): never
+/// parsed (its field is `null`), its whole size and SHA-256, and its first bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OversizedAnswer {
+    /// The route, e.g. `/version`.
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+    /// The answer's first bytes (at most 4 KiB, as text; invalid UTF-8 replaced).
+    pub head: String,
 }
 
 /// What a healthy server said it is (`arm::Invocation::identity`).
@@ -188,6 +214,10 @@ pub struct ServerIdentity {
     /// Bytes of the server log the identity checks read (identity checks only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_bytes: Option<u64>,
+    /// Answers larger than the harness reads (1 MiB; `/metrics` 8 MiB), each
+    /// recorded by size, SHA-256 and first bytes instead of whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oversized: Vec<OversizedAnswer>,
 }
 
 /// The verdict of one check, as `startup.json` records it.

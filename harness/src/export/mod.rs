@@ -1,6 +1,7 @@
 //! A study's results in a peer tool's file format (`harness export`, and `harness
 //! bench`'s saved result), so dashboards and notebooks written for that tool read
-//! our studies. Reads only the evidence directory (the frozen plan, `run.json` for
+//! our studies. Reads only the evidence directory, through `evidence::Sealed`
+//! (finished, every file as sealed; refused otherwise) (the frozen plan, `run.json` for
 //! the start date, the raw `<cell>.requests.jsonl`); computes each exported number
 //! from the raw records the way the peer tool does (`vllm`), with the harness's
 //! own measures where the definitions agree (`metrics`). Owns `ExportError` and the
@@ -19,8 +20,8 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-use crate::evidence::Evidence;
 use crate::evidence::request_record::RequestRecord;
+use crate::evidence::{Evidence, SealError, Sealed};
 use crate::plan::{FrozenPlan, freeze};
 
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
@@ -36,6 +37,17 @@ pub enum ExportError {
     Plan { dir: PathBuf, message: String },
     #[error("cannot write {path}: {message}")]
     Write { path: PathBuf, message: String },
+    /// The evidence directory was refused (unfinished, changed, not regular files).
+    #[error(transparent)]
+    Sealed(#[from] SealError),
+}
+
+impl crate::BadInput for ExportError {
+    /// Refused evidence, and a plan or record of it that does not parse, are bad
+    /// input (exit 2); a failed read or write is not.
+    fn is_bad_input(&self) -> bool {
+        matches!(self, ExportError::Sealed(_) | ExportError::Plan { .. } | ExportError::Record { .. })
+    }
 }
 
 /// One measured (block, arm, cell) of a study, with its raw records.
@@ -46,32 +58,39 @@ pub struct CellRecords {
     pub records: Vec<RequestRecord>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ExportError> {
-    std::fs::read(path).map_err(|e| ExportError::Read { path: path.to_path_buf(), message: e.to_string() })
+/// The frozen plan of the evidence directory `dir`, opened through [`Sealed`]
+/// (for callers holding a path; `harness export` opens once and uses
+/// [`plan_of`]).
+pub fn read_plan(dir: &Path) -> Result<FrozenPlan, ExportError> {
+    plan_of(&Sealed::open(dir)?)
 }
 
-/// The frozen plan of an evidence directory.
-pub fn read_plan(dir: &Path) -> Result<FrozenPlan, ExportError> {
-    let ev = Evidence::open(dir);
-    let frozen = freeze(read(&ev.plan_path())?)
+/// The frozen plan of an opened evidence directory, with the loads its pilots
+/// derived (`pilots/derived.json`) and the blocks a sequential study ran.
+pub fn plan_of(ev: &Sealed) -> Result<FrozenPlan, ExportError> {
+    let dir = ev.root();
+    let frozen = freeze(ev.read("plan.toml")?)
         .map_err(|e| ExportError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
-    // A plan with [pilots]: the loads its pilots derived (pilots/derived.json).
     crate::analysis::pilot::evidence_plan(dir, frozen)
         .map_err(|message| ExportError::Plan { dir: dir.to_path_buf(), message })
 }
 
-/// Every scheduled (block, arm, cell) that has a requests file, in schedule order.
+/// [`cells_of`] for a path (opens it through [`Sealed`]).
 pub fn read_cells(dir: &Path, plan: &FrozenPlan) -> Result<Vec<CellRecords>, ExportError> {
-    let ev = Evidence::open(dir);
+    cells_of(&Sealed::open(dir)?, plan)
+}
+
+/// Every scheduled (block, arm, cell) whose requests file the manifest lists, in
+/// schedule order (a cell never run, after an arm fault, has none).
+pub fn cells_of(ev: &Sealed, plan: &FrozenPlan) -> Result<Vec<CellRecords>, ExportError> {
+    let layout = Evidence::open(ev.root());
     let mut out = Vec::new();
     for block in &plan.plan.schedule().blocks {
         for arm in &block.arms {
             for cell in &block.cells {
-                let path = ev.requests_path(block.index, arm, cell);
-                if !path.is_file() {
-                    continue;
-                }
-                let bytes = read(&path)?;
+                let path = layout.requests_path(block.index, arm, cell);
+                let rel = format!("raw/b{}/{arm}/{cell}.requests.jsonl", block.index);
+                let Some(bytes) = ev.read_opt(&rel)? else { continue };
                 let text = String::from_utf8_lossy(&bytes);
                 let mut records = Vec::new();
                 for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -89,8 +108,13 @@ pub fn read_cells(dir: &Path, plan: &FrozenPlan) -> Result<Vec<CellRecords>, Exp
     Ok(out)
 }
 
-/// The study's start (`run.json` `started_unix_ms`), when recorded.
+/// The study's start (`run.json` `started_unix_ms`), when recorded (for callers
+/// holding a path: opens it through [`Sealed`]).
 pub fn started_unix_ms(dir: &Path) -> Option<u64> {
-    let bytes = std::fs::read(dir.join(crate::evidence::RUN_FILE)).ok()?;
-    serde_json::from_slice::<crate::evidence::RunRecord>(&bytes).ok()?.started_unix_ms
+    started_of(&Sealed::open(dir).ok()?)
+}
+
+/// The opened study's start (`run.json` `started_unix_ms`), when recorded.
+pub fn started_of(ev: &Sealed) -> Option<u64> {
+    ev.read_json::<crate::evidence::RunRecord>(crate::evidence::RUN_FILE).ok()??.started_unix_ms
 }

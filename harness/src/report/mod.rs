@@ -18,8 +18,9 @@
 //! per-cell summary from the raw records through `metrics` (the stored summaries are compared, never trusted, and
 //! never rewritten), and writes the files above deterministically: no timestamps,
 //! plan/schedule order, fixed float formats, so a rebuild is byte-identical.
-//! [`regenerate`] (`harness report DIR`) also rewrites the manifest's entries for
-//! those files. Owns `ReportError`. Must not run servers, read evidence itself
+//! [`regenerate`] (`harness report DIR`) first opens the study through
+//! `evidence::Sealed` (refused unless finished and as sealed), then also rewrites
+//! the manifest's entries for those files. Owns `ReportError`. Must not run servers, read evidence itself
 //! (`analysis::study` does), or decide anything `stats` decides (`analysis::claims`
 //! wires plan, summaries and `stats` together).
 
@@ -52,7 +53,10 @@ pub use tuning::{ConfigurationScore, TuningSummary};
 pub use units::metric_unit;
 
 use crate::analysis::{Analysis, AnalysisError, FailedRequest, Loaded, UnitStatus};
-use crate::evidence::{EvidenceError, GitInfo, Manifest, manifest_files, write_bytes, write_json};
+use crate::evidence::{
+    EvidenceError, GitInfo, MANIFEST_FILE, Manifest, ManifestFile, SealError, Sealed, hash_regular, listing,
+    write_bytes, write_json,
+};
 use crate::metrics::PERCENTILE_METHOD;
 
 /// Version of `evidence.json`.
@@ -73,6 +77,20 @@ pub enum ReportError {
     Evidence(#[from] EvidenceError),
     #[error(transparent)]
     Analysis(#[from] crate::analysis::AnalysisError),
+    /// The evidence directory was refused (unfinished, changed, not regular files).
+    #[error(transparent)]
+    Sealed(#[from] SealError),
+}
+
+impl crate::BadInput for ReportError {
+    /// Refused evidence, and a file of it that does not parse, are bad input (exit 2).
+    fn is_bad_input(&self) -> bool {
+        use crate::analysis::AnalysisError as A;
+        matches!(
+            self,
+            ReportError::Sealed(_) | ReportError::Json { .. } | ReportError::Analysis(A::Json { .. } | A::Plan(_))
+        )
+    }
 }
 
 /// What a report run produced.
@@ -211,37 +229,25 @@ fn report_owned(path: &str) -> bool {
     path.starts_with("results/figures/") || REPORT_FILES.contains(&path)
 }
 
-/// `harness report DIR`: [`build`], then the manifest's entries for the report's own
-/// files (`REPORT_FILES`, `results/figures/*`) are replaced by the files now there.
-/// Every other entry (raw evidence, inputs, stored summaries) is checked, never
-/// changed: a difference is a warning. Without a manifest (an incomplete study) only
-/// builds.
+/// `harness report DIR`: opens the finished study through [`Sealed`] first (every
+/// raw file, input, stored summary and report file as sealed, regular files only:
+/// refused otherwise, before anything is rewritten), then [`build`], then the
+/// manifest's entries for the report's own files (`REPORT_FILES`,
+/// `results/figures/*`) are replaced by the files now there. Every other entry is
+/// kept as it was.
 pub fn regenerate(root: &Path) -> Result<ReportOutcome, ReportError> {
-    let mut outcome = build(root)?;
-    let path = root.join("manifest.json");
-    if !path.is_file() {
-        outcome.warnings.push("no manifest.json: the study is incomplete; the manifest was not updated".into());
-        return Ok(outcome);
-    }
-    let bytes = std::fs::read(&path).map_err(|error| ReportError::Io { path: path.clone(), error })?;
-    let mut manifest: Manifest =
-        serde_json::from_slice(&bytes).map_err(|e| ReportError::Json { path: path.clone(), message: e.to_string() })?;
-    let actual = manifest_files(root)?;
-    for want in manifest.files.iter().filter(|f| !report_owned(&f.path)) {
-        match actual.iter().find(|f| f.path == want.path) {
-            None => outcome.warnings.push(format!("manifest: {} is missing", want.path)),
-            Some(got) if got != want => outcome.warnings.push(format!("manifest: {} has changed", want.path)),
-            Some(_) => {}
-        }
-    }
-    for got in actual.iter().filter(|f| !report_owned(&f.path)) {
-        if !manifest.files.iter().any(|f| f.path == got.path) {
-            outcome.warnings.push(format!("manifest: {} is not in the manifest", got.path));
-        }
+    let sealed = Sealed::open(root)?;
+    let outcome = build(root)?;
+    let mut manifest: Manifest = sealed.manifest().clone();
+    let mut now = Vec::new();
+    for e in listing(root)?.into_iter().filter(|e| report_owned(&e.rel)) {
+        let d =
+            hash_regular(root, &e.rel, u64::MAX).map_err(|error| ReportError::Io { path: e.path.clone(), error })?;
+        now.push(ManifestFile { path: e.rel, bytes: d.bytes, sha256: d.sha256 });
     }
     manifest.files.retain(|f| !report_owned(&f.path));
-    manifest.files.extend(actual.into_iter().filter(|f| report_owned(&f.path)));
+    manifest.files.extend(now);
     manifest.files.sort_by(|a, b| a.path.cmp(&b.path));
-    write_json(&path, &manifest)?;
+    write_json(&root.join(MANIFEST_FILE), &manifest)?;
     Ok(outcome)
 }

@@ -102,6 +102,11 @@ fn a_server_that_leaves_its_cpus_stops_the_study_and_a_missing_cpu_is_refused() 
     assert!(stderr.contains(&want), "{stderr}");
     assert_eq!(read_json(&out.join("raw/b0/b/arm_outcome.json"))["status"], "identity_failed");
     assert!(!out.join("raw/b0/b/c.requests.jsonl").exists());
+    // The probe runs the same check (issue 52, item 9): it passed this arm before.
+    let probe = probe_plan(&path, tmp.path());
+    let said = format!("{}{}", String::from_utf8_lossy(&probe.stdout), String::from_utf8_lossy(&probe.stderr));
+    assert_eq!(probe.status.code(), Some(2), "{said}");
+    assert!(said.contains(&want), "the probe names the CPUs the server left:\n{said}");
 
     // A CPU the machine does not offer: refused before anything is written.
     let missing = 1000;

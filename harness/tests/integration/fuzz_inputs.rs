@@ -6,6 +6,13 @@
 //! must end within 30 s with exit 0, or exit 2 with a message: never a panic (101),
 //! a signal, exit 1 or a hang. A failing case prints its seed, its mutations and the
 //! mutated text.
+//!
+//! Evidence directories too: one text file of a small synthetic sequential study is
+//! mutated the same way and every evidence reader (`harness::commands::readers`)
+//! runs on it in turn. Unsealed, the change must be refused (exit 2, the file
+//! named); with the manifest resealed over it, the reader parses what it finds and
+//! must end with a message (exit 0, 2, 3, or `gate`'s 1: nothing decided), never a
+//! panic, a signal or a hang.
 
 use crate::common;
 
@@ -389,4 +396,158 @@ fn mutated_plans_traces_and_datasets_exit_0_or_2_never_panic_or_hang() {
     eprintln!("{} runs: {} exit 0, {} exit 2, {} failures", exits[0] + exits[1], exits[0], exits[1], failures.len());
     assert!(exits[1] > 0, "no mutation was refused: the fuzzer does not reach the checks");
     assert!(failures.is_empty(), "{} of the cases failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// Evidence cases: each mutates one file of a small synthetic sequential study and
+/// runs one reader on it (every reader in turn).
+const EVIDENCE_CASES: u64 = 72;
+
+/// The argv of each evidence reader (`{}` the mutated directory, `{clean}` an
+/// untouched copy, `{tmp}` a scratch folder): the same readers as
+/// `harness::commands::readers` (checked below), the qualification and pilot
+/// readers against the study itself (they then refuse or find nothing).
+fn evidence_argv(command: &str, arg: &str) -> Vec<&'static str> {
+    match (command, arg) {
+        ("replay", "dir") => vec!["replay", "{}"],
+        ("report", "dir") => vec!["report", "{}"],
+        ("export", "dir") => vec!["export", "{}", "--format", "guidellm", "--out", "{tmp}/x.json"],
+        ("noise", "dir") => vec!["noise", "{}"],
+        ("gate", "baseline") => vec![
+            "gate",
+            "--baseline",
+            "{}",
+            "--candidate",
+            "{clean}",
+            "--rules",
+            "{tmp}/r.toml",
+            "--json",
+            "{tmp}/g.json",
+        ],
+        ("gate", "candidate") => vec![
+            "gate",
+            "--baseline",
+            "{clean}",
+            "--candidate",
+            "{}",
+            "--rules",
+            "{tmp}/r.toml",
+            "--json",
+            "{tmp}/g.json",
+        ],
+        ("gate", "export_baseline") => vec!["gate", "--export-baseline", "{}", "--out", "{tmp}/b.json"],
+        ("gate", "qualification") => vec![
+            "gate",
+            "--baseline",
+            "{clean}",
+            "--candidate",
+            "{clean}",
+            "--rules",
+            "{tmp}/r.toml",
+            "--qualification",
+            "{}",
+            "--json",
+            "{tmp}/g.json",
+        ],
+        ("gate", "paired") => vec!["gate", "--paired", "{}", "--json", "{tmp}/p.json"],
+        ("gate", "simulate") => vec!["gate", "--simulate", "{}", "--draws", "10", "--json", "{tmp}/s.json"],
+        ("plan power", "noise") => vec!["plan", "power", "{clean}/plan.toml", "--noise", "{}", "--draws", "5"],
+        ("plan check", "pilots_from") => vec!["plan", "check", "{clean}/plan.toml", "--pilots-from", "{}"],
+        other => panic!("the evidence fuzz has no argv for the reader {other:?}"),
+    }
+}
+
+/// Exit 0, 1 (gate: nothing decided) or 2, each failure with a message; never a
+/// panic, a signal or a hang.
+fn evidence_verdict(o: &Result<Output, String>, command: &str) -> Option<String> {
+    let o = match o {
+        Err(e) => return Some(e.clone()),
+        Ok(o) => o,
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    let said = !err.trim().is_empty() || !o.stdout.is_empty();
+    match o.status.code() {
+        Some(0) => None,
+        Some(1) if command == "gate" && err.contains("harness: ") => None,
+        Some(2 | 3) if said => None,
+        Some(c) => Some(format!("exit {c}: {err}")),
+        None => Some(format!("killed by a signal: {err}")),
+    }
+}
+
+#[test]
+fn mutated_evidence_directories_are_refused_or_read_by_every_reader_never_panic_or_hang() {
+    use harness::commands::readers::EVIDENCE_READERS;
+    use harness::evidence::{GitInfo, Manifest, sha256_hex, write_manifest};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let study = tmp.path().join("study");
+    let spec = harness::fixtures::synth::SynthSpec { requests: 6, ..harness::fixtures::synth::SynthSpec::sequential() };
+    harness::fixtures::synth::generate(&study, &spec).expect("synthetic study");
+    let clean = tmp.path().join("clean");
+    common::tamper::copy_dir(&study, &clean);
+    std::fs::write(tmp.path().join("r.toml"), "[[rules]]\nkind = \"failures\"\n").expect("rules");
+    let manifest: Manifest = serde_json::from_slice(&std::fs::read(study.join("manifest.json")).unwrap()).unwrap();
+    let texts: Vec<&str> = manifest
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .filter(|p| [".json", ".jsonl", ".toml", ".csv"].iter().any(|e| p.ends_with(e)))
+        .collect();
+    let fill = |template: &[&str], dir: &Path| -> Vec<String> {
+        template
+            .iter()
+            .map(|a| {
+                a.replace("{clean}", &clean.display().to_string())
+                    .replace("{tmp}", &tmp.path().display().to_string())
+                    .replace("{}", &dir.display().to_string())
+            })
+            .collect()
+    };
+    let mut failures = Vec::new();
+    let mut exits = [0usize; 4];
+    for case in 0..EVIDENCE_CASES {
+        let seed = 7 << 32 | case;
+        let mut r = Rng::new(seed + 1);
+        let (command, arg) = EVIDENCE_READERS[case as usize % EVIDENCE_READERS.len()];
+        let file = texts[r.below(texts.len())];
+        // Half the cases reseal the manifest over the mutation: the reader then
+        // parses what it finds; the other half must be refused by the seal.
+        let resealed = case % 2 == 1;
+        let dir = tmp.path().join(format!("ev-{case}"));
+        common::tamper::copy_dir(&study, &dir);
+        let mut text = std::fs::read_to_string(dir.join(file)).expect("a text file");
+        let before = text.clone();
+        let steps: Vec<String> = (0..1 + r.below(3)).map(|_| mutate(&mut text, &mut r)).collect();
+        std::fs::write(dir.join(file), &text).expect("write mutation");
+        if resealed {
+            let plan = std::fs::read(dir.join("plan.toml")).expect("plan");
+            let git = GitInfo { revision: "synthetic".into(), dirty: None };
+            write_manifest(&dir, &manifest.study, &sha256_hex(&plan), git).expect("reseal");
+        }
+        let args = fill(&evidence_argv(command, arg), &dir);
+        let o = harness_within(Some(tmp.path()), &args, Duration::from_secs(30));
+        if let Ok(o) = &o {
+            exits[o.status.code().unwrap_or(3).clamp(0, 3) as usize] += 1;
+        }
+        let mut problem = evidence_verdict(&o, command);
+        if problem.is_none() && !resealed && text != before {
+            // Changed and not resealed: the seal must refuse it, naming the file.
+            let said = o
+                .as_ref()
+                .map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+                .unwrap_or_default();
+            let code = o.as_ref().ok().and_then(|o| o.status.code());
+            if code != Some(2) || !said.contains(file) {
+                problem = Some(format!("an unsealed change was not refused naming {file}: exit {code:?}: {said}"));
+            }
+        }
+        if let Some(problem) = problem {
+            failures.push(format!(
+                "case {case} (seed {seed}) {command} ({arg}), {file} mutated {steps:?}{}: {problem}",
+                if resealed { ", resealed" } else { "" }
+            ));
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    eprintln!("{EVIDENCE_CASES} evidence runs: exits 0/1/2/other {exits:?}, {} failures", failures.len());
+    assert!(failures.is_empty(), "{} of the evidence cases failed:\n\n{}", failures.len(), failures.join("\n\n"));
 }

@@ -5,7 +5,8 @@
 //! inside the rules passes (exit 0, JSON beside the candidate, candidate untouched);
 //! each rule violated alone fails with exactly its row named (exit 2); a missing
 //! cell fails the rows that need it; a baseline file exported from a directory gates
-//! exactly like the directory; errors exit 1 and name what is wrong.
+//! exactly like the directory; errors exit 1 and name what is wrong, and a side
+//! that is not sealed, complete evidence is refused (exit 2).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -242,8 +243,15 @@ fn write_study(dir: &Path, name: &str, s: &Study) -> PathBuf {
         evidence["qualification"] = serde_json::to_value(qualification(s)).unwrap();
     }
     write(&dir.join("results/evidence.json"), serde_json::to_vec_pretty(&evidence).unwrap().as_slice());
-    write(&dir.join("manifest.json"), br#"{"format": "x", "study": "ci", "files": []}"#);
+    seal(dir, name);
     dir.to_path_buf()
+}
+
+/// Writes `dir/manifest.json` over the files there: a finished study, as the gate reads only those.
+fn seal(dir: &Path, name: &str) {
+    let git =
+        harness::evidence::GitInfo { revision: "0123456789abcdef0123456789abcdef01234567".into(), dirty: Some(false) };
+    harness::evidence::write_manifest(dir, name, &"ab".repeat(32), git).unwrap();
 }
 
 fn args(baseline: &Path, candidate: &Path, json_out: &Path) -> GateArgs {
@@ -426,6 +434,7 @@ fn a_missing_cell_or_qualification_fails_the_rows_that_need_it() {
     // ... and pass when --qualification points at a `harness qualify` directory.
     let q = tmp.path().join("qualify/qualification/qualification.json");
     write(&q, &serde_json::to_vec(&qualification(&Study::quick_candidate())).unwrap());
+    seal(&tmp.path().join("qualify"), "qualify");
     let mut a = args(&base, &bare, &tmp.path().join("d.json"));
     a.qualification = Some(tmp.path().join("qualify"));
     let GateOutcome::Gated(r) = gate::run(&a).unwrap() else { panic!() };
@@ -504,11 +513,26 @@ fn errors_exit_1_and_say_what_is_wrong() {
     let o = run(&rules_file(), &tmp.path().join("nowhere"), &tmp.path().join("x.json"));
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("nowhere: not usable as a gate side: does not exist"), "{}", text(&o));
+    // A sealed directory with nothing to gate: undecided (1). An empty one is not
+    // evidence at all: refused (2), as is a side whose files differ from its manifest.
+    let bare = tmp.path().join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    std::fs::write(bare.join("notes.txt"), "nothing to gate\n").unwrap();
+    seal(&bare, "bare");
+    let o = run(&rules_file(), &bare, &tmp.path().join("x.json"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("no results/matrix.csv and no qualification.json"), "{}", text(&o));
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let o = run(&rules_file(), &empty, &tmp.path().join("x.json"));
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).contains("no results/matrix.csv and no qualification.json"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("empty: not an evidence directory"), "{}", text(&o));
+    let changed = tmp.path().join("changed");
+    write_study(&changed, "ci-pr", &Study::quick_candidate());
+    std::fs::write(changed.join("results/matrix.csv"), matrix_csv(&Study::baseline())).unwrap();
+    let o = run(&rules_file(), &changed, &tmp.path().join("x.json"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("results/matrix.csv: "), "{}", text(&o));
     let o = run(&rules_file(), &base, &base.join("results/gate.json"));
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("is inside the candidate evidence directory"), "{}", text(&o));

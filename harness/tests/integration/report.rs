@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use common::tamper::rewrite_manifest;
 use common::*;
 use polars_io::SerReader;
 use polars_io::parquet::read::ParquetReader;
@@ -162,9 +163,16 @@ fn run_writes_the_report_and_report_regenerates_it_byte_for_byte() {
     let tampered =
         std::fs::read_to_string(&stored).expect("summary").replacen("\"completed\": 5", "\"completed\": 4", 1);
     std::fs::write(&stored, tampered).expect("tamper");
+    // Unsealed, the change is refused before anything is rewritten (exit 2, named).
+    let refused = Command::new(harness_bin()).arg("report").arg(&out).output().expect("harness report");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("results/cells/b0-base-closed-2.summary.json: sha256"), "{err}");
+    assert_eq!(report_files(&out), files, "nothing rewritten");
+    // Resealed, the report reads it and names the difference from the raw records.
+    rewrite_manifest(&out);
     let stdout = harness_report(&out);
     assert!(stdout.contains("b0-base-closed-2.summary.json: differs from the recomputation (completed)"), "{stdout}");
-    assert!(stdout.contains("manifest: results/cells/b0-base-closed-2.summary.json has changed"), "{stdout}");
     let again = report_files(&out);
     assert_eq!(again["matrix.csv"], files["matrix.csv"]);
     assert_eq!(again["figures/latency_vs_load.png"], files["figures/latency_vs_load.png"]);
@@ -181,6 +189,7 @@ fn run_writes_the_report_and_report_regenerates_it_byte_for_byte() {
         "notes": []
     });
     std::fs::write(out.join("results/qualification.json"), qualification.to_string()).expect("qualification");
+    rewrite_manifest(&out);
     harness_report(&out);
     let ev = read_json(&out.join("results/evidence.json"));
     assert_eq!(ev["qualification"], qualification);

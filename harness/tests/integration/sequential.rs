@@ -135,9 +135,11 @@ fn a_clear_slowdown_stops_the_study_at_the_first_look_and_the_paired_gate_fails(
     assert!(!replay.status.success(), "{r}");
     assert!(r.contains("looks[0].hypotheses[0].verdict"), "{r}");
 
-    // Not a sequential study: an error, nothing decided.
+    // Not an evidence directory: refused (2), nothing decided.
     let plain = tmp.path().join("plain");
     std::fs::create_dir_all(plain.join("results")).unwrap();
     let gate = Command::new(harness_bin()).args(["gate", "--paired"]).arg(&plain).output().expect("gate");
-    assert_eq!(gate.status.code(), Some(1), "{}", String::from_utf8_lossy(&gate.stderr));
+    let err = String::from_utf8_lossy(&gate.stderr);
+    assert_eq!(gate.status.code(), Some(2), "{err}");
+    assert!(err.contains("not an evidence directory"), "{err}");
 }

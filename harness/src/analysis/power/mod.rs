@@ -61,6 +61,9 @@ pub enum PowerError {
     Args(String),
     #[error("cannot write {path}: {error}")]
     Write { path: PathBuf, error: String },
+    /// The noise evidence directory was refused (unfinished, changed, not regular files).
+    #[error(transparent)]
+    Sealed(#[from] crate::evidence::SealError),
 }
 
 impl crate::BadInput for PowerError {
@@ -397,6 +400,8 @@ pub fn compute(
 /// `harness plan power`: reads the plan and the noise evidence and computes the report.
 pub fn run(opts: &PowerOptions) -> Result<PowerReport, PowerError> {
     let frozen = freeze_file(&opts.plan)?;
+    // A finished study only, as sealed (refused otherwise, naming the file).
+    crate::evidence::Sealed::open(&opts.noise)?;
     // A study with in-study pilots: the noise of its control's repeated pilot runs.
     if opts.noise.join(crate::evidence::DERIVED_PATH).is_file() {
         let noise = pilot_noise::read(&opts.noise, &frozen.plan)?;

@@ -17,6 +17,9 @@
 //! - `history`: `--record-history H` appends a paired gate to a Parquet store,
 //!   `--history H` finds change points over the stored gates.
 //!
+//! Every evidence directory is opened through `evidence::Sealed`: unfinished,
+//! changed or unlisted evidence is refused, naming the file (exit 2).
+//!
 //! Owns `GateError`. Reads evidence only; never writes inside an evidence directory
 //! (the default JSON path is beside the candidate, see [`side::default_json_out`]).
 
@@ -48,7 +51,7 @@ pub use side::{
 };
 pub use simulate::{Simulation, simulate};
 
-use crate::evidence::EvidenceError;
+use crate::evidence::{EvidenceError, SealError};
 
 /// Everything that stops a gate before it can give a verdict (exit code 1).
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +70,48 @@ pub enum GateError {
     Args(String),
     #[error(transparent)]
     Evidence(#[from] EvidenceError),
+    /// An evidence directory refused by `evidence::Sealed` (exit 2).
+    #[error(transparent)]
+    Sealed(#[from] SealError),
+}
+
+impl crate::BadInput for GateError {
+    /// Evidence that is not sealed and complete fails the gate (exit 2); every other
+    /// error leaves it undecided (exit 1, docs/gate.md).
+    fn is_bad_input(&self) -> bool {
+        matches!(self, GateError::Sealed(_))
+    }
+}
+
+/// `--draws`: at least one simulated gate per slowdown.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (simulated gates per slowdown)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--record-history`: a history store is a directory (created when missing).
+fn store_dir(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    match p.symlink_metadata() {
+        Ok(m) if !m.is_dir() && !p.is_dir() => Err(format!(
+            "{s} is {}, not a directory: a history store is a directory of Parquet files, one per gate",
+            crate::evidence::kind_in_words(&m.file_type())
+        )),
+        _ => Ok(p),
+    }
+}
+
+/// `--history`: an existing history store.
+fn existing_store(s: &str) -> Result<PathBuf, String> {
+    let p = store_dir(s)?;
+    if p.is_dir() {
+        Ok(p)
+    } else {
+        Err(format!("{s}: no such directory (a history store written by --record-history)"))
+    }
 }
 
 /// `harness gate`: see `docs/gate.md`.
@@ -105,18 +150,18 @@ pub struct GateArgs {
     /// resampled, a uniform slowdown of 0, the margin and twice the margin).
     #[arg(long, num_args = 1.., conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline", "paired"])]
     pub simulate: Vec<PathBuf>,
-    /// Simulated gates per slowdown (with --simulate).
-    #[arg(long, default_value_t = 4000)]
+    /// Simulated gates per slowdown (with --simulate; at least 1).
+    #[arg(long, default_value_t = 4000, value_parser = at_least_one)]
     pub draws: usize,
     /// Seed of the simulation (with --simulate).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// With --paired: append the gate's per-block results to this history store
     /// (a directory of Parquet files, one per gate).
-    #[arg(long, requires = "paired")]
+    #[arg(long, requires = "paired", value_parser = store_dir)]
     pub record_history: Option<PathBuf>,
     /// Instead of gating: change points over the gates of this history store.
-    #[arg(long, conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline", "paired"])]
+    #[arg(long, value_parser = existing_store, conflicts_with_all = ["baseline", "candidate", "rules", "qualification", "export_baseline", "paired"])]
     pub history: Option<PathBuf>,
     /// With --simulate: the rule and margins of this plan's [sequential] instead of
     /// the first study's.
@@ -170,7 +215,10 @@ pub fn run(args: &GateArgs) -> Result<GateOutcome, GateError> {
         return Ok(GateOutcome::History(h));
     }
     if !args.simulate.is_empty() {
-        let sim = simulate(&args.simulate, args.draws.max(1), args.seed, &args.shift_only, args.plan.as_deref())?;
+        if args.draws == 0 {
+            return Err(GateError::Args("--draws must be at least 1".into()));
+        }
+        let sim = simulate(&args.simulate, args.draws, args.seed, &args.shift_only, args.plan.as_deref())?;
         if let Some(out) = &args.json_out {
             crate::evidence::write_json(out, &sim)?;
         }

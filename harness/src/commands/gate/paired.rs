@@ -25,6 +25,7 @@ use super::GateError;
 use super::outcome::SideInfo;
 use super::side::Side;
 use crate::analysis::sequential::{HypothesisLook, SequentialRecord, StopReason};
+use crate::evidence::Sealed;
 use crate::stats::GateState;
 
 pub const PAIRED_FORMAT: &str = "harness-gate-paired/1";
@@ -68,7 +69,7 @@ pub struct PairedReport {
     pub json_out: PathBuf,
 }
 
-fn identities(dir: &Path, record: &SequentialRecord) -> Vec<ArmIdentity> {
+fn identities(ev: &Sealed, record: &SequentialRecord) -> Result<Vec<ArmIdentity>, GateError> {
     let mut arms: Vec<String> = Vec::new();
     for h in record.looks.last().map_or(&[][..], |l| &l.hypotheses[..]) {
         for a in [&h.control, &h.candidate] {
@@ -79,12 +80,11 @@ fn identities(dir: &Path, record: &SequentialRecord) -> Vec<ArmIdentity> {
     }
     arms.into_iter()
         .map(|arm| {
-            let v: Option<Value> = std::fs::read(dir.join(format!("raw/b0/{arm}/startup.json")))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
+            let bytes = ev.read_opt(&format!("raw/b0/{arm}/{}", crate::evidence::STARTUP_FILE))?;
+            let v: Option<Value> = bytes.and_then(|b| serde_json::from_slice(&b).ok());
             let s = |k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(String::from);
             let program = v.as_ref().and_then(|v| v.pointer("/argv/0")).and_then(Value::as_str).map(String::from);
-            ArmIdentity { role: s("role"), program, program_sha256: s("program_sha256"), arm }
+            Ok(ArmIdentity { role: s("role"), program, program_sha256: s("program_sha256"), arm })
         })
         .collect()
 }
@@ -131,19 +131,25 @@ fn correctness(side: &Side) -> Vec<Correctness> {
     out
 }
 
-/// Reads the study at `dir` and gives its verdict (`Err`: nothing decidable,
-/// exit 1: not a finished sequential study).
+/// The `sequential.json` of the opened study `ev` (`Err`: none, or unreadable).
+pub fn sequential_record(ev: &Sealed) -> Result<SequentialRecord, GateError> {
+    let dir = ev.root();
+    let name = crate::analysis::sequential::NAME;
+    let bytes = ev.read_opt(name)?.ok_or_else(|| GateError::NotEvidence {
+        path: dir.to_path_buf(),
+        message: format!("no {name}: not a sequential study (a plan with [sequential], run to its stop)"),
+    })?;
+    crate::analysis::sequential::parse(&bytes)
+        .map_err(|message| GateError::NotEvidence { path: dir.to_path_buf(), message })
+}
+
+/// Reads the study at `dir` through [`Sealed`] and gives its verdict (`Err`:
+/// nothing decidable: evidence refused, exit 2; a sealed study that is not a
+/// sequential one, exit 1).
 pub fn judge(dir: &Path, json_out: PathBuf) -> Result<PairedReport, GateError> {
-    let side = Side::open(dir, None)?;
-    let record = crate::analysis::sequential::read(dir)
-        .map_err(|message| GateError::NotEvidence { path: dir.to_path_buf(), message })?
-        .ok_or_else(|| GateError::NotEvidence {
-            path: dir.to_path_buf(),
-            message: format!(
-                "no {}: not a finished sequential study (a plan with [sequential], run to its stop)",
-                crate::analysis::sequential::NAME
-            ),
-        })?;
+    let ev = Sealed::open(dir)?;
+    let side = Side::from_sealed(&ev)?;
+    let record = sequential_record(&ev)?;
     let correctness = correctness(&side);
     let clean = correctness.iter().all(|c| c.pass);
     let (verdict, exit_code) = match record.state {
@@ -157,7 +163,7 @@ pub fn judge(dir: &Path, json_out: PathBuf) -> Result<PairedReport, GateError> {
         verdict,
         exit_code,
         study: SideInfo::new(dir, &side),
-        arms: identities(dir, &record),
+        arms: identities(&ev, &record)?,
         blocks: record.blocks,
         cap: *record.rule.looks.last().unwrap_or(&record.blocks),
         reason: record.reason,

@@ -1,7 +1,8 @@
 //! One side of a gate (baseline or candidate) as the rules see it: the matrix rows
 //! (one per scheduled block, arm and cell, with every numeric column), the study's
-//! identity and a trimmed qualification. Read from an evidence directory
-//! (`results/matrix.csv`, `results/evidence.json` or `manifest.json`, and the
+//! identity and a trimmed qualification. Read from an evidence directory opened
+//! through `evidence::Sealed` (refused, exit 2, unless finished and unchanged since
+//! sealed) (`results/matrix.csv`, `results/evidence.json` or `manifest.json`, and the
 //! qualification from `evidence.json`, `results/qualification.json` or
 //! `qualification/qualification.json`) or from a baseline file. Owns the baseline
 //! file format `harness-gate-baseline/1` ([`Side`] serialized), its export and its
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::GateError;
+use crate::evidence::Sealed;
 use crate::metrics::FIELDS;
 
 /// Version of the baseline file.
@@ -119,6 +121,21 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> GateError + '_ {
     move |error| GateError::Io { path: path.to_path_buf(), error }
 }
 
+/// `results/matrix.csv`, relative to the evidence directory.
+const MATRIX: &str = "results/matrix.csv";
+
+/// Where a study's own qualification may be, after `results/evidence.json`'s.
+const QUALIFICATION_FILES: [&str; 2] = ["results/qualification.json", "qualification/qualification.json"];
+
+/// The listed JSON file `rel` of `ev` (`None`: not in the manifest).
+fn sealed_json(ev: &Sealed, rel: &str) -> Result<Option<Value>, GateError> {
+    let Some(bytes) = ev.read_opt(rel)? else { return Ok(None) };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| GateError::Json { path: ev.root().join(rel), message: e.to_string() })
+}
+
+/// A user's JSON file (a baseline or qualification file); `None` when absent.
 fn read_json(path: &Path) -> Result<Option<Value>, GateError> {
     if !path.is_file() {
         return Ok(None);
@@ -160,22 +177,31 @@ impl Side {
         serde_json::from_value(value).map_err(|e| GateError::Json { path: path.to_path_buf(), message: e.to_string() })
     }
 
-    /// An evidence directory (see the module doc for what is read).
+    /// An evidence directory (see the module doc for what is read), opened through
+    /// [`Sealed`]: a directory that is unfinished or differs from its manifest is
+    /// refused before anything is read.
     pub fn from_dir(dir: &Path) -> Result<Side, GateError> {
-        let results = dir.join("results");
-        let matrix_path = results.join("matrix.csv");
-        let matrix = if matrix_path.is_file() { Some(read_matrix(&matrix_path)?) } else { None };
-        let evidence = read_json(&results.join("evidence.json"))?;
-        let manifest = read_json(&dir.join("manifest.json"))?;
+        Side::from_sealed(&Sealed::open(dir)?)
+    }
+
+    /// The side of an opened evidence directory.
+    pub fn from_sealed(ev: &Sealed) -> Result<Side, GateError> {
+        let dir = ev.root();
+        let matrix = match ev.read_opt(MATRIX)? {
+            Some(bytes) => Some(parse_matrix(&dir.join(MATRIX), &bytes)?),
+            None => None,
+        };
+        let evidence = sealed_json(ev, "results/evidence.json")?;
+        let manifest = serde_json::to_value(ev.manifest()).ok();
         let meta = evidence.as_ref().or(manifest.as_ref());
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).map(str::to_string);
         let mut qualification = None;
         if let Some(q) = evidence.as_ref().and_then(|e| e.get("qualification")).filter(|q| !q.is_null()) {
             qualification = Some(trim_qualification(q, "results/evidence.json#qualification", &dir.join("results"))?);
         }
-        for rel in ["results/qualification.json", "qualification/qualification.json"] {
+        for rel in QUALIFICATION_FILES {
             if qualification.is_none()
-                && let Some(q) = read_json(&dir.join(rel))?
+                && let Some(q) = sealed_json(ev, rel)?
             {
                 qualification = Some(trim_qualification(&q, rel, &dir.join(rel))?);
             }
@@ -211,22 +237,26 @@ impl Side {
     }
 }
 
+/// `--qualification`: a `qualification.json` file, or an evidence directory (a
+/// `harness qualify --out` directory, opened through [`Sealed`]) holding one
+/// directly, in `qualification/` or in `results/`.
 fn read_qualification_override(path: &Path) -> Result<Qualification, GateError> {
-    let file = if path.is_dir() {
-        ["qualification.json", "qualification/qualification.json", "results/qualification.json"]
-            .iter()
-            .map(|r| path.join(r))
-            .find(|p| p.is_file())
-            .ok_or_else(|| GateError::NotEvidence {
-                path: path.to_path_buf(),
-                message: "no qualification.json here, in qualification/ or in results/".into(),
-            })?
-    } else {
-        path.to_path_buf()
-    };
-    let value = read_json(&file)?
-        .ok_or_else(|| GateError::NotEvidence { path: file.clone(), message: "does not exist".into() })?;
-    trim_qualification(&value, &file.display().to_string(), &file)
+    if path.is_dir() {
+        let ev = Sealed::open(path)?;
+        for rel in std::iter::once("qualification.json").chain(QUALIFICATION_FILES.iter().rev().copied()) {
+            if let Some(value) = sealed_json(&ev, rel)? {
+                let file = path.join(rel);
+                return trim_qualification(&value, &file.display().to_string(), &file);
+            }
+        }
+        return Err(GateError::NotEvidence {
+            path: path.to_path_buf(),
+            message: "no qualification.json here, in qualification/ or in results/".into(),
+        });
+    }
+    let value = read_json(path)?
+        .ok_or_else(|| GateError::NotEvidence { path: path.to_path_buf(), message: "does not exist".into() })?;
+    trim_qualification(&value, &path.display().to_string(), path)
 }
 
 #[derive(Deserialize)]
@@ -300,11 +330,18 @@ fn trim_qualification(value: &Value, source: &str, path: &Path) -> Result<Qualif
 
 const KEY_COLUMNS: [&str; 8] = ["block", "arm", "role", "cell", "kind", "load", "unit_status", "status"];
 
-/// Reads `matrix.csv` by column name; every key column must be there.
+/// Reads a `matrix.csv` file by column name; every key column must be there.
 pub fn read_matrix(path: &Path) -> Result<Vec<MatrixRow>, GateError> {
+    let bytes = crate::evidence::read_input(path).map_err(io(path))?;
+    parse_matrix(path, &bytes)
+}
+
+/// Parses the bytes of `matrix.csv` (`path` names it in errors).
+fn parse_matrix(path: &Path, bytes: &[u8]) -> Result<Vec<MatrixRow>, GateError> {
     let err = |message: String| GateError::Matrix { path: path.to_path_buf(), message };
-    let text = crate::evidence::read_input_text(path).map_err(io(path))?;
-    let records = super::csv::parse(&text).map_err(err)?;
+    let text = std::str::from_utf8(bytes).map_err(|e| err(format!("not UTF-8 text: {e}")))?;
+    let text = text.strip_prefix(crate::evidence::BOM).unwrap_or(text);
+    let records = super::csv::parse(text).map_err(err)?;
     let Some((header, body)) = records.split_first() else {
         return Err(err("empty file (no header)".into()));
     };
@@ -356,10 +393,10 @@ pub fn read_matrix(path: &Path) -> Result<Vec<MatrixRow>, GateError> {
 /// `harness gate --export-baseline DIR --out FILE`: the side read from `dir`
 /// (with its qualification, or the one at `qualification`), written as a baseline file.
 pub fn export(dir: &Path, qualification: Option<&Path>, out: &Path) -> Result<Side, GateError> {
-    if !dir.is_dir() {
-        return Err(GateError::NotEvidence { path: dir.to_path_buf(), message: "not a directory".into() });
+    let mut side = Side::from_dir(dir)?;
+    if let Some(q) = qualification {
+        side.qualification = Some(read_qualification_override(q)?);
     }
-    let side = Side::open(dir, qualification)?;
     crate::evidence::write_json(out, &side)?;
     Ok(side)
 }

@@ -54,10 +54,9 @@ pub struct Simulation {
     pub rates: Vec<Rates>,
 }
 
+/// The `sequential.json` of the finished study `dir`, opened through `evidence::Sealed`.
 fn read(dir: &Path) -> Result<SequentialRecord, GateError> {
-    crate::analysis::sequential::read(dir)
-        .map_err(|message| GateError::NotEvidence { path: dir.to_path_buf(), message })?
-        .ok_or_else(|| GateError::NotEvidence { path: dir.to_path_buf(), message: "no sequential.json".into() })
+    super::paired::sequential_record(&crate::evidence::Sealed::open(dir)?)
 }
 
 /// Simulates `draws` gates per slowdown from the studies at `dirs`.

@@ -90,6 +90,9 @@ pub fn check(path: &Path, probe: bool, pilots_from: Option<&Path>) -> Result<boo
     match pilots_from {
         Some(dir) => {
             let bad = |m: String| PlanError::invalid("--pilots-from", m);
+            // A finished study only, as sealed (evidence::Sealed).
+            crate::evidence::Sealed::open(dir)
+                .map_err(|e| bad(format!("{e} (it reads {} of a finished study)", crate::evidence::DERIVED_PATH)))?;
             let rec = crate::evidence::read_pilots_record(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
             let (shown, _) = p.with_pilot_rates(&rec.pilot_rates)?;
             let rates: Vec<String> = rec.pilot_rates.iter().map(|r| format!("{r:.2}")).collect();

@@ -3,7 +3,8 @@
 //! (block 0), a health wait within its `startup_timeout_s`, the arm's identity
 //! checks (the study's own, `arm::identity`), one streamed request with the study's
 //! own body for the panel's first entry (its failure class, usage and token counts
-//! judged as the study judges them), and a stop; an external arm gets the same
+//! judged as the study judges them), and a stop; a pinned arm (`cpus`) must still
+//! run on its CPUs after health, the study's first identity check; an external arm gets the same
 //! without the spawn and the stop. A failure names the server's exit or timeout and
 //! the tail of its `server.log`, which is kept under the probe directory. Owns the
 //! probe's outcome. Must not write evidence, send timed requests or warm up.
@@ -133,11 +134,20 @@ async fn probe_all(
         let mut inv = Invocation::new(arm, cmd, log.clone(), StudyClock::start())?;
         let started = inv.start().await;
         let startup_s = inv.startup().startup_s;
+        // The study's first identity check: a pinned server still on its CPUs.
+        let off_cpus = match &started {
+            Ok(()) if spawned => {
+                let planned = arm.cpus.as_deref().map(crate::host::cpu_list);
+                let allowed = inv.pid().and_then(crate::host::process_cpus);
+                crate::arm::identity::cpus_left(&arm.name, planned.as_deref(), allowed.as_deref())
+            }
+            _ => None,
+        };
         let identity = match (&started, &arm.identity) {
-            (Ok(()), Some(spec)) => inv.check_identity(spec).await.1,
+            (Ok(()), Some(spec)) if off_cpus.is_none() => inv.check_identity(spec).await.1,
             _ => Vec::new(),
         };
-        let n = identity.iter().filter(|r| !r.ok).count();
+        let n = identity.iter().filter(|r| !r.ok).count() + usize::from(off_cpus.is_some());
         // One streamed request with the study's body, on a server that is itself.
         let request = match (&started, &first) {
             (Ok(()), Ok(prompt)) if n == 0 => Some(test_request(&inv, plan, prompt).await),
@@ -147,10 +157,13 @@ async fn probe_all(
         // A failed stop cannot hide why the start failed; a sampler never ran here.
         let _ = inv.stop().await;
         let (ok, detail) = match started {
-            Ok(()) if n > 0 => {
-                let failures = crate::arm::identity::failures(&identity);
-                (false, Some(crate::arm::ArmError::Identity { arm: arm.name.clone(), n, failures }.to_string()))
-            }
+            Ok(()) if n > 0 => match off_cpus {
+                Some(e) => (false, Some(e.to_string())),
+                None => {
+                    let failures = crate::arm::identity::failures(&identity);
+                    (false, Some(crate::arm::ArmError::Identity { arm: arm.name.clone(), n, failures }.to_string()))
+                }
+            },
             Ok(()) => match &request {
                 Some(Err(why)) => (false, Some(format!("test request: {why}"))),
                 _ => (true, None),

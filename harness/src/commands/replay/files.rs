@@ -1,4 +1,6 @@
-//! The file layer of replay: lists the evidence directory (never following links),
+//! The file layer of replay: its first pass is the evidence opener's
+//! (`evidence::Sealed`'s parts: the manifest, the listing, the findings and the
+//! running-session rule), then it lists the evidence directory (never following links),
 //! reads every file exactly once in parallel (hashing it; request records and
 //! receipts are parsed in the same pass), and checks the result against
 //! `manifest.json`: every listed file with its size and SHA-256, no unlisted file,
@@ -9,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::read::{FileDigest, hash_file, read_json, stream_lines};
+use super::read::{FileDigest, hash_file, stream_lines};
 use super::records::{Rec, Receipt};
 use super::{Check, Mismatch, ReplayError};
-use crate::evidence::{Manifest, kind_in_words};
+use crate::evidence::{Digest256, EntryKind, Finding, Manifest, SealError, findings, kind_in_words};
 
 /// Per request id of one server invocation: times admitted fresh, resumed, preempted.
 #[derive(Debug, Clone, Default)]
@@ -39,40 +41,37 @@ pub struct Scan {
     pub parse_errors: Vec<(String, String)>,
 }
 
-/// Reads `manifest.json` (the one file replay cannot do without).
+/// Reads `manifest.json` (the one file replay cannot do without) through the
+/// evidence opener's first pass (`evidence::read_manifest`): a directory, a
+/// finished study, a regular manifest file in the manifest format.
 pub fn read_manifest(root: &Path) -> Result<Manifest, ReplayError> {
-    let path = root.join("manifest.json");
-    if path.symlink_metadata().is_err() {
-        return Err(ReplayError::Unreadable { path, message: "missing: not a complete evidence directory".into() });
-    }
-    read_json(root, "manifest.json").map_err(|message| ReplayError::Malformed { path, message })
+    crate::evidence::read_manifest(root).map_err(|e| match e {
+        SealError::Unreadable { file, why, .. } => ReplayError::Malformed { path: root.join(file), message: why },
+        other => ReplayError::Unreadable { path: root.to_path_buf(), message: other.to_string() },
+    })
 }
 
-fn walk_into(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, bool)>) -> Result<(), ReplayError> {
-    let unreadable = |e: std::io::Error| ReplayError::Unreadable { path: dir.to_path_buf(), message: e.to_string() };
-    let mut entries: Vec<_> =
-        std::fs::read_dir(dir).map_err(unreadable)?.collect::<Result<_, _>>().map_err(unreadable)?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let path = e.path();
-        let kind = e.file_type().map_err(unreadable)?;
-        let rel = path.strip_prefix(root).unwrap_or(&path);
-        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
-        if kind.is_dir() {
-            walk_into(root, &path, out)?;
-        } else if rel != "manifest.json" {
-            out.push((rel, path, kind.is_file()));
-        }
-    }
-    Ok(())
-}
-
-/// Every entry under `root` except `manifest.json`: (relative path, path, is a plain file).
+/// Every entry under `root` except `manifest.json` (`evidence::listing`, never
+/// following anything): (relative path, path, is a plain file).
 pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf, bool)>, ReplayError> {
-    let mut out = Vec::new();
-    walk_into(root, root, &mut out)?;
-    Ok(out)
+    let entries = crate::evidence::listing(root)
+        .map_err(|e| ReplayError::Unreadable { path: root.to_path_buf(), message: e.to_string() })?;
+    Ok(entries.into_iter().map(|e| (e.rel, e.path, matches!(e.kind, EntryKind::File(_)))).collect())
 }
+
+/// `run.json` must not say a session is still running (the opener's rule).
+pub fn running_check(scan: &Scan, root: &Path) -> Option<Check> {
+    scan.files.get(crate::evidence::RUN_FILE)?;
+    let bytes = super::read::read_doc(root, crate::evidence::RUN_FILE).ok()?;
+    let m = match crate::evidence::running_session(&bytes) {
+        Some(why) => vec![Mismatch::new(crate::evidence::RUN_FILE, "sessions", why, "every session finished")],
+        None => Vec::new(),
+    };
+    Some(Check::of(RUNNING_NAME, "every session of run.json has ended".into(), m))
+}
+
+/// The check of [`running_check`].
+pub const RUNNING_NAME: &str = "sessions: none still running";
 
 enum Kind {
     Requests,
@@ -203,63 +202,32 @@ pub fn scan(root: &Path, listing: &[(String, PathBuf, bool)], manifest: &Manifes
     out
 }
 
-/// Every manifest entry is listed once and is on disk with its size and SHA-256.
+/// The digests read, in the opener's terms.
+fn digests(scan: &Scan) -> BTreeMap<String, Digest256> {
+    scan.files.iter().map(|(p, d)| (p.clone(), Digest256 { bytes: d.bytes, sha256: d.sha256.clone() })).collect()
+}
+
+fn mismatch(f: Finding) -> Mismatch {
+    Mismatch::new(f.file, f.field, f.sealed, f.found)
+}
+
+/// Every manifest entry is listed once and is on disk with its size and SHA-256
+/// (the opener's findings, `evidence::findings`).
 pub fn manifest_check(manifest: &Manifest, scan: &Scan) -> Check {
-    let mut m = Vec::new();
-    let mut times: HashMap<&str, usize> = HashMap::new();
-    for f in &manifest.files {
-        *times.entry(f.path.as_str()).or_default() += 1;
-    }
-    let mut repeated: Vec<_> = times.into_iter().filter(|(_, n)| *n > 1).collect();
-    repeated.sort();
-    for (path, n) in repeated {
-        m.push(Mismatch::new(path, "entries", "listed once in manifest.json", format!("listed {n} times")));
-    }
-    for f in &manifest.files {
-        match scan.files.get(&f.path) {
-            None => {
-                // Unreadable itself, or under a directory that is a link or special file.
-                let why = scan
-                    .unreadable
-                    .iter()
-                    .find(|(p, _)| p == &f.path || f.path.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('/')))
-                    .map_or("missing".to_string(), |(p, w)| if p == &f.path { w.clone() } else { format!("{p}: {w}") });
-                m.push(Mismatch::new(&f.path, "file", "listed in manifest.json", why));
-            }
-            Some(d) => {
-                if d.bytes != f.bytes {
-                    m.push(Mismatch::new(&f.path, "bytes", f.bytes.to_string(), d.bytes.to_string()));
-                }
-                if d.sha256 != f.sha256 {
-                    m.push(Mismatch::new(&f.path, "sha256", &f.sha256, &d.sha256));
-                }
-            }
-        }
-    }
+    let (listed, _) = findings(manifest, &digests(scan), &scan.unreadable);
     let detail = format!(
         "{} files listed, {} bytes on disk",
         manifest.files.len(),
         scan.files.values().map(|d| d.bytes).sum::<u64>()
     );
-    Check::of("manifest: size and SHA-256 of every file", detail, m)
+    Check::of("manifest: size and SHA-256 of every file", detail, listed.into_iter().map(mismatch).collect())
 }
 
 /// Files (or links) on disk that the manifest does not list.
 pub fn unlisted_check(manifest: &Manifest, scan: &Scan) -> Check {
-    let listed: std::collections::HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
-    let mut m = Vec::new();
-    for path in scan.files.keys() {
-        if !listed.contains(path.as_str()) {
-            m.push(Mismatch::new(path, "file", "not in manifest.json", "present on disk"));
-        }
-    }
-    for (path, why) in &scan.unreadable {
-        if !listed.contains(path.as_str()) {
-            m.push(Mismatch::new(path, "file", "not in manifest.json", format!("present on disk: {why}")));
-        }
-    }
+    let (_, unlisted) = findings(manifest, &digests(scan), &scan.unreadable);
     let detail = format!("{} entries on disk", scan.files.len() + scan.unreadable.len());
-    Check::of("manifest: no unlisted files", detail, m)
+    Check::of("manifest: no unlisted files", detail, unlisted.into_iter().map(mismatch).collect())
 }
 
 /// Every raw request record and receipt line parses.

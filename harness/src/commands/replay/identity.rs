@@ -2,8 +2,10 @@
 //! healthy recorded the verdicts of its checks in `startup.json`; replay plans the
 //! checks again from the frozen plan and the recorded argv, judges them again
 //! against the recorded observations (`identity`: `/version`, `/v1/models`,
-//! `/props`, the `/metrics` names, and the first `log_bytes` of `server.log`), and
-//! compares verdict by verdict. A unit whose checks failed must have stopped
+//! `/props`, the `/metrics` names, and the first `log_bytes` of `server.log`,
+//! streamed), and compares verdict by verdict. Where the log the checks read
+//! ran past the first 16 MiB the evidence keeps (`arm_outcome.json` `stop.log`),
+//! the log checks stand as recorded and the detail counts them. A unit whose checks failed must have stopped
 //! before timing (`identity_failed`, no cell run); one that passed must not say
 //! so. Units of arms without identity claims must record no verdicts. The checks
 //! are the definitions of `arm::identity` (shared like the plan's parsing types);
@@ -12,9 +14,13 @@
 
 use std::path::Path;
 
-use super::read::{read_json, read_prefix};
+use std::io::Read;
+
+use super::read::read_json;
 use super::{Check, Mismatch};
-use crate::arm::identity::{Observed, evaluate, planned};
+use crate::arm::identity::{Observed, evaluate, log_facts, planned, reads_log};
+use crate::arm::log_scan::scan_reader;
+use crate::evidence::open_regular;
 use crate::evidence::{ARM_OUTCOME_FILE, CheckResult, STARTUP_FILE, StartupRecord, UnitOutcome, UnitStatus};
 use crate::plan::Plan;
 
@@ -43,7 +49,7 @@ fn unit_dirs(root: &Path, arm: &str) -> Vec<String> {
 
 pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     let mut m = Vec::new();
-    let (mut units, mut verdicts) = (0, 0);
+    let (mut units, mut verdicts, mut as_recorded) = (0, 0, 0);
     for arm in &plan.arms {
         for dir in unit_dirs(root, &arm.name) {
             let rel = format!("{dir}/{STARTUP_FILE}");
@@ -74,22 +80,48 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                 continue;
             };
             let spawned = v.kind == "spawn";
-            let log = match (spawned, seen.log_bytes) {
-                (false, _) => Vec::new(),
-                (true, Some(n)) => match read_prefix(root, format!("{dir}/server.log"), n) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        m.push(Mismatch::new(format!("{dir}/server.log"), "(file)", e, format!("{n} bytes")));
-                        continue;
+            let outcome_rel = format!("{dir}/{ARM_OUTCOME_FILE}");
+            let outcome = read_json::<UnitOutcome>(root, &outcome_rel).ok();
+            let checks = planned(spec, v.argv.as_deref());
+            let empty = log_facts(&checks);
+            // The log the checks read: its first `log_bytes`, streamed. A log the
+            // evidence keeps only the start of (`stop.log`) may end before that.
+            let kept = outcome.as_ref().and_then(|o| o.stop.as_ref()).and_then(|s| s.log.as_ref());
+            let (facts, cut) = match (spawned, seen.log_bytes) {
+                (false, _) => (empty, false),
+                (true, Some(n)) => {
+                    let log = format!("{dir}/server.log");
+                    let cut = kept.is_some_and(|k| k.kept_bytes < k.bytes && k.kept_bytes < n);
+                    let want = if cut { kept.map_or(n, |k| k.kept_bytes) } else { n };
+                    match open_regular(root, Path::new(&log)).and_then(|f| scan_reader(empty, f.take(want))) {
+                        Ok(f) if f.bytes == want || f.complete() => (f, cut),
+                        Ok(f) => {
+                            let got = format!("{} bytes, fewer than the {want} recorded", f.bytes);
+                            m.push(Mismatch::new(&log, "(file)", got, format!("{want} bytes")));
+                            continue;
+                        }
+                        Err(e) => {
+                            m.push(Mismatch::new(&log, "(file)", e.to_string(), format!("{n} bytes")));
+                            continue;
+                        }
                     }
-                },
+                }
                 (true, None) => {
                     m.push(Mismatch::new(&rel, "identity.log_bytes", "absent", "the log length the checks read"));
                     continue;
                 }
             };
-            let text = String::from_utf8_lossy(&log);
-            let again = evaluate(&planned(spec, v.argv.as_deref()), &Observed::of(&seen, &text));
+            let observed = Observed { log_facts: Some(&facts), ..Observed::of(&seen, "") };
+            let mut again = evaluate(&checks, &observed);
+            if cut {
+                // The log past the kept prefix is gone: its checks stand as recorded.
+                for (a, r) in again.iter_mut().zip(&recorded) {
+                    if reads_log(&a.check) && a.check == r.check {
+                        *a = r.clone();
+                        as_recorded += 1;
+                    }
+                }
+            }
             verdicts += again.len();
             if again.len() != recorded.len() {
                 let (a, b) = (recorded.len(), again.len());
@@ -103,8 +135,6 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
             }
             // A server that failed its checks was never timed, and only such a one.
             let failed = again.iter().any(|c| !c.ok);
-            let outcome_rel = format!("{dir}/{ARM_OUTCOME_FILE}");
-            let outcome = read_json::<UnitOutcome>(root, &outcome_rel).ok();
             let status = outcome.as_ref().map_or("absent", |o| o.status.as_str());
             let timed = outcome.as_ref().is_some_and(|o| o.cells.iter().any(|c| c.status != "not_run"));
             let identity_failed = outcome.as_ref().is_some_and(|o| o.status == UnitStatus::IdentityFailed);
@@ -125,5 +155,13 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     if units == 0 && m.is_empty() {
         return None;
     }
-    Some(Check::of(NAME, format!("{units} servers, {verdicts} verdicts"), m))
+    let kept = if as_recorded > 0 {
+        format!(
+            "; {as_recorded} log verdicts as recorded (the log they read is longer than the first {} MiB server.log keeps)",
+            crate::arm::log_scan::LOG_KEPT_BYTES >> 20
+        )
+    } else {
+        String::new()
+    };
+    Some(Check::of(NAME, format!("{units} servers, {verdicts} verdicts{kept}"), m))
 }

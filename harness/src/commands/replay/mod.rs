@@ -1,7 +1,9 @@
 //! `harness replay DIR`: an independent audit of one evidence directory (DESIGN
 //! section 3, step 5). Reads only that directory and
-//! - verifies every file against `manifest.json` (size, SHA-256) and names files on
-//!   disk that the manifest does not list (`files`);
+//! - verifies every file against `manifest.json` (size, SHA-256), names files on
+//!   disk that the manifest does not list, and refuses a study whose `run.json`
+//!   says a session still runs (`files`: the first pass of the evidence opener,
+//!   `evidence::Sealed`, shared; replay reports each finding as a failed check);
 //! - verifies `plan.toml` against the plan hash of the manifest, `run.json`, the
 //!   catalog and `evidence.json`, and the inputs against `inputs/catalog.json`
 //!   (`inputs`), and recomputes constant and trace-file arrivals (`loads`);
@@ -260,6 +262,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
     let listing = files::walk(root)?;
     let scan = files::scan(root, &listing, &manifest);
     let mut checks = vec![files::manifest_check(&manifest, &scan), files::unlisted_check(&manifest, &scan)];
+    checks.extend(files::running_check(&scan, root));
     let plan = inputs::read_plan(root, &scan);
     checks.push(inputs::plan_hash_check(root, &manifest, &plan, &scan));
     let layout = layout::detect(root, &scan);

@@ -137,21 +137,6 @@ pub fn read_doc(root: &Path, rel: impl AsRef<Path>) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// The first `n` bytes of the regular file `rel` under `root` (at most
-/// [`MAX_DOC_BYTES`]); an error when the file is shorter.
-pub fn read_prefix(root: &Path, rel: impl AsRef<Path>, n: u64) -> Result<Vec<u8>, String> {
-    if n > MAX_DOC_BYTES {
-        return Err(format!("{n} bytes, more than the {MAX_DOC_BYTES} replay reads whole"));
-    }
-    let f = open_regular(root, rel.as_ref()).map_err(|e| e.to_string())?;
-    let mut bytes = Vec::new();
-    f.take(n).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if (bytes.len() as u64) < n {
-        return Err(format!("{} bytes, fewer than the {n} recorded", bytes.len()));
-    }
-    Ok(bytes)
-}
-
 /// Reads and parses the whole JSON document `rel` under `root`; errors name line and column.
 pub fn read_json<T: DeserializeOwned>(root: &Path, rel: impl AsRef<Path>) -> Result<T, String> {
     let bytes = read_doc(root, rel)?;

@@ -32,22 +32,8 @@ fn program_sha256(program: &str, base: &Path) -> Option<String> {
     std::fs::read(path).ok().map(|b| sha256_hex(&b))
 }
 
-/// The identity fault of a pinned server whose threads may run outside its CPU
-/// set (or could not be read); `None` when unpinned or where it should be.
-fn cpus_left(arm: &str, planned: Option<&str>, allowed: Option<&str>) -> Option<ArmError> {
-    let planned = planned?;
-    (allowed != Some(planned)).then(|| ArmError::Identity {
-        arm: arm.to_string(),
-        n: 1,
-        failures: format!(
-            "cpus: the plan pins it to CPUs {planned}, its threads may run on {}",
-            allowed.unwrap_or("(unreadable)")
-        ),
-    })
-}
-
 fn kv_inventory(log: &Path) -> Option<serde_json::Value> {
-    crate::arm::identity::engine_startup(&String::from_utf8_lossy(&std::fs::read(log).ok()?))
+    crate::arm::log_scan::engine_startup_in(log)
 }
 
 /// A started unit: its server healthy, warmed up and sampled; cells run on it
@@ -197,7 +183,8 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
     startup.cpus_allowed = startup.pid.and_then(crate::host::process_cpus);
     // Identity: what the server says it is, judged against the arm's claims before
     // any warmup or timing (its CPU set first: a server that left it runs elsewhere).
-    let mut not_itself = cpus_left(&arm.name, startup.cpus.as_deref(), startup.cpus_allowed.as_deref());
+    let mut not_itself =
+        crate::arm::identity::cpus_left(&arm.name, startup.cpus.as_deref(), startup.cpus_allowed.as_deref());
     match &arm.identity {
         Some(spec) => {
             s.progress.status(&label, "identity checks");
