@@ -1,11 +1,13 @@
 //! Load generation: the study's one monotonic clock, request bodies, the open-loop
 //! dispatcher and closed-loop semaphore, and the SSE recorder that turns each request
 //! into a `record::RequestRecord`; multi-turn sessions (`session`). Owns everything between "this cell's trace" and
-//! "these records". Must not start or stop servers, write files or compute measures
-//! (`arm`, `evidence` and `metrics` do).
+//! "these records"; and the session's measurement floor (`floor`, against an
+//! in-process `mock`). Must not start or stop servers, write files or compute
+//! measures (`arm`, `evidence` and `metrics` do).
 
 mod clock;
 mod dispatch;
+mod floor;
 mod payload;
 mod recorder;
 mod session;
@@ -18,6 +20,7 @@ pub use clock::{SPIN_NS, StudyClock};
 pub use dispatch::{
     CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
 };
+pub use floor::{FLOOR_DEFAULT_RATE, measure_floor, planned_rate};
 pub use payload::{chat_body, prepare, stream_body, stream_body_with, warmup_body, warmup_chat_bodies};
 pub use recorder::{DEATH_GRACE, RequestCtx, chain as error_chain, execute, exited};
 pub use session::SessionScript;

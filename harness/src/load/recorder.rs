@@ -3,8 +3,8 @@
 //! failed. Zero retries. Owns the failure classes' boundaries (connect / before
 //! headers / HTTP status / after headers / malformed stream / timeout / server died)
 //! and the run-time checks of usage.prompt_tokens and forced output length; with
-//! the light recorder (`RequestCtx::light`) only the first token-bearing event is
-//! kept, so that a cell pair can show what full recording costs. A session turn's
+//! the light recorder (`RequestCtx::light`) only the first token-bearing event (and
+//! the first content event, when reasoning came first) is kept, so that a cell pair can show what full recording costs. A session turn's
 //! record (`turn` set) also keeps the reply's streamed text. Must not
 //! schedule (the dispatcher decides when) and must not drop a partial timeline.
 
@@ -191,7 +191,7 @@ async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Res
             rec.server_request_id = chunk.id.clone();
         }
         if let Some(err) = chunk.error {
-            rec.events.push(StreamEvent { t_ns, tokens: 0, token_ids: None });
+            rec.events.push(StreamEvent { t_ns, tokens: 0, token_ids: None, reasoning: 0 });
             return Err(Failure::AfterHeaders { detail: format!("the server sent an error event: {err}") });
         }
         if chunk.finish_reason.is_some() {
@@ -207,8 +207,15 @@ async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Res
             turn.reply.get_or_insert_with(String::new).push_str(&chunk.text);
         }
         let first_token = chunk.tokens > 0 && !rec.events.iter().any(|e| e.tokens > 0);
-        if !rec.light || first_token {
-            rec.events.push(StreamEvent { t_ns, tokens: chunk.tokens, token_ids: chunk.token_ids });
+        // ... and the first content event after reasoning (time to first content token).
+        let first_content = chunk.tokens > chunk.reasoning_tokens && !rec.events.iter().any(|e| e.tokens > e.reasoning);
+        if !rec.light || first_token || first_content {
+            rec.events.push(StreamEvent {
+                t_ns,
+                tokens: chunk.tokens,
+                token_ids: chunk.token_ids,
+                reasoning: chunk.reasoning_tokens,
+            });
         }
     }
     Err(Failure::AfterHeaders { detail: "the stream ended before [DONE]".into() })

@@ -154,6 +154,7 @@ fn summary(block: u32, arm: &str, cell: &str, rps: f64, p95_ms: f64, failed: u64
         goodput_rps: None,
         engine_decode_steps: None,
         engine_tpot_ms: None,
+        ..CellSummary::default()
     }
 }
 

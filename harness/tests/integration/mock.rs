@@ -1,0 +1,228 @@
+//! `harness mock` end to end: the mock's ground truth against what `harness run`
+//! records, request by request (joined by the server request id), the session's
+//! measurement floor in run.json, the report and replay, and the reasoning measures
+//! against the mock's reasoning mode with and without token IDs.
+//!
+//! Timing bounds: the per-request TTFT and E2E errors are bracketed by causality,
+//! not by a timing guess: the client stamps its send before the mock can see the
+//! request (send <= arrival) and cannot read a frame before the mock handed it to
+//! its connection (yielded <= received), so the client's TTFT is at least the
+//! mock's first token (handed over) minus arrival, exactly, on any machine however
+//! loaded. The upper side has no such law; a 1 s bound only catches a join of the
+//! wrong requests (a loaded CI machine can stall a process for tens of
+//! milliseconds; the fidelity study, docs/fidelity.md, measures the real error).
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use harness::evidence::request_record::RequestRecord;
+use harness::mock::truth::{EventKind, TruthRecord};
+
+use crate::common::{TestPlan, harness_bin, read_json, read_records, run_study_ok};
+
+/// A running `harness mock` and its base URL; stopped (SIGTERM) on drop.
+struct MockProc {
+    child: Child,
+    url: String,
+}
+
+impl MockProc {
+    fn start(args: &[&str]) -> MockProc {
+        let mut child = Command::new(harness_bin())
+            .arg("mock")
+            .args(["--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start harness mock");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
+        let url = line.trim().rsplit(' ').next().expect("address").to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        MockProc { child, url }
+    }
+
+    /// SIGTERM, then wait: the ground truth is complete once it exits.
+    fn stop(mut self) {
+        // SAFETY: kill(2) on the child's own pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "harness mock exited {status}");
+    }
+}
+
+impl Drop for MockProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn truth_by_id(path: &Path) -> HashMap<String, TruthRecord> {
+    let (_, records) = harness::mock::read_truth(path).expect("ground truth");
+    records.into_iter().map(|r| (r.id.clone(), r)).collect()
+}
+
+fn records_of(dir: &Path) -> Vec<RequestRecord> {
+    let mut out = Vec::new();
+    for arm_dir in std::fs::read_dir(dir.join("raw/b0")).expect("raw/b0") {
+        for f in std::fs::read_dir(arm_dir.expect("entry").path()).expect("arm dir") {
+            let p = f.expect("file").path();
+            if p.to_string_lossy().ends_with(".requests.jsonl") {
+                out.extend(read_records(&p));
+            }
+        }
+    }
+    out
+}
+
+fn replay_ok(dir: &Path) -> String {
+    let out = Command::new(harness_bin()).arg("replay").arg(dir).output().expect("replay");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "replay failed:\n{text}");
+    text
+}
+
+#[test]
+fn the_mocks_ground_truth_brackets_what_the_harness_records() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let truth = tmp.path().join("truth.jsonl");
+    let summary = tmp.path().join("summary.json");
+    let mock = MockProc::start(&[
+        "--ttft-ms",
+        "4",
+        "--itl-ms",
+        "1.5",
+        "--ground-truth",
+        truth.to_str().unwrap(),
+        "--summary",
+        summary.to_str().unwrap(),
+    ]);
+    let plan = TestPlan { blocks: 1, ..TestPlan::new("mock-truth", 5) }
+        .external_arm("mock", "control", &mock.url)
+        .open("open-40", "confirmation", 40.0, 30)
+        .closed("closed-4", "confirmation", 4, 12)
+        .render();
+    let (dir, stdout) = run_study_ok(tmp.path(), &plan);
+    mock.stop();
+
+    let truth = truth_by_id(&truth);
+    let records = records_of(&dir);
+    assert_eq!(records.len(), 42);
+    let (mut ttft_err, mut e2e_err) = (Vec::new(), Vec::new());
+    for r in &records {
+        assert!(r.is_valid(), "{r:?}");
+        let id = r.server_request_id.as_deref().expect("server request id");
+        let t = truth.get(id).unwrap_or_else(|| panic!("{id} is not in the ground truth"));
+        assert_eq!((t.status, t.outcome.as_str(), t.stream), (200, "complete", true), "{t:?}");
+        // The same answer, event for event: 6 token events (ids as streamed), then usage.
+        let tokens: Vec<u32> = r.events.iter().map(|e| e.tokens).collect();
+        let true_tokens: Vec<u32> = t.events.iter().filter(|e| e.kind != EventKind::Done).map(|e| e.tokens).collect();
+        assert_eq!(tokens, true_tokens, "{id}");
+        let send = r.send_ns.unwrap();
+        let first = r.events.iter().find(|e| e.tokens > 0).unwrap().t_ns;
+        let true_first = t.events.iter().find(|e| e.tokens > 0).unwrap();
+        let done = t.events.iter().find(|e| e.kind == EventKind::Done).unwrap();
+        // Causality: client TTFT >= handed over - arrival (and so for E2E).
+        let client_ttft = (first - send) as i64;
+        let client_e2e = (r.done_ns.unwrap() - send) as i64;
+        assert!(client_ttft >= (true_first.yielded_ns - t.arrival_ns) as i64, "{id}: TTFT below causality");
+        assert!(client_e2e >= (done.yielded_ns - t.arrival_ns) as i64, "{id}: E2E below causality");
+        // Every event was written (the write log attributes each one).
+        assert!(t.events.iter().all(|e| e.written_ns.is_some_and(|w| w >= e.yielded_ns)), "{t:?}");
+        let err = |client: i64, written: u64| client - (written - t.arrival_ns) as i64;
+        ttft_err.push(err(client_ttft, true_first.written_ns.unwrap()));
+        e2e_err.push(err(client_e2e, done.written_ns.unwrap()));
+    }
+    for (name, errs) in [("TTFT", &mut ttft_err), ("E2E", &mut e2e_err)] {
+        errs.sort_unstable();
+        eprintln!(
+            "client minus truth, {name}: median {} us, max {} us",
+            errs[errs.len() / 2] / 1000,
+            errs[errs.len() - 1] / 1000
+        );
+        assert!(*errs.last().unwrap() < 1_000_000_000, "{name}: a join of the wrong requests?");
+    }
+    // The mock reported its own lateness against its schedule.
+    let s = read_json(&summary);
+    assert!(s["lateness"]["requests"].as_u64().unwrap() >= 42, "{s}"); // and the warmup's
+    assert!(s["lateness"]["p99_us"].as_f64().is_some(), "{s}");
+
+    // The session's floor is in run.json, stated in the report, and replay checks it.
+    let run = read_json(&dir.join("run.json"));
+    let floor = &run["sessions"][0]["measurement_floor"];
+    assert_eq!(floor["rate_rps"].as_f64(), Some(40.0), "{floor}");
+    assert!(floor["ttft_overhead"]["samples"].as_u64().unwrap() >= 20, "{floor}");
+    let report = std::fs::read_to_string(dir.join("results/report.md")).unwrap();
+    assert!(report.contains("This client's measurement floor here: p99 "), "{report}");
+    assert!(stdout.contains("study complete"), "{stdout}");
+    let replay = replay_ok(&dir);
+    assert!(replay.contains("measurement floor"), "{replay}");
+}
+
+#[test]
+fn reasoning_deltas_count_and_split_first_token_from_first_content() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let spec = tmp.path().join("spec.toml");
+    std::fs::write(&spec, "[ttft]\ndist = \"fixed\"\nvalue = 2.0\n[itl]\ndist = \"fixed\"\nvalue = 3.0\n[reasoning]\ntokens = 3\nfield = \"reasoning\"\n")
+        .unwrap();
+    let truth = tmp.path().join("truth.jsonl");
+    let mock = MockProc::start(&["--spec", spec.to_str().unwrap(), "--ground-truth", truth.to_str().unwrap()]);
+    let tokenizer = tmp.path().join("tokenizer.json");
+    std::fs::write(
+        &tokenizer,
+        r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+        "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+        "model":{"type":"WordLevel","vocab":{"who":0,"is":1,"there":2,"[UNK]":3},"unk_token":"[UNK]"}}"#,
+    )
+    .unwrap();
+    let data = tmp.path().join("chat.jsonl");
+    std::fs::write(
+        &data,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"who is there\"}], \"output_tokens\": 6}\n".repeat(2),
+    )
+    .unwrap();
+    let base = TestPlan { blocks: 1, warmup_prompts: 1, ..TestPlan::new("mock-reasoning", 9) }
+        .external_arm("mock", "control", &mock.url)
+        .closed("c2", "confirmation", 2, 6)
+        .render();
+    let old = "output_tokens = 6\n\n[prompts]\nsource = \"random\"\nmin_token_id = 0\nmax_token_id = 255\n\
+               lengths = [16]\ndocuments = 2\n";
+    assert!(base.contains(old), "{base}");
+    // `token_ids = false`: vLLM bench's own body, no token IDs in the stream.
+    let new = format!(
+        "output_tokens = 6\ntoken_ids = false\nendpoint = \"chat\"\n\n[prompts]\nsource = \"requests\"\npath = {:?}\n\
+         tokenizer = {:?}\nnum_requests = 2\n",
+        data.display().to_string(),
+        tokenizer.display().to_string()
+    );
+    let (dir, _) = run_study_ok(tmp.path(), &base.replace(old, &new));
+    mock.stop();
+    let truth = truth_by_id(&truth);
+    for r in records_of(&dir) {
+        let reasoning: Vec<u32> = r.events.iter().map(|e| e.reasoning).collect();
+        let tokens: Vec<u32> = r.events.iter().map(|e| e.tokens).collect();
+        // Role chunk, 3 reasoning deltas (one token each, never zero), 3 content deltas, usage.
+        assert_eq!(tokens, [0, 1, 1, 1, 1, 1, 1, 0], "{r:?}");
+        assert_eq!(reasoning, [0, 1, 1, 1, 0, 0, 0, 0], "{r:?}");
+        assert_eq!(r.usage.unwrap().reasoning_tokens, Some(3));
+        let m = harness::metrics::measure_request(&r).unwrap();
+        assert_eq!((m.output_tokens, m.reasoning_tokens), (6, 3));
+        // Time to first content: after the reasoning, by at least the 3 ITLs the mock scheduled.
+        let t = &truth[r.server_request_id.as_deref().unwrap()];
+        let sched: Vec<u64> = t.events.iter().filter(|e| e.tokens > 0).map(|e| e.scheduled_ns.unwrap()).collect();
+        let first_content_gap = sched[3] - sched[0];
+        assert!(m.ttfc_ns.unwrap() >= m.ttft_ns.unwrap() + first_content_gap - 1_000_000, "{m:?}");
+    }
+    let summary = read_json(&dir.join("results/cells/b0-mock-c2.summary.json"));
+    assert_eq!(summary["reasoning_requests"].as_u64(), Some(6), "{summary}");
+    assert_eq!(summary["total_reasoning_tokens"].as_u64(), Some(18), "{summary}");
+    assert_eq!(summary["total_content_tokens"].as_u64(), Some(18), "{summary}");
+    assert!(summary["ttfc_p50_ms"].as_f64().unwrap() > summary["ttft_p50_ms"].as_f64().unwrap(), "{summary}");
+    replay_ok(&dir);
+}
