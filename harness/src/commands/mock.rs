@@ -176,7 +176,7 @@ mod tests {
         let o = options(&parse("--ttft-ms 3 --itl-ms 0.5 --model m --seed 4")).unwrap();
         assert_eq!((o.spec.ttft.clone(), o.spec.itl.clone()), (TimeSpec::fixed(3.0), TimeSpec::fixed(0.5)));
         assert_eq!((o.spec.model.as_str(), o.spec.seed), ("m", 4));
-        let e = options(&parse("--ttft-ms -1")).unwrap_err();
+        let e = options(&parse("--ttft-ms=-1")).unwrap_err();
         assert!(e.to_string().starts_with("--ttft-ms") && crate::BadInput::is_bad_input(&e), "{e}");
         assert!(options(&parse("--itl-ms NaN")).unwrap_err().to_string().starts_with("--itl-ms"));
         assert!(options(&parse("--workers 0")).unwrap_err().to_string().starts_with("--workers"));

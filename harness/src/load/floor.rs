@@ -167,6 +167,7 @@ fn overhead(rate_rps: f64) -> Result<(Vec<f64>, Vec<f64>, u64, u64), LoadError> 
             drain_expired: watch::channel(false).1,
             forced_output: true,
             light: false,
+            source_clients: Default::default(),
         };
         drive_cell(&d, &ctx, &Arc::new(Counters::default())).await
     })?;

@@ -54,11 +54,33 @@ pub fn http_client() -> Result<reqwest::Client, LoadError> {
 /// `http_client` with `headers` added to every request it sends (an arm's
 /// `Authorization` and extra headers, `arm::arm_headers`).
 pub fn http_client_with(headers: reqwest::header::HeaderMap) -> Result<reqwest::Client, LoadError> {
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .no_proxy()
-        .pool_max_idle_per_host(0)
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| LoadError::Client(e.to_string()))
+    client_builder(headers).build().map_err(|e| LoadError::Client(e.to_string()))
+}
+
+fn client_builder(headers: reqwest::header::HeaderMap) -> reqwest::ClientBuilder {
+    reqwest::Client::builder().default_headers(headers).no_proxy().pool_max_idle_per_host(0).tcp_nodelay(true)
+}
+
+/// One `http_client_with` per source address, each binding its sockets to that
+/// address (`RequestCtx::source_clients`): past the ephemeral-port limit of one
+/// source address, e.g. 127.0.0.1 to 127.0.0.4 towards a loopback server.
+pub fn http_clients_from(
+    headers: &reqwest::header::HeaderMap,
+    sources: &[std::net::IpAddr],
+) -> Result<Vec<reqwest::Client>, LoadError> {
+    sources
+        .iter()
+        .map(|ip| {
+            client_builder(headers.clone()).local_address(*ip).build().map_err(|e| LoadError::Client(e.to_string()))
+        })
+        .collect()
+}
+
+/// The ephemeral ports one source address has towards one destination
+/// (`net.ipv4.ip_local_port_range`, both ends included); `None` where unreadable.
+pub fn ephemeral_ports() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<u32>().ok());
+    let (lo, hi) = (it.next()??, it.next()??);
+    hi.checked_sub(lo).map(|d| d + 1)
 }

@@ -46,6 +46,22 @@ pub struct RequestCtx {
     /// The light recorder (`recorder = "light"`): keep only the first token-bearing
     /// event (every event is still parsed, for usage, finish reason and errors).
     pub light: bool,
+    /// Clients bound to other source addresses (`load::http_clients_from`): request
+    /// i goes out through `source_clients[i mod n]`; empty: every request uses
+    /// `client`. A loopback source address has one ephemeral port range per
+    /// destination (`net.ipv4.ip_local_port_range`, 28,232 ports by default), so
+    /// several 127.0.0.x sources hold more connections than one.
+    pub source_clients: std::sync::Arc<[reqwest::Client]>,
+}
+
+impl RequestCtx {
+    /// This context with request `index`'s client (see `source_clients`).
+    pub fn for_request(&self, index: u64) -> RequestCtx {
+        match self.source_clients.len() {
+            0 => self.clone(),
+            n => RequestCtx { client: self.source_clients[(index % n as u64) as usize].clone(), ..self.clone() },
+        }
+    }
 }
 
 /// Waits until the watch holds `Some`; pending forever if the sender is gone first.

@@ -336,6 +336,7 @@ fn empty_record() -> TruthRecord {
         route: String::new(),
         stream: false,
         peer: String::new(),
+        client_request_id: None,
         accepted_ns: 0,
         arrival_ns: 0,
         body_read_ns: 0,
@@ -362,12 +363,14 @@ async fn answer(
     let n = shared.next_n.fetch_add(1, Ordering::Relaxed);
     let (in_flight, before) = Count::up(&shared, |s| &s.in_flight);
     let id = wire::request_id(route, n);
+    let client_request_id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     let body = axum::body::to_bytes(req.into_body(), BODY_LIMIT).await.unwrap_or_default();
     let mut record = TruthRecord {
         id: id.clone(),
         n,
         route: route.path().into(),
         peer: conn.peer.to_string(),
+        client_request_id,
         accepted_ns: conn.accepted_ns,
         arrival_ns,
         body_read_ns: mono_ns(),

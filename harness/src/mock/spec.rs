@@ -24,9 +24,9 @@ pub enum DistSpec {
 }
 
 /// A time: a distribution plus linear terms in the prompt length and in the
-/// number of requests in service when the time is drawn.
+/// number of requests in service when the time is drawn. (No `deny_unknown_fields`
+/// here: serde refuses it beside `flatten`; the distribution denies unknown keys.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TimeSpec {
     #[serde(flatten)]
     pub dist: DistSpec,
@@ -346,6 +346,14 @@ mod tests {
         assert_eq!(field_of("[ttft]\ndist = \"empirical\"\nfile = \"/nonexistent/x.txt\""), "ttft.file");
         assert!(matches!(parse("[ttft]\ndist = \"gamma\"\nvalue = 1.0"), Err(MockError::SpecFile { .. })));
         assert!(matches!(parse("bogus = 1"), Err(MockError::SpecFile { .. })));
+        assert!(matches!(parse("[itl]\ndist = \"fixed\"\nvalue = 1.0\nbogus = 2"), Err(MockError::SpecFile { .. })));
+    }
+
+    #[test]
+    fn the_documented_example_spec_reads() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/mock-example.toml");
+        let s = MockSpec::from_file(&path).unwrap();
+        assert_eq!((s.queue.map(|q| q.max_in_service), s.reasoning.map(|r| r.tokens)), (Some(8), Some(8)));
     }
 
     #[test]

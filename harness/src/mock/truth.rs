@@ -79,6 +79,10 @@ pub struct TruthRecord {
     pub stream: bool,
     /// The client's address and port.
     pub peer: String,
+    /// The request's `X-Request-ID` header, when the client sent one (vLLM bench
+    /// and AIPerf do): joins the truth to a peer's own per-request records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_request_id: Option<String>,
     /// The connection's accept (earlier than `arrival_ns` for a reused connection).
     pub accepted_ns: u64,
     /// The request's headers parsed (the handler started).

@@ -161,6 +161,8 @@ fn lag_us(records: &[RequestRecord], stamp: fn(&RequestRecord) -> Option<u64>) -
 /// Everything shared by the rates of one benchmark.
 pub struct Driver {
     pub client: reqwest::Client,
+    /// Clients bound to `--source-addresses` (empty: `client` only).
+    pub sources: Arc<[reqwest::Client]>,
     pub url: String,
     pub clock: StudyClock,
     /// Kept alive so the server-exit watch never reports an exit.
@@ -194,6 +196,7 @@ impl Driver {
             drain_expired: watch::channel(false).1,
             forced_output: true,
             light: false,
+            source_clients: self.sources.clone(),
         };
         Ok(drive_cell(&d, &ctx, &Arc::new(Counters::default())).await?)
     }

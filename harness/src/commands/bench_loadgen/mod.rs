@@ -77,6 +77,10 @@ pub struct Args {
     /// Worker threads of the fake endpoint's runtime.
     #[arg(long, default_value_t = 1)]
     pub server_threads: usize,
+    /// Send from these source addresses in turn (e.g. 127.0.0.1,127.0.0.2): each
+    /// has its own ephemeral ports towards the target, so more connections fit.
+    #[arg(long, value_delimiter = ',')]
+    pub source_addresses: Vec<std::net::IpAddr>,
     /// Drive this base URL (e.g. http://127.0.0.1:8123) instead of the in-process fake.
     #[arg(long)]
     pub target: Option<String>,
@@ -291,8 +295,10 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
         let rates = client_rt.block_on(async move {
             // Spawned, so the driving future runs on the client runtime's workers.
             let task = tokio::spawn(async move {
+                let sources = crate::load::http_clients_from(&Default::default(), &args.source_addresses)?;
                 let driver = drive::Driver {
                     client: crate::load::http_client()?,
+                    sources: sources.into(),
                     url: format!("{base}/v1/completions"),
                     clock: crate::load::StudyClock::start(),
                     server_exit: tokio::sync::watch::channel(None),

@@ -60,6 +60,7 @@ impl Ladder<'_> {
             drain_expired: tokio::sync::watch::channel(false).1,
             forced_output: true,
             light: false,
+            source_clients: Default::default(),
         };
         let mut out = Vec::with_capacity(cells.len());
         for cell in cells {
