@@ -297,6 +297,9 @@ fn print_report(r: &harness::report::ReportOutcome) {
     for w in &r.warnings {
         println!("warning: {w}");
     }
+    for n in &r.floor_notes {
+        println!("measurement floor: {n}");
+    }
     if !r.claims.trim().is_empty() {
         println!("\nclaims:\n{}", r.claims);
     }

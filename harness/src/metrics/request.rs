@@ -156,7 +156,6 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
     let prompt_tokens = u64::from(r.usage.map_or(r.prompt_tokens_intended, |u| u.prompt_tokens));
 
     let reasoning_tokens = r.usage.and_then(|u| u.reasoning_tokens).map_or(event_reasoning, u64::from);
-    let ttfc_ns = first_content.map(|t| elapsed(id, ("HTTP send", send), ("first content token", t))).transpose()?;
     let (mut ttft_ns, mut ttft_intended_ns, mut tpot_ns) = (None, None, None);
     if let (Some(first), Some(last)) = (first_token, last_token) {
         ttft_ns = Some(elapsed(id, ("HTTP send", send), ("first token", first))?);
@@ -166,6 +165,8 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
         }
     }
 
+    // After TTFT: a token before the send is named as the first token's fault.
+    let ttfc_ns = first_content.map(|t| elapsed(id, ("HTTP send", send), ("first content token", t))).transpose()?;
     Ok(RequestMeasures {
         index: r.index,
         prompt_tokens,

@@ -73,7 +73,7 @@ fn reasoning_field() -> String {
 
 /// `[errors]`: per-request probabilities of an injected failure (drawn from the
 /// seed and the request's number, so a rerun injects the same ones).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorSpec {
     /// Answer 500 at once.
@@ -89,6 +89,12 @@ pub struct ErrorSpec {
     pub stall_ms: f64,
     #[serde(default = "after_tokens")]
     pub after_tokens: u32,
+}
+
+impl Default for ErrorSpec {
+    fn default() -> ErrorSpec {
+        ErrorSpec { http_500: 0.0, reset: 0.0, stall: 0.0, stall_ms: stall_ms(), after_tokens: after_tokens() }
+    }
 }
 
 fn stall_ms() -> f64 {
@@ -154,7 +160,7 @@ impl Default for MockSpec {
             default_max_tokens: default_max_tokens(),
             queue: None,
             reasoning: None,
-            errors: ErrorSpec { stall_ms: stall_ms(), after_tokens: after_tokens(), ..ErrorSpec::default() },
+            errors: ErrorSpec::default(),
         }
     }
 }

@@ -242,9 +242,10 @@ pub struct Finished {
     pub log: Arc<WriteLog>,
 }
 
-/// How long after its last event an answer's writes are attributed (a write
-/// happens within microseconds of the hand-over unless the socket is full).
-const SETTLE: Duration = Duration::from_millis(20);
+/// An answer's writes are attributed once its connection has a write that returned
+/// after its last event was handed over (microseconds later on an idle machine),
+/// or after this long (a write that never came, e.g. the client had gone).
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// What the writer thread receives.
 pub enum Msg {
@@ -310,8 +311,9 @@ impl TruthSink {
                 }
                 let now = mono_ns();
                 let settle = SETTLE.as_nanos() as u64;
-                while let Some((last, _)) = pending.front() {
-                    if open && now < last + settle {
+                while let Some((last, f)) = pending.front() {
+                    let written = f.log.first_at_or_after(*last).is_some();
+                    if open && !written && now < last + settle {
                         break;
                     }
                     if let Some((_, f)) = pending.pop_front() {

@@ -87,6 +87,10 @@ pub struct ReportOutcome {
     pub files: Vec<String>,
     /// Stored summaries that differ from their recomputation, manifest problems.
     pub warnings: Vec<String>,
+    /// Latency thresholds within ten times the client's measurement floor (also in
+    /// report.md, `floor`): a fact about the plan on this machine, not a problem
+    /// of the evidence.
+    pub floor_notes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -194,9 +198,8 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     files.push("results/report.html".to_string());
     let mut claims = claims_terminal(&a);
     claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
-    let mut warnings = l.summary_mismatches.clone();
-    warnings.extend(floor::warnings(&l));
-    Ok(ReportOutcome { report, claims, files, warnings })
+    let floor_notes = floor::warnings(&l);
+    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone(), floor_notes })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.
