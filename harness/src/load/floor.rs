@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use tokio::sync::watch;
 
-use super::{CellDrive, Counters, LoadError, PreparedRequest, RequestCtx, StudyClock, drive_cell, http_client};
+use super::{
+    CellDrive, Connections, Counters, LoadError, PreparedRequest, RequestCtx, StudyClock, drive_cell, http_client,
+    prewarm, warm_connections,
+};
 use crate::evidence::{MeasurementFloor, Spread};
 use crate::mock::{Mock, MockOptions, MockSpec, TimeSpec};
 use crate::plan::{ResolvedCell, ResolvedLoad};
@@ -145,18 +148,6 @@ fn overhead(rate_rps: f64) -> Result<(Vec<f64>, Vec<f64>, u64, u64), LoadError> 
             })
             .collect();
         let bodies = [PreparedRequest { body: body(), prompt_tokens: 4, max_tokens: 2 }];
-        let d = CellDrive {
-            block: 0,
-            arm: "floor",
-            cell: "floor",
-            entries: &entries,
-            start_ns: clock.now_ns() + 20_000_000,
-            concurrency: None,
-            bodies: &bodies,
-            entry_bodies: None,
-            sessions: None,
-            drain_timeout: Duration::from_secs(5),
-        };
         let exit = watch::channel(None);
         let ctx = RequestCtx {
             client: http_client()?,
@@ -168,6 +159,20 @@ fn overhead(rate_rps: f64) -> Result<(Vec<f64>, Vec<f64>, u64, u64), LoadError> 
             forced_output: true,
             light: false,
             source_clients: Default::default(),
+        };
+        // As a study's cells: warm connections before the first timed send.
+        prewarm(&ctx, warm_connections(Connections::KeepAlive, None, &entries)).await;
+        let d = CellDrive {
+            block: 0,
+            arm: "floor",
+            cell: "floor",
+            entries: &entries,
+            start_ns: clock.now_ns() + 20_000_000,
+            concurrency: None,
+            bodies: &bodies,
+            entry_bodies: None,
+            sessions: None,
+            drain_timeout: Duration::from_secs(5),
         };
         drive_cell(&d, &ctx, &Arc::new(Counters::default())).await
     })?;

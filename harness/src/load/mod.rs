@@ -6,6 +6,7 @@
 //! measures (`arm`, `evidence` and `metrics` do).
 
 mod clock;
+mod connections;
 mod dispatch;
 mod floor;
 mod payload;
@@ -17,6 +18,10 @@ mod sse;
 mod tests;
 
 pub use clock::{SPIN_NS, StudyClock};
+pub use connections::{
+    Connections, KEEP_ALIVE_IDLE, MAX_WARM, OPEN_LOOP_WARM_S, client as http_client_for,
+    clients_from as http_clients_from, prewarm, warm_connections,
+};
 pub use dispatch::{
     CellDrive, Counters, PreparedRequest, drive_cell, raise_priority, realtime_dispatch_available, skeleton,
 };
@@ -39,41 +44,10 @@ pub enum LoadError {
     Client(String),
 }
 
-/// The HTTP client every request of one server invocation shares: no proxy, no
-/// client-side timeouts (the plan's request timeout is applied per request), no
-/// limit on connections, and a fresh connection for every request, as vLLM's
-/// benchmark client does. Reusing idle keep-alive connections races with servers
-/// that close them (llama.cpp's server closes a connection after a number of
-/// requests): the reused socket dies before the response and an artefact of the
-/// client would be recorded as a server failure. The loopback connect is inside
-/// every request's send-to-first-token time, the same for every arm.
+/// The load generator's default client: no extra headers, warm keep-alive
+/// connections (`Connections::KeepAlive`).
 pub fn http_client() -> Result<reqwest::Client, LoadError> {
-    http_client_with(reqwest::header::HeaderMap::new())
-}
-
-/// `http_client` with `headers` added to every request it sends (an arm's
-/// `Authorization` and extra headers, `arm::arm_headers`).
-pub fn http_client_with(headers: reqwest::header::HeaderMap) -> Result<reqwest::Client, LoadError> {
-    client_builder(headers).build().map_err(|e| LoadError::Client(e.to_string()))
-}
-
-fn client_builder(headers: reqwest::header::HeaderMap) -> reqwest::ClientBuilder {
-    reqwest::Client::builder().default_headers(headers).no_proxy().pool_max_idle_per_host(0).tcp_nodelay(true)
-}
-
-/// One `http_client_with` per source address, each binding its sockets to that
-/// address (`RequestCtx::source_clients`): past the ephemeral-port limit of one
-/// source address, e.g. 127.0.0.1 to 127.0.0.4 towards a loopback server.
-pub fn http_clients_from(
-    headers: &reqwest::header::HeaderMap,
-    sources: &[std::net::IpAddr],
-) -> Result<Vec<reqwest::Client>, LoadError> {
-    sources
-        .iter()
-        .map(|ip| {
-            client_builder(headers.clone()).local_address(*ip).build().map_err(|e| LoadError::Client(e.to_string()))
-        })
-        .collect()
+    http_client_for(reqwest::header::HeaderMap::new(), Connections::KeepAlive)
 }
 
 /// The ephemeral ports one source address has towards one destination

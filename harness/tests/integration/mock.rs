@@ -139,6 +139,11 @@ fn the_mocks_ground_truth_brackets_what_the_harness_records() {
         ttft_err.push(err(client_ttft, true_first.written_ns.unwrap()));
         e2e_err.push(err(client_e2e, done.written_ns.unwrap()));
     }
+    // Keep-alive: the 42 timed requests rode on far fewer connections (each cell's
+    // warmed before its first send; one per request before issue 53).
+    let conns: std::collections::BTreeSet<&str> =
+        records.iter().map(|r| truth[r.server_request_id.as_deref().unwrap()].peer.as_str()).collect();
+    assert!(conns.len() <= 21, "{} connections for 42 timed requests", conns.len());
     for (name, errs) in [("TTFT", &mut ttft_err), ("E2E", &mut e2e_err)] {
         errs.sort_unstable();
         eprintln!(
@@ -228,4 +233,70 @@ fn reasoning_deltas_count_and_split_first_token_from_first_content() {
     assert_eq!(summary["total_content_tokens"].as_u64(), Some(18), "{summary}");
     assert!(summary["ttfc_p50_ms"].as_f64().unwrap() > summary["ttft_p50_ms"].as_f64().unwrap(), "{summary}");
     replay_ok(&dir);
+}
+
+/// `harness bench-loadgen --target` against the mock, with `extra` flags; returns
+/// the ground truth's streamed completions (in arrival order) and the report.
+fn loadgen_against_mock(tmp: &Path, extra: &[&str]) -> (Vec<TruthRecord>, serde_json::Value) {
+    let truth = tmp.join("truth.jsonl");
+    let report = tmp.join("loadgen.json");
+    let mock = MockProc::start(&["--ttft-ms", "2", "--itl-ms", "1", "--ground-truth", truth.to_str().unwrap()]);
+    let out = Command::new(harness_bin())
+        .args(["bench-loadgen", "--target", &mock.url, "--rate", "200", "--num-prompts", "60", "--warmup-s", "0"])
+        .args(["--chunks", "4", "--arrival", "constant", "--client-threads", "1"])
+        .args(["--out", report.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .expect("bench-loadgen");
+    assert!(out.status.success(), "bench-loadgen: {}", String::from_utf8_lossy(&out.stderr));
+    mock.stop();
+    let (_, mut records) = harness::mock::read_truth(&truth).expect("ground truth");
+    records.retain(|t| t.stream && t.route == "/v1/completions");
+    records.sort_by_key(|t| t.arrival_ns);
+    let report = read_json(&report);
+    std::fs::remove_file(&truth).unwrap();
+    (records, report)
+}
+
+fn peers(truth: &[TruthRecord]) -> std::collections::BTreeSet<&str> {
+    truth.iter().map(|t| t.peer.as_str()).collect()
+}
+
+#[test]
+fn timed_requests_reuse_connections_warmed_before_the_first_send_from_every_source_address() {
+    // Issue 53: every request used to open a fresh connection, its connect inside
+    // its TTFT. The mock's ground truth names each request's connection (the
+    // client's address and port, and when the mock accepted it).
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sources = ["127.0.0.1", "127.0.0.2", "127.0.0.3"];
+    let (truth, report) = loadgen_against_mock(tmp.path(), &["--source-addresses", &sources.join(",")]);
+    assert_eq!(truth.len(), 60);
+    assert!(truth.iter().all(|t| t.outcome == "complete"), "{truth:?}");
+    let rate = &report["rates"][0];
+    assert_eq!((rate["completed"].as_u64(), rate["failed"].as_u64()), (Some(60), Some(0)), "{rate}");
+    // 200 req/s, constant gaps: the arrivals of the first 0.1 s (0, 5, ..., 100 ms).
+    assert_eq!(rate["warm_connections"].as_u64(), Some(21), "{rate}");
+    assert_eq!(report["connections"], "keep-alive");
+    // Reuse: far fewer connections than requests (one each, before).
+    let used = peers(&truth);
+    assert!(used.len() <= 30, "{} connections for 60 requests: {used:?}", used.len());
+    // Each source address sent its third of the requests (request i through i mod 3).
+    for ip in sources {
+        let n = truth.iter().filter(|t| t.peer.starts_with(&format!("{ip}:"))).count();
+        assert_eq!(n, 20, "{ip}: {n} requests");
+    }
+    // Pre-warmed: the first timed request's connection was open well before it
+    // arrived (bench-loadgen starts its schedule 50 ms after the warming; a
+    // connection opened for the request itself is accepted microseconds before).
+    let first = &truth[0];
+    assert!(
+        first.arrival_ns - first.accepted_ns >= 20_000_000,
+        "first request's connection accepted {} us before it arrived",
+        (first.arrival_ns - first.accepted_ns) / 1000
+    );
+
+    // `--connections fresh` is the old behaviour: one connection per request.
+    let (truth, report) = loadgen_against_mock(tmp.path(), &["--connections", "fresh"]);
+    assert_eq!(report["rates"][0]["warm_connections"].as_u64(), Some(0));
+    assert_eq!(peers(&truth).len(), 60);
 }
