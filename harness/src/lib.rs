@@ -12,6 +12,7 @@ pub mod host;
 pub mod inputs;
 pub mod load;
 pub mod metrics;
+pub mod mock;
 pub mod plan;
 pub mod protocol;
 pub mod quality;

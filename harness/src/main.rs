@@ -4,7 +4,7 @@
 //!
 //! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with
 //! `--resume`), `report`, `replay`, `gate`, `qualify`, `accept`, `compare`,
-//! `bench-loadgen` (hidden alias `bench-client`), `export`, `noise`, `bench`,
+//! `bench-loadgen` (hidden alias `bench-client`), `mock`, `export`, `noise`, `bench`,
 //! `completions`; each is one `Command` variant and
 //! one function or match arm, and each `--help` ends with a worked example.
 //!
@@ -117,6 +117,13 @@ enum Command {
         after_help = "Example:\n  harness bench-loadgen --rates 100,500 --duration-s 5"
     )]
     BenchClient(harness::commands::bench_loadgen::Args),
+    /// An OpenAI-compatible streaming server whose token times are known (fixed or
+    /// drawn TTFT and ITL, a queue, reasoning deltas, injected errors), writing the
+    /// ground truth of every request; for measuring clients (docs/fidelity.md).
+    #[command(
+        after_help = "Example:\n  harness mock --port 8123 --ttft-ms 20 --itl-ms 5 --ground-truth /tmp/truth.jsonl --cpus 1"
+    )]
+    Mock(harness::commands::mock::MockArgs),
     /// Independent audit of an evidence directory: hashes, completeness, and every
     /// derived number recomputed from raw records; exit 2 when a check fails.
     #[command(after_help = "Example:\n  harness replay reports/quickstart --max-mismatches 5")]
@@ -293,6 +300,9 @@ fn print_report(r: &harness::report::ReportOutcome) {
     for w in &r.warnings {
         println!("warning: {w}");
     }
+    for n in &r.floor_notes {
+        println!("measurement floor: {n}");
+    }
     if !r.claims.trim().is_empty() {
         println!("\nclaims:\n{}", r.claims);
     }
@@ -417,7 +427,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             harness::commands::gate::GateError,
             harness::export::ExportError,
             harness::report::ReportError,
-            harness::evidence::SealError
+            harness::evidence::SealError,
+            harness::mock::MockError
         );
         false
     });
@@ -495,6 +506,7 @@ fn main() -> ExitCode {
             Err(e) => Err(e.into()),
         },
         Command::BenchClient(args) => harness::commands::bench_loadgen::run(&args).map_err(Into::into),
+        Command::Mock(args) => harness::commands::mock::run(&args).map_err(Into::into),
         Command::Replay(args) => match harness::commands::replay::run(&args) {
             Ok(outcome) => {
                 if args.json {

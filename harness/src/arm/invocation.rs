@@ -19,7 +19,7 @@ use axum::body::Bytes;
 use super::health::WarmupCalls;
 use super::{ArmError, Sampler, SamplerSpec, ServerProcess};
 use crate::evidence::{CheckResult, ExitInfo, OversizedAnswer, ServerIdentity, StopRecord, WarmupRecord};
-use crate::load::{StudyClock, http_client_with, warmup_body, warmup_chat_bodies};
+use crate::load::{Connections, StudyClock, http_client_for, warmup_body, warmup_chat_bodies};
 use crate::plan::{Arm, ArmCommand, Endpoint, Plan};
 use crate::trace::{ChatMessage, Panel};
 
@@ -93,7 +93,7 @@ impl Invocation {
         clock: StudyClock,
     ) -> Result<Invocation, ArmError> {
         let headers = super::access::arm_headers(arm, |v| std::env::var(v).ok())?;
-        let client = http_client_with(headers).map_err(|e| ArmError::Client(e.to_string()))?;
+        let client = http_client_for(headers, Connections::KeepAlive).map_err(|e| ArmError::Client(e.to_string()))?;
         let base_url = arm.base_url();
         Ok(Invocation {
             arm: arm.name.clone(),

@@ -1,6 +1,6 @@
 //! The commands: each one `harness` subcommand that drives the layers beneath to a
 //! result (`run`, `compare`, `gate`, `accept`, `replay`, `export`, `bench`,
-//! `bench-loadgen`, `plan` check/derive/power and `trace`, `qualify`, `noise`);
+//! `bench-loadgen`, `mock`, `plan` check/derive/power and `trace`, `qualify`, `noise`);
 //! `main.rs` parses arguments, prints what a command returns and maps its error
 //! to an exit code. Owns nothing the layers
 //! need: a command imports layers, never the other way (`scripts/import-graph`
@@ -13,6 +13,7 @@ pub mod bench_loadgen;
 pub mod compare;
 pub mod export;
 pub mod gate;
+pub mod mock;
 pub mod noise;
 pub mod plan;
 pub mod qualify;

@@ -27,6 +27,7 @@
 
 mod compare_record;
 mod durable;
+mod floor_record;
 mod jsonl;
 mod manifest;
 mod open;
@@ -48,6 +49,7 @@ pub use compare_record::{
     Obs, ParityMismatch, ParityReport, Phase, RoundRatio, Row,
 };
 pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
+pub use floor_record::{FLOOR_MARGIN, MeasurementFloor, Spread};
 pub use jsonl::JsonlStream;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,

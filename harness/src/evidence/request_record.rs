@@ -52,22 +52,36 @@ impl Failure {
 }
 
 /// One received SSE event (`[DONE]` is recorded as `done_ns`, not here).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct StreamEvent {
     pub t_ns: u64,
     /// Tokens this event carries: the length of its `token_ids` when the server
-    /// returns them, else 1 for a non-empty text delta and 0 otherwise.
-    /// Role-only, empty and usage-only events carry 0.
+    /// returns them, else 1 for a delta with non-empty text (content, or reasoning:
+    /// `delta.reasoning` / `delta.reasoning_content`) and 0 otherwise. Role-only,
+    /// empty and usage-only events carry 0.
     pub tokens: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_ids: Option<Vec<u32>>,
+    /// Of `tokens`, how many are reasoning: all of them when the delta carries
+    /// reasoning text and no content, else 0. Absent (0) in records written before
+    /// reasoning was recorded and for every non-reasoning event.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub total_tokens: u32,
+    /// `completion_tokens_details.reasoning_tokens` when the server reports it
+    /// (vLLM, OpenAI): the part of `completion_tokens` spent reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -208,6 +208,10 @@ pub struct Session {
     /// kernel reported them after the pin; absent when unpinned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpus: Option<String>,
+    /// The client's measurement floor on this machine when the session started
+    /// (`evidence::MeasurementFloor`); absent in studies run before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement_floor: Option<super::MeasurementFloor>,
 }
 
 impl Session {
@@ -234,6 +238,7 @@ impl Session {
             units_run: Vec::new(),
             host: Some(host),
             client_cpus,
+            measurement_floor: None,
         }
     }
 }

@@ -41,11 +41,14 @@ fn rec(i: u64, tokens_at: &[u64], done: u64) -> RequestRecord {
         admitted_ns: Some(t0),
         send_ns: Some(send),
         headers_ns: Some(send),
-        events: tokens_at.iter().map(|&t| StreamEvent { t_ns: send + t * MS, tokens: 1, token_ids: None }).collect(),
+        events: tokens_at
+            .iter()
+            .map(|&t| StreamEvent { t_ns: send + t * MS, tokens: 1, token_ids: None, reasoning: 0 })
+            .collect(),
         done_ns: Some(send + done * MS),
         status: Some(200),
         failure: None,
-        usage: Some(Usage { prompt_tokens: 8, completion_tokens: 3, total_tokens: 11 }),
+        usage: Some(Usage { prompt_tokens: 8, completion_tokens: 3, total_tokens: 11, reasoning_tokens: None }),
         finish_reason: Some("length".into()),
         server_request_id: None,
         light: false,
@@ -295,7 +298,7 @@ fn guidellm_report_fills_the_multi_turn_fields_guidellm_has() {
     s0t1.headers_ns = s0t1.headers_ns.map(|t| t + shift);
     s0t1.done_ns = s0t1.done_ns.map(|t| t + shift);
     s0t1.events.iter_mut().for_each(|e| e.t_ns += shift);
-    s0t1.usage = Some(Usage { prompt_tokens: 20, completion_tokens: 3, total_tokens: 23 });
+    s0t1.usage = Some(Usage { prompt_tokens: 20, completion_tokens: 3, total_tokens: 23, reasoning_tokens: None });
     s0t1.index = 1;
     let mut s1t0 = turn(rec(2, &[], 0), 1, 0);
     s1t0.done_ns = None;

@@ -204,7 +204,7 @@ pub async fn drive_cell(
             rec.admitted_ns = Some(admitted);
             last_admitted = last_admitted.max(admitted);
             counters.sent.fetch_add(1, Ordering::Relaxed);
-            let (ctx, counters) = (ctx.clone(), counters.clone());
+            let (ctx, counters) = (ctx.for_request(rec.index), counters.clone());
             set.spawn(async move {
                 let _permit = permit;
                 if let Some(script) = session {

@@ -3,8 +3,8 @@
 //! failed. Zero retries. Owns the failure classes' boundaries (connect / before
 //! headers / HTTP status / after headers / malformed stream / timeout / server died)
 //! and the run-time checks of usage.prompt_tokens and forced output length; with
-//! the light recorder (`RequestCtx::light`) only the first token-bearing event is
-//! kept, so that a cell pair can show what full recording costs. A session turn's
+//! the light recorder (`RequestCtx::light`) only the first token-bearing event (and
+//! the first content event, when reasoning came first) is kept, so that a cell pair can show what full recording costs. A session turn's
 //! record (`turn` set) also keeps the reply's streamed text. Must not
 //! schedule (the dispatcher decides when) and must not drop a partial timeline.
 
@@ -46,6 +46,22 @@ pub struct RequestCtx {
     /// The light recorder (`recorder = "light"`): keep only the first token-bearing
     /// event (every event is still parsed, for usage, finish reason and errors).
     pub light: bool,
+    /// Clients bound to other source addresses (`load::http_clients_from`): request
+    /// i goes out through `source_clients[i mod n]`; empty: every request uses
+    /// `client`. A loopback source address has one ephemeral port range per
+    /// destination (`net.ipv4.ip_local_port_range`, 28,232 ports by default), so
+    /// several 127.0.0.x sources hold more connections than one.
+    pub source_clients: std::sync::Arc<[reqwest::Client]>,
+}
+
+impl RequestCtx {
+    /// This context with request `index`'s client (see `source_clients`).
+    pub fn for_request(&self, index: u64) -> RequestCtx {
+        match self.source_clients.len() {
+            0 => self.clone(),
+            n => RequestCtx { client: self.source_clients[(index % n as u64) as usize].clone(), ..self.clone() },
+        }
+    }
 }
 
 /// Waits until the watch holds `Some`; pending forever if the sender is gone first.
@@ -191,7 +207,7 @@ async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Res
             rec.server_request_id = chunk.id.clone();
         }
         if let Some(err) = chunk.error {
-            rec.events.push(StreamEvent { t_ns, tokens: 0, token_ids: None });
+            rec.events.push(StreamEvent { t_ns, tokens: 0, token_ids: None, reasoning: 0 });
             return Err(Failure::AfterHeaders { detail: format!("the server sent an error event: {err}") });
         }
         if chunk.finish_reason.is_some() {
@@ -207,8 +223,15 @@ async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Res
             turn.reply.get_or_insert_with(String::new).push_str(&chunk.text);
         }
         let first_token = chunk.tokens > 0 && !rec.events.iter().any(|e| e.tokens > 0);
-        if !rec.light || first_token {
-            rec.events.push(StreamEvent { t_ns, tokens: chunk.tokens, token_ids: chunk.token_ids });
+        // ... and the first content event after reasoning (time to first content token).
+        let first_content = chunk.tokens > chunk.reasoning_tokens && !rec.events.iter().any(|e| e.tokens > e.reasoning);
+        if !rec.light || first_token || first_content {
+            rec.events.push(StreamEvent {
+                t_ns,
+                tokens: chunk.tokens,
+                token_ids: chunk.token_ids,
+                reasoning: chunk.reasoning_tokens,
+            });
         }
     }
     Err(Failure::AfterHeaders { detail: "the stream ended before [DONE]".into() })

@@ -1,8 +1,9 @@
 //! One SSE `data:` payload of a streamed completion, read into what the record keeps:
 //! the response id, the tokens it carries, its finish reason and usage. Owns the
 //! token-count rule of `record::StreamEvent`: the length of `token_ids` when the
-//! server returns them, else 1 for a non-empty text delta and 0 otherwise (role-only,
-//! empty and usage-only chunks carry 0). Must not touch the network or clocks.
+//! server returns them, else 1 for a non-empty text delta (content or reasoning) and
+//! 0 otherwise (role-only, empty and usage-only chunks carry 0); a delta with
+//! reasoning and no content counts its tokens as reasoning. Must not touch the network or clocks.
 
 use serde_json::Value;
 
@@ -20,6 +21,10 @@ pub struct Chunk {
     pub error: Option<String>,
     /// The text the chunk carries (`text`, or a chat `delta.content`), all choices joined.
     pub text: String,
+    /// Of `tokens`, those of reasoning deltas (`delta.reasoning`, vLLM's field since
+    /// it renamed it, or `delta.reasoning_content`, older vLLM's and SGLang's): every
+    /// token of a choice whose delta has reasoning text and no content.
+    pub reasoning_tokens: u32,
 }
 
 fn ids_of(v: &Value) -> Result<Vec<u32>, String> {
@@ -39,7 +44,12 @@ fn usage_of(v: &Value) -> Result<Usage, String> {
     let prompt_tokens = field("prompt_tokens")?;
     let completion_tokens = field("completion_tokens")?;
     let total_tokens = field("total_tokens").unwrap_or(prompt_tokens.saturating_add(completion_tokens));
-    Ok(Usage { prompt_tokens, completion_tokens, total_tokens })
+    let reasoning_tokens = v
+        .get("completion_tokens_details")
+        .and_then(|d| d.get("reasoning_tokens"))
+        .and_then(Value::as_u64)
+        .and_then(|x| u32::try_from(x).ok());
+    Ok(Usage { prompt_tokens, completion_tokens, total_tokens, reasoning_tokens })
 }
 
 /// Parses one `data:` payload (not `[DONE]`). An error names what is malformed.
@@ -61,20 +71,30 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, String> {
         None => return Err(format!("not a completion chunk (no choices): {}", clip(data))),
     };
     for choice in choices {
+        let delta = choice.get("delta");
         let text = choice
             .get("text")
             .and_then(Value::as_str)
-            .or_else(|| choice.get("delta").and_then(|d| d.get("content")).and_then(Value::as_str))
+            .or_else(|| delta.and_then(|d| d.get("content")).and_then(Value::as_str))
+            .unwrap_or("");
+        let reasoning = delta
+            .and_then(|d| d.get("reasoning").or_else(|| d.get("reasoning_content")))
+            .and_then(Value::as_str)
             .unwrap_or("");
         chunk.text.push_str(text);
-        match choice.get("token_ids").filter(|t| !t.is_null()) {
+        let tokens = match choice.get("token_ids").filter(|t| !t.is_null()) {
             Some(ids) => {
                 let ids = ids_of(ids)?;
-                chunk.tokens = chunk.tokens.saturating_add(ids.len() as u32);
+                let n = ids.len() as u32;
                 chunk.token_ids.get_or_insert_with(Vec::new).extend(ids);
+                n
             }
-            None if !text.is_empty() => chunk.tokens = chunk.tokens.saturating_add(1),
-            None => {}
+            None if !text.is_empty() || !reasoning.is_empty() => 1,
+            None => 0,
+        };
+        chunk.tokens = chunk.tokens.saturating_add(tokens);
+        if text.is_empty() && !reasoning.is_empty() {
+            chunk.reasoning_tokens = chunk.reasoning_tokens.saturating_add(tokens);
         }
         if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
             chunk.finish_reason = Some(f.to_string());
@@ -113,7 +133,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(usage.tokens, 0);
-        assert_eq!(usage.usage, Some(Usage { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 }));
+        assert_eq!(
+            usage.usage,
+            Some(Usage { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6, reasoning_tokens: None })
+        );
         assert_eq!(usage.id.as_deref(), Some("c"));
     }
 
@@ -132,6 +155,27 @@ mod tests {
         assert_eq!(text.tokens, 1);
         let fin = parse_chunk(r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#).unwrap();
         assert_eq!((fin.tokens, fin.finish_reason.as_deref()), (0, Some("stop")));
+    }
+
+    #[test]
+    fn reasoning_deltas_carry_tokens_with_or_without_token_ids() {
+        // vLLM 0.34 streams `delta.reasoning`; older vLLM and SGLang `reasoning_content`.
+        for field in ["reasoning", "reasoning_content"] {
+            let bare =
+                parse_chunk(&format!(r#"{{"choices":[{{"index":0,"delta":{{"{field}":" think"}}}}]}}"#)).unwrap();
+            assert_eq!((bare.tokens, bare.reasoning_tokens, bare.text.as_str()), (1, 1, ""), "{field}");
+            let ids =
+                parse_chunk(&format!(r#"{{"choices":[{{"index":0,"delta":{{"{field}":"ab"}},"token_ids":[4,5]}}]}}"#))
+                    .unwrap();
+            assert_eq!((ids.tokens, ids.reasoning_tokens), (2, 2), "{field}");
+        }
+        let content = parse_chunk(r#"{"choices":[{"index":0,"delta":{"content":"x","reasoning":null}}]}"#).unwrap();
+        assert_eq!((content.tokens, content.reasoning_tokens), (1, 0));
+        let usage = parse_chunk(
+            r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":9,"total_tokens":13,"completion_tokens_details":{"reasoning_tokens":5}}}"#,
+        )
+        .unwrap();
+        assert_eq!(usage.usage.unwrap().reasoning_tokens, Some(5));
     }
 
     #[test]

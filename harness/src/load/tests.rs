@@ -100,6 +100,7 @@ fn fixture(url: String, timeout: Duration) -> Fixture {
         drain_expired: drain_rx,
         forced_output: true,
         light: false,
+        source_clients: Default::default(),
     };
     Fixture { ctx, _exit: exit_tx, _drain: drain_tx }
 }

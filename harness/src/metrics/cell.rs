@@ -129,6 +129,28 @@ pub struct CellSummary {
     /// durations of the cell's decode steps over their decode tokens, `engine_steps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_tpot_ms: Option<f64>,
+    /// Reasoning streams (absent when no valid request of the cell reasoned): valid
+    /// requests with at least one reasoning token, their reasoning tokens (part of
+    /// `total_output_tokens`), the content tokens (output minus reasoning, AIPerf's
+    /// "output tokens"), and the time to first content token (`ttfc`, AIPerf's time
+    /// to first output token) over valid requests with a content token; `ttft_*`
+    /// stays the first token of any kind, as vLLM and AIPerf define TTFT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_reasoning_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_content_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfc_samples: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfc_mean_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfc_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfc_p95_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfc_p99_ms: Option<f64>,
 }
 
 impl CellSummary {
@@ -295,6 +317,10 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
     let input_lengths = lengths(&collect(&|m| Some(m.prompt_tokens as f64)))?;
     let output_lengths = lengths(&collect(&|m| Some(m.output_tokens as f64)))?;
     let good = slo.map(|slo| goodput(&valid, slo, duration_s));
+    let reasoning_requests = count(&|m| m.reasoning_tokens > 0);
+    let reasoned = reasoning_requests > 0;
+    let ttfc = dist_ms(&collect(&|m| m.ttfc_ns.map(|v| v as f64)))?;
+    let total_reasoning: u64 = valid.iter().map(|m| m.reasoning_tokens).sum();
 
     Ok(CellSummary {
         cell: first.cell.clone(),
@@ -366,5 +392,13 @@ pub fn summarize_cell_with_slo(records: &[RequestRecord], slo: Option<&Slo>) -> 
         goodput_rps: good.map(|g| g.2),
         engine_decode_steps: None,
         engine_tpot_ms: None,
+        reasoning_requests: reasoned.then_some(reasoning_requests),
+        total_reasoning_tokens: reasoned.then_some(total_reasoning),
+        total_content_tokens: reasoned.then(|| total_output_tokens.saturating_sub(total_reasoning)),
+        ttfc_samples: reasoned.then_some(ttfc.samples),
+        ttfc_mean_ms: ttfc.mean.filter(|_| reasoned),
+        ttfc_p50_ms: ttfc.p50.filter(|_| reasoned),
+        ttfc_p95_ms: ttfc.p95.filter(|_| reasoned),
+        ttfc_p99_ms: ttfc.p99.filter(|_| reasoned),
     })
 }

@@ -105,6 +105,14 @@ fields!(
     Maybe goodput_rps,
     MaybeCount engine_decode_steps,
     Maybe engine_tpot_ms,
+    MaybeCount reasoning_requests,
+    MaybeCount total_reasoning_tokens,
+    MaybeCount total_content_tokens,
+    MaybeCount ttfc_samples,
+    Maybe ttfc_mean_ms,
+    Maybe ttfc_p50_ms,
+    Maybe ttfc_p95_ms,
+    Maybe ttfc_p99_ms,
 );
 
 /// Every name of `FIELDS`, in its order.

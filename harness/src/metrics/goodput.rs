@@ -68,6 +68,8 @@ mod tests {
             multi_token_events: 0,
             dispatch_lag_ns: 0,
             light: false,
+            ttfc_ns: None,
+            reasoning_tokens: 0,
         }
     }
 

@@ -31,6 +31,15 @@ pub struct RequestMeasures {
     pub ttft_ns: Option<u64>,
     /// First token-bearing event - intended arrival.
     pub ttft_intended_ns: Option<u64>,
+    /// Time to first content token: the first event with a content token (one
+    /// whose tokens are not all reasoning) - HTTP send (AIPerf's "time to first
+    /// output token"); equals `ttft_ns` without reasoning.
+    #[serde(default)]
+    pub ttfc_ns: Option<u64>,
+    /// Reasoning tokens: `usage.completion_tokens_details.reasoning_tokens` when
+    /// reported, else the sum of the events' reasoning tokens. Part of `output_tokens`.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
     /// (last - first token-bearing event) / (output tokens - 1); `None` when output
     /// tokens < 2 or there is no token-bearing event.
     pub tpot_ns: Option<f64>,
@@ -111,7 +120,12 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
     let mut previous: Option<u64> = None;
     let (mut first_token, mut last_token): (Option<u64>, Option<u64>) = (None, None);
     let mut gaps_ns = Vec::new();
+    let (mut first_content, mut event_reasoning): (Option<u64>, u64) = (None, 0);
     for e in &r.events {
+        event_reasoning += u64::from(e.reasoning.min(e.tokens));
+        if e.tokens > e.reasoning {
+            first_content.get_or_insert(e.t_ns);
+        }
         if let Some(p) = previous {
             elapsed(id, ("previous event", p), ("event", e.t_ns))?;
         }
@@ -141,6 +155,7 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
     };
     let prompt_tokens = u64::from(r.usage.map_or(r.prompt_tokens_intended, |u| u.prompt_tokens));
 
+    let reasoning_tokens = r.usage.and_then(|u| u.reasoning_tokens).map_or(event_reasoning, u64::from);
     let (mut ttft_ns, mut ttft_intended_ns, mut tpot_ns) = (None, None, None);
     if let (Some(first), Some(last)) = (first_token, last_token) {
         ttft_ns = Some(elapsed(id, ("HTTP send", send), ("first token", first))?);
@@ -150,6 +165,8 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
         }
     }
 
+    // After TTFT: a token before the send is named as the first token's fault.
+    let ttfc_ns = first_content.map(|t| elapsed(id, ("HTTP send", send), ("first content token", t))).transpose()?;
     Ok(RequestMeasures {
         index: r.index,
         prompt_tokens,
@@ -158,6 +175,8 @@ pub fn measure_request(r: &RequestRecord) -> Result<RequestMeasures, MetricsErro
         event_tokens,
         ttft_ns,
         ttft_intended_ns,
+        ttfc_ns,
+        reasoning_tokens,
         tpot_ns,
         e2e_ns,
         e2e_intended_ns,

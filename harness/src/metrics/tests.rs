@@ -26,10 +26,16 @@ fn valid(
     r.admitted_ns = r.dispatch_ns;
     r.send_ns = Some(intended + lag + 50 * US);
     r.headers_ns = r.send_ns;
-    r.events = events.iter().map(|&(t_ns, tokens)| StreamEvent { t_ns, tokens, token_ids: None }).collect();
+    r.events =
+        events.iter().map(|&(t_ns, tokens)| StreamEvent { t_ns, tokens, token_ids: None, reasoning: 0 }).collect();
     r.done_ns = Some(done);
     r.status = Some(200);
-    r.usage = completion.map(|c| Usage { prompt_tokens: 8, completion_tokens: c, total_tokens: 8 + c });
+    r.usage = completion.map(|c| Usage {
+        prompt_tokens: 8,
+        completion_tokens: c,
+        total_tokens: 8 + c,
+        reasoning_tokens: None,
+    });
     r
 }
 

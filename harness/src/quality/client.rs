@@ -54,8 +54,10 @@ impl GateClient {
     /// (`arm::arm_headers`), as on the arm's timed requests.
     pub fn new(base_url: &str, timeout: Duration, headers: HeaderMap) -> Result<GateClient, QualityError> {
         require_loopback(base_url)?;
-        // A fresh connection per request, as the load client's (`load::http_client`).
-        let client = crate::load::http_client_with(headers).map_err(|e| QualityError::Client(e.to_string()))?;
+        // A fresh connection per request (untimed; llama.cpp's server closes idle
+        // keep-alive sockets).
+        let client = crate::load::http_client_for(headers, crate::load::Connections::Fresh)
+            .map_err(|e| QualityError::Client(e.to_string()))?;
         let url = format!("{}{}", base_url.trim_end_matches('/'), crate::protocol::routes::COMPLETIONS_PATH);
         Ok(GateClient { client, url, timeout })
     }

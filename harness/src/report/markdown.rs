@@ -498,6 +498,7 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
         qualification(&mut o, q);
     }
     claims(&mut o, l, a);
+    super::floor::markdown(&mut o, l);
     cells(&mut o, l, a);
     server_metrics(&mut o, l);
     super::observer::markdown(&mut o, l, a);

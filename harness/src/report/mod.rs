@@ -8,7 +8,7 @@
 //! - `figures/*.svg|png`: latency against load, paired throughput, TTFT/TPOT ECDFs;
 //! - `report.md`: the power summary (studies with `[pilots]`, `power`), the tuning
 //!   table and recommendation (`tuning`), what was run, plan warnings, the claims
-//!   table, per-cell tables (with a session cell's per-turn rows, `turns`), the
+//!   table, the measurement floor beside the per-cell tables (`floor`), per-cell tables (with a session cell's per-turn rows, `turns`), the
 //!   observer-effect comparison (`observer`), failures and
 //!   the exact definitions with peers' names; `report.html`: the same page, self-contained, figures inline
 //!   as SVG (`html`).
@@ -25,6 +25,7 @@
 //! wires plan, summaries and `stats` together).
 
 mod figures;
+mod floor;
 mod html;
 mod markdown;
 mod matrix;
@@ -104,6 +105,10 @@ pub struct ReportOutcome {
     pub files: Vec<String>,
     /// Stored summaries that differ from their recomputation, manifest problems.
     pub warnings: Vec<String>,
+    /// Latency thresholds within ten times the client's measurement floor (also in
+    /// report.md, `floor`): a fact about the plan on this machine, not a problem
+    /// of the evidence.
+    pub floor_notes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -211,7 +216,8 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     files.push("results/report.html".to_string());
     let mut claims = claims_terminal(&a);
     claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
-    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone() })
+    let floor_notes = floor::warnings(&l);
+    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone(), floor_notes })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.

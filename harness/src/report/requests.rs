@@ -268,7 +268,7 @@ mod tests {
     /// A valid request sent at 1 ms (intended at 0) with token events at 11, 14, 20
     /// and 21 ms (one empty event at 12 ms), [DONE] at 25 ms, 4 output tokens.
     fn valid(index: u64) -> RequestRecord {
-        let ev = |ms: u64, tokens: u32| StreamEvent { t_ns: ms * 1_000_000, tokens, token_ids: None };
+        let ev = |ms: u64, tokens: u32| StreamEvent { t_ns: ms * 1_000_000, tokens, token_ids: None, reasoning: 0 };
         RequestRecord {
             id: format!("r{index}"),
             cell: "c".into(),
@@ -287,7 +287,7 @@ mod tests {
             done_ns: Some(25_000_000),
             status: Some(200),
             failure: None,
-            usage: Some(Usage { prompt_tokens: 16, completion_tokens: 4, total_tokens: 20 }),
+            usage: Some(Usage { prompt_tokens: 16, completion_tokens: 4, total_tokens: 20, reasoning_tokens: None }),
             finish_reason: Some("length".into()),
             server_request_id: None,
             light: false,

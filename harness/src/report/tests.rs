@@ -154,6 +154,7 @@ fn summary(block: u32, arm: &str, cell: &str, rps: f64, p95_ms: f64, failed: u64
         goodput_rps: None,
         engine_decode_steps: None,
         engine_tpot_ms: None,
+        ..CellSummary::default()
     }
 }
 
@@ -396,6 +397,10 @@ fn the_field_list_covers_every_summary_field() {
     let mut s = summary(0, "a", "c", 1.0, 1.0, 0);
     (s.slo_met_requests, s.slo_attainment, s.goodput_rps) = (Some(4), Some(1.0), Some(4.0));
     (s.engine_decode_steps, s.engine_tpot_ms) = (Some(9), Some(2.5));
+    // With reasoning streams, their measures.
+    (s.reasoning_requests, s.total_reasoning_tokens, s.total_content_tokens) = (Some(1), Some(3), Some(1));
+    (s.ttfc_samples, s.ttfc_mean_ms, s.ttfc_p50_ms, s.ttfc_p95_ms, s.ttfc_p99_ms) =
+        (Some(1), Some(1.0), Some(1.0), Some(1.0), Some(1.0));
     let v = serde_json::to_value(s).unwrap();
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();

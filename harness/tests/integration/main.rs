@@ -24,6 +24,7 @@ mod fuzz_inputs;
 mod gate;
 mod gpu_memory;
 mod identity;
+mod mock;
 mod multi_turn;
 mod observer;
 mod one_number;

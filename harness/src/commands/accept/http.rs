@@ -84,12 +84,13 @@ pub fn clip(s: &str, n: usize) -> String {
 }
 
 impl Http {
-    /// A fresh connection for every request, as the load client does: servers that
-    /// close idle keep-alive connections (llama.cpp's) would otherwise fail a request
+    /// A fresh connection for every request (`load::Connections::Fresh`; untimed):
+    /// servers that close idle keep-alive connections (llama.cpp's) would otherwise fail a request
     /// sent on a socket the server is closing, an artefact of the client.
     /// `headers` go on every request (the client headers, `accept::headers`).
     pub fn new(base: &str, timeout: Duration, headers: reqwest::header::HeaderMap) -> Result<Http, String> {
-        let client = crate::load::http_client_with(headers).map_err(|e| e.to_string())?;
+        let client =
+            crate::load::http_client_for(headers, crate::load::Connections::Fresh).map_err(|e| e.to_string())?;
         Ok(Http { client, base: base.trim_end_matches('/').to_string(), timeout })
     }
 

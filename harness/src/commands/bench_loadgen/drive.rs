@@ -16,7 +16,9 @@ use tokio::sync::watch;
 use super::cpu::{self, CpuSnapshot};
 use super::{BenchArrival, BenchError};
 use crate::evidence::request_record::RequestRecord;
-use crate::load::{CellDrive, Counters, PreparedRequest, RequestCtx, StudyClock, drive_cell};
+use crate::load::{
+    CellDrive, Connections, Counters, PreparedRequest, RequestCtx, StudyClock, drive_cell, prewarm, warm_connections,
+};
 use crate::metrics::{CellSummary, summarize_cell};
 use crate::plan::Arrival;
 use crate::plan::seed::cell_seed;
@@ -57,6 +59,9 @@ pub struct RateResult {
     pub offered_rate_rps: f64,
     pub arrival: BenchArrival,
     pub requests: u64,
+    /// Keep-alive connections opened before the first timed send (0: `--connections
+    /// fresh`).
+    pub warm_connections: usize,
     /// Realized rate of the seeded schedule: (n - 1) / (last offset - first offset).
     pub scheduled_rate_rps: f64,
     /// (n - 1) / (last dispatch - first dispatch).
@@ -161,6 +166,10 @@ fn lag_us(records: &[RequestRecord], stamp: fn(&RequestRecord) -> Option<u64>) -
 /// Everything shared by the rates of one benchmark.
 pub struct Driver {
     pub client: reqwest::Client,
+    /// Clients bound to `--source-addresses` (empty: `client` only).
+    pub sources: Arc<[reqwest::Client]>,
+    /// How `client` and `sources` hold connections (what `prewarm` does).
+    pub connections: Connections,
     pub url: String,
     pub clock: StudyClock,
     /// Kept alive so the server-exit watch never reports an exit.
@@ -168,10 +177,25 @@ pub struct Driver {
 }
 
 impl Driver {
-    async fn drive(&self, spec: &RateSpec, name: &str, count: u64) -> Result<Vec<RequestRecord>, BenchError> {
+    /// Drives `count` requests of `spec`; returns their records and the connections
+    /// pre-warmed before the first timed send.
+    async fn drive(&self, spec: &RateSpec, name: &str, count: u64) -> Result<(Vec<RequestRecord>, usize), BenchError> {
         let entries: Vec<TraceEntry> = schedule(&RateSpec { count, ..spec.clone() }, name);
         let fixed = [PreparedRequest { body: body(spec), prompt_tokens: spec.prompt_tokens, max_tokens: spec.chunks }];
         let bodies: &[PreparedRequest] = spec.panel.as_deref().unwrap_or(&fixed);
+        let ctx = RequestCtx {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            clock: self.clock,
+            timeout: Duration::from_secs(60),
+            server_exit: self.server_exit.1.clone(),
+            drain_expired: watch::channel(false).1,
+            forced_output: true,
+            light: false,
+            source_clients: self.sources.clone(),
+        };
+        let warm = warm_connections(self.connections, None, &entries);
+        prewarm(&ctx, warm).await;
         let d = CellDrive {
             block: 0,
             arm: "bench",
@@ -185,17 +209,7 @@ impl Driver {
             sessions: None,
             drain_timeout: Duration::from_secs(30),
         };
-        let ctx = RequestCtx {
-            client: self.client.clone(),
-            url: self.url.clone(),
-            clock: self.clock,
-            timeout: Duration::from_secs(60),
-            server_exit: self.server_exit.1.clone(),
-            drain_expired: watch::channel(false).1,
-            forced_output: true,
-            light: false,
-        };
-        Ok(drive_cell(&d, &ctx, &Arc::new(Counters::default())).await?)
+        Ok((drive_cell(&d, &ctx, &Arc::new(Counters::default())).await?, warm))
     }
 
     /// Drives `warmup_s` seconds at the rate (not measured), then
@@ -215,7 +229,7 @@ impl Driver {
         let machine_before = cpu::machine_busy_s();
         let before: CpuSnapshot = cpu::snapshot(CLIENT_THREADS, SERVER_THREADS)?;
         let wall = Instant::now();
-        let records = self.drive(spec, &name, spec.count).await?;
+        let (records, warm_connections) = self.drive(spec, &name, spec.count).await?;
         let wall_s = wall.elapsed().as_secs_f64();
         let after = cpu::snapshot(CLIENT_THREADS, SERVER_THREADS)?;
         let machine = cpu::machine_busy_s().zip(machine_before).map(|(a, b)| (a - b) / wall_s);
@@ -233,6 +247,7 @@ impl Driver {
             offered_rate_rps: spec.rate_rps,
             arrival: spec.arrival,
             requests: records.len() as u64,
+            warm_connections,
             scheduled_rate_rps: scheduled,
             achieved_dispatch_rate_rps: dispatch_rate,
             achieved_send_rate_rps: rate_of(records.iter().filter_map(|r| r.send_ns)),

@@ -77,6 +77,16 @@ pub struct Args {
     /// Worker threads of the fake endpoint's runtime.
     #[arg(long, default_value_t = 1)]
     pub server_threads: usize,
+    /// Send from these source addresses in turn (e.g. 127.0.0.1,127.0.0.2): each
+    /// has its own ephemeral ports towards the target, so more connections fit.
+    #[arg(long, value_delimiter = ',')]
+    pub source_addresses: Vec<std::net::IpAddr>,
+    /// How timed requests get their connection: `keep-alive` (pooled, pre-warmed
+    /// before each rate's first timed send: its arrivals in the first 0.1 s) or
+    /// `fresh` (a new connection per request, its connect inside every time: the
+    /// harness before issue 53).
+    #[arg(long, value_enum, default_value_t = crate::load::Connections::KeepAlive)]
+    pub connections: crate::load::Connections,
     /// Drive this base URL (e.g. http://127.0.0.1:8123) instead of the in-process fake.
     #[arg(long)]
     pub target: Option<String>,
@@ -137,6 +147,8 @@ pub struct BenchReport {
     pub chunk_interval_ms: f64,
     pub prompt_tokens: u32,
     pub seed: u64,
+    /// `--connections`.
+    pub connections: crate::load::Connections,
     /// `load::SPIN_NS`: the dispatcher thread sleeps until this long before each
     /// intended time, then spins until it.
     pub dispatcher_spin_ns: u64,
@@ -291,8 +303,12 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
         let rates = client_rt.block_on(async move {
             // Spawned, so the driving future runs on the client runtime's workers.
             let task = tokio::spawn(async move {
+                let conns = args.connections;
+                let sources = crate::load::http_clients_from(&Default::default(), &args.source_addresses, conns)?;
                 let driver = drive::Driver {
-                    client: crate::load::http_client()?,
+                    client: crate::load::http_client_for(Default::default(), conns)?,
+                    connections: conns,
+                    sources: sources.into(),
                     url: format!("{base}/v1/completions"),
                     clock: crate::load::StudyClock::start(),
                     server_exit: tokio::sync::watch::channel(None),
@@ -336,6 +352,7 @@ pub fn bench(args: &Args) -> Result<BenchReport, BenchError> {
             chunk_interval_ms: args.chunk_interval_ms,
             prompt_tokens: args.prompt_tokens,
             seed: args.seed,
+            connections: args.connections,
             dispatcher_spin_ns: crate::load::SPIN_NS,
             dispatcher_realtime: crate::load::realtime_dispatch_available(),
             panel: panel_info,

@@ -13,7 +13,9 @@ use super::CompareError;
 use super::server::Running;
 use crate::evidence::{Evidence, write_json, write_jsonl};
 use crate::inputs::Inputs;
-use crate::load::{CellDrive, Counters, RequestCtx, StudyClock, drive_cell, exited};
+use crate::load::{
+    CellDrive, Connections, Counters, RequestCtx, StudyClock, drive_cell, exited, prewarm, warm_connections,
+};
 use crate::metrics::{CellSummary, summarize_cell};
 use crate::plan::{Plan, ResolvedCell, ResolvedLoad};
 
@@ -60,6 +62,7 @@ impl Ladder<'_> {
             drain_expired: tokio::sync::watch::channel(false).1,
             forced_output: true,
             light: false,
+            source_clients: Default::default(),
         };
         let mut out = Vec::with_capacity(cells.len());
         for cell in cells {
@@ -73,6 +76,7 @@ impl Ladder<'_> {
             if server.died().is_some() {
                 break;
             }
+            prewarm(&ctx, warm_connections(Connections::KeepAlive, Some(concurrency), &trace.entries)).await;
             let _ = server.phase().send(format!("cell:{}", cell.name));
             let drive = CellDrive {
                 block: self.block,

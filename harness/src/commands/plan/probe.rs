@@ -56,6 +56,7 @@ async fn test_request(inv: &Invocation, plan: &Plan, prompt: &crate::trace::Prom
         drain_expired: tokio::sync::watch::channel(false).1,
         forced_output: plan.request.forced(),
         light: false,
+        source_clients: Default::default(),
     };
     let key = crate::evidence::request_record::RecordKey { cell: "probe", block: 0, arm: inv.arm(), index: 0 };
     let mut rec = crate::evidence::request_record::RequestRecord::planned(

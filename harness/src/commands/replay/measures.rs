@@ -124,6 +124,9 @@ pub(super) struct One {
     lag: i64,
     /// A light record: its one event's tokens are not compared with usage.
     light: bool,
+    /// Reasoning tokens (usage's, else the events') and the first content event - send.
+    reasoning: u64,
+    ttfc: Option<u64>,
 }
 
 fn after(id: &str, what: &str, earlier: u64, later: u64) -> Result<u64, String> {
@@ -141,9 +144,14 @@ pub(super) fn one(r: &Rec) -> Result<One, String> {
     let (mut events, mut empty, mut multi, mut tokens) = (0u64, 0u64, 0u64, 0u64);
     let (mut prev, mut first, mut last): (Option<u64>, Option<u64>, Option<u64>) = (None, None, None);
     let mut gaps = Vec::new();
+    let (mut event_reasoning, mut first_content) = (0u64, None);
     for e in &r.events {
         if let Some(p) = prev {
             after(id, "event", p, e.t_ns)?;
+        }
+        event_reasoning += u64::from(e.reasoning.min(e.tokens));
+        if e.tokens > e.reasoning && first_content.is_none() {
+            first_content = Some(after(id, "first content token", send, e.t_ns)?);
         }
         prev = Some(e.t_ns);
         events += 1;
@@ -190,6 +198,8 @@ pub(super) fn one(r: &Rec) -> Result<One, String> {
         multi,
         lag,
         light: r.light,
+        reasoning: r.usage.and_then(|u| u.reasoning_tokens).map_or(event_reasoning, u64::from),
+        ttfc: first_content,
     })
 }
 
@@ -289,6 +299,16 @@ pub fn summarize(records: &[Rec], slo: Option<&Slo>) -> Result<Vec<Val>, String>
     ]);
     // The engine's decode measures come from receipts (`recompute`), not records.
     v.extend([Val::Float(None), Val::Float(None)]);
+    // Reasoning streams: absent unless some valid request reasoned.
+    let reasoners = valid.iter().filter(|o| o.reasoning > 0).count() as u64;
+    if reasoners == 0 {
+        v.extend([Val::Float(None); 8]);
+    } else {
+        let reasoning: u64 = valid.iter().map(|o| o.reasoning).sum();
+        let ttfc = dist(&col(&|o| o.ttfc.map(|t| t as f64)));
+        v.extend([reasoners, reasoning, output.saturating_sub(reasoning), ttfc.0].map(|n| Val::Float(Some(n as f64))));
+        v.extend(ttfc.1[..4].iter().map(|x| Val::Float(*x)));
+    }
     debug_assert_eq!(v.len(), FIELD_NAMES.len());
     Ok(v)
 }

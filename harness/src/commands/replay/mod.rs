@@ -37,6 +37,8 @@
 //!   servers, repeats, their intervals) from its own measures (`noise`);
 //! - holds the client and every pinned server to the plan's CPU sets, and a server
 //!   found off its set to having stopped before timing (`cpus`);
+//! - checks each session's measurement floor is there, consistent, at the plan's
+//!   highest rate and stated in the report (`floor`);
 //! - in evidence written by `harness compare` (`compare.json` `harness-compare/`,
 //!   no `run.json`), skips the run-specific unit, session and discarded checks and
 //!   recomputes `compare.json`'s cell observations and parity verdict (`compare`);
@@ -61,6 +63,7 @@ mod engine_decode;
 mod entry_bodies;
 mod evidence;
 mod files;
+mod floor;
 mod goodput;
 mod identity;
 mod inputs;
@@ -330,6 +333,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     // Compare's server records hold no environment, CPU set or identity.
                     checks.extend(setup::check(root, &frozen.plan));
                     checks.extend(cpus::check(root, &frozen.plan));
+                    checks.extend(floor::check(root, &frozen.plan));
                     checks.extend(identity::check(root, &frozen.plan));
                 }
             }

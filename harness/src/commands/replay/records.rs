@@ -10,6 +10,9 @@ use serde::Deserialize;
 pub struct Event {
     pub t_ns: u64,
     pub tokens: u32,
+    /// Of `tokens`, the reasoning ones (absent: 0).
+    #[serde(default)]
+    pub reasoning: u32,
 }
 
 /// `failure` of a record: its class tag and, for a timeout, when it fired.
@@ -24,6 +27,8 @@ pub struct Failure {
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    #[serde(default)]
+    pub reasoning_tokens: Option<u32>,
 }
 
 /// One line of `<cell>.requests.jsonl`.

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::{RunError, Study};
 use crate::evidence::request_record::RequestRecord;
 use crate::evidence::{CellOutcome, write_json, write_jsonl};
-use crate::load::{CellDrive, Counters, RequestCtx, drive_cell, exited};
+use crate::load::{CellDrive, Connections, Counters, RequestCtx, drive_cell, exited, prewarm, warm_connections};
 use crate::metrics::{parse_receipts, render_line, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
 use crate::trace::TraceEntry;
@@ -120,6 +120,18 @@ impl CellRun<'_> {
         if dead().is_some() {
             return Ok(None);
         }
+        let concurrency = match cell.load {
+            ResolvedLoad::Closed { concurrency } => Some(concurrency),
+            _ => cell.max_concurrency,
+        };
+        // The cell's own route: its bodies and URL; the recorder skips the
+        // prompt-length check on chat.
+        let light = cell.recorder == crate::plan::Recorder::Light;
+        let url = self.urls.of(cell.body.endpoint).to_string();
+        let ctx = crate::load::RequestCtx { light, url, ..self.ctx.clone() };
+        // Warm keep-alive connections before the first timed send, so that no timed
+        // request pays for a connect it would not pay in steady state.
+        prewarm(&ctx, warm_connections(Connections::KeepAlive, concurrency, entries)).await;
         let entry_bodies = s.inputs.entry_bodies(plan, name);
         let _ = self.phase.send(format!("cell:{name}"));
         let counters = Arc::new(Counters::default());
@@ -135,20 +147,12 @@ impl CellRun<'_> {
             cell: name,
             entries,
             start_ns,
-            concurrency: match cell.load {
-                ResolvedLoad::Closed { concurrency } => Some(concurrency),
-                _ => cell.max_concurrency,
-            },
+            concurrency,
             bodies: s.inputs.bodies_for(cell.body),
             entry_bodies: entry_bodies.as_deref(),
             sessions: s.inputs.sessions.as_deref(),
             drain_timeout: Duration::from_secs_f64(plan.timing.drain_timeout_s),
         };
-        // The cell's own route: its bodies and URL; the recorder skips the
-        // prompt-length check on chat.
-        let light = cell.recorder == crate::plan::Recorder::Light;
-        let url = self.urls.of(cell.body.endpoint).to_string();
-        let ctx = crate::load::RequestCtx { light, url, ..self.ctx.clone() };
         let mut records = drive_cell(&drive, &ctx, &counters).await?;
         drop(ticker);
         let _ = self.phase.send("idle".to_string());

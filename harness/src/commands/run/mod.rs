@@ -583,6 +583,23 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     };
     let plan = &frozen.plan;
     let resolved = plan.resolved_cells()?;
+    // The client's measurement floor on this machine now (about two seconds).
+    let floor_rate = crate::load::planned_rate(&resolved);
+    match tokio::task::spawn_blocking(move || crate::load::measure_floor(floor_rate)).await {
+        Ok(Ok(floor)) => {
+            if !opts.quiet {
+                println!(
+                    "measurement floor: TTFT overhead p50 {:.0} us, p99 {:.0} us at {floor_rate} req/s ({:.1} s)",
+                    floor.ttft_overhead.p50_us, floor.ttft_overhead.p99_us, floor.wall_s
+                );
+            }
+            if let Some(s) = sessions.last_mut() {
+                s.measurement_floor = Some(floor);
+            }
+        }
+        Ok(Err(e)) => eprintln!("measurement floor: not measured: {e}"),
+        Err(e) => eprintln!("measurement floor: not measured: {e}"),
+    }
     let inputs = if state.inputs_ok {
         crate::inputs::load(plan, &ev.inputs_dir())?
     } else if let Some(panel) = &panel {

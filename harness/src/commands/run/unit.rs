@@ -237,6 +237,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
         drain_expired: watch::channel(false).1,
         forced_output: plan.request.forced(),
         light: false,
+        source_clients: Default::default(),
     };
     let receipts = receipts_source(s, arm, cmd.and_then(|c| c.receipts));
     Ok(Started::Live(Box::new(Live { dir, out, server, ctx, urls, label, receipts, arm: arm.clone() })))
