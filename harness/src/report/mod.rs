@@ -25,6 +25,7 @@
 
 mod figures;
 mod html;
+mod machines;
 mod markdown;
 mod matrix;
 mod noise;
@@ -193,7 +194,12 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     files.push("results/report.html".to_string());
     let mut claims = claims_terminal(&a);
     claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
-    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone() })
+    let mut warnings = l.summary_mismatches.clone();
+    // The machine holding most of a measure's variance (a dispatched study).
+    if let Some(Ok(n)) = &l.noise {
+        warnings.extend(n.warnings.iter().cloned());
+    }
+    Ok(ReportOutcome { report, claims, files, warnings })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.
