@@ -17,7 +17,7 @@ pub fn section(o: &mut String, l: &Loaded, a: &Analysis) {
     let machines = e.machines();
     let by_block = e.machine_of_blocks();
     let jobs: Vec<&str> = e.submissions.iter().filter_map(|s| s.job_id.as_deref()).collect();
-    let _ = writeln!(o, "## Where the blocks ran\n");
+    let _ = writeln!(o, "\n## Where the blocks ran\n");
     let _ = writeln!(
         o,
         "The {} blocks ran as Slurm array tasks (job{} {}; script `{}`) on {} machine{}: {}. Each block ran whole \

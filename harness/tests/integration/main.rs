@@ -38,6 +38,7 @@ mod requests_table;
 mod resume;
 mod run_qualify;
 mod sequential;
+mod slurm;
 mod trace_lengths;
 mod traffic;
 mod tuning;

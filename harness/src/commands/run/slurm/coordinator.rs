@@ -81,13 +81,18 @@ struct Track {
 
 /// A block's units as the directory holds them.
 enum BlockFiles {
-    /// Every unit whole, all of one session, none that measured nothing.
+    /// Every unit whole, all of one session (with `resuming`, none that measured
+    /// nothing).
     Whole { session: u32 },
     /// Files to move aside before the block runs again (possibly none).
     Partial { files: Vec<PathBuf>, why: String },
 }
 
-fn block_files(ev: &Evidence, block: &ScheduledBlock) -> Result<BlockFiles, RunError> {
+/// The block's units. A unit that measured nothing (its server failed to start
+/// below its arm's `max_start_failures`) is an arm fault of a finished block, as
+/// in a local run; a resuming coordinator runs such a block again (`resuming`), as
+/// a local resume runs such a unit again.
+fn block_files(ev: &Evidence, block: &ScheduledBlock, resuming: bool) -> Result<BlockFiles, RunError> {
     let root = ev.root();
     let mut sessions = Vec::new();
     let mut files = Vec::new();
@@ -97,7 +102,7 @@ fn block_files(ev: &Evidence, block: &ScheduledBlock) -> Result<BlockFiles, RunE
         let extra = resume::summary_paths(ev, block, arm);
         match check_record(root, &dir, &extra) {
             RecordCheck::Complete(rec) => {
-                if UnitStatus::parse(&rec.status).is_some_and(UnitStatus::measured_nothing) {
+                if resuming && UnitStatus::parse(&rec.status).is_some_and(UnitStatus::measured_nothing) {
                     why.get_or_insert_with(|| format!("{} measured nothing ({})", rec.unit, rec.status));
                 }
                 sessions.push(rec.session);
@@ -327,7 +332,7 @@ pub async fn run_blocks(
             );
             t.phase = Phase::Queued { job: q.array_job.clone(), since: Instant::now() };
         } else {
-            match block_files(cx.ev, block)? {
+            match block_files(cx.ev, block, true)? {
                 BlockFiles::Whole { session } => {
                     println!("slurm: b{} verified (unit.json, session {session})", block.index);
                     t.phase = Phase::Done { session };
@@ -341,7 +346,15 @@ pub async fn run_blocks(
         tracks.push(t);
     }
     let poll = Duration::from_secs_f64(exec.poll_interval_s);
+    // The arrays followed: an earlier session's still in the queue, then this one's.
     let mut jobs: Vec<String> = Vec::new();
+    for t in &tracks {
+        if let Phase::Queued { job, .. } = &t.phase
+            && !jobs.contains(job)
+        {
+            jobs.push(job.clone());
+        }
+    }
     let mut last_line = String::new();
     let mut queue_error: Option<(Instant, String)> = None;
     let stop = loop {
@@ -484,7 +497,12 @@ async fn follow(
         .filter(|c| c.task.as_ref().is_some_and(|k| k.block == t.block && k.array_job_id == job))
         .max_by_key(|c| c.session);
     let outcome = claim.and_then(|c| c.task.as_ref()).map(|k| k.outcome);
-    match (outcome, block_files(cx.ev, block)?) {
+    let files = block_files(cx.ev, block, false)?;
+    let not_whole = match &files {
+        BlockFiles::Partial { why, .. } => why.clone(),
+        BlockFiles::Whole { .. } => String::new(),
+    };
+    match (outcome, files) {
         (Some(TaskOutcome::Finished), BlockFiles::Whole { session }) => {
             println!("slurm: b{} done on {} (session {session})", t.block, t.node.as_deref().unwrap_or("?"));
             t.phase = Phase::Done { session };
@@ -505,6 +523,7 @@ async fn follow(
     let worker = claim.and_then(|c| c.task.as_ref()).and_then(|k| k.detail.clone());
     let detail = match (&worker, outcome) {
         (Some(w), _) => format!("its worker failed: {w}"),
+        (None, Some(TaskOutcome::Finished)) => format!("its worker finished but its units are not whole ({not_whole})"),
         (None, Some(_)) => {
             format!("it ended ({state}) while its worker was running; {}", log_tail(root, t.block, &job))
         }
@@ -551,7 +570,7 @@ async fn follow(
         t.attempts + 1,
         exec.max_resubmits + 1
     );
-    if let BlockFiles::Partial { files, .. } = block_files(cx.ev, block)? {
+    if let BlockFiles::Partial { files, .. } = block_files(cx.ev, block, false)? {
         let why = format!(
             "the block's task {job}_{} failed ({}); the block runs again whole",
             t.block,

@@ -137,9 +137,10 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<WorkerOutcome, RunError> {
         }
     }
     let frozen = crate::plan::FrozenPlan { plan, ..frozen };
+    // The machine as found, before the pin (as a local session records it).
+    let host = crate::host::facts();
     let cpus = resources::take_cpus(&task, &node);
     let gpus = resources::gpus();
-    let host = crate::host::facts();
     let git = git_info(&opts.base_dir);
 
     let placement = TaskPlacement {
