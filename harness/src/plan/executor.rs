@@ -283,6 +283,28 @@ impl Plan {
         u16::try_from(u32::from(port) + block * u32::from(self.ports_per_task())).ok()
     }
 
+    /// `plan check`'s line for a plan whose `[executor]` says `slurm`.
+    pub fn executor_text(&self) -> Option<String> {
+        let e = &self.executor;
+        if e.kind != ExecutorKind::Slurm {
+            return None;
+        }
+        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
+        Some(format!(
+            "executor slurm: one array task per block, all its arms on one node; {} at once; partition {}, {} \
+             CPU(s) per task{}{}; block k's servers on their arm's port + k x {}; a failed task resubmitted up to \
+             {} time(s); at most {} s in the queue",
+            e.max_parallel.map_or("any number".to_string(), |n| n.to_string()),
+            or(&e.partition, "(the cluster's default)"),
+            e.cpus_per_task.unwrap_or(1),
+            e.gres.as_ref().map(|g| format!(", gres {g}")).unwrap_or_default(),
+            e.time_limit.as_ref().map(|t| format!(", time limit {t}")).unwrap_or_default(),
+            self.ports_per_task(),
+            e.max_resubmits,
+            e.start_timeout_s
+        ))
+    }
+
     /// What keeps this plan's blocks from running as Slurm array tasks, by key:
     /// a `[sequential]` rule (it decides after each block, in order), CPU sets
     /// (each task's CPUs come from its allocation), ports past 65535, and arm ports
@@ -386,5 +408,36 @@ mod tests {
         for ok in ["100", "16G", "512m"] {
             assert!(mem_ok(ok), "{ok}");
         }
+    }
+
+    const PLAN: &str = "[study]\nname = \"s\"\nseed = 1\n\n[request]\nmodel = \"m\"\noutput_tokens = 4\n\n\
+        [prompts]\nsource = \"random\"\nlengths = [8]\ndocuments = 2\nmax_token_id = 255\n\n[warmup]\nprompts = 0\n\n\
+        [timing]\nsettle_s = 0.0\nrequest_timeout_s = 30\ndrain_timeout_s = 30\n\n[blocks]\ncount = 3\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
+        [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"e\", \"{port}\"]\nport = 18000\n\n\
+        [[arms]]\nname = \"b\"\nrole = \"candidate\"\nargv = [\"e\", \"{port}\"]\nport = 18001\n\n\
+        [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\ncount = 2\n";
+
+    #[test]
+    fn a_dispatched_plan_gets_a_port_range_per_block_and_refuses_what_cannot_leave_the_machine() {
+        let plan = crate::plan::parse(&format!("{PLAN}\n[executor]\nkind = \"slurm\"\n")).unwrap();
+        assert_eq!(plan.ports_per_task(), 2);
+        let ports: Vec<Option<u16>> = (0..3).map(|b| plan.dispatched_port(&plan.arms[1], b)).collect();
+        assert_eq!(ports, [Some(18001), Some(18003), Some(18005)]);
+        assert!(plan.executor_text().unwrap().contains("port + k x 2"));
+        let keys = |extra: &str| match crate::plan::parse(&format!("{PLAN}{extra}")) {
+            Err(crate::plan::PlanError::Invalid(issues)) => issues.into_iter().map(|i| i.key).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(keys("\n[client]\ncpus = [0]\n\n[executor]\nkind = \"slurm\"\n"), ["client.cpus"]);
+        assert_eq!(keys("\n[executor]\nkind = \"slurm\"\nports_per_task = 1\n"), ["executor.ports_per_task"]);
+        let high = PLAN.replace("port = 18000", "port = 65532").replace("port = 18001", "port = 65533");
+        let issues = match crate::plan::parse(&format!("{high}\n[executor]\nkind = \"slurm\"\n")) {
+            Err(crate::plan::PlanError::Invalid(issues)) => issues,
+            other => panic!("{other:?}"),
+        };
+        assert!(issues[0].message.contains("past 65535"), "{issues:?}");
+        // A local plan may say anything: --executor slurm checks it before it runs.
+        let local = crate::plan::parse(&format!("{PLAN}\n[client]\ncpus = [0]\n")).unwrap();
+        assert_eq!(local.dispatch_problems().len(), 1);
     }
 }

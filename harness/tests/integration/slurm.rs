@@ -113,6 +113,21 @@ impl Drop for Cleanup<'_> {
 /// of `count` requests, engine steps slowed by `slow_us`, arms on two consecutive
 /// ports, and `executor` (TOML lines of `[executor]`) with the study's shared root.
 fn plan(model: &Path, name: &str, blocks: u32, count: u32, slow_us: u32, executor: &str, root: &Path) -> String {
+    plan_with(model, name, blocks, count, slow_us, executor, root, "")
+}
+
+/// `plan`, with `analysis` lines added to `[analysis]`.
+#[allow(clippy::too_many_arguments)]
+fn plan_with(
+    model: &Path,
+    name: &str,
+    blocks: u32,
+    count: u32,
+    slow_us: u32,
+    executor: &str,
+    root: &Path,
+    analysis: &str,
+) -> String {
     let scales = model.join("scales.json").display().to_string();
     let slow = ["--debug-step-delay-us".to_string(), slow_us.to_string()];
     let slow: Vec<&str> = slow.iter().map(String::as_str).collect();
@@ -133,7 +148,7 @@ fn plan(model: &Path, name: &str, blocks: u32, count: u32, slow_us: u32, executo
     p.closed("c", "confirmation", 2, count)
         .tail(&format!(
             "[executor]\n{executor}\nshared_root = {:?}\nports_per_task = 2\npoll_interval_s = 0.2\n\n\
-             [analysis]\nalpha = 0.05\n\n[[hypotheses]]\nmetric = \"throughput_rps\"\ncell = \"c\"\n\
+             [analysis]\nalpha = 0.05\n{analysis}\n[[hypotheses]]\nmetric = \"throughput_rps\"\ncell = \"c\"\n\
              candidate = \"k16v8\"\ncontrol = \"f16\"\nthreshold = 0.01\n",
             root.display().to_string()
         ))
@@ -192,7 +207,9 @@ fn a_dispatched_study_replays_clean_equals_its_recomputation_and_names_a_changed
     let tmp = tempfile::tempdir().unwrap();
     let model = synth_model(tmp.path());
     let exec = "kind = \"slurm\"\ncpus_per_task = 1\nmax_parallel = 2";
-    let (plan_path, dir) = write_plan(tmp.path(), &plan(&model, "slurm-merge", 4, 4, 0, exec, tmp.path()));
+    let noise = "noise = [\"throughput_rps\"]\n";
+    let text_plan = plan_with(&model, "slurm-merge", 4, 4, 0, exec, tmp.path(), noise);
+    let (plan_path, dir) = write_plan(tmp.path(), &text_plan);
     let _cleanup = Cleanup(&conf, dir.clone());
     let out = finish(start(&conf, &plan_path, &dir), Duration::from_secs(300));
     let said = text(&out);
@@ -255,6 +272,42 @@ fn a_dispatched_study_replays_clean_equals_its_recomputation_and_names_a_changed
     );
     let bare_report = std::fs::read_to_string(bare.join("results/report.md")).unwrap();
     assert!(!bare_report.contains("## Where the blocks ran"));
+
+    // The same units as if blocks 2 and 3 had run on another node: the noise
+    // decomposition gains the machine as a level (the report's, `harness noise`'s,
+    // and replay's own recomputation agree).
+    let two = tmp.path().join("two");
+    tamper::copy_dir(&dir, &two);
+    let mut run_two = run.clone();
+    for t in run_two["executor"]["tasks"].as_array_mut().unwrap() {
+        if t["block"].as_u64().unwrap() >= 2 {
+            t["hostname"] = "node-b".into();
+            let claim = two.join(format!("slurm/sessions/{}.json", t["session"]));
+            let mut c = read_json(&claim);
+            c["task"]["hostname"] = "node-b".into();
+            std::fs::write(&claim, serde_json::to_vec_pretty(&c).unwrap()).unwrap();
+        }
+    }
+    std::fs::write(two.join("run.json"), serde_json::to_vec_pretty(&run_two).unwrap()).unwrap();
+    let r = Command::new(harness_bin()).arg("report").arg(&two).output().unwrap();
+    assert!(r.status.success(), "{}", text(&r));
+    tamper::rewrite_manifest(&two);
+    replay_ok(&two);
+    let report = std::fs::read_to_string(two.join("results/report.md")).unwrap();
+    assert!(report.contains("on 2 machines") && report.contains("| node-b | 3 |"), "{report}");
+    let evidence = read_json(&two.join("results/evidence.json"));
+    let levels: Vec<&str> = evidence["noise"]["groups"][0]["decomposition"]["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["level"].as_str().unwrap())
+        .collect();
+    assert_eq!(levels, ["machine", "block", "server"], "{evidence}");
+    let n = Command::new(harness_bin()).arg("noise").arg(&two).output().unwrap();
+    assert!(n.status.success(), "{}", text(&n));
+    assert!(text(&n).contains("the blocks ran on 2 machines") && text(&n).contains("  machine "), "{}", text(&n));
+    let one = read_json(&dir.join("results/evidence.json"));
+    assert_eq!(one["noise"]["groups"][0]["decomposition"]["components"][0]["level"], "block", "one machine: no level");
 
     // A unit changed after the merge: replay names its block, task and node.
     let tampered = tmp.path().join("tampered");
