@@ -34,6 +34,8 @@ pub const SUBMISSIONS_DIR: &str = "slurm/submissions";
 pub const SESSIONS_DIR: &str = "slurm/sessions";
 /// Slurm's stdout and stderr of each task: `b<block>.j<array job>.log`.
 pub const LOGS_DIR: &str = "slurm/logs";
+/// One record per task that ended without its block (`<n>.json`, in order seen).
+pub const FAILURES_DIR: &str = "slurm/failures";
 pub const DISPATCH_FORMAT: &str = "harness-dispatch/1";
 
 /// `slurm/dispatch.json`: what the blocks were dispatched with. A worker refuses to
@@ -328,6 +330,32 @@ pub fn read_submissions(root: &Path) -> Result<Vec<SubmissionRecord>, EvidenceEr
     }
     out.sort_by_key(|s| s.submission);
     Ok(out)
+}
+
+/// Records a task that ended without its block as `slurm/failures/<n>.json`, `n`
+/// counting on from those there.
+pub fn write_failure(root: &Path, f: &TaskFailure) -> Result<(), EvidenceError> {
+    let n = read_failures(root)?.len();
+    write_json(&root.join(FAILURES_DIR).join(format!("{n}.json")), f)
+}
+
+/// Every failure recorded under `root`, in the order seen.
+pub fn read_failures(root: &Path) -> Result<Vec<TaskFailure>, EvidenceError> {
+    let dir = root.join(FAILURES_DIR);
+    let mut out: Vec<(u32, TaskFailure)> = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(Vec::new()) };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(n) = name.strip_suffix(".json").and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let path = e.path();
+        let bytes = super::read_input(&path)
+            .map_err(|e| EvidenceError::Json { what: path.display().to_string(), message: e.to_string() })?;
+        let f = serde_json::from_slice(&bytes)
+            .map_err(|e| EvidenceError::Json { what: path.display().to_string(), message: e.to_string() })?;
+        out.push((n, f));
+    }
+    out.sort_by_key(|(n, _)| *n);
+    Ok(out.into_iter().map(|(_, f)| f).collect())
 }
 
 /// Reads `slurm/dispatch.json`; `None` when the study was never dispatched.

@@ -45,9 +45,10 @@ pub use compare_record::{
     Obs, ParityMismatch, ParityReport, Phase, RoundRatio, Row,
 };
 pub use dispatch_record::{
-    DISPATCH_FILE, DISPATCH_FORMAT, DispatchRecord, ExecutorRecord, GpuFacts, LOGS_DIR, SBATCH_FILE, SESSIONS_DIR,
-    SLURM_DIR, SUBMISSIONS_DIR, SessionClaim, SessionRole, SubmissionRecord, TaskFailure, TaskOutcome, TaskPlacement,
-    claim_path, claim_session, read_claims, read_dispatch, read_submissions, submission_path, write_claim,
+    DISPATCH_FILE, DISPATCH_FORMAT, DispatchRecord, ExecutorRecord, FAILURES_DIR, GpuFacts, LOGS_DIR, SBATCH_FILE,
+    SESSIONS_DIR, SLURM_DIR, SUBMISSIONS_DIR, SessionClaim, SessionRole, SubmissionRecord, TaskFailure, TaskOutcome,
+    TaskPlacement, claim_path, claim_session, read_claims, read_dispatch, read_failures, read_submissions,
+    submission_path, write_claim, write_failure,
 };
 pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
 pub use jsonl::JsonlStream;

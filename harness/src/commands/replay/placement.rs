@@ -5,7 +5,8 @@
 //! changed after the merge is named with its block, task and node); the task's
 //! session record (`slurm/sessions/<n>.json`) is a worker's claim that says the
 //! same block, job, node and ports as `run.json`; every task's session is in
-//! `run.json` `sessions`; and every submission's blocks are scheduled blocks.
+//! `run.json` `sessions`; every submission's blocks are scheduled blocks; and
+//! `run.json`'s failures are `slurm/failures/<n>.json`, in order.
 //! `None` for a study whose blocks ran where `harness run` ran. Must not hash
 //! anything again (digests come from the scan) or execute anything the records
 //! name.
@@ -118,6 +119,26 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Option<Check> {
                 "scheduled blocks only",
             ));
         }
+    }
+    for (i, f) in exec.failures.iter().enumerate() {
+        let rel = format!("{}/{i}.json", crate::evidence::FAILURES_DIR);
+        match read_json::<crate::evidence::TaskFailure>(root, &rel) {
+            Ok(on_disk) if on_disk == *f => {}
+            Ok(_) => {
+                m.push(Mismatch::new(&rel, "failure", "another failure", format!("run.json executor.failures[{i}]")))
+            }
+            Err(e) => m.push(Mismatch::new(&rel, "failure record", "missing or malformed", e)),
+        }
+    }
+    let recorded =
+        s.scan.files.keys().filter(|p| p.starts_with(&format!("{}/", crate::evidence::FAILURES_DIR))).count();
+    if recorded != exec.failures.len() {
+        m.push(Mismatch::new(
+            crate::evidence::FAILURES_DIR,
+            "records",
+            recorded.to_string(),
+            format!("{} (run.json executor.failures)", exec.failures.len()),
+        ));
     }
     let machines = exec.machines();
     let detail = format!(

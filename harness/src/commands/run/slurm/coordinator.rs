@@ -417,7 +417,7 @@ pub async fn run_blocks(
     if let Some(stop) = stop {
         let said = cancel(&name).await;
         println!("slurm: {said}");
-        let record = executor_record(&root, &dispatch, &tracks, failures)?;
+        let record = executor_record(&root, &dispatch, &tracks)?;
         return Ok(Dispatched { stop: Some(stop), record, merge_s: 0.0 });
     }
     let merge = Instant::now();
@@ -444,7 +444,7 @@ pub async fn run_blocks(
             s.discarded.extend(moved);
         }
     }
-    let record = executor_record(&root, &dispatch, &tracks, failures)?;
+    let record = executor_record(&root, &dispatch, &tracks)?;
     Ok(Dispatched { stop: None, record, merge_s: merge.elapsed().as_secs_f64() })
 }
 
@@ -539,7 +539,7 @@ async fn follow(
         ended.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
         ended.exit_code.as_deref().map(|c| format!(", exit {c}")).unwrap_or_default(),
     );
-    failures.push(TaskFailure {
+    let failure = TaskFailure {
         block: t.block,
         job: format!("{job}_{}", t.block),
         state,
@@ -549,7 +549,9 @@ async fn follow(
         session: claim.map(|c| c.session),
         detail: detail.clone(),
         resubmitted: resubmit,
-    });
+    };
+    crate::evidence::write_failure(root, &failure)?;
+    failures.push(failure);
     if !resubmit {
         println!("slurm: b{} failed: {what}", t.block);
         return Ok(Some(
@@ -596,12 +598,7 @@ async fn follow(
 
 /// `run.json` `executor`: the submissions, every worker's task (its block's kept
 /// one marked), and the failures seen.
-fn executor_record(
-    root: &Path,
-    d: &DispatchRecord,
-    tracks: &[Track],
-    failures: Vec<TaskFailure>,
-) -> Result<ExecutorRecord, RunError> {
+fn executor_record(root: &Path, d: &DispatchRecord, tracks: &[Track]) -> Result<ExecutorRecord, RunError> {
     let kept: BTreeMap<u32, u32> = tracks
         .iter()
         .filter_map(|t| match t.phase {
@@ -621,14 +618,14 @@ fn executor_record(
             Some(task)
         })
         .collect();
-    // Earlier coordinator sessions' failures are in their records only as discards.
     Ok(ExecutorRecord {
         kind: "slurm".into(),
         job_name: d.job_name.clone(),
         script: SBATCH_FILE.into(),
         submissions: read_submissions(root)?,
         tasks,
-        failures,
+        // Every session's, a resumed coordinator's earlier ones included.
+        failures: crate::evidence::read_failures(root)?,
     })
 }
 

@@ -188,6 +188,7 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<WorkerOutcome, RunError> {
     let (outcome, detail, units_run) = match &result {
         Ok((None, units)) => (TaskOutcome::Finished, None, units.clone()),
         Ok((Some(stop), units)) => (TaskOutcome::Stopped, Some(stop.to_string()), units.clone()),
+        Err(e @ RunError::Interrupted(_)) => (TaskOutcome::Interrupted, Some(e.to_string()), Vec::new()),
         Err(e) => (TaskOutcome::Failed, Some(e.to_string()), Vec::new()),
     };
     let now = unix_ms();
