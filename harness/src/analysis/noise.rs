@@ -276,3 +276,44 @@ impl NoiseReport {
         o
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = "[study]\nname = \"n\"\nseed = 1\n\n[request]\nmodel = \"m\"\noutput_tokens = 4\n\n\
+        [prompts]\nsource = \"random\"\nlengths = [8]\ndocuments = 2\nmax_token_id = 255\n\n[warmup]\nprompts = 0\n\n\
+        [timing]\nsettle_s = 0.0\nrequest_timeout_s = 30\ndrain_timeout_s = 30\n\n[blocks]\ncount = 6\n\
+        arm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
+        [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"e\", \"{port}\"]\nport = 18000\n\n\
+        [[arms]]\nname = \"b\"\nrole = \"candidate\"\nargv = [\"e\", \"{port}\"]\nport = 18001\n\n\
+        [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\ncount = 2\n";
+
+    /// Throughput of block b, arm `arm`: machine `b >= 3` is twice as fast.
+    fn summary(b: u32, arm: &str) -> Option<CellSummary> {
+        let wiggle = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0][b as usize] * if arm == "a" { 1.0 } else { 1.005 };
+        let machine = if b >= 3 { 2.0 } else { 1.0 };
+        Some(CellSummary { request_throughput_rps: 10.0 * machine * wiggle, ..Default::default() })
+    }
+
+    #[test]
+    fn blocks_on_two_machines_gain_a_machine_level_and_a_warning_when_it_holds_most_of_the_variance() {
+        let frozen = crate::plan::freeze(PLAN.as_bytes().to_vec()).unwrap();
+        let metric = [Metric::ThroughputRps];
+        let machines: BTreeMap<u32, String> =
+            (0..6).map(|b| (b, if b >= 3 { "node-b" } else { "node-a" }.to_string())).collect();
+        let r = decompose(&frozen, &metric, &machines, |b, arm, _| summary(b, arm)).unwrap();
+        let levels: Vec<&str> = r.groups[0].decomposition.components.iter().map(|c| c.level).collect();
+        assert_eq!(levels, ["machine", "block", "server"]);
+        assert_eq!(r.groups[0].decomposition.machines, 2);
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("the machine explains") && r.render_text().contains("2 machines"));
+        // One machine (or none recorded): the three-level design, no warning.
+        let one: BTreeMap<u32, String> = (0..6).map(|b| (b, "node-a".to_string())).collect();
+        for m in [one, BTreeMap::new()] {
+            let r = decompose(&frozen, &metric, &m, |b, arm, _| summary(b, arm)).unwrap();
+            assert_eq!(r.groups[0].decomposition.components[0].level, "block");
+            assert!(r.warnings.is_empty() && r.machine_of_block.is_empty());
+        }
+    }
+}
