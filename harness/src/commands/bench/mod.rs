@@ -48,7 +48,7 @@ pub enum Dataset {
     Requests,
 }
 
-/// The flags of `harness bench` (see `--help` and README "Quick measurement").
+/// The flags of `harness bench` (see `--help` and docs/bench.md).
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("server").required(true).args(["url", "argv"])))]
 #[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate", "max_concurrency", "profile"])))]
