@@ -318,7 +318,7 @@ pub fn read_submissions(root: &Path) -> Result<Vec<SubmissionRecord>, EvidenceEr
     let Ok(entries) = std::fs::read_dir(&dir) else { return Ok(out) };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !name.strip_suffix(".json").is_some_and(|s| s.parse::<u32>().is_ok()) {
+        if name.strip_suffix(".json").is_none_or(|s| s.parse::<u32>().is_err()) {
             continue;
         }
         let path = e.path();

@@ -231,7 +231,7 @@ pub(super) fn validate(c: &mut Checker, f: Option<ExecutorFile>) -> Executor {
         .unwrap_or(DEFAULT_START_TIMEOUT_S);
     let poll_interval_s = match f.poll_interval_s {
         None => DEFAULT_POLL_INTERVAL_S,
-        Some(v) if v.is_finite() && v >= 0.05 && v <= 60.0 => v,
+        Some(v) if (0.05..=60.0).contains(&v) => v,
         Some(v) => {
             c.err("executor.poll_interval_s", format!("must be in [0.05, 60] seconds, got {v}"));
             DEFAULT_POLL_INTERVAL_S

@@ -399,8 +399,8 @@ pub async fn run_blocks(
             }
         };
         let mut stop = None;
-        for i in 0..tracks.len() {
-            if let Some(s) = follow(cx, schedule, &mut tracks[i], &queue, &mut failures, ledger).await? {
+        for track in tracks.iter_mut() {
+            if let Some(s) = follow(cx, schedule, track, &queue, &mut failures, ledger).await? {
                 stop = Some(s);
                 break;
             }
