@@ -75,7 +75,8 @@ enum Command {
                             harness run plans/quickstart.toml --resume reports/qs")]
     Run {
         /// The plan file (its loads derived, or a `[pilots]` table: the run derives them).
-        plan: PathBuf,
+        #[arg(required_unless_present = "block")]
+        plan: Option<PathBuf>,
         /// Evidence directory (default: reports/<study>).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -90,6 +91,21 @@ enum Command {
         /// No progress bars: one line per cell (for CI and logs).
         #[arg(long)]
         quiet: bool,
+        /// Where the blocks run: `local` (here) or `slurm` (one Slurm array task
+        /// per block, all its arms on one node; docs/slurm.md). Default: the plan's
+        /// `[executor] kind`, else local.
+        #[arg(long, value_name = "KIND", value_parser = ["local", "slurm"])]
+        executor: Option<String>,
+        /// Worker mode, inside a dispatched study's Slurm array task (its
+        /// slurm/blocks.sbatch runs it): run block K of the study in --study.
+        #[arg(long, value_name = "K", requires_all = ["study", "shared_root"], conflicts_with_all = ["plan", "out", "force", "resume", "executor"])]
+        block: Option<u32>,
+        /// Worker mode: the evidence directory the block belongs to.
+        #[arg(long, value_name = "DIR", requires = "block")]
+        study: Option<PathBuf>,
+        /// Worker mode: the directory every node sees (the evidence directory lies under it).
+        #[arg(long, value_name = "DIR", requires = "block")]
+        shared_root: Option<PathBuf>,
     },
     /// Regenerate results/ (matrix, requests, evidence.json, figures, report.md and
     /// report.html) of an evidence
@@ -226,14 +242,50 @@ enum PlanCommand {
 }
 
 /// `harness run`: returns whether every server invocation completed.
-fn run(plan: PathBuf, out: Option<PathBuf>, force: bool, resume: Option<PathBuf>, quiet: bool) -> Result<bool> {
-    run_with(RunOptions { out, force, resume, quiet, ..RunOptions::new(plan) })
+fn run(
+    plan: PathBuf,
+    out: Option<PathBuf>,
+    force: bool,
+    resume: Option<PathBuf>,
+    quiet: bool,
+    executor: Option<String>,
+) -> Result<bool> {
+    let executor = executor.as_deref().and_then(harness::plan::ExecutorKind::parse);
+    run_with(RunOptions { out, force, resume, quiet, executor, ..RunOptions::new(plan) })
+}
+
+/// `harness run --block K`: one block of a dispatched study, in its Slurm task.
+/// Returns whether the block finished (false: it stopped the study, as a local run
+/// would have).
+fn run_block(block: u32, study: PathBuf, shared_root: PathBuf, quiet: bool) -> Result<bool> {
+    let opts = harness::commands::run::WorkerOptions { study, block, shared_root, quiet, base_dir: PathBuf::from(".") };
+    let outcome = harness::commands::run::run_worker(&opts)?;
+    println!(
+        "worker: block {} done on {} (session {}): {} server invocation(s){}",
+        outcome.block,
+        outcome.hostname,
+        outcome.session,
+        outcome.units,
+        outcome.stopped.as_deref().map(|s| format!("; it stopped the study: {s}")).unwrap_or_default()
+    );
+    Ok(outcome.stopped.is_none())
 }
 
 fn run_with(opts: RunOptions) -> Result<bool> {
     let outcome = harness::commands::run::run(&opts)?;
     let faults = outcome.faults();
-    if outcome.sessions.len() > 1 {
+    if let Some(d) = &outcome.dispatched {
+        println!(
+            "dispatched: {} blocks as Slurm array job(s) {} on {} machine(s) ({}); {} task(s) resubmitted; merged in \
+             {:.2} s",
+            d.blocks,
+            d.jobs.join(", "),
+            d.machines.len(),
+            d.machines.join(", "),
+            d.resubmitted,
+            d.merge_s
+        );
+    } else if outcome.sessions.len() > 1 {
         let discarded: usize = outcome.sessions.iter().map(|s| s.discarded.len()).sum();
         println!(
             "resumed: session {} of {}; {} server invocations verified from earlier sessions, {} run now, {} \
@@ -480,11 +532,18 @@ fn main() -> ExitCode {
         Command::Trace { plan, out, traces_only } => {
             commands::plan::trace(&plan, &out, traces_only).map_err(Into::into)
         }
-        Command::Run { plan, out, force, resume, quiet } => match run(plan, out, force, resume, quiet) {
-            Ok(true) => Ok(()),
-            Ok(false) => return ExitCode::from(2),
-            Err(e) => Err(e),
-        },
+        Command::Run { plan, out, force, resume, quiet, executor, block, study, shared_root } => {
+            let done = match (block, study, shared_root, plan) {
+                (Some(k), Some(study), Some(root), _) => run_block(k, study, root, quiet),
+                (_, _, _, Some(plan)) => run(plan, out, force, resume, quiet, executor),
+                _ => Err(anyhow::anyhow!("harness run: a PLAN, or --block with --study and --shared-root")),
+            };
+            match done {
+                Ok(true) => Ok(()),
+                Ok(false) => return ExitCode::from(2),
+                Err(e) => Err(e),
+            }
+        }
         Command::Report { dir } => report(&dir),
         Command::Accept(args) => match harness::commands::accept::run_blocking(args) {
             Ok(outcome) => {

@@ -12,8 +12,12 @@
 //! design (a fault, a failed cell) are left out and counted. A plan that names
 //! measures in `analysis.noise` gets the same decomposition in its report
 //! (`evidence.json` `noise`, from the report's recomputed summaries), which replay
-//! recomputes. Must not run anything or write into the evidence directory.
+//! recomputes. When the blocks ran as Slurm array tasks on more than one machine
+//! (`run.json` `executor`), the machine becomes a level above the block
+//! (`stats::nested_by_machine`), and a warning says so when it holds most of the
+//! variance. Must not run anything or write into the evidence directory.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -67,7 +71,17 @@ pub struct NoiseReport {
     pub rounds: u32,
     pub coverage: f64,
     pub groups: Vec<GroupNoise>,
+    /// The machine that ran each block, when the blocks ran on more than one
+    /// (a dispatched study); empty otherwise.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub machine_of_block: BTreeMap<u32, String>,
+    /// When the machine holds more than half of a measure's variance.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
+
+/// The share of the variance above which the machine level is warned about.
+pub const MACHINE_WARNING_SHARE: f64 = 0.5;
 
 /// What makes two cells repeats of one another.
 fn shape(cell: &crate::plan::Cell) -> String {
@@ -84,18 +98,40 @@ pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError
     let ev = Sealed::open(dir)?;
     let frozen: FrozenPlan = crate::plan::freeze(ev.read("plan.toml")?)
         .map_err(|e| NoiseError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
-    decompose(&frozen, metrics, |b, arm, cell| summary(&ev, b, arm, cell))
+    // The machine of each block, from the sealed run.json (a dispatched study).
+    let machines = ev
+        .read_json::<crate::evidence::RunRecord>(crate::evidence::RUN_FILE)
+        .ok()
+        .flatten()
+        .and_then(|r| r.executor)
+        .map(|e| e.machine_of_blocks())
+        .unwrap_or_default();
+    decompose(&frozen, metrics, &machines, |b, arm, cell| summary(&ev, b, arm, cell))
         .map_err(|e| NoiseError::Design(format!("{}: {e}", dir.display())))
+}
+
+/// The machine of each block of a dispatched study (`run.json` `executor`); empty
+/// for a local one or an unreadable record.
+pub fn machine_of_block(dir: &Path) -> BTreeMap<u32, String> {
+    crate::evidence::read_input(&dir.join(crate::evidence::RUN_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<crate::evidence::RunRecord>(&b).ok())
+        .and_then(|r| r.executor)
+        .map(|e| e.machine_of_blocks())
+        .unwrap_or_default()
 }
 
 /// Decomposes each of `metrics` of the study of `frozen` whose cell summaries
 /// `summary_of(block, arm, cell)` gives (`None`: no summary; the report passes its
-/// recomputed ones). `Err`: why the design cannot be decomposed.
+/// recomputed ones), with the machine of each block when they ran on several
+/// (`machines`, empty otherwise). `Err`: why the design cannot be decomposed.
 pub fn decompose(
     frozen: &FrozenPlan,
     metrics: &[Metric],
+    machines: &BTreeMap<u32, String>,
     summary_of: impl Fn(u32, &str, &str) -> Option<CellSummary>,
 ) -> Result<NoiseReport, String> {
+    let several = machines.values().collect::<std::collections::BTreeSet<_>>().len() > 1;
     let plan = &frozen.plan;
     let servers: Vec<String> = plan.arms.iter().map(|a| a.name.clone()).collect();
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
@@ -135,8 +171,17 @@ pub fn decompose(
                     None => left.push(b),
                 }
             }
-            let decomposition = crate::stats::nested(&y)
-                .map_err(|e| format!("cells {} metric {}: {e}", cells.join(", "), metric.as_str()))?;
+            let names: Vec<&String> = used.iter().filter_map(|b| machines.get(b)).collect();
+            let decomposition = if several && names.len() == used.len() {
+                let mut labels: Vec<&String> = names.clone();
+                labels.sort();
+                labels.dedup();
+                let index: Vec<usize> = names.iter().map(|n| labels.iter().position(|l| l == n).unwrap_or(0)).collect();
+                crate::stats::nested_by_machine(&y, &index)
+            } else {
+                crate::stats::nested(&y)
+            }
+            .map_err(|e| format!("cells {} metric {}: {e}", cells.join(", "), metric.as_str()))?;
             let paired_sd_one_cell = decomposition.paired_sd(1);
             out.push(GroupNoise {
                 cells: cells.clone(),
@@ -149,12 +194,31 @@ pub fn decompose(
             });
         }
     }
+    let mut warnings = Vec::new();
+    for g in &out {
+        let total: f64 = g.decomposition.components.iter().map(|c| c.variance).sum();
+        let Some(m) = g.decomposition.component("machine").filter(|_| total > 0.0) else { continue };
+        let share = m.variance / total;
+        if share > MACHINE_WARNING_SHARE {
+            warnings.push(format!(
+                "the machine explains {:.0}% of the variance of {} over cells [{}]: blocks differ more from machine \
+                 to machine than within one. Pairs stay within a block, so the claims' paired effects are not biased, \
+                 but absolute values depend on where a block ran; compare the per-block effects by machine in \
+                 report.md",
+                share * 100.0,
+                g.metric.as_str(),
+                g.cells.join(", ")
+            ));
+        }
+    }
     Ok(NoiseReport {
         study: plan.study.name.clone(),
         plan_sha256: frozen.sha256.clone(),
         rounds: plan.blocks.rounds,
         coverage: crate::stats::COMPONENT_COVERAGE,
         groups: out,
+        machine_of_block: if several { machines.clone() } else { BTreeMap::new() },
+        warnings,
     })
 }
 
@@ -166,6 +230,19 @@ impl NoiseReport {
             self.rounds,
             self.coverage * 100.0
         );
+        if !self.machine_of_block.is_empty() {
+            let mut by: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+            for (b, m) in &self.machine_of_block {
+                by.entry(m.as_str()).or_default().push(*b);
+            }
+            let list: Vec<String> = by.iter().map(|(m, b)| format!("{m}: {b:?}")).collect();
+            o.push_str(&format!(
+                "the blocks ran on {} machines ({}): the machine is a level above the block where a machine ran two \
+                 or more blocks\n",
+                by.len(),
+                list.join("; ")
+            ));
+        }
         for g in &self.groups {
             let d = &g.decomposition;
             let total: f64 = d.components.iter().map(|c| c.variance).sum();
@@ -203,6 +280,50 @@ impl NoiseReport {
                 g.paired_sd_one_cell
             ));
         }
+        for w in &self.warnings {
+            o.push_str(&format!("\nwarning: {w}\n"));
+        }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = "[study]\nname = \"n\"\nseed = 1\n\n[request]\nmodel = \"m\"\noutput_tokens = 4\n\n\
+        [prompts]\nsource = \"random\"\nlengths = [8]\ndocuments = 2\nmax_token_id = 255\n\n[warmup]\nprompts = 0\n\n\
+        [timing]\nsettle_s = 0.0\nrequest_timeout_s = 30\ndrain_timeout_s = 30\n\n[blocks]\ncount = 6\n\
+        arm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
+        [[arms]]\nname = \"a\"\nrole = \"control\"\nargv = [\"e\", \"{port}\"]\nport = 18000\n\n\
+        [[arms]]\nname = \"b\"\nrole = \"candidate\"\nargv = [\"e\", \"{port}\"]\nport = 18001\n\n\
+        [[cells]]\nname = \"c\"\nkind = \"confirmation\"\nload = \"closed\"\nconcurrency = 1\ncount = 2\n";
+
+    /// Throughput of block b, arm `arm`: machine `b >= 3` is twice as fast.
+    fn summary(b: u32, arm: &str) -> Option<CellSummary> {
+        let wiggle = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0][b as usize] * if arm == "a" { 1.0 } else { 1.005 };
+        let machine = if b >= 3 { 2.0 } else { 1.0 };
+        Some(CellSummary { request_throughput_rps: 10.0 * machine * wiggle, ..Default::default() })
+    }
+
+    #[test]
+    fn blocks_on_two_machines_gain_a_machine_level_and_a_warning_when_it_holds_most_of_the_variance() {
+        let frozen = crate::plan::freeze(PLAN.as_bytes().to_vec()).unwrap();
+        let metric = [Metric::ThroughputRps];
+        let machines: BTreeMap<u32, String> =
+            (0..6).map(|b| (b, if b >= 3 { "node-b" } else { "node-a" }.to_string())).collect();
+        let r = decompose(&frozen, &metric, &machines, |b, arm, _| summary(b, arm)).unwrap();
+        let levels: Vec<&str> = r.groups[0].decomposition.components.iter().map(|c| c.level).collect();
+        assert_eq!(levels, ["machine", "block", "server"]);
+        assert_eq!(r.groups[0].decomposition.machines, 2);
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("the machine explains") && r.render_text().contains("2 machines"));
+        // One machine (or none recorded): the three-level design, no warning.
+        let one: BTreeMap<u32, String> = (0..6).map(|b| (b, "node-a".to_string())).collect();
+        for m in [one, BTreeMap::new()] {
+            let r = decompose(&frozen, &metric, &m, |b, arm, _| summary(b, arm)).unwrap();
+            assert_eq!(r.groups[0].decomposition.components[0].level, "block");
+            assert!(r.warnings.is_empty() && r.machine_of_block.is_empty());
+        }
     }
 }

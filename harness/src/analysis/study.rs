@@ -92,6 +92,8 @@ pub struct Loaded {
     /// The decomposition of `analysis.noise`'s measures (`None`: the plan asks for
     /// none; `Err`: why it could not be made); set by `report::build`.
     pub noise: Option<Result<crate::analysis::noise::NoiseReport, String>>,
+    /// Where the blocks ran when they ran as Slurm array tasks (`run.json` `executor`).
+    pub executor: Option<crate::evidence::ExecutorRecord>,
 }
 
 impl Loaded {
@@ -385,6 +387,7 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
     let summary_mismatches = check_summaries(&ev, &cells)?;
     let qualification = read_json(&ev.results_dir().join("qualification.json"))?;
     let sessions = run.as_ref().map(|r| r.sessions.clone()).unwrap_or_default();
+    let executor = run.as_ref().and_then(|r| r.executor.clone());
     Ok(Loaded {
         git: git_of(root, run.as_ref())?,
         frozen,
@@ -399,6 +402,7 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
         sessions,
         power: None,
         noise: None,
+        executor,
         sequential: crate::analysis::sequential::read(root)
             .map_err(|message| AnalysisError::Json { path: root.join(crate::analysis::sequential::NAME), message })?,
     })

@@ -23,9 +23,11 @@
 //! <dir>/results/cells/b<block>-<arm>-<cell>.summary.json  results/summaries.json
 //! <dir>/qualification/ results/qualification.json   (required qualification only)
 //! <dir>/discarded/<n>-<unit>/<former paths> discard.json  (after --resume only; not evidence)
+//! <dir>/slurm/      dispatch.json blocks.sbatch submissions/ sessions/ logs/  (blocks run as Slurm array tasks)
 //! ```
 
 mod compare_record;
+mod dispatch_record;
 mod durable;
 mod floor_record;
 mod jsonl;
@@ -47,6 +49,12 @@ use serde::Serialize;
 pub use compare_record::{
     COMPARE_FILE, COMPARE_FORMAT, CompareRecord, CompareSpec, CompareStatus, Dialect, Measure, NoiseArms, NoiseRatio,
     Obs, ParityMismatch, ParityReport, Phase, RoundRatio, Row,
+};
+pub use dispatch_record::{
+    DISPATCH_FILE, DISPATCH_FORMAT, DispatchRecord, ExecutorRecord, FAILURES_DIR, GpuFacts, LOGS_DIR, SBATCH_FILE,
+    SESSIONS_DIR, SLURM_DIR, SUBMISSIONS_DIR, SessionClaim, SessionRole, SubmissionRecord, TaskFailure, TaskOutcome,
+    TaskPlacement, claim_path, claim_session, read_claims, read_dispatch, read_failures, read_submissions,
+    submission_path, write_claim, write_failure,
 };
 pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
 pub use floor_record::{FLOOR_MARGIN, MeasurementFloor, Spread};

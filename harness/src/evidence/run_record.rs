@@ -63,6 +63,10 @@ pub struct RunRecord {
     pub sessions: Vec<Session>,
     /// Every unit so far, in schedule order.
     pub units: Vec<RunUnit>,
+    /// Where the blocks ran when they ran as Slurm array tasks (absent for a local
+    /// run): per block its task, node and host facts (`dispatch_record`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<super::ExecutorRecord>,
 }
 
 impl RunRecord {
@@ -86,6 +90,7 @@ impl RunRecord {
             entry_body_sha256: None,
             sessions: Vec::new(),
             units: Vec::new(),
+            executor: None,
         }
     }
 

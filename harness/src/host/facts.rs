@@ -64,6 +64,16 @@ pub fn loadavg_1m() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
+/// This machine's name: `SLURMD_NODENAME` inside a Slurm task (the node as the
+/// cluster names it), else the kernel's host name; `None` when neither is known.
+pub fn hostname() -> Option<String> {
+    let slurm = std::env::var("SLURMD_NODENAME").ok().filter(|s| !s.trim().is_empty());
+    slurm.or_else(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+        Some(name.trim().to_string()).filter(|s| !s.is_empty())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

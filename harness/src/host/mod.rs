@@ -10,5 +10,5 @@ mod limits;
 #[cfg(target_os = "linux")]
 pub use cpus::cpu_set;
 pub use cpus::{MAX_CPU, allowed_cpus, cpu_list, parse_cpu_list, pin_this_process, process_cpus};
-pub use facts::{HostFacts, facts, loadavg_1m};
+pub use facts::{HostFacts, facts, hostname, loadavg_1m};
 pub use limits::raise_fd_limit;

@@ -9,6 +9,7 @@
 pub mod compare;
 mod derive;
 mod error;
+mod executor;
 mod freeze;
 mod limits;
 mod pilots;
@@ -46,6 +47,7 @@ pub use derive::{
     tenths_str,
 };
 pub use error::{Issue, PlanError};
+pub use executor::{DEFAULT_MAX_RESUBMITS, DEFAULT_POLL_INTERVAL_S, DEFAULT_START_TIMEOUT_S, Executor, ExecutorKind};
 pub use freeze::{FrozenPlan, freeze, freeze_file};
 pub use limits::{MAX_RATE_RPS, MAX_SECONDS, MAX_TRACE_NS, MIN_RATE_RPS, check_trace_span};
 pub use pilots::PILOT_CELL;

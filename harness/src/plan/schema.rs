@@ -48,6 +48,8 @@ pub struct PlanFile {
     pub sequential: Option<super::sequential::SequentialFile>,
     /// The load generator's own process (`[client]`).
     pub client: Option<ClientFile>,
+    /// Where the blocks run (`[executor]`); see `executor`.
+    pub executor: Option<super::executor::ExecutorFile>,
 }
 
 /// `[client]`: where the harness itself (the load generator) runs.

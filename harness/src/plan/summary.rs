@@ -328,6 +328,9 @@ impl Plan {
             "schedule: {} confirmation + {} descriptive blocks, {starts} server starts",
             self.blocks.count, self.blocks.descriptive
         );
+        if let Some(line) = self.executor_text() {
+            let _ = writeln!(o, "  {line}");
+        }
         if self.blocks.rounds > 0 {
             let _ = writeln!(
                 o,

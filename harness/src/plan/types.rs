@@ -50,6 +50,8 @@ pub struct Plan {
     /// `analysis.noise`: measures whose variance the report decomposes into blocks,
     /// servers and repeats (`crate::analysis::noise`); empty: none.
     pub noise: Vec<Metric>,
+    /// `[executor]`: where the blocks run (local unless it says `slurm`).
+    pub executor: super::executor::Executor,
 }
 
 /// `[client]`: the harness process that sends the load.

@@ -153,6 +153,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let client = super::types::Client {
         cpus: file.client.and_then(|f| f.cpus).and_then(|v| validate_arms::cpu_set(&mut c, "client.cpus", &v)),
     };
+    let executor = super::executor::validate(&mut c, file.executor);
     let expected = derive.as_ref().and_then(|d| d.1.as_ref());
     let derived = match file.derived {
         Some(_) if pilots.is_some() => None,
@@ -162,7 +163,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     if !c.issues.is_empty() {
         return Err(PlanError::Invalid(c.issues));
     }
-    Ok(Plan {
+    let plan = Plan {
         study,
         request,
         arms,
@@ -184,7 +185,17 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         sequential,
         client,
         noise,
-    })
+        executor,
+    };
+    // A plan that dispatches its blocks itself must be one that can be dispatched
+    // (`--executor slurm` on the command line checks the same before anything runs).
+    if plan.executor.kind == super::ExecutorKind::Slurm {
+        let issues = plan.dispatch_problems();
+        if !issues.is_empty() {
+            return Err(PlanError::Invalid(issues));
+        }
+    }
+    Ok(plan)
 }
 
 fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {

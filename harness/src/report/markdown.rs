@@ -200,9 +200,19 @@ fn what_was_run(o: &mut String, l: &Loaded) {
 }
 
 /// Every session of the study: interruptions, resumptions and what each discarded.
-fn sessions(o: &mut String, sessions: &[Session]) {
+fn sessions(o: &mut String, sessions: &[Session], executor: Option<&crate::evidence::ExecutorRecord>) {
     let _ = writeln!(o, "\n### Sessions\n");
-    if sessions.len() > 1 {
+    if let Some(e) = executor {
+        let _ = writeln!(
+            o,
+            "The blocks ran as Slurm array tasks: {} coordinator session(s) (pilots, inputs, qualification, the \
+             dispatch and the merge) and {} worker session(s), one per task that started, each on its own clock; \
+             timestamps are compared only within a server invocation. Files of a task that failed were moved \
+             aside to `discarded/` (not evidence: never read by the analysis) before its block ran again.\n",
+            sessions.len() - e.tasks.len(),
+            e.tasks.len()
+        );
+    } else if sessions.len() > 1 {
         let _ = writeln!(
             o,
             "The study was interrupted and resumed (`harness run PLAN --resume DIR`): {} sessions. Completed server \
@@ -213,7 +223,19 @@ fn sessions(o: &mut String, sessions: &[Session]) {
         );
     }
     for s in sessions {
-        let resumed = if s.resumed { " (resumed)" } else { "" };
+        let task = executor.and_then(|e| e.tasks.iter().find(|t| t.session == s.session));
+        let resumed = match task {
+            Some(t) => format!(
+                " (worker of block {}, task {}_{} on {}{})",
+                t.block,
+                t.array_job_id,
+                t.array_task,
+                t.hostname,
+                if t.kept { "" } else { ", not kept" }
+            ),
+            None if s.resumed => " (resumed)".into(),
+            None => String::new(),
+        };
         let units = &s.units_run;
         let qualified = if s.qualification_run { "qualification, " } else { "" };
         let _ = writeln!(
@@ -490,8 +512,9 @@ pub fn render(l: &Loaded, a: &Analysis, figures: &[String]) -> String {
     super::tuning::markdown(&mut o, &l.frozen.plan, a, &l.resolved);
     what_was_run(&mut o, l);
     if !l.sessions.is_empty() {
-        sessions(&mut o, &l.sessions);
+        sessions(&mut o, &l.sessions, l.executor.as_ref());
     }
+    super::machines::section(&mut o, l, a);
     o.push('\n');
     plan_warnings(&mut o, l);
     if let Some(q) = &l.qualification {

@@ -27,6 +27,7 @@
 mod figures;
 mod floor;
 mod html;
+mod machines;
 mod markdown;
 mod matrix;
 mod noise;
@@ -216,8 +217,13 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
     files.push("results/report.html".to_string());
     let mut claims = claims_terminal(&a);
     claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
+    let mut warnings = l.summary_mismatches.clone();
+    // The machine holding most of a measure's variance (a dispatched study).
+    if let Some(Ok(n)) = &l.noise {
+        warnings.extend(n.warnings.iter().cloned());
+    }
     let floor_notes = floor::warnings(&l);
-    Ok(ReportOutcome { report, claims, files, warnings: l.summary_mismatches.clone(), floor_notes })
+    Ok(ReportOutcome { report, claims, files, warnings, floor_notes })
 }
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.

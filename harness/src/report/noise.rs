@@ -18,7 +18,8 @@ pub fn decomposition(l: &Loaded) -> Option<Result<crate::analysis::noise::NoiseR
     let summary_of = |b: u32, arm: &str, cell: &str| {
         l.cells.iter().find(|c| c.block == b && c.arm == arm && c.cell == cell)?.summary.as_ref().ok().cloned()
     };
-    Some(crate::analysis::noise::decompose(&l.frozen, metrics, summary_of))
+    let machines = l.executor.as_ref().map(|e| e.machine_of_blocks()).unwrap_or_default();
+    Some(crate::analysis::noise::decompose(&l.frozen, metrics, &machines, summary_of))
 }
 
 /// `evidence.json` `noise`: the decomposition, or `{"error": why}`.

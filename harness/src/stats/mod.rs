@@ -45,7 +45,7 @@ pub use median_interval::{
     DEFAULT_INTERVAL_COVERAGE, MedianInterval, MedianScreen, median, median_interval, median_interval_rank,
     median_screen,
 };
-pub use nested::{COMPONENT_COVERAGE, Component, Nested, nested};
+pub use nested::{COMPONENT_COVERAGE, Component, Nested, nested, nested_by_machine};
 pub use percentile::{nearest_rank, percentile, percentile_u64, percentiles};
 pub use power::{
     MAX_LATENCY_EFFECT, MAX_THROUGHPUT_EFFECT, NoiseDraws, SimHypothesis, binomial_upper_tail, critical_wins,

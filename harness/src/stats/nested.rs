@@ -23,6 +23,17 @@
 //!
 //! A level with one member (R = 1, S = 1) has no degrees of freedom: its variance
 //! is folded into the level above and reported as such (`None`).
+//!
+//! Blocks that ran on several machines (`nested_by_machine`: a study whose blocks
+//! were Slurm array tasks) add a level above the block: the machine. Machines ran
+//! unequal numbers of blocks, so that level is the unbalanced one-way ANOVA of the
+//! block means (Searle, Casella and McCulloch, "Variance Components", 1992, ch. 3):
+//! with N blocks on M machines, n_i blocks on machine i,
+//!   MS_machine = S R sum_i n_i (y_i.. - y....)^2 / (M - 1)
+//!   MS_block   = S R sum_i sum_b (y_ib. - y_i..)^2 / (N - M)   (blocks within a machine)
+//!   n0 = (N - sum_i n_i^2 / N) / (M - 1)
+//! and sigma2_machine = (MS_machine - MS_block) / (S R n0), the block level taken
+//! within machines. It needs M >= 2 and N - M >= 1 (some machine ran two blocks).
 
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
@@ -53,8 +64,16 @@ pub struct Nested {
     pub blocks: usize,
     pub servers: usize,
     pub repeats: usize,
-    /// Block, server, repeat (a level without degrees of freedom is absent).
+    /// Machines the blocks ran on, when the machine is a level (0: it is not).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub machines: usize,
+    /// Machine (when a level), block, server, repeat (a level without degrees of
+    /// freedom is absent).
     pub components: Vec<Component>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Nested {
@@ -212,7 +231,68 @@ pub fn nested(y: &[Vec<Vec<f64>>]) -> Result<Nested> {
     components.insert(0, block);
     // Block, server, repeat: from the slowest level to the fastest.
     components.sort_by_key(|c| ["block", "server", "repeat"].iter().position(|l| *l == c.level));
-    Ok(Nested { blocks: b, servers: s, repeats: r, components })
+    Ok(Nested { blocks: b, servers: s, repeats: r, machines: 0, components })
+}
+
+/// `nested(y)` with block `b` run on machine `machine[b]` (see the module doc): a
+/// machine level above the block when at least two machines ran blocks and one of
+/// them ran two or more; otherwise exactly `nested(y)`.
+pub fn nested_by_machine(y: &[Vec<Vec<f64>>], machine: &[usize]) -> Result<Nested> {
+    let mut out = nested(y)?;
+    if machine.len() != y.len() {
+        return Err(StatsError::OutOfRange {
+            name: "machines of the blocks",
+            value: machine.len() as f64,
+            allowed: "one machine per block",
+        });
+    }
+    let mut groups: Vec<usize> = machine.to_vec();
+    groups.sort_unstable();
+    groups.dedup();
+    let (n, m) = (y.len(), groups.len());
+    if m < 2 || n <= m {
+        return Ok(out);
+    }
+    let (s, r) = (out.servers, out.repeats);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    // Block means are unchanged by removing the cells' own levels (balanced design).
+    let block_means: Vec<f64> = y.iter().map(|blk| mean(&blk.iter().flatten().copied().collect::<Vec<_>>())).collect();
+    let grand = mean(&block_means);
+    let (mut ss_machine, mut ss_within, mut sum_sq) = (0.0, 0.0, 0.0);
+    for g in &groups {
+        let members: Vec<f64> = (0..n).filter(|&b| machine[b] == *g).map(|b| block_means[b]).collect();
+        let mm = mean(&members);
+        ss_machine += members.len() as f64 * (mm - grand).powi(2);
+        ss_within += members.iter().map(|v| (v - mm).powi(2)).sum::<f64>();
+        sum_sq += (members.len() * members.len()) as f64;
+    }
+    let sr = (s * r) as f64;
+    let (df_machine, df_within) = (m - 1, n - m);
+    let (ms_machine, ms_within) = (sr * ss_machine / df_machine as f64, sr * ss_within / df_within as f64);
+    let n0 = (n as f64 - sum_sq / n as f64) / df_machine as f64;
+    let below =
+        out.components.iter().find(|c| c.level == "server" || c.level == "repeat").map(|c| (c.mean_square, c.df));
+    let block = match below {
+        Some((ms_lo, df_lo)) => difference("block", ms_within, df_within, ms_lo, df_lo, sr)?,
+        None => {
+            let (lo, hi) = variance_interval(ms_within, df_within as f64)?;
+            Component {
+                level: "block",
+                mean_square: ms_within,
+                df: df_within,
+                variance: ms_within,
+                sd: ms_within.sqrt(),
+                sd_interval: (lo.sqrt(), hi.sqrt()),
+                clamped: false,
+            }
+        }
+    };
+    let machine_level = difference("machine", ms_machine, df_machine, ms_within, df_within, sr * n0)?;
+    out.components.retain(|c| c.level != "block");
+    out.components.insert(0, block);
+    out.components.insert(0, machine_level);
+    out.machines = m;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -316,6 +396,50 @@ mod tests {
             let c = nested(&y).unwrap().component("server").unwrap().clone();
             assert!(c.sd_interval.0 <= c.sd && c.sd <= c.sd_interval.1, "seed {seed}: {c:?}");
         }
+    }
+
+    #[test]
+    fn a_machine_level_matches_a_hand_computed_unbalanced_design() {
+        // 5 blocks x 1 server x 1 repeat: block means are the values. Machines a
+        // (blocks 0, 1, 2: 1, 2, 3) and b (blocks 3, 4: 7, 9).
+        let y: Vec<Vec<Vec<f64>>> = [1.0, 2.0, 3.0, 7.0, 9.0].iter().map(|v| vec![vec![*v]]).collect();
+        let n = nested_by_machine(&y, &[0, 0, 0, 1, 1]).unwrap();
+        // grand 4.4; machine means 2 and 8: SS_machine = 3 (2 - 4.4)^2 + 2 (8 - 4.4)^2
+        // = 17.28 + 25.92 = 43.2 over df 1; SS_within = (1 + 0 + 1) + (1 + 1) = 4 over
+        // df 3; n0 = (5 - (9 + 4) / 5) / 1 = 2.4.
+        let c = |l| n.component(l).unwrap().clone();
+        assert_eq!(n.machines, 2);
+        assert!((c("machine").mean_square - 43.2).abs() < 1e-12 && c("machine").df == 1);
+        assert!((c("block").mean_square - 4.0 / 3.0).abs() < 1e-12 && c("block").df == 3);
+        assert!((c("machine").variance - (43.2 - 4.0 / 3.0) / 2.4).abs() < 1e-12);
+        let levels: Vec<&str> = n.components.iter().map(|c| c.level).collect();
+        assert_eq!(levels, ["machine", "block"]);
+        // One machine, or every block on its own machine: no machine level.
+        assert_eq!(nested_by_machine(&y, &[0; 5]).unwrap(), nested(&y).unwrap());
+        assert_eq!(nested_by_machine(&y, &[0, 1, 2, 3, 4]).unwrap().machines, 0);
+        assert!(nested_by_machine(&y, &[0, 1]).is_err(), "a machine per block");
+    }
+
+    #[test]
+    fn an_injected_machine_effect_is_recovered() {
+        let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(5);
+        let (sm, sb) = (0.2, 0.02);
+        let machines: Vec<usize> = (0..600).map(|b| b % 30).collect();
+        let offsets: Vec<f64> = (0..30).map(|_| Normal::new(0.0, sm).unwrap().sample(&mut rng)).collect();
+        let y: Vec<Vec<Vec<f64>>> = machines
+            .iter()
+            .map(|&m| {
+                let blk = offsets[m] + Normal::new(0.0, sb).unwrap().sample(&mut rng);
+                (0..2)
+                    .map(|_| (0..2).map(|_| blk + Normal::new(0.0, 0.01).unwrap().sample(&mut rng)).collect())
+                    .collect()
+            })
+            .collect();
+        let n = nested_by_machine(&y, &machines).unwrap();
+        let machine = n.component("machine").unwrap();
+        assert!((machine.sd / sm - 1.0).abs() < 0.35, "{machine:?}");
+        assert!(machine.sd_interval.0 <= machine.sd && machine.sd <= machine.sd_interval.1);
+        assert!((n.component("block").unwrap().sd / sb - 1.0).abs() < 0.15, "{:?}", n.component("block"));
     }
 
     #[test]

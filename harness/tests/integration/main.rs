@@ -42,6 +42,7 @@ mod resume;
 mod run_qualify;
 mod sealed_readers;
 mod sequential;
+mod slurm;
 mod trace_lengths;
 mod traffic;
 mod tuning;

@@ -72,6 +72,7 @@ mod loads;
 mod measures;
 mod noise;
 mod pilots;
+mod placement;
 mod power;
 mod power_model;
 mod qualification;
@@ -330,6 +331,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                     checks.push(units::check(root, &study, &records));
                     checks.push(sessions::check(&study, &records));
                     checks.push(sessions::discarded_check(root, &study, &records));
+                    checks.extend(placement::check(root, &study, &records));
                     // Compare's server records hold no environment, CPU set or identity.
                     checks.extend(setup::check(root, &frozen.plan));
                     checks.extend(cpus::check(root, &frozen.plan));

@@ -9,9 +9,15 @@
 //! the lowest level present, Satterthwaite's df, at least 1, for a difference; a
 //! clamped component from the upper mean square alone), and the paired SD of two
 //! servers of one block, one cell each, sqrt(2 (server + repeat)). Written from
-//! Kalibera and Jones (ISMM 2013) without calling `stats` or `noise`. Every
+//! Kalibera and Jones (ISMM 2013) without calling `stats` or `noise`. When the
+//! blocks ran on several machines (`run.json` `executor`: each block's kept task's
+//! node), the block level splits into machines and blocks within a machine: the
+//! one-way ANOVA of block means with unequal group sizes, MS_machine over M - 1 df,
+//! MS_block over N - M, n0 = (N - sum n_i^2 / N) / (M - 1), the machine component
+//! (MS_machine - MS_block) / (S R n0); only with M >= 2 and N > M. Every
 //! difference is named by field. Must not write anything.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
@@ -69,9 +75,10 @@ fn level_above(name: &'static str, ms: f64, df: usize, below: Option<(f64, usize
     }
 }
 
-/// The levels of `y[b][s][r]` (balanced, B >= 2) that are present: block, server,
-/// repeat (the order of `evidence.json`).
-fn levels(y: &[Vec<Vec<f64>>]) -> Vec<Level> {
+/// The levels of `y[b][s][r]` (balanced, B >= 2) that are present: machine (with
+/// `machine[b]` the machine of block b, when several ran two or more blocks),
+/// block, server, repeat (the order of `evidence.json`).
+fn levels(y: &[Vec<Vec<f64>>], machine: Option<&[usize]>) -> Vec<Level> {
     let (nb, ns, nr) = (y.len(), y[0].len(), y[0][0].len());
     let n = (nb * ns * nr) as f64;
     let grand: f64 = y.iter().flatten().flatten().sum::<f64>() / n;
@@ -103,7 +110,33 @@ fn levels(y: &[Vec<Vec<f64>>]) -> Vec<Level> {
         out.push(level_above("server", ms, df_s, below, nr as f64));
         below = Some((ms, df_s));
     }
-    out.push(level_above("block", ss_b / df_b as f64, df_b, below, (ns * nr) as f64));
+    let groups: Vec<Vec<usize>> = match machine {
+        Some(mac) if mac.len() == nb => {
+            let mut ids: Vec<usize> = mac.to_vec();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.iter().map(|id| (0..nb).filter(|&b| mac[b] == *id).collect()).collect()
+        }
+        _ => Vec::new(),
+    };
+    if groups.len() < 2 || nb <= groups.len() {
+        out.push(level_above("block", ss_b / df_b as f64, df_b, below, (ns * nr) as f64));
+        out.reverse();
+        return out;
+    }
+    let blk_mean = |b: usize| adj[b].iter().flatten().sum::<f64>() / (ns * nr) as f64;
+    let (mut ss_m, mut ss_w, mut sq) = (0.0, 0.0, 0.0);
+    for g in &groups {
+        let gm = g.iter().map(|&b| blk_mean(b)).sum::<f64>() / g.len() as f64;
+        ss_m += (ns * nr * g.len()) as f64 * (gm - grand) * (gm - grand);
+        ss_w += g.iter().map(|&b| (ns * nr) as f64 * (blk_mean(b) - gm) * (blk_mean(b) - gm)).sum::<f64>();
+        sq += (g.len() * g.len()) as f64;
+    }
+    let (df_m, df_w) = (groups.len() - 1, nb - groups.len());
+    let n0 = (nb as f64 - sq / nb as f64) / df_m as f64;
+    let ms_w = ss_w / df_w as f64;
+    out.push(level_above("block", ms_w, df_w, below, (ns * nr) as f64));
+    out.push(level_above("machine", ss_m / df_m as f64, df_m, Some((ms_w, df_w)), (ns * nr) as f64 * n0));
     out.reverse();
     out
 }
@@ -127,6 +160,11 @@ pub fn check(root: &Path, plan: &Plan, cells: &[CellMeasures]) -> Option<Check> 
         });
     }
     let mut m = Vec::new();
+    let machines: BTreeMap<u32, String> = read_json::<crate::evidence::RunRecord>(root, crate::evidence::RUN_FILE)
+        .ok()
+        .and_then(|r| r.executor)
+        .map(|e| e.tasks.into_iter().filter(|t| t.kept).map(|t| (t.block, t.hostname)).collect())
+        .unwrap_or_default();
     let Some(recorded) = recorded else {
         return Some(Check::of(NAME, "analysis.noise".into(), vec![Mismatch::new(FILE, "noise", "absent", "present")]));
     };
@@ -205,7 +243,13 @@ pub fn check(root: &Path, plan: &Plan, cells: &[CellMeasures]) -> Option<Check> 
                 ));
                 continue;
             }
-            let mine = levels(&y);
+            // The machine of each block used, when the blocks ran on several.
+            let labels: Vec<Option<&String>> = used.iter().map(|b| machines.get(b)).collect();
+            let distinct: BTreeSet<&String> = labels.iter().flatten().copied().collect();
+            let index: Option<Vec<usize>> = (distinct.len() > 1)
+                .then(|| labels.iter().map(|l| l.and_then(|l| distinct.iter().position(|d| *d == l))).collect())
+                .flatten();
+            let mine = levels(&y, index.as_deref());
             let d = got.get("decomposition");
             let comps = d.and_then(|d| d.get("components")).and_then(Value::as_array).cloned().unwrap_or_default();
             if comps.len() != mine.len() {
@@ -290,10 +334,20 @@ mod tests {
                 })
                 .collect();
             let theirs = crate::stats::nested(&y).unwrap();
-            let mine = levels(&y);
+            let mine = levels(&y, None);
             assert_eq!(mine.len(), theirs.components.len(), "{b}x{s}x{r}");
             for (l, c) in mine.iter().zip(&theirs.components) {
                 assert_eq!((l.name, l.df, l.clamped), (c.level, c.df, c.clamped), "{b}x{s}x{r}");
+                assert!(close(l.mean_square, c.mean_square) && close(l.variance, c.variance), "{l:?} {c:?}");
+                assert!(close(l.interval.0.sqrt(), c.sd_interval.0) && close(l.interval.1.sqrt(), c.sd_interval.1));
+            }
+            // With the blocks on two machines (one holding two or more blocks).
+            let machine: Vec<usize> = (0..b).map(|i| usize::from(i % 3 == 1)).collect();
+            let theirs = crate::stats::nested_by_machine(&y, &machine).unwrap();
+            let mine = levels(&y, Some(&machine));
+            assert_eq!(mine.len(), theirs.components.len(), "{b}x{s}x{r} by machine");
+            for (l, c) in mine.iter().zip(&theirs.components) {
+                assert_eq!((l.name, l.df, l.clamped), (c.level, c.df, c.clamped), "{b}x{s}x{r} by machine");
                 assert!(close(l.mean_square, c.mean_square) && close(l.variance, c.variance), "{l:?} {c:?}");
                 assert!(close(l.interval.0.sqrt(), c.sd_interval.0) && close(l.interval.1.sqrt(), c.sd_interval.1));
             }

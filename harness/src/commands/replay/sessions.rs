@@ -11,6 +11,12 @@
 //!   are verified by the manifest only: they are not evidence, and nothing else in
 //!   replay reads them (the raw readers look under `raw/` only).
 //!
+//! A study whose blocks ran as Slurm array tasks (`run.json` `executor`) has two
+//! kinds of session: its coordinators' (the rules above, among themselves; the
+//! first may discard a failed task's files before resubmitting its block) and its
+//! workers' (one per task, never `resumed`, `finished` when its block's units are
+//! the evidence, and not `running` otherwise).
+//!
 //! Must not read the discarded files' contents.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,23 +51,40 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
         Ok(v) => v,
         Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new("run.json", "sessions", "malformed", e)]),
     };
-    let last = sessions.len().saturating_sub(1);
+    // A dispatched study's worker sessions (and those whose units are the evidence).
+    let executor = r.run.as_ref().ok().and_then(|run| run.executor.as_ref());
+    let worker = |n: u32| executor.is_some_and(|e| e.is_worker(n));
+    let kept = |n: u32| executor.is_some_and(|e| e.tasks.iter().any(|t| t.session == n && t.kept));
+    let coordinators: Vec<usize> = (0..sessions.len()).filter(|&i| !worker(i as u32)).collect();
+    let (first, last) = (coordinators.first().copied().unwrap_or(0), coordinators.last().copied().unwrap_or(0));
     if sessions.is_empty() {
         m.push(Mismatch::new("run.json", "sessions", "none", "at least one session"));
     }
     for (i, ses) in sessions.iter().enumerate() {
         let f = |k: &str| format!("sessions[{i}].{k}");
-        let want_state = if i == last { SessionState::Finished } else { SessionState::Interrupted };
         if ses.session as usize != i {
             m.push(Mismatch::new("run.json", f("session"), ses.session.to_string(), i.to_string()));
         }
+        if worker(i as u32) {
+            let ok =
+                if kept(i as u32) { ses.state == SessionState::Finished } else { ses.state != SessionState::Running };
+            if !ok {
+                let want = if kept(i as u32) { "finished (its block's units are kept)" } else { "not running" };
+                m.push(Mismatch::new("run.json", f("state"), ses.state.as_str(), want));
+            }
+            if ses.resumed {
+                m.push(Mismatch::new("run.json", f("resumed"), "true", "false (a worker)"));
+            }
+            continue;
+        }
+        let want_state = if i == last { SessionState::Finished } else { SessionState::Interrupted };
         // A session that stopped itself (an arm's max_start_failures) and was resumed.
         let stopped = i != last && ses.state == SessionState::Stopped;
         if ses.state != want_state && !stopped {
             m.push(Mismatch::new("run.json", f("state"), ses.state.as_str(), want_state.as_str()));
         }
-        if ses.resumed != (i > 0) {
-            m.push(Mismatch::new("run.json", f("resumed"), ses.resumed.to_string(), (i > 0).to_string()));
+        if ses.resumed != (i > first) {
+            m.push(Mismatch::new("run.json", f("resumed"), ses.resumed.to_string(), (i > first).to_string()));
         }
     }
     // Which session ran each unit, by run.json's units_run.
@@ -131,9 +154,17 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
     for (name, by) in ran.into_iter().filter(|(n, _)| !r.units.iter().any(|(u, _, _)| u == n)) {
         m.push(Mismatch::new("run.json", format!("units_run {name}"), format!("sessions {by:?}"), "a scheduled unit"));
     }
-    let resumed = sessions.len().saturating_sub(1);
-    let detail =
-        format!("{} sessions ({resumed} resumed), {} units each in one session", sessions.len(), r.units.len());
+    let resumed = coordinators.len().saturating_sub(1);
+    let workers = sessions.len() - coordinators.len();
+    let detail = if workers > 0 {
+        format!(
+            "{} sessions ({resumed} resumed, {workers} Slurm workers), {} units each in one session",
+            sessions.len(),
+            r.units.len()
+        )
+    } else {
+        format!("{} sessions ({resumed} resumed), {} units each in one session", sessions.len(), r.units.len())
+    };
     Check::of(NAME, detail, m)
 }
 
@@ -164,7 +195,9 @@ pub fn discarded_check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
             }
             _ => m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), &d.dir, "discarded/<n>-<unit>")),
         }
-        if *session == 0 {
+        // A dispatched study's first coordinator discards a failed task's files.
+        let dispatched = r.run.as_ref().is_ok_and(|run| run.executor.is_some());
+        if *session == 0 && !dispatched {
             m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), "by session 0", "by a resuming session"));
         }
         let Some(files) = on_disk.remove(&d.dir) else {

@@ -28,6 +28,7 @@ mod progress;
 mod qualify;
 mod resume;
 mod session;
+mod slurm;
 mod unit;
 
 use std::path::{Path, PathBuf};
@@ -44,6 +45,7 @@ use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_fi
 use crate::trace::TraceError;
 
 pub use progress::Progress;
+pub use slurm::{SlurmError, WorkerOptions, WorkerOutcome, run_worker};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -61,6 +63,8 @@ pub struct RunOptions {
     pub cell_tables: bool,
     /// Where the plan's relative paths resolve (the working directory).
     pub base_dir: PathBuf,
+    /// `--executor`: where the blocks run, over the plan's `[executor] kind`.
+    pub executor: Option<crate::plan::ExecutorKind>,
 }
 
 impl RunOptions {
@@ -73,6 +77,7 @@ impl RunOptions {
             quiet: false,
             cell_tables: true,
             base_dir: PathBuf::from("."),
+            executor: None,
         }
     }
 }
@@ -101,7 +106,7 @@ pub enum RunError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(String),
     #[error(
-        "interrupted (Ctrl-C): the evidence directory {0} is incomplete and has no manifest; continue it with \
+        "interrupted (Ctrl-C or SIGTERM): the evidence directory {0} is incomplete and has no manifest; continue it with \
          `harness run PLAN --resume {0}`"
     )]
     Interrupted(PathBuf),
@@ -128,6 +133,10 @@ pub enum RunError {
     /// found before anything was written: bad input.
     #[error(transparent)]
     Input(Box<RunError>),
+    /// The slurm executor: Slurm missing or refusing, a task that failed or never
+    /// started (`slurm::SlurmError` says which are bad input).
+    #[error(transparent)]
+    Slurm(Box<SlurmError>),
 }
 
 impl crate::BadInput for RunError {
@@ -139,6 +148,7 @@ impl crate::BadInput for RunError {
             RunError::Trace(t) => t.is_bad_input(),
             RunError::Evidence(e) => e.is_bad_input(),
             RunError::Inputs(e) => e.is_bad_input(),
+            RunError::Slurm(e) => e.is_bad_input(),
             RunError::StartFailures { .. }
             | RunError::Identity { .. }
             | RunError::Input(_)
@@ -172,6 +182,22 @@ pub struct StudyOutcome {
     pub planned_requests: u64,
     /// The plan's `[limits] max_error_rate`.
     pub max_error_rate: f64,
+    /// Where a dispatched study's blocks ran (`None`: here).
+    pub dispatched: Option<DispatchSummary>,
+}
+
+/// What `harness run --executor slurm` did with the blocks.
+#[derive(Debug, Clone)]
+pub struct DispatchSummary {
+    /// The array jobs submitted (the first, then any resubmission).
+    pub jobs: Vec<String>,
+    /// The machines that ran the kept blocks.
+    pub machines: Vec<String>,
+    pub blocks: usize,
+    /// Tasks that failed and were submitted again.
+    pub resubmitted: usize,
+    /// Seconds from the last block seen whole to the manifest.
+    pub merge_s: f64,
 }
 
 /// A cell whose failed fraction exceeds the plan's `max_error_rate`.
@@ -235,20 +261,37 @@ pub(crate) struct Study<'a> {
     pub nvidia_smi: Option<PathBuf>,
 }
 
-/// Runs a study on a new multi-threaded tokio runtime; Ctrl-C stops it (servers are
-/// killed, the evidence stays incomplete and unmanifested, and can be resumed).
+/// Runs a study on a new multi-threaded tokio runtime; Ctrl-C or SIGTERM stops it
+/// (servers are killed, a dispatched study's Slurm tasks cancelled with `scancel`,
+/// the evidence stays incomplete and unmanifested, and can be resumed).
 pub fn run(opts: &RunOptions) -> Result<StudyOutcome, RunError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| RunError::Runtime(e.to_string()))?;
     rt.block_on(async {
-        let dir = std::cell::RefCell::new(PathBuf::new());
-        tokio::select! {
-            r = run_study(opts, &dir) => r,
-            _ = tokio::signal::ctrl_c() => Err(RunError::Interrupted(dir.borrow().clone())),
+        let at = Interruptible::default();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| RunError::Runtime(e.to_string()))?;
+        let r = tokio::select! {
+            r = run_study_in(opts, &at) => r,
+            _ = tokio::signal::ctrl_c() => Err(RunError::Interrupted(at.dir.borrow().clone())),
+            _ = term.recv() => Err(RunError::Interrupted(at.dir.borrow().clone())),
+        };
+        let job = at.slurm_job.borrow().clone();
+        if let (Err(RunError::Interrupted(_)), Some(name)) = (&r, job) {
+            println!("slurm: {}", slurm::cancel_all(&name).await);
         }
+        r
     })
+}
+
+/// What an interruption must undo: the evidence directory (to name it) and, once
+/// its blocks were dispatched, the Slurm array's job name (to cancel it).
+#[derive(Default)]
+pub struct Interruptible {
+    pub dir: std::cell::RefCell<PathBuf>,
+    pub slurm_job: std::cell::RefCell<Option<String>>,
 }
 
 /// The evidence directory and where the session starts from: a new directory with
@@ -513,6 +556,17 @@ struct RunJson<'a> {
 
 impl RunJson<'_> {
     fn write(&self, sessions: &[Session], units: &[UnitOutcome], finished: bool) -> Result<(), EvidenceError> {
+        self.write_with(sessions, units, finished, None)
+    }
+
+    /// `write`, with a dispatched study's `executor` record.
+    fn write_with(
+        &self,
+        sessions: &[Session],
+        units: &[UnitOutcome],
+        finished: bool,
+        executor: Option<&crate::evidence::ExecutorRecord>,
+    ) -> Result<(), EvidenceError> {
         let plan = &self.frozen.plan;
         RunRecord {
             format: RUN_FORMAT.into(),
@@ -521,7 +575,7 @@ impl RunJson<'_> {
             harness_version: env!("CARGO_PKG_VERSION").into(),
             git: self.git.clone(),
             started_unix_ms: self.started_unix_ms,
-            finished_unix_ms: if finished { sessions.last().and_then(|s| s.finished_unix_ms) } else { None },
+            finished_unix_ms: if finished { sessions.iter().filter_map(|s| s.finished_unix_ms).max() } else { None },
             clock: crate::evidence::CLOCK.into(),
             dispatch_spin_ns: SPIN_NS,
             dispatch_realtime: self.dispatch_realtime,
@@ -545,18 +599,37 @@ impl RunJson<'_> {
                     session: u.session,
                 })
                 .collect(),
+            executor: executor.cloned(),
         }
         .write(self.root)
     }
 }
 
-/// The study itself. `dir_out` receives the evidence directory as soon as it is known.
-pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>) -> Result<StudyOutcome, RunError> {
+/// The study itself. `at` receives the evidence directory as soon as it is known
+/// (and a dispatched study's job name before its first submission).
+async fn run_study_in(opts: &RunOptions, at: &Interruptible) -> Result<StudyOutcome, RunError> {
     let Preflight { frozen, secrets, panel, git, host, client_cpus } = preflight(opts)?;
+    let dispatch = opts.executor.unwrap_or(frozen.plan.executor.kind) == crate::plan::ExecutorKind::Slurm;
+    // Slurm's commands, a cluster, the shared root and Slurm's verdict on the
+    // script: checked before anything is written.
+    let shared_root = if dispatch {
+        let dir = match (&opts.resume, &opts.out) {
+            (Some(d), _) | (None, Some(d)) => slurm::absolute(d, &opts.base_dir),
+            (None, None) => {
+                slurm::absolute(&opts.base_dir.join("reports").join(&frozen.plan.study.name), &opts.base_dir)
+            }
+        };
+        Some(slurm::preflight(&frozen, &dir, &opts.base_dir).await?)
+    } else {
+        None
+    };
     let (ev, state, pilot_state) = open(opts, &frozen)?;
-    *dir_out.borrow_mut() = ev.root().to_path_buf();
+    *at.dir.borrow_mut() = ev.root().to_path_buf();
+    slurm::check_resume_executor(&ev, dispatch, opts.resume.is_some())?;
     let mut sessions = state.sessions.clone();
     let index = u32::try_from(sessions.len()).unwrap_or(u32::MAX);
+    // A dispatched study's session numbers are claimed (its workers claim theirs).
+    let index = if dispatch { slurm::claim(ev.root(), index)? } else { index };
     let discarded = resume::discard(&ev, &state, index)?;
     if let Some(g) = sessions.iter().rev().find_map(|s| s.git.as_ref()).filter(|g| **g != git) {
         println!(
@@ -630,6 +703,18 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
     }
 
     let (total, expected) = planned_totals(plan, &schedule, &resolved, &inputs);
+    if let Some(shared_root) = &shared_root {
+        *at.slurm_job.borrow_mut() = Some(slurm::script::job_name(&plan.study.name, ev.root()));
+        let cx = slurm::Coordinator { frozen: &frozen, ev: &ev, base_dir: &opts.base_dir, shared_root, session: index };
+        let ledger = Ledger {
+            sessions,
+            units: Vec::new(),
+            summaries: Vec::new(),
+            verified_units: 0,
+            start_failures: std::collections::BTreeMap::new(),
+        };
+        return run_dispatched(&cx, &schedule, ledger, &run_json, &git, total).await;
+    }
     let progress = Progress::new(opts.quiet, total, expected).with_cell_tables(opts.cell_tables);
     let study = Study {
         frozen: &frozen,
@@ -671,6 +756,53 @@ pub async fn run_study(opts: &RunOptions, dir_out: &std::cell::RefCell<PathBuf>)
         report,
         planned_requests: total,
         max_error_rate: plan.max_error_rate,
+        dispatched: None,
+    })
+}
+
+/// The blocks as Slurm array tasks (`slurm`), then the same summaries, `run.json`,
+/// report and manifest as a local run, `run.json` with every worker's session and
+/// the `executor` record.
+async fn run_dispatched(
+    cx: &slurm::Coordinator<'_>,
+    schedule: &crate::plan::Schedule,
+    mut ledger: Ledger,
+    run_json: &RunJson<'_>,
+    git: &GitInfo,
+    total: u64,
+) -> Result<StudyOutcome, RunError> {
+    let (ev, plan) = (cx.ev, &cx.frozen.plan);
+    let dispatched = slurm::run_blocks(cx, schedule, &mut ledger).await?;
+    if let Some(stop) = dispatched.stop {
+        ledger.end_session(SessionState::Stopped);
+        let sessions = slurm::merge_sessions(ev.root(), &ledger.sessions);
+        run_json.write_with(&sessions, &ledger.units, false, Some(&dispatched.record))?;
+        return Err(stop);
+    }
+    let merge = std::time::Instant::now();
+    write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
+    ledger.end_session(SessionState::Finished);
+    let sessions = slurm::merge_sessions(ev.root(), &ledger.sessions);
+    run_json.write_with(&sessions, &ledger.units, true, Some(&dispatched.record))?;
+    let report = crate::report::build(ev.root()).map_err(|e| e.to_string());
+    let manifest = write_manifest(ev.root(), &plan.study.name, &cx.frozen.sha256, git.clone())?;
+    let record = dispatched.record;
+    Ok(StudyOutcome {
+        dir: ev.root().to_path_buf(),
+        units: ledger.units,
+        manifest_files: manifest.files.len(),
+        sessions,
+        verified_units: 0,
+        report,
+        planned_requests: total,
+        max_error_rate: plan.max_error_rate,
+        dispatched: Some(DispatchSummary {
+            jobs: record.submissions.iter().filter_map(|s| s.job_id.clone()).collect(),
+            machines: record.machines(),
+            blocks: schedule.blocks.len(),
+            resubmitted: record.failures.iter().filter(|f| f.resubmitted).count(),
+            merge_s: dispatched.merge_s + merge.elapsed().as_secs_f64(),
+        }),
     })
 }
 
@@ -789,6 +921,7 @@ mod tests {
             report: Err("none".into()),
             planned_requests: 30,
             max_error_rate,
+            dispatched: None,
         }
     }
 

@@ -147,6 +147,16 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         (s.pid, s.started_unix_ms, s.git, s.host) = (None, None, None, None);
         vec![s]
     });
+    // A dispatched study (its blocks Slurm array tasks): the coordinator's own
+    // sessions are judged here; its workers' sessions, units and half-written files
+    // are the coordinator's to judge against the queue (`slurm`), since a task may
+    // still be running.
+    let dispatched = root.join(crate::evidence::DISPATCH_FILE).is_file();
+    if dispatched {
+        let (claims, _) = crate::evidence::read_claims(root);
+        let worker = |n: u32| claims.iter().any(|c| c.session == n && c.role == crate::evidence::SessionRole::Worker);
+        state.sessions.retain(|s| !worker(s.session));
+    }
     // `finished` without manifest.json: killed after run.json's last write but before
     // the manifest (the report files lie between). The study did not finish.
     for s in state.sessions.iter_mut().filter(|s| matches!(s.state, SessionState::Running | SessionState::Finished)) {
@@ -231,7 +241,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         let qdir = qualify::qualification_dir(ev);
         consider(&mut state, QUALIFICATION_UNIT, &qdir, &[qualify::outcome_path(ev)])?;
     }
-    for block in &schedule.blocks {
+    for block in schedule.blocks.iter().filter(|_| !dispatched) {
         for arm in &block.arms {
             let name = unit_name(block.index, arm);
             consider(&mut state, &name, &ev.unit_dir(block.index, arm), &summary_paths(ev, block, arm))?;
@@ -239,7 +249,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     }
     // An interleaved block (`blocks.rounds` >= 1) ran its arms together: one whose
     // units did not all complete runs again whole, its completed units moved aside.
-    if frozen.plan.blocks.rounds > 0 {
+    if frozen.plan.blocks.rounds > 0 && !dispatched {
         for block in &schedule.blocks {
             let done = |arm: &String| state.completed(block.index, arm).is_some();
             if block.arms.iter().all(done) || !block.arms.iter().any(done) {
@@ -285,6 +295,10 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     let stray: Vec<PathBuf> = files_under(root)?
         .into_iter()
         .filter(|p| !p.starts_with(root.join("discarded")) && !moving.contains(p))
+        .filter(|p| {
+            !dispatched
+                || !["raw", "results/cells", crate::evidence::SLURM_DIR].iter().any(|d| p.starts_with(root.join(d)))
+        })
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             name.ends_with(".partial") || (name.starts_with('.') && name.ends_with(".tmp"))
