@@ -1,6 +1,7 @@
 //! The plan's tokenizer as the prompt panel's encoder: a `trace::Encoder` over a
-//! Hugging Face `tokenizer.json`, read as a regular input file. Must not add
-//! special tokens or fetch anything.
+//! Hugging Face `tokenizer.json`, read as a regular input file; it also decodes and
+//! says what vLLM's random dataset reads of its vocabulary. Must not add special
+//! tokens or fetch anything.
 
 use std::path::Path;
 
@@ -38,5 +39,22 @@ impl Encoder for TokenizerEncoder {
     fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, String> {
         let encodings = self.inner.encode_batch_fast(texts.to_vec(), false).map_err(|e| e.to_string())?;
         Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        self.inner.decode(ids, false).map_err(|e| e.to_string())
+    }
+
+    fn vocabulary(&self) -> Option<crate::trace::Vocabulary> {
+        use tokenizers::PostProcessor;
+        let mut special_ids: Vec<u32> =
+            self.inner.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special).map(|(id, _)| id).collect();
+        special_ids.sort_unstable();
+        let to_add = self.inner.get_post_processor().map_or(0, |p| p.added_tokens(false));
+        Some(crate::trace::Vocabulary {
+            size: u32::try_from(self.inner.get_vocab_size(false)).ok()?,
+            special_ids,
+            special_tokens_to_add: u32::try_from(to_add).ok()?,
+        })
     }
 }

@@ -111,7 +111,8 @@ pub struct RequestFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptsFile {
-    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic" or "shared_prefix".
+    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic", "shared_prefix"
+    /// or "vllm_random".
     pub source: String,
     /// Absent and `[]` differ: a dataset panel refuses the key even when empty.
     pub lengths: Option<Vec<i64>>,
@@ -139,6 +140,14 @@ pub struct PromptsFile {
     /// sharegpt and requests on the chat endpoint: entries are multi-turn sessions
     /// of up to this many user turns.
     pub max_turns: Option<i64>,
+    /// vllm_random: vLLM's `--random-input-len`, `--random-output-len`,
+    /// `--random-prefix-len` and `--random-range-ratio` (`output_range_ratio` when
+    /// the output's differs, vLLM's `{"input": .., "output": ..}`).
+    pub input_len: Option<i64>,
+    pub output_len: Option<i64>,
+    pub prefix_len: Option<i64>,
+    pub range_ratio: Option<f64>,
+    pub output_range_ratio: Option<f64>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.

@@ -101,6 +101,11 @@ impl Plan {
                 Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
                 None => format!("one per line of {path} (token IDs only: no tokenizer)"),
             },
+            PanelSource::VllmRandom(v) => format!(
+                "vLLM's random dataset: token IDs from the whole vocabulary of {} decoded to text and re-encoded, \
+                 {} input tokens after a {}-token shared prefix, {} output tokens (range ratios {} and {})",
+                v.tokenizer, v.input_len, v.prefix_len, v.output_len, v.input_range_ratio, v.output_range_ratio
+            ),
             PanelSource::SharedPrefix(s) => format!(
                 "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
                 s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer
