@@ -1,5 +1,5 @@
 //! The commands: each one `harness` subcommand that drives the layers beneath to a
-//! result (`run`, `compare`, `gate`, `accept`, `replay`, `export`, `bench`,
+//! result (`run`, `compare`, `gate`, `accept`, `replay`, `export`, `bench`, `benchmark`,
 //! `bench-loadgen`, `plan` check/derive/power and `trace`, `qualify`, `noise`);
 //! `main.rs` parses arguments, prints what a command returns and maps its error
 //! to an exit code. Owns nothing the layers
@@ -10,6 +10,7 @@
 pub mod accept;
 pub mod bench;
 pub mod bench_loadgen;
+pub mod benchmark;
 pub mod compare;
 pub mod export;
 pub mod gate;

@@ -41,4 +41,5 @@ mod sequential;
 mod trace_lengths;
 mod traffic;
 mod tuning;
+mod vllm_datasets;
 mod vllm_sweep;
