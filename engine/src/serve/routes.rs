@@ -31,8 +31,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 pub fn router(state: Arc<AppState>) -> Router {
     let api = Router::new()
-        .route("/v1/completions", post(completions))
-        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(generate::<CompletionRequest>))
+        .route("/v1/chat/completions", post(generate::<ChatRequest>))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(extras::model))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth));
@@ -90,25 +90,46 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
     Json(ModelList { object: "list", data: vec![model_card(&state)] }).into_response()
 }
 
-async fn completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    let r = async {
-        let bytes = read_body(&state, &headers, body).await?;
-        let ready = state.ready()?;
-        let req = CompletionRequest::parse(&bytes)?;
-        let spec = req.validate(&limits(&state, ready))?;
-        start(&state, ready, spec, Endpoint::Completions, "cmpl").await
-    }
-    .await;
-    r.unwrap_or_else(|e| e.into_response())
+/// What the two generation routes share: a body parsed and validated into one
+/// `GenerationSpec`, then admitted and started alike; they differ in the request
+/// type, the endpoint the response is shaped for and the id prefix.
+trait GenerationRoute: Sized {
+    const ENDPOINT: Endpoint;
+    const ID_PREFIX: &'static str;
+    fn parse(body: &[u8]) -> Result<Self, ApiError>;
+    fn validate(&self, limits: &Limits<'_>) -> Result<GenerationSpec, ApiError>;
 }
 
-async fn chat_completions(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+impl GenerationRoute for CompletionRequest {
+    const ENDPOINT: Endpoint = Endpoint::Completions;
+    const ID_PREFIX: &'static str = "cmpl";
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        CompletionRequest::parse(body)
+    }
+    fn validate(&self, limits: &Limits<'_>) -> Result<GenerationSpec, ApiError> {
+        CompletionRequest::validate(self, limits)
+    }
+}
+
+impl GenerationRoute for ChatRequest {
+    const ENDPOINT: Endpoint = Endpoint::Chat;
+    const ID_PREFIX: &'static str = "chatcmpl";
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        ChatRequest::parse(body)
+    }
+    fn validate(&self, limits: &Limits<'_>) -> Result<GenerationSpec, ApiError> {
+        ChatRequest::validate(self, limits)
+    }
+}
+
+/// `POST /v1/completions` and `POST /v1/chat/completions`.
+async fn generate<R: GenerationRoute>(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
         let bytes = read_body(&state, &headers, body).await?;
         let ready = state.ready()?;
-        let req = ChatRequest::parse(&bytes)?;
+        let req = R::parse(&bytes)?;
         let spec = req.validate(&limits(&state, ready))?;
-        start(&state, ready, spec, Endpoint::Chat, "chatcmpl").await
+        start(&state, ready, spec, R::ENDPOINT, R::ID_PREFIX).await
     }
     .await;
     r.unwrap_or_else(|e| e.into_response())

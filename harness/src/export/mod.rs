@@ -7,7 +7,7 @@
 //! formats' key lists. Must not write into the evidence
 //! directory and must not change a number to fit a format: where the peer's
 //! definition differs from the harness's, the peer's is computed and the
-//! difference is documented (README, `harness export`).
+//! difference is documented (docs/export.md).
 
 mod guidellm;
 mod guidellm_stats;

@@ -37,10 +37,14 @@ struct StreamOptions {
     include_usage: bool,
 }
 
+/// Every body the harness sends, timed or warmup, on either route: the input field
+/// second (`prompt` for `/v1/completions`, `messages` for the chat route), then the
+/// fields in this fixed order, then the plan's `extra_body`.
 #[derive(Serialize)]
 struct Body<'a, P: Serialize> {
     model: &'a str,
-    prompt: P,
+    #[serde(flatten)]
+    input: Input<'a, P>,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_tokens: Option<u32>,
@@ -55,28 +59,47 @@ struct Body<'a, P: Serialize> {
     extra: &'a Map<String, Value>,
 }
 
-/// The chat endpoint's timed body: `messages` in place of `prompt`.
+/// A body's input: token IDs (one list, or a list of lists for the batched warmup)
+/// or chat messages.
 #[derive(Serialize)]
-struct ChatBody<'a> {
-    model: &'a str,
-    messages: &'a [ChatMessage],
-    max_tokens: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_tokens: Option<u32>,
-    ignore_eos: bool,
-    temperature: f64,
-    stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    return_token_ids: Option<bool>,
-    #[serde(flatten)]
-    extra: &'a Map<String, Value>,
+enum Input<'a, P: Serialize> {
+    #[serde(rename = "prompt")]
+    Prompt(P),
+    #[serde(rename = "messages")]
+    Messages(&'a [ChatMessage]),
 }
 
-fn to_bytes<T: Serialize>(body: &T) -> Vec<u8> {
-    // Strings, integers, finite floats and bools always serialize.
-    serde_json::to_vec(body).unwrap_or_default()
+/// Whether a body is the timed stream (usage asked for, token IDs when the kind asks)
+/// or a warmup call (neither).
+enum Mode {
+    Timed { token_ids: bool },
+    Warmup,
+}
+
+impl<'a, P: Serialize> Body<'a, P> {
+    fn new(r: &'a RequestSpec, input: Input<'a, P>, max_tokens: u32, ignore_eos: bool, mode: Mode) -> Self {
+        let (stream, stream_options, return_token_ids) = match mode {
+            Mode::Timed { token_ids } => (true, Some(StreamOptions { include_usage: true }), token_ids.then_some(true)),
+            Mode::Warmup => (false, None, None),
+        };
+        Body {
+            model: &r.model,
+            input,
+            max_tokens,
+            min_tokens: ignore_eos.then_some(max_tokens),
+            ignore_eos,
+            temperature: r.temperature,
+            stream,
+            stream_options,
+            return_token_ids,
+            extra: &r.extra_body,
+        }
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        // Strings, integers, finite floats and bools always serialize.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
 }
 
 /// The chat endpoint's timed body for `messages` (a panel entry's, or a session
@@ -88,18 +111,7 @@ pub fn chat_body(
     ignore_eos: bool,
     token_ids: bool,
 ) -> Vec<u8> {
-    to_bytes(&ChatBody {
-        model: &r.model,
-        messages,
-        max_tokens,
-        min_tokens: ignore_eos.then_some(max_tokens),
-        ignore_eos,
-        temperature: r.temperature,
-        stream: true,
-        stream_options: Some(StreamOptions { include_usage: true }),
-        return_token_ids: token_ids.then_some(true),
-        extra: &r.extra_body,
-    })
+    Body::<()>::new(r, Input::Messages(messages), max_tokens, ignore_eos, Mode::Timed { token_ids }).to_bytes()
 }
 
 /// The body of one timed request for a panel prompt, of kind `kind` (its route and
@@ -117,18 +129,8 @@ pub fn stream_body_with(plan: &Plan, kind: BodyKind, prompt: &Prompt, max_tokens
         let messages = prompt.messages.as_deref().unwrap_or(&[]);
         return chat_body(r, messages, max_tokens, ignore_eos, kind.token_ids);
     }
-    to_bytes(&Body {
-        model: &r.model,
-        prompt: &prompt.tokens,
-        max_tokens,
-        min_tokens: ignore_eos.then_some(max_tokens),
-        ignore_eos,
-        temperature: r.temperature,
-        stream: true,
-        stream_options: Some(StreamOptions { include_usage: true }),
-        return_token_ids: kind.token_ids.then_some(true),
-        extra: &r.extra_body,
-    })
+    Body::new(r, Input::Prompt(&prompt.tokens), max_tokens, ignore_eos, Mode::Timed { token_ids: kind.token_ids })
+        .to_bytes()
 }
 
 /// The prepared request of a panel prompt of kind `kind` (body, exact prompt length,
@@ -145,18 +147,7 @@ pub fn prepare(plan: &Plan, kind: BodyKind, prompt: &Prompt) -> PreparedRequest 
 pub fn warmup_body(plan: &Plan, prompts: &[&[u32]]) -> Vec<u8> {
     let r = &plan.request;
     let out = plan.warmup.output_tokens;
-    to_bytes(&Body {
-        model: &r.model,
-        prompt: prompts,
-        max_tokens: out,
-        min_tokens: r.ignore_eos.then_some(out),
-        ignore_eos: r.ignore_eos,
-        temperature: r.temperature,
-        stream: false,
-        stream_options: None,
-        return_token_ids: None,
-        extra: &r.extra_body,
-    })
+    Body::new(r, Input::Prompt(prompts), out, r.ignore_eos, Mode::Warmup).to_bytes()
 }
 
 /// The chat warmup: one non-streaming chat call per warmup entry's `messages`.
@@ -165,20 +156,7 @@ pub fn warmup_chat_bodies(plan: &Plan, entries: &[&[ChatMessage]]) -> Vec<Vec<u8
     let out = plan.warmup.output_tokens;
     entries
         .iter()
-        .map(|messages| {
-            to_bytes(&ChatBody {
-                model: &r.model,
-                messages,
-                max_tokens: out,
-                min_tokens: r.ignore_eos.then_some(out),
-                ignore_eos: r.ignore_eos,
-                temperature: r.temperature,
-                stream: false,
-                stream_options: None,
-                return_token_ids: None,
-                extra: &r.extra_body,
-            })
-        })
+        .map(|messages| Body::<()>::new(r, Input::Messages(messages), out, r.ignore_eos, Mode::Warmup).to_bytes())
         .collect()
 }
 

@@ -1,6 +1,6 @@
 //! Every study plan shipped in `plans/` parses and validates with this harness
 //! (a key renamed in the schema fails here, not in a user's first run), and the
-//! README's "What each plan shows" names each of them. `gate-*.toml` are gate rule
+//! README's "Example plans" table names each of them. `gate-*.toml` are gate rule
 //! files (`harness gate`), not study plans, and are read by the gate tests.
 
 use crate::common;

@@ -1,9 +1,11 @@
-//! `harness bench`: an ad-hoc, one-arm study from vLLM-bench-like flags, without a
-//! plan file. Owns the flags ([`BenchArgs`]), turning them into one-arm plan text
+//! `harness bench`: `vllm bench serve` of vLLM 0.34, a one-arm study without a plan
+//! file, and the engine behind every peer front door (`harness benchmark` fills
+//! the same [`BenchArgs`]). Owns the flags (vLLM's, with its defaults; those it
+//! refuses are `refused`'s table), turning them into one-arm plan text
 //! (`plan_text`, validated by the plan parser like any plan: the plan types are the
-//! only judge of it) and the vLLM-bench-like summary block printed per cell
-//! (`summary`: `metrics::render_table` of each summary read back from the study's
-//! `results/summaries.json`).
+//! only judge of it), vLLM's result files (`save`) and the summary block printed
+//! per cell (`summary`: `metrics::render_table` of each summary read back from the
+//! study's `results/summaries.json`).
 //! Must not run anything itself: the caller runs the written plan through the very
 //! path `harness run` takes (`run::run`), so the evidence is an ordinary study that
 //! `harness replay` audits (the one request it sends is `discover_model`'s
@@ -385,10 +387,10 @@ pub struct BenchArgs {
     /// Set from `--profile constant`: open-loop cells with evenly spaced arrivals.
     #[arg(skip)]
     pub constant_arrivals: bool,
-    /// Set from `--max-seconds`: one cell per rate with its own count.
+    /// Set from max_duration: one cell per rate with its own count.
     #[arg(skip)]
     pub counts_per_rate: Vec<u64>,
-    /// Set from `--profile sweep`: how many benchmarks the sweep holds.
+    /// Set from the sweep profile: how many benchmarks the sweep holds.
     #[arg(skip)]
     pub sweep: Option<u32>,
     /// After each cell's vLLM block, this harness's extra lines.

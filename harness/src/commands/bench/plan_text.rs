@@ -503,7 +503,7 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         None => arrival,
     };
     if !a.counts_per_rate.is_empty() {
-        // A count per rate (--max-seconds): one cell each, named as a sweep would name them.
+        // A count per rate (guidellm's max_duration): one cell each, named as a sweep would name them.
         for (r, n) in a.rate.iter().zip(&a.counts_per_rate) {
             let name = crate::plan::rate_cell_name(kind, *r);
             let _ = write!(
