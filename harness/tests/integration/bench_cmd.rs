@@ -274,6 +274,14 @@ fn bad_bench_flags_exit_2_and_write_nothing() {
         assert!(!stderr.contains("sk-secret"), "the secret is not repeated: {stderr}");
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+    // Every refused vLLM flag, through the binary: exit 2, its reason, nothing written.
+    for r in harness::commands::bench::refused::VLLM_REFUSED {
+        let r_out = bench(&with(&[r.flag, "1"]));
+        let (stdout, stderr) = text(&r_out);
+        assert_eq!(r_out.status.code(), Some(2), "{}\nstdout:\n{stdout}\nstderr:\n{stderr}", r.flag);
+        assert!(stderr.contains(&format!("{}: refused: {}", r.flag, r.why)), "{}: {stderr}", r.flag);
+        assert!(!out.exists(), "{} wrote {}", r.flag, out.display());
+    }
     let cases: [(&[&str], &str); 8] = [
         (&["--model", "m", "--rate", "1", "--use-beam-search"], "--use-beam-search: refused"),
         // Each of these hung, panicked or exited 1 leaving a partial --out.
