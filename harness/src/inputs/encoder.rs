@@ -30,6 +30,34 @@ impl TokenizerEncoder {
     }
 }
 
+impl TokenizerEncoder {
+    /// Hugging Face's `all_special_ids` for this tokenizer as transformers reads
+    /// it: the IDs of the special tokens that `config` (the `tokenizer_config.json`
+    /// beside the tokenizer.json) names (`bos_token`, `eos_token`, `unk_token`,
+    /// `sep_token`, `pad_token`, `cls_token`, `mask_token`, each a string or
+    /// `{"content": ..}`, and the lists `additional_special_tokens` and
+    /// `extra_special_tokens`), ascending; names the vocabulary lacks are skipped.
+    pub fn special_ids_named(&self, config: &serde_json::Value) -> Vec<u32> {
+        let content = |v: &serde_json::Value| -> Option<String> {
+            v.as_str().map(str::to_string).or_else(|| v.get("content").and_then(|c| c.as_str()).map(str::to_string))
+        };
+        let mut names: Vec<String> =
+            ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
+                .iter()
+                .filter_map(|k| config.get(*k).and_then(content))
+                .collect();
+        for list in ["additional_special_tokens", "extra_special_tokens"] {
+            if let Some(items) = config.get(list).and_then(|v| v.as_array()) {
+                names.extend(items.iter().filter_map(content));
+            }
+        }
+        let mut ids: Vec<u32> = names.iter().filter_map(|n| self.inner.token_to_id(n)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
 /// `encode_fast` is `encode` without character offsets (the harness needs the IDs only).
 impl Encoder for TokenizerEncoder {
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {

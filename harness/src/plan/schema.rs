@@ -148,6 +148,8 @@ pub struct PromptsFile {
     pub prefix_len: Option<i64>,
     pub range_ratio: Option<f64>,
     pub output_range_ratio: Option<f64>,
+    /// vllm_random: the tokenizer's special token IDs (Hugging Face's `all_special_ids`).
+    pub special_ids: Option<Vec<i64>>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.

@@ -455,6 +455,11 @@ pub struct VllmRandomSpec {
     /// `--random-range-ratio`: lengths uniform in [floor(L(1-r)), ceil(L(1+r))].
     pub input_range_ratio: f64,
     pub output_range_ratio: f64,
+    /// The tokenizer's `all_special_ids`, kept out of the drawn IDs (`None`: the
+    /// tokenizer.json's added tokens marked special). `harness bench` writes
+    /// them from the tokenizer_config.json beside the tokenizer, as transformers
+    /// reads them for vLLM.
+    pub special_ids: Option<Vec<u32>>,
 }
 
 /// `prompts.source = "sharegpt"`: vLLM bench's ShareGPT sampling.

@@ -31,6 +31,7 @@ fn forbid_vllm_random_keys(c: &mut Checker, p: &PromptsFile) {
     c.forbid("prompts.prefix_len", &p.prefix_len, &why);
     c.forbid("prompts.range_ratio", &p.range_ratio, &why);
     c.forbid("prompts.output_range_ratio", &p.output_range_ratio, &why);
+    c.forbid("prompts.special_ids", &p.special_ids, &why);
 }
 
 /// `vllm_random`: vLLM's random dataset; `num_requests` entries, lengths from
@@ -60,8 +61,26 @@ fn vllm_random(c: &mut Checker, p: PromptsFile, arms: &[Arm], documents: u32) ->
         Some(_) => ratio(c, "output_range_ratio", p.output_range_ratio),
         None => input_range_ratio,
     };
+    let special_ids = p.special_ids.map(|ids| {
+        let mut ids: Vec<u32> = ids
+            .iter()
+            .filter_map(|&v| c.int("prompts.special_ids", v, 0, i64::from(u32::MAX)))
+            .map(|v| v as u32)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    });
     let tokenizer = panel_tokenizer(c, p.tokenizer, arms);
-    let spec = VllmRandomSpec { tokenizer, input_len, output_len, prefix_len, input_range_ratio, output_range_ratio };
+    let spec = VllmRandomSpec {
+        tokenizer,
+        input_len,
+        output_len,
+        prefix_len,
+        input_range_ratio,
+        output_range_ratio,
+        special_ids,
+    };
     PanelSpec {
         source: PanelSource::VllmRandom(spec),
         lengths: Vec::new(),

@@ -3,7 +3,10 @@
 //! plan comes from `harness bench --dataset-name random ... --print-plan` (vLLM's
 //! flags), its panel from `harness trace`, and vLLM's from its own dataset code
 //! (harness/tests/reference/vllm_datasets_check.py; scripts/test installs vLLM and
-//! transformers), on the Qwen3 tokenizer in assets/. No timed assertions.
+//! transformers), on the Qwen3 tokenizer in assets/ (its special tokens all above
+//! the vocabulary) and SmolLM2's, exported from its GGUF (special tokens inside
+//! the vocabulary, named by its tokenizer_config.json as transformers reads them).
+//! No timed assertions.
 
 use crate::common;
 
@@ -14,6 +17,8 @@ use common::*;
 
 /// One case: vLLM's flags, and the same arguments as vLLM's `sample` takes them.
 struct Case {
+    /// SmolLM2's tokenizer (exported from its GGUF), else assets/qwen3-tokenizer.
+    smollm2: bool,
     flags: &'static [&'static str],
     seed: u64,
     num_prompts: usize,
@@ -23,8 +28,9 @@ struct Case {
     range_ratio: &'static str,
 }
 
-const CASES: [Case; 3] = [
+const CASES: [Case; 4] = [
     Case {
+        smollm2: false,
         flags: &["--random-input-len", "64", "--random-output-len", "16", "--num-prompts", "12"],
         seed: 0,
         num_prompts: 12,
@@ -34,6 +40,7 @@ const CASES: [Case; 3] = [
         range_ratio: "0.0",
     },
     Case {
+        smollm2: false,
         flags: &[
             "--random-input-len",
             "100",
@@ -57,6 +64,7 @@ const CASES: [Case; 3] = [
     },
     Case {
         // vLLM's general --input-len/--output-len and a per-side ratio.
+        smollm2: false,
         flags: &[
             "--input-len",
             "48",
@@ -76,12 +84,31 @@ const CASES: [Case; 3] = [
         prefix_len: 0,
         range_ratio: r#"{"input": 0.2, "output": 0.5}"#,
     },
+    Case {
+        smollm2: true,
+        flags: &[
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "8",
+            "--random-prefix-len",
+            "4",
+            "--num-prompts",
+            "6",
+        ],
+        seed: 0,
+        num_prompts: 6,
+        input_len: 64,
+        output_len: 8,
+        prefix_len: 4,
+        range_ratio: "0.0",
+    },
 ];
 
 /// The panel `harness bench` plans for `flags`: (tokens, output tokens) per prompt.
-fn harness_panel(tmp: &Path, k: usize, flags: &[&str]) -> Vec<(Vec<u64>, u64)> {
+fn harness_panel(tmp: &Path, k: usize, tokenizer: &str, flags: &[&str]) -> Vec<(Vec<u64>, u64)> {
     let print = Command::new(harness_bin())
-        .args(["bench", "--model", "m", "--dataset-name", "random", "--tokenizer", "assets/qwen3-tokenizer"])
+        .args(["bench", "--model", "m", "--dataset-name", "random", "--tokenizer", tokenizer])
         .args(flags)
         .arg("--print-plan")
         .current_dir(workspace())
@@ -116,11 +143,24 @@ fn harness_panel(tmp: &Path, k: usize, flags: &[&str]) -> Vec<(Vec<u64>, u64)> {
 #[test]
 fn vllms_random_dataset_is_built_token_for_token_as_vllm_builds_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
+    // SmolLM2's tokenizer, as `engine export-tokenizer` writes it from the GGUF.
+    let smol = tmp.path().join("smollm2-tokenizer");
+    let gguf = workspace().join("assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let export = Command::new(engine_bin())
+        .args(["export-tokenizer", "--model"])
+        .arg(&gguf)
+        .arg("--out")
+        .arg(&smol)
+        .output()
+        .expect("engine export-tokenizer");
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let smol = smol.display().to_string();
+    let dir = |c: &Case| if c.smollm2 { smol.clone() } else { "assets/qwen3-tokenizer".to_string() };
     let specs: Vec<serde_json::Value> = CASES
         .iter()
         .map(|c| {
             serde_json::json!({
-                "dataset": "random", "tokenizer_dir": "assets/qwen3-tokenizer", "seed": c.seed,
+                "dataset": "random", "tokenizer_dir": dir(c), "seed": c.seed,
                 "num_prompts": c.num_prompts, "input_len": c.input_len, "output_len": c.output_len,
                 "prefix_len": c.prefix_len, "range_ratio": c.range_ratio,
             })
@@ -141,7 +181,7 @@ fn vllms_random_dataset_is_built_token_for_token_as_vllm_builds_it() {
     );
     let vllm: Vec<serde_json::Value> = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON");
     for (k, (case, theirs)) in CASES.iter().zip(&vllm).enumerate() {
-        let ours = harness_panel(tmp.path(), k, case.flags);
+        let ours = harness_panel(tmp.path(), k, &dir(case), case.flags);
         let requests = theirs["requests"].as_array().expect("requests");
         assert_eq!(ours.len(), requests.len(), "case {k}: request count");
         for (i, (mine, r)) in ours.iter().zip(requests).enumerate() {

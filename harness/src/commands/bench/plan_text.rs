@@ -293,6 +293,25 @@ fn chat(a: &BenchArgs) -> bool {
         || a.endpoint.as_deref() == Some(crate::protocol::routes::CHAT_COMPLETIONS_PATH)
 }
 
+/// The tokenizer's special IDs as transformers reads them for vLLM (from the
+/// tokenizer_config.json beside the tokenizer.json) as the panel's `special_ids`
+/// line, so the plan states them; nothing without that file (the panel then
+/// takes the tokenizer.json's added tokens marked special).
+fn special_ids_line(a: &BenchArgs) -> Result<String, BenchError> {
+    let Some(tok) = &a.tokenizer else { return Ok(String::new()) };
+    let path = std::path::Path::new(tok);
+    let config = path.with_file_name("tokenizer_config.json");
+    if !path.is_file() || !config.is_file() {
+        return Ok(String::new());
+    }
+    let enc = crate::inputs::TokenizerEncoder::from_file(path).map_err(|e| bad(format!("--tokenizer {tok}: {e}")))?;
+    let text = std::fs::read(&config).map_err(|e| bad(format!("{}: {e}", config.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("{}: not JSON ({e})", config.display())))?;
+    let ids: Vec<String> = enc.special_ids_named(&v).iter().map(u32::to_string).collect();
+    Ok(format!("special_ids = [{}]\n", ids.join(", ")))
+}
+
 /// vLLM's `--random-range-ratio`: one float for both, or `{"input": R, "output": R}`.
 fn range_ratios(a: &BenchArgs) -> Result<(f64, f64), BenchError> {
     let Some(text) = a.random_range_ratio.as_deref() else { return Ok((0.0, 0.0)) };
@@ -349,7 +368,8 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     let (ri, ro) = range_ratios(a)?;
     let _ = match a.dataset {
         Dataset::Random => {
-            let output_ratio = if ro == ri { String::new() } else { format!("output_range_ratio = {ro:?}\n") };
+            let mut output_ratio = if ro == ri { String::new() } else { format!("output_range_ratio = {ro:?}\n") };
+            output_ratio.push_str(&special_ids_line(a)?);
             write!(
                 t,
                 "source = \"vllm_random\"\n{tokenizer}num_requests = {n}\ninput_len = {}\noutput_len = {}\n\

@@ -4,7 +4,8 @@
 //! (`numpy_random`): per-request input lengths, output lengths and vocabulary
 //! offsets (`get_sampling_params`: the input length less the special tokens the
 //! tokenizer adds, each range [floor(L(1-r)), ceil(L(1+r))], the output's at least
-//! 1), the allowed IDs (the vocabulary without special tokens, ascending), a prefix
+//! 1), the allowed IDs (the vocabulary without the plan's `special_ids`, else the
+//! tokenizer's added tokens marked special; ascending), a prefix
 //! of `prefix_len` allowed IDs drawn once, then for request i the allowed IDs
 //! `(offset_i + i + k) mod |allowed|`, k < its input length, after the prefix.
 //! Each sequence goes through vLLM's decode/re-encode check
@@ -55,7 +56,8 @@ pub fn vllm_random(spec: &VllmRandomSpec, enc: &dyn Encoder, seed: u64, n: usize
     let input_lens = rng.integers(input_low, input_high + 1, n).ok_or_else(|| range("prompts.input_len"))?;
     let output_lens = rng.integers(output_low, output_high + 1, n).ok_or_else(|| range("prompts.output_len"))?;
     let offsets = rng.integers(0, vocab_size, n).ok_or_else(|| range("vocabulary"))?;
-    let allowed: Vec<u32> = (0..vocab.size).filter(|id| vocab.special_ids.binary_search(id).is_err()).collect();
+    let special = spec.special_ids.as_ref().unwrap_or(&vocab.special_ids);
+    let allowed: Vec<u32> = (0..vocab.size).filter(|id| special.binary_search(id).is_err()).collect();
     if allowed.is_empty() {
         return Err(malformed(what, "no token of the vocabulary is a regular one"));
     }
