@@ -12,11 +12,11 @@ use axum::body::Bytes;
 use serde::Serialize;
 
 use super::BenchError;
+use crate::inputs::TokenizerEncoder;
 use crate::load::PreparedRequest;
 use crate::plan::ShareGptSpec;
 use crate::plan::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 use crate::stats::percentiles;
-use crate::inputs::TokenizerEncoder;
 
 /// What the report says about the panel.
 #[derive(Debug, Clone, Serialize)]

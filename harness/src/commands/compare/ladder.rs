@@ -12,10 +12,10 @@ use serde::Serialize;
 use super::CompareError;
 use super::server::Running;
 use crate::evidence::{Evidence, write_json, write_jsonl};
+use crate::inputs::Inputs;
 use crate::load::{CellDrive, Counters, RequestCtx, StudyClock, drive_cell, exited};
 use crate::metrics::{CellSummary, summarize_cell};
 use crate::plan::{Plan, ResolvedCell, ResolvedLoad};
-use crate::inputs::Inputs;
 
 /// The cell start is this far after it is scheduled, so the first intended arrival is
 /// not already past when the dispatcher reaches it.

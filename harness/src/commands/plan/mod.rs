@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use crate::analysis::power::{PowerError, PowerOptions};
 use crate::arm::ArmError;
+use crate::inputs::InputsError;
 use crate::plan::{self, FrozenPlan, PlanError};
 use crate::trace::TraceError;
-use crate::inputs::InputsError;
 
 /// What stops a plan command.
 #[derive(Debug, thiserror::Error)]

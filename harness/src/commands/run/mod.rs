@@ -38,10 +38,10 @@ use crate::evidence::{
     BodyHashes, Evidence, EvidenceError, RUN_FORMAT, RunRecord, RunUnit, Session, SessionState, UNIT_FILE, UnitOutcome,
     UnitStatus, git_info, write_bytes, write_json, write_manifest,
 };
+use crate::inputs::Inputs;
 use crate::load::{LoadError, SPIN_NS, StudyClock};
 use crate::plan::{FrozenPlan, PlanError, ResolvedCell, ScheduledBlock, freeze_file};
 use crate::trace::TraceError;
-use crate::inputs::Inputs;
 
 pub use progress::Progress;
 

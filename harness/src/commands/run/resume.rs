@@ -68,8 +68,7 @@ fn compare_inputs(ev: &Evidence, frozen: &FrozenPlan, base: &Path) -> Result<(),
     crate::trace::verify_catalog(&dir).map_err(|e| refuse(root, format!("inputs/ differ from their catalog: {e}")))?;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let scratch = std::env::temp_dir().join(format!("harness-resume-{}-{nanos}", std::process::id()));
-    let generated =
-        crate::inputs::generate(&frozen.plan, &frozen.sha256, base, &scratch).map_err(RunError::from);
+    let generated = crate::inputs::generate(&frozen.plan, &frozen.sha256, base, &scratch).map_err(RunError::from);
     let result = generated.and_then(|()| {
         let list = |d: &Path| -> Result<Vec<String>, RunError> {
             let mut v: Vec<String> = files_under(d)?.iter().map(|p| rel(d, p)).collect();
