@@ -5,7 +5,7 @@
 //! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with
 //! `--resume`), `report`, `replay`, `gate`, `qualify`, `accept`, `compare`,
 //! `bench-loadgen` (hidden alias `bench-client`), `export`, `noise`, `bench`,
-//! `benchmark`, `completions`; each is one `Command` variant and
+//! `benchmark`, `profile`, `completions`; each is one `Command` variant and
 //! one function or match arm, and each `--help` ends with a worked example.
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
@@ -160,6 +160,14 @@ enum Command {
                             --data kind=synthetic_text,prompt_tokens=128,output_tokens=256"
     )]
     Benchmark(Box<harness::commands::benchmark::BenchmarkArgs>),
+    /// AIPerf's `aiperf profile` (AIPerf 0.13): its flags (docs/bench.md), run by the
+    /// same engine as `harness bench`, then AIPerf's export files
+    /// (profile_export_aiperf.json, .csv, profile_export.jsonl) in the artifact directory.
+    #[command(
+        after_help = "Example:\n  harness profile -m Qwen/Qwen3-0.6B --url localhost:8000 --endpoint-type completions \\\n    \
+                            --streaming --concurrency 4 --request-count 40 --isl 128 --osl 64 --artifact-dir artifacts/q"
+    )]
+    Profile(Box<harness::commands::profile::ProfileArgs>),
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
     #[command(after_help = "Example:\n  harness completions bash > ~/.local/share/bash-completion/completions/harness")]
     Completions {
@@ -333,6 +341,29 @@ fn benchmark(args: &harness::commands::benchmark::BenchmarkArgs) -> Result<bool>
     let (ok, evidence) = bench_study(&t.bench)?;
     if ok && let Some(dir) = evidence {
         for p in harness::commands::benchmark::write_outputs(&t.outputs, &dir)? {
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(ok)
+}
+
+/// `harness profile`: AIPerf's flags as `harness bench`'s, the study, then AIPerf's
+/// export files from its evidence and its console table.
+fn profile(args: &harness::commands::profile::ProfileArgs) -> Result<bool> {
+    use harness::commands::bench::BenchArgs;
+    #[derive(Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+    let defaults = Defaults::try_parse_from(["bench"])?.bench;
+    let t = harness::commands::profile::translate(args, defaults)?;
+    let (ok, evidence) = bench_study(&t.bench)?;
+    if ok && let Some(dir) = evidence {
+        let cli = std::env::args().collect::<Vec<_>>().join(" ");
+        let (paths, console) = harness::commands::profile::write_exports(&t, &dir, &cli)?;
+        print!("\n{console}");
+        for p in paths {
             println!("wrote {}", p.display());
         }
     }
@@ -572,6 +603,11 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Benchmark(args) => match benchmark(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(2),
+            Err(e) => Err(e),
+        },
+        Command::Profile(args) => match profile(&args) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(2),
             Err(e) => Err(e),

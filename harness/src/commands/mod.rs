@@ -1,6 +1,6 @@
 //! The commands: each one `harness` subcommand that drives the layers beneath to a
 //! result (`run`, `compare`, `gate`, `accept`, `replay`, `export`, `bench`, `benchmark`,
-//! `bench-loadgen`, `plan` check/derive/power and `trace`, `qualify`, `noise`);
+//! `profile`, `bench-loadgen`, `plan` check/derive/power and `trace`, `qualify`, `noise`);
 //! `main.rs` parses arguments, prints what a command returns and maps its error
 //! to an exit code. Owns nothing the layers
 //! need: a command imports layers, never the other way (`scripts/import-graph`
@@ -16,6 +16,7 @@ pub mod export;
 pub mod gate;
 pub mod noise;
 pub mod plan;
+pub mod profile;
 pub mod qualify;
 pub mod replay;
 pub mod run;

@@ -393,6 +393,20 @@ pub struct BenchArgs {
     /// Set from the sweep profile: how many benchmarks the sweep holds.
     #[arg(skip)]
     pub sweep: Option<u32>,
+    /// Set by `harness profile` (AIPerf's --num-dataset-entries): how many entries
+    /// a synthetic or random panel holds (requests use them in turn); default one
+    /// per request.
+    #[arg(skip)]
+    pub panel_entries: Option<u64>,
+    /// Set by `harness profile` (AIPerf's --isl/--osl and their stddevs, or
+    /// --random-range-ratio): the synthetic panel's length distributions and
+    /// output mode, instead of fixed lengths and forced outputs.
+    #[arg(skip)]
+    pub length_shape: Option<LengthShape>,
+    /// Set by `harness profile` (AIPerf's --tokenizer-revision): the revision of a
+    /// hub name looked up in the local Hugging Face cache (default `main`).
+    #[arg(skip)]
+    pub tokenizer_revision: Option<String>,
     /// After each cell's vLLM block, this harness's extra lines.
     #[arg(long)]
     pub verbose: bool,
@@ -402,6 +416,17 @@ pub struct BenchArgs {
     /// vLLM's `--disable-tqdm`: no progress bars, one line per cell.
     #[arg(long = "disable-tqdm", alias = "quiet")]
     pub quiet: bool,
+}
+
+/// A synthetic panel's length distributions (plan TOML, e.g. `{ dist = "normal",
+/// mean = 550.0, sd = 10.0, min = 1, max = 650 }`) and whether outputs end
+/// naturally (`max_tokens` only, at most `output_cap`) or are forced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LengthShape {
+    pub input: String,
+    pub output: String,
+    pub natural: bool,
+    pub output_cap: u32,
 }
 
 /// Bad flags: always exit 2 (the message names the flag).
@@ -567,22 +592,32 @@ pub fn resolved(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
         a.sharegpt_output_len = Some(n);
         a.custom_output_len = i64::from(n);
     }
-    a.tokenizer = tokenizer_file(&a);
+    a.tokenizer = tokenizer_file(&a)?;
     Ok(a)
 }
 
-/// vLLM's `--tokenizer` as the tokenizer.json it names (a directory means its
-/// tokenizer.json); without it, `--model` when that is a directory holding one
-/// (vLLM's default tokenizer is the model's).
-fn tokenizer_file(a: &BenchArgs) -> Option<String> {
-    let in_dir = |d: &str| {
-        let p = Path::new(d);
-        p.is_dir().then(|| p.join("tokenizer.json").display().to_string())
+/// vLLM's `--tokenizer` as the tokenizer.json it names: a file, a directory
+/// holding one, or a hub name found in the local Hugging Face cache (as
+/// transformers reads it offline; `inputs::hf_cache`); without it, `--model` when
+/// that is such a directory or cached name (vLLM's default tokenizer is the
+/// model's). A `--tokenizer` that is none of these stays as given: reading it is
+/// the error that names it.
+fn tokenizer_file(a: &BenchArgs) -> Result<Option<String>, BenchError> {
+    let revision = a.tokenizer_revision.as_deref().unwrap_or("main");
+    let resolve = |name: &str| -> Option<String> {
+        let p = Path::new(name);
+        if p.is_dir() {
+            return Some(p.join("tokenizer.json").display().to_string());
+        }
+        if p.is_file() {
+            return Some(name.to_string());
+        }
+        crate::inputs::hf_cache::cached_file(name, revision, "tokenizer.json").map(|f| f.display().to_string())
     };
-    match &a.tokenizer {
-        Some(t) => Some(in_dir(t).unwrap_or_else(|| t.clone())),
-        None => a.model.as_deref().and_then(in_dir).filter(|f| Path::new(f).is_file()),
-    }
+    Ok(match &a.tokenizer {
+        Some(t) => Some(resolve(t).unwrap_or_else(|| t.clone())),
+        None => a.model.as_deref().and_then(resolve).filter(|f| Path::new(f).is_file()),
+    })
 }
 
 /// vLLM bench's load flags in ours: each finite `--request-rate` becomes a

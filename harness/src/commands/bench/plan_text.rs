@@ -340,20 +340,12 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     let fixed_output = a.random_output_len;
     let natural = if a.ignore_eos { "forced" } else { "natural" };
     let custom_output = u32::try_from(a.custom_output_len).ok();
-    let (output, request) = match a.dataset {
-        // vLLM sets ignore_eos for its random dataset.
-        Dataset::Random | Dataset::RandomIds | Dataset::Synthetic => {
-            ("forced", format!("output_tokens = {fixed_output}\n"))
+    let (output, request) = match (&a.length_shape, a.dataset) {
+        // `harness profile`'s synthetic lengths: each entry's own output length.
+        (Some(s), _) => {
+            (if s.natural { "natural" } else { "forced" }, format!("max_output_tokens = {}\n", s.output_cap))
         }
-        Dataset::Sharegpt => {
-            (natural, format!("max_output_tokens = {}\n", a.sharegpt_output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
-        }
-        Dataset::Custom => {
-            (natural, format!("max_output_tokens = {}\n", custom_output.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
-        }
-        Dataset::Requests => {
-            (natural, format!("max_output_tokens = {}\n", a.output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
-        }
+        (None, d) => dataset_output(a, d, natural, fixed_output, custom_output),
     };
     let model = a.served_model_name.as_deref().or(a.model.as_deref()).unwrap_or_default();
     let endpoint = if chat(a) { "endpoint = \"chat\"\n" } else { "" };
@@ -366,6 +358,27 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     t.push_str("[prompts]\n");
     let tokenizer = a.tokenizer.as_ref().map(|k| format!("tokenizer = {}\n", quote(k))).unwrap_or_default();
     let (ri, ro) = range_ratios(a)?;
+    if let Some(shape) = &a.length_shape {
+        let entries = a.panel_entries.unwrap_or(n);
+        let _ = match a.dataset {
+            Dataset::Synthetic => write!(
+                t,
+                "source = \"synthetic\"\ntexts = {}\n{tokenizer}num_requests = {entries}\ninput_tokens = {}\n\
+                 output_tokens = {}\n",
+                quote(path),
+                shape.input,
+                shape.output
+            ),
+            _ => write!(
+                t,
+                "source = \"synthetic\"\nnum_requests = {entries}\nmin_token_id = 0\nmax_token_id = {}\n\
+                 input_tokens = {}\noutput_tokens = {}\n",
+                a.max_token_id, shape.input, shape.output
+            ),
+        };
+        t.push('\n');
+        return Ok(());
+    }
     let _ = match a.dataset {
         Dataset::Random => {
             let mut output_ratio = if ro == ri { String::new() } else { format!("output_range_ratio = {ro:?}\n") };
@@ -417,6 +430,31 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     };
     t.push('\n');
     Ok(())
+}
+
+/// The `[request]` output mode and length line of a dataset's own lengths.
+fn dataset_output(
+    a: &BenchArgs,
+    d: Dataset,
+    natural: &'static str,
+    fixed_output: u32,
+    custom_output: Option<u32>,
+) -> (&'static str, String) {
+    match d {
+        // vLLM sets ignore_eos for its random dataset.
+        Dataset::Random | Dataset::RandomIds | Dataset::Synthetic => {
+            ("forced", format!("output_tokens = {fixed_output}\n"))
+        }
+        Dataset::Sharegpt => {
+            (natural, format!("max_output_tokens = {}\n", a.sharegpt_output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
+        }
+        Dataset::Custom => {
+            (natural, format!("max_output_tokens = {}\n", custom_output.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
+        }
+        Dataset::Requests => {
+            (natural, format!("max_output_tokens = {}\n", a.output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
+        }
+    }
 }
 
 /// vLLM's integer-uniform range around `len`: [floor(len(1-r)), ceil(len(1+r))],

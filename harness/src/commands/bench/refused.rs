@@ -1,9 +1,12 @@
-//! The `vllm bench serve` flags (vLLM 0.34) that `harness bench` refuses, each with
-//! the reason it prints (exit 2, nothing sent or written): one table that drives
-//! the parser (each flag is accepted by clap, with any values, and shown under its
-//! own heading of `--help` with its reason as help) and docs/bench.md's table (a
-//! test holds the docs to it). Must not decide anything else: flags the harness
-//! does take are `BenchArgs` fields.
+//! A peer's flags that a front door refuses, each with the reason it prints (exit 2,
+//! nothing sent or written): one table per peer drives the parser (each flag is
+//! accepted by clap, with any values, and shown under its own heading of `--help`
+//! with its reason as help) and docs/bench.md's table (a test holds the docs to
+//! it). Here: the `vllm bench serve` flags (vLLM 0.34) that `harness bench`
+//! refuses; `harness profile` brings AIPerf's table (`profile::refused`). Must not
+//! decide anything else: flags a front door does take are its args' fields.
+
+use std::marker::PhantomData;
 
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches, parser::ValueSource};
 
@@ -87,33 +90,56 @@ pub const VLLM_REFUSED: &[Refusal] = &[
     r("--random-mm-bucket-config", MM),
 ];
 
-/// The refused flags given on a command line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RefusedFlags {
-    pub given: Vec<Refusal>,
+/// One peer's table of refused flags and the `--help` heading they go under.
+pub trait RefusalTable {
+    const TABLE: &'static [Refusal];
+    const HEADING: &'static str;
 }
 
-impl RefusedFlags {
+/// vLLM 0.34's `vllm bench serve` flags refused by `harness bench`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vllm;
+
+impl RefusalTable for Vllm {
+    const TABLE: &'static [Refusal] = VLLM_REFUSED;
+    const HEADING: &'static str = "vLLM flags refused here (exit 2)";
+}
+
+/// The refused flags of table `T` given on a command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedFlags<T = Vllm> {
+    pub given: Vec<Refusal>,
+    table: PhantomData<T>,
+}
+
+impl<T> Default for RefusedFlags<T> {
+    fn default() -> Self {
+        RefusedFlags { given: Vec::new(), table: PhantomData }
+    }
+}
+
+impl<T> RefusedFlags<T> {
     /// The first refused flag given, as the message that refuses it.
     pub fn first_message(&self) -> Option<String> {
         self.given.first().map(|r| format!("{}: refused: {}", r.flag, r.why))
     }
 }
 
+/// The clap id of a flag: its name without dashes (`--x-y` or the short `-f`).
 fn id(r: &Refusal) -> &'static str {
     r.flag.trim_start_matches('-')
 }
 
-impl FromArgMatches for RefusedFlags {
+impl<T: RefusalTable> FromArgMatches for RefusedFlags<T> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let given = VLLM_REFUSED
+        let given = T::TABLE
             .iter()
             .filter(|r| {
                 m.try_contains_id(id(r)).unwrap_or(false) && m.value_source(id(r)) == Some(ValueSource::CommandLine)
             })
             .copied()
             .collect();
-        Ok(RefusedFlags { given })
+        Ok(RefusedFlags { given, table: PhantomData })
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
@@ -122,18 +148,20 @@ impl FromArgMatches for RefusedFlags {
     }
 }
 
-impl clap::Args for RefusedFlags {
+impl<T: RefusalTable> clap::Args for RefusedFlags<T> {
     fn augment_args(cmd: Command) -> Command {
-        VLLM_REFUSED.iter().fold(cmd, |cmd, r| {
-            cmd.arg(
-                Arg::new(id(r))
-                    .long(id(r))
-                    .num_args(0..)
-                    .action(ArgAction::Append)
-                    .value_name("ANY")
-                    .help(format!("refused: {}", r.why))
-                    .help_heading("vLLM flags refused here (exit 2)"),
-            )
+        T::TABLE.iter().fold(cmd, |cmd, r| {
+            let arg = Arg::new(id(r))
+                .num_args(0..)
+                .action(ArgAction::Append)
+                .value_name("ANY")
+                .help(format!("refused: {}", r.why))
+                .help_heading(T::HEADING);
+            let arg = match r.flag.strip_prefix("--") {
+                Some(long) => arg.long(long),
+                None => arg.short(r.flag.trim_start_matches('-').chars().next().unwrap_or('?')),
+            };
+            cmd.arg(arg)
         })
     }
 
