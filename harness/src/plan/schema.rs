@@ -129,6 +129,9 @@ pub struct PromptsFile {
     pub min_tokens: Option<i64>,
     pub max_prompt_tokens: Option<i64>,
     pub max_total_tokens: Option<i64>,
+    /// sharegpt: shuffle the conversations with the study seed (default true;
+    /// vLLM's `--disable-shuffle` is false).
+    pub shuffle: Option<bool>,
     /// synthetic: the input and output length distributions.
     pub input_tokens: Option<DistFile>,
     pub output_tokens: Option<DistFile>,

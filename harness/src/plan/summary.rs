@@ -88,9 +88,10 @@ impl Plan {
                 format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
             }
             PanelSource::ShareGpt(g) => format!(
-                "sampled from {} ({}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
+                "sampled from {} ({}{}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
                  at most {}, prompt + output at most {})",
                 g.path,
+                if g.shuffle { "" } else { "in file order, " },
                 g.label(),
                 g.tokenizer,
                 g.min_tokens,

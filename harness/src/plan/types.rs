@@ -473,6 +473,9 @@ pub struct ShareGptSpec {
     pub max_prompt_tokens: Option<u32>,
     /// Prompt + output longer than this is dropped, when set (vLLM: 2048).
     pub max_total_tokens: Option<u32>,
+    /// Conversations shuffled with the study seed before the filters (false:
+    /// file order, vLLM's `--disable-shuffle`).
+    pub shuffle: bool,
 }
 
 impl ShareGptSpec {

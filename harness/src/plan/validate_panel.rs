@@ -97,6 +97,7 @@ pub(super) fn forbid_dataset_keys(c: &mut Checker, p: &PromptsFile) {
     c.forbid("prompts.min_tokens", &p.min_tokens, &why);
     c.forbid("prompts.max_prompt_tokens", &p.max_prompt_tokens, &why);
     c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
+    c.forbid("prompts.shuffle", &p.shuffle, &why);
     c.forbid("prompts.input_tokens", &p.input_tokens, &why);
     c.forbid("prompts.output_tokens", &p.output_tokens, &why);
     forbid_group_keys(c, p);
@@ -134,6 +135,7 @@ fn shared_prefix(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
         c.forbid(&format!("prompts.{key}"), &v, "only sharegpt panels take this key");
     }
     c.forbid("prompts.max_total_tokens", &p.max_total_tokens, "only sharegpt panels take this key");
+    c.forbid("prompts.shuffle", &p.shuffle, "only sharegpt panels take this key");
     let mut count = |key: &str, v: Option<i64>, max: i64| match v {
         Some(v) => c.int(&format!("prompts.{key}"), v, 1, max).unwrap_or(1) as u32,
         None => {
@@ -195,6 +197,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             c.forbid(&format!("prompts.{key}"), &v, &only("sharegpt"));
         }
         c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &only("sharegpt"));
+        c.forbid("prompts.shuffle", &p.shuffle, &only("sharegpt"));
         c.forbid("prompts.input_tokens", &p.input_tokens, &only("synthetic"));
         c.forbid("prompts.output_tokens", &p.output_tokens, &only("synthetic"));
         let documents = match p.num_requests {
@@ -228,6 +231,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
         c.forbid("prompts.min_tokens", &p.min_tokens, &why);
         c.forbid("prompts.max_prompt_tokens", &p.max_prompt_tokens, &why);
         c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
+        c.forbid("prompts.shuffle", &p.shuffle, &why);
     }
     if src != "synthetic" {
         let why = only("synthetic");
@@ -263,6 +267,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
                 min_tokens,
                 max_prompt_tokens: Some(max_prompt),
                 max_total_tokens: Some(max_total),
+                shuffle: p.shuffle.unwrap_or(true),
             })
         }
         "requests" => {

@@ -29,6 +29,7 @@ mod panels;
 mod pilots;
 mod plan_power;
 mod plans_dir;
+mod profile_cmd;
 mod quality;
 mod replay;
 mod replay_compare;

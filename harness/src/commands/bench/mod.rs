@@ -239,6 +239,10 @@ pub struct BenchArgs {
     /// otherwise renders the chat template client-side, which the harness does not).
     #[arg(long)]
     pub skip_chat_template: bool,
+    /// vLLM's `--disable-shuffle`: sharegpt conversations in file order (custom
+    /// lines are always in file order here).
+    #[arg(long)]
+    pub disable_shuffle: bool,
     /// vLLM's `--no-oversample`: the harness never oversamples (too few entries is
     /// an error), so this is how it always runs.
     #[arg(long)]

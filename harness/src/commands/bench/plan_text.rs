@@ -409,7 +409,10 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
             a.max_token_id
         ),
         Dataset::Sharegpt => {
-            let over = a.sharegpt_output_len.map(|o| format!("output_len = {o}\n")).unwrap_or_default();
+            let mut over = a.sharegpt_output_len.map(|o| format!("output_len = {o}\n")).unwrap_or_default();
+            if a.disable_shuffle {
+                over.push_str("shuffle = false\n");
+            }
             write!(t, "source = \"sharegpt\"\npath = {}\n{tokenizer}num_requests = {n}\n{over}", quote(path))
         }
         Dataset::Custom => {

@@ -57,7 +57,6 @@ pub const VLLM_REFUSED: &[Refusal] = &[
     r("--plot-dataset-stats", "see --plot-timeline"),
     r("--no-stream", HF),
     r("--enable-multimodal-chat", MM),
-    r("--disable-shuffle", "the harness's sharegpt sampling always shuffles with the study seed"),
     r("--custom-ensure-client-side-data", "for --dataset-name custom_image, which is refused (multimodal)"),
     r("--spec-bench-output-len", "for --dataset-name spec_bench, which is refused"),
     r("--spec-bench-category", "for --dataset-name spec_bench, which is refused"),

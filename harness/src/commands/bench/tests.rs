@@ -101,6 +101,10 @@ fn dataset_flags_become_the_matching_panel_sources() {
     let sg =
         with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--output-len", "64"]);
     assert!(matches!(&sg.prompts.source, PanelSource::ShareGpt(s) if s.path == "d.json" && s.tokenizer == "t.json"));
+    assert!(matches!(&sg.prompts.source, PanelSource::ShareGpt(s) if s.shuffle));
+    let in_order =
+        with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--disable-shuffle"]);
+    assert!(matches!(&in_order.prompts.source, PanelSource::ShareGpt(s) if !s.shuffle), "vLLM's --disable-shuffle");
     assert_eq!(sg.prompts.documents, 50);
     assert!(!sg.request.forced(), "sharegpt outputs are natural unless --ignore-eos");
     assert_eq!(sg.request.max_output_tokens, Some(64));

@@ -129,6 +129,17 @@ pub struct ProfileArgs {
     /// AIPerf's `--osl-stddev` (default 0).
     #[arg(long = "prompt-output-tokens-stddev", aliases = ["output-tokens-stddev", "osl-stddev"], default_value_t = 0.0)]
     pub osl_stddev: f64,
+    /// AIPerf's `--model-selection-strategy`, `--url-strategy`, `--transport`: with
+    /// one model, one server and HTTP, every choice is the same; accepted.
+    #[arg(long)]
+    pub model_selection_strategy: Option<String>,
+    #[arg(long)]
+    pub url_strategy: Option<String>,
+    #[arg(long, alias = "transport-type", value_parser = ["http"])]
+    pub transport: Option<String>,
+    /// AIPerf's `--tokenizer-trust-remote-code`: accepted; nothing remote is loaded.
+    #[arg(long)]
+    pub tokenizer_trust_remote_code: bool,
     /// AIPerf's `--ui-type/--ui` (dashboard, simple, none): none is quiet.
     #[arg(long = "ui-type", alias = "ui")]
     pub ui_type: Option<String>,
@@ -136,8 +147,8 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub log_level: Option<String>,
     /// AIPerf's `--verbose/-v`, `--extra-verbose/-vv`: accepted.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+    #[arg(long, short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
     #[arg(long = "extra-verbose", hide = true)]
     pub extra_verbose: bool,
     /// AIPerf's `--no-server-metrics`, `--no-gpu-telemetry`: how the harness runs.

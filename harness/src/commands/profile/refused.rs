@@ -40,6 +40,11 @@ const SERVER_METRICS: &str = "AIPerf's Prometheus scraping and its server_metric
 const NETWORK: &str = "network round-trip calibration: not measured";
 const SERVICE: &str = "AIPerf's multi-process services (workers, record processors, ZMQ, its API server): the harness's load generator is one process with none to size";
 const MULTI_RUN: &str = "AIPerf's repeated trials, parameter sweeps and SLA searches: not built for this front door; a plan file with blocks and sweep cells (`harness run`) repeats and sweeps";
+const READY: &str = "AIPerf's readiness probe: the harness waits for the server's health path (`harness bench --startup-timeout-s`) in its own runs; give a running server";
+const API_KEY: &str = "a key on the command line lands in shell history and the study's record: put it in an environment variable and pass --api-key-env VAR";
+const SCHEDULE: &str = "timestamped replay of an input file: not built for this front door; a plan's `trace` cell replays Mooncake arrival files (docs/plan.md)";
+const SAMPLING: &str =
+    "the requests use the panel's entries in order, round robin (AIPerf's `sequential`); other sampling is not built";
 const ACCURACY: &str = "accuracy benchmarks: `harness qualify` and a plan's [qualification] measure quality";
 
 /// Every refused flag of `aiperf profile` (AIPerf 0.13.0).
@@ -300,6 +305,68 @@ pub const AIPERF_REFUSED: &[Refusal] = &[
     r("--osl-min", MULTI_RUN),
     r("--osl-max", MULTI_RUN),
     r("--osl-steps", MULTI_RUN),
+    // Not built here: endpoint, input, output, loadgen details
+    r("--wait-for-model-timeout", READY),
+    r("--wait-for-model-mode", READY),
+    r("--wait-for-model-interval", READY),
+    r("--api-key", API_KEY),
+    r(
+        "--use-legacy-max-tokens",
+        "the harness always sends `max_tokens` (AIPerf's legacy field); AIPerf's default field `max_completion_tokens` is not sent",
+    ),
+    r(
+        "--connection-reuse-strategy",
+        "the harness's client pools connections (AIPerf's default `pooled`); other strategies are not built",
+    ),
+    r("--request-content-type", "the bodies are JSON always (multipart forms are for video generation)"),
+    r("--ignore-trace-delays", SCHEDULE),
+    r("--dataset-sampling-strategy", SAMPLING),
+    r("--fixed-schedule", SCHEDULE),
+    r("--no-fixed-schedule", SCHEDULE),
+    r("--fixed-schedule-auto-offset", SCHEDULE),
+    r("--fixed-schedule-start-offset", SCHEDULE),
+    r("--fixed-schedule-end-offset", SCHEDULE),
+    r(
+        "--export-level",
+        "the three summary and record files are always written; raw request/response files are not (the generated text is not recorded)",
+    ),
+    r(
+        "--profile-export-level",
+        "the three summary and record files are always written; raw request/response files are not (the generated text is not recorded)",
+    ),
+    r("--plot-required", "AIPerf's plots: the evidence's results/report.html holds the study's figures"),
+    r("--no-auto-plot", "AIPerf's plots: the evidence's results/report.html holds the study's figures"),
+    r(
+        "--benchmark-grace-period",
+        "a duration-bound run here is a request count (rate x --benchmark-duration), and every request is recorded to its end",
+    ),
+    r("--conversation-turn-mean", MULTI_TURN),
+    r("--session-turns-mean", MULTI_TURN),
+    r("--conversation-turn-stddev", MULTI_TURN),
+    r("--session-turns-stddev", MULTI_TURN),
+    r("--prompt-input-tokens-block-size", "hash-block-aligned synthetic prompts (KV-cache block reuse): not built"),
+    r("--synthetic-input-tokens-block-size", "hash-block-aligned synthetic prompts (KV-cache block reuse): not built"),
+    r("--isl-block-size", "hash-block-aligned synthetic prompts (KV-cache block reuse): not built"),
+    r(
+        "--random-range-ratio",
+        "AIPerf's uniform length windows: not built for this front door; --isl-stddev/--osl-stddev are (`harness bench --random-range-ratio` is vLLM's)",
+    ),
+    r("--random-corpus-style", "AIPerf's corpus styles: the synthetic prompts are cut from --texts"),
+    r(
+        "--prompt-corpus",
+        "AIPerf's bundled corpora: the synthetic prompts are cut from --texts (Shakespeare by default)",
+    ),
+    r(
+        "--prompt-batch-size",
+        "batched inputs are for embeddings and rankings endpoints: the harness measures text generation",
+    ),
+    r(
+        "--batch-size-text",
+        "batched inputs are for embeddings and rankings endpoints: the harness measures text generation",
+    ),
+    r("--batch-size", "batched inputs are for embeddings and rankings endpoints: the harness measures text generation"),
+    r("-b", "batched inputs are for embeddings and rankings endpoints: the harness measures text generation"),
+    r("--num-profile-runs", MULTI_RUN),
     // Accuracy
     r("--accuracy-benchmark", ACCURACY),
     r("--accuracy-tasks", ACCURACY),

@@ -133,3 +133,38 @@ fn a_single_turn_file_is_a_requests_panel_on_chat() {
     assert!(p.text.contains("max_output_tokens = 9"), "{}", p.text);
     assert_eq!(loads(&p)[0].1, 2);
 }
+
+/// Every name of every `aiperf profile` flag (AIPerf 0.13.0's `--help`, in
+/// harness/tests/reference/aiperf_profile_flags.txt) is taken or refused here,
+/// and has a row in docs/bench.md.
+#[test]
+fn every_aiperf_flag_is_taken_or_refused_and_documented() {
+    use clap::CommandFactory;
+    let flags = include_str!("../../../tests/reference/aiperf_profile_flags.txt");
+    let cmd = Cli::command();
+    let mut names: Vec<String> = Vec::new();
+    for a in cmd.get_arguments() {
+        names.extend(a.get_long_and_visible_aliases().unwrap_or_default().iter().map(|l| format!("--{l}")));
+        names.extend(a.get_all_aliases().unwrap_or_default().iter().map(|l| format!("--{l}")));
+        names.extend(a.get_short().map(|c| format!("-{c}")));
+    }
+    names.push("--help".into());
+    names.push("-h".into());
+    names.push("--version".into());
+    let docs = include_str!("../../../../docs/bench.md");
+    let mut seen = 0;
+    for flag in flags.lines().filter(|l| !l.starts_with('#')).flat_map(str::split_whitespace) {
+        seen += 1;
+        if flag == "-vv" {
+            // -vv is -v twice (a count), as in AIPerf.
+            continue;
+        }
+        assert!(names.iter().any(|n| n == flag), "{flag}: neither taken nor refused");
+        if !matches!(flag, "--help" | "-h" | "--version") {
+            assert!(docs.contains(&format!("`{flag}`")), "{flag}: no row in docs/bench.md");
+        }
+    }
+    assert_eq!(seen, 321, "AIPerf 0.13.0's profile has 321 flag names");
+    let a = Cli::try_parse_from(["profile", "-m", "m", "-vv"]).unwrap().args;
+    assert_eq!(a.verbose, 2);
+}
