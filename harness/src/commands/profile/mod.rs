@@ -186,7 +186,7 @@ pub struct Translated {
     pub artifact_dir: PathBuf,
     pub prefix: Option<String>,
     pub shape: crate::export::AiperfRunShape,
-    /// AIPerf's `input_config` as the flags gave it.
+    /// AIPerf's `input_config` (null: its BenchmarkConfig is not built here).
     pub input_config: serde_json::Value,
 }
 
@@ -261,17 +261,10 @@ pub fn translate(a: &ProfileArgs, defaults: BenchArgs) -> Result<Translated, Ben
         .artifact_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("artifacts").join(format!("{model}-openai-{}-{load}", a.endpoint_type)));
-    let input_config = serde_json::json!({
-        "endpoint": {
-            "model_names": a.model, "type": a.endpoint_type, "streaming": a.streaming, "urls": [b.url],
-        },
-        "input": { "random_seed": b.seed },
-        "loadgen": {
-            "concurrency": a.concurrency.first(), "request_rate": a.request_rate.first(),
-            "request_count": b.num_prompts, "warmup_request_count": a.warmup_request_count,
-        },
-        "output": { "artifact_directory": artifact_dir.display().to_string() },
-    });
+    // AIPerf's `input_config` is its whole `BenchmarkConfig` (models, datasets,
+    // phases, ...), which is not built here: left out, as AIPerf's schema allows
+    // (the plan.toml in the evidence directory says what ran).
+    let input_config = serde_json::Value::Null;
     Ok(Translated { bench: b, artifact_dir, prefix: a.profile_export_prefix.clone(), shape, input_config })
 }
 
