@@ -5,7 +5,7 @@
 //! Subcommands: `plan check`, `plan derive`, `plan power`, `trace`, `run` (with
 //! `--resume`), `report`, `replay`, `gate`, `qualify`, `accept`, `compare`,
 //! `bench-loadgen` (hidden alias `bench-client`), `mock`, `export`, `noise`, `bench`,
-//! `completions`; each is one `Command` variant and
+//! `benchmark`, `profile`, `completions`; each is one `Command` variant and
 //! one function or match arm, and each `--help` ends with a worked example.
 //!
 //! Exit codes (one mapping, [`exit_code`]): 0 success; 2 bad input, as the engine
@@ -168,15 +168,32 @@ enum Command {
     /// on one server, with intervals; for A/A plans such as plans/noise-cpu.toml.
     #[command(after_help = "Example:\n  harness noise reports/noise-cpu --metrics throughput_rps,e2e_p95_intended")]
     Noise(harness::commands::noise::NoiseArgs),
-    /// A quick one-arm measurement with vLLM-bench-like flags: writes a one-arm plan,
-    /// runs it as `harness run` does (evidence, report, manifest) and prints the
-    /// familiar summary block per cell; `harness replay OUT` audits it.
+    /// `vllm bench serve` (vLLM 0.34): its flags, defaults and datasets (docs/bench.md),
+    /// as a one-arm plan run as `harness run` runs one (evidence, report, manifest),
+    /// then vLLM's result block per cell; `harness replay OUT` audits it.
     #[command(
-        after_help = "Example:\n  harness bench --url http://127.0.0.1:8000 --model m --rate 1,2,4 --num-prompts 100 \\\n    \
-                            --input-len 128 --output-len 64 --out reports/bench-m\n  \
+        after_help = "Example:\n  harness bench --host 127.0.0.1 --port 8000 --model Qwen/Qwen3-0.6B --tokenizer assets/qwen3-tokenizer \\\n    \
+                            --request-rate 4 --num-prompts 100 --out reports/bench-m\n  \
                             harness replay reports/bench-m"
     )]
     Bench(Box<harness::commands::bench::BenchArgs>),
+    /// guidellm's `guidellm run` (guidellm 0.8.1): its registry options in its own
+    /// `kind=...` syntax (docs/bench.md), run by the same engine as `harness bench`,
+    /// then its benchmarks report (JSON, YAML) written from the study.
+    #[command(
+        after_help = "Example:\n  harness benchmark run --backend kind=openai_http,target=http://localhost:8000 \\\n    \
+                            --profile kind=constant,rate=10 --constraint kind=max_duration,seconds=20 \\\n    \
+                            --data kind=synthetic_text,prompt_tokens=128,output_tokens=256"
+    )]
+    Benchmark(Box<harness::commands::benchmark::BenchmarkArgs>),
+    /// AIPerf's `aiperf profile` (AIPerf 0.13): its flags (docs/bench.md), run by the
+    /// same engine as `harness bench`, then AIPerf's export files
+    /// (profile_export_aiperf.json, .csv, profile_export.jsonl) in the artifact directory.
+    #[command(
+        after_help = "Example:\n  harness profile -m Qwen/Qwen3-0.6B --url localhost:8000 --endpoint-type completions \\\n    \
+                            --streaming --concurrency 4 --request-count 40 --isl 128 --osl 64 --artifact-dir artifacts/q"
+    )]
+    Profile(Box<harness::commands::profile::ProfileArgs>),
     /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout.
     #[command(after_help = "Example:\n  harness completions bash > ~/.local/share/bash-completion/completions/harness")]
     Completions {
@@ -372,6 +389,55 @@ fn report(dir: &Path) -> Result<()> {
 /// `harness bench`: the one-arm plan, run through `run` exactly as `harness run`
 /// runs a plan file, then one summary block per cell.
 fn bench(args: &harness::commands::bench::BenchArgs) -> Result<bool> {
+    bench_study(args).map(|(ok, _)| ok)
+}
+
+/// `harness benchmark`: guidellm's flags as `harness bench`'s, the study, then
+/// guidellm's outputs from its evidence.
+fn benchmark(args: &harness::commands::benchmark::BenchmarkArgs) -> Result<bool> {
+    use harness::commands::bench::BenchArgs;
+    #[derive(Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+    let defaults = Defaults::try_parse_from(["bench"])?.bench;
+    let t = harness::commands::benchmark::translate(args, defaults)?;
+    let (ok, evidence) = bench_study(&t.bench)?;
+    if ok && let Some(dir) = evidence {
+        for p in harness::commands::benchmark::write_outputs(&t.outputs, &dir)? {
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(ok)
+}
+
+/// `harness profile`: AIPerf's flags as `harness bench`'s, the study, then AIPerf's
+/// export files from its evidence and its console table.
+fn profile(args: &harness::commands::profile::ProfileArgs) -> Result<bool> {
+    use harness::commands::bench::BenchArgs;
+    #[derive(Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+    let defaults = Defaults::try_parse_from(["bench"])?.bench;
+    let t = harness::commands::profile::translate(args, defaults)?;
+    let (ok, evidence) = bench_study(&t.bench)?;
+    if ok && let Some(dir) = evidence {
+        let cli = std::env::args().collect::<Vec<_>>().join(" ");
+        let (paths, console) = harness::commands::profile::write_exports(&t, &dir, &cli)?;
+        print!("\n{console}");
+        for p in paths {
+            println!("wrote {}", p.display());
+        }
+    }
+    Ok(ok)
+}
+
+/// The study of `harness bench`'s flags: whether it completed, and its evidence
+/// directory (none with --print-plan).
+fn bench_study(args: &harness::commands::bench::BenchArgs) -> Result<(bool, Option<PathBuf>)> {
     use harness::commands::bench;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut args = bench::discover_model(args)?;
@@ -382,7 +448,7 @@ fn bench(args: &harness::commands::bench::BenchArgs) -> Result<bool> {
     let prepared = bench::prepare(args, bench::free_port, now)?;
     if args.print_plan {
         print!("{}", prepared.text);
-        return Ok(true);
+        return Ok((true, None));
     }
     let resolved = bench::resolved(args)?;
     let prepared = if resolved.sweep.is_some() {
@@ -390,7 +456,7 @@ fn bench(args: &harness::commands::bench::BenchArgs) -> Result<bool> {
         let anchors = bench::BenchPlan { out: bench::anchors_out(&prepared.out), ..prepared };
         println!("sweep: measuring the synchronous and throughput anchors into {}", anchors.out.display());
         if !run_bench_plan(&anchors, args, now)? {
-            return Ok(false);
+            return Ok((false, Some(anchors.out)));
         }
         let summaries = bench::summaries(&anchors.out)?;
         let sweep = bench::prepare_sweep(&resolved, &summaries, &anchors.out, bench::free_port, now)?;
@@ -404,12 +470,12 @@ fn bench(args: &harness::commands::bench::BenchArgs) -> Result<bool> {
         prepared
     };
     let ok = run_bench_plan(&prepared, args, now)?;
-    if args.save_result {
+    if args.save_result || args.append_result {
         for path in bench::save_results(args, &prepared.out)? {
             println!("saved: {}", path.display());
         }
     }
-    Ok(ok)
+    Ok((ok, Some(prepared.out)))
 }
 
 /// Runs one bench plan as `harness run` would and prints each cell's block.
@@ -614,6 +680,16 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(2),
             Err(e) => Err(e),
         },
+        Command::Benchmark(args) => match benchmark(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(2),
+            Err(e) => Err(e),
+        },
+        Command::Profile(args) => match profile(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(2),
+            Err(e) => Err(e),
+        },
         Command::Compare(args) => match harness::commands::compare::run_blocking(args) {
             Ok(outcome) => {
                 print!("{}", outcome.markdown());
@@ -745,7 +821,7 @@ mod tests {
             for sub in ["run", "replay", "bench", "gate", "export", "completions"] {
                 assert!(text.contains(sub), "{shell:?} completions lack {sub}");
             }
-            assert!(text.contains("max-seconds"), "{shell:?}: bench's flags");
+            assert!(text.contains("random-range-ratio"), "{shell:?}: bench's flags");
         }
     }
 }

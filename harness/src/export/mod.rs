@@ -10,6 +10,8 @@
 //! definition differs from the harness's, the peer's is computed and the
 //! difference is documented (docs/export.md).
 
+mod aiperf;
+mod aiperf_metrics;
 mod guidellm;
 mod guidellm_stats;
 mod stats;
@@ -24,6 +26,11 @@ use crate::evidence::request_record::RequestRecord;
 use crate::evidence::{Evidence, SealError, Sealed};
 use crate::plan::{FrozenPlan, freeze};
 
+pub use aiperf::{
+    AIPERF_CSV_FILE, AIPERF_JSON_FILE, AIPERF_JSONL_FILE, AIPERF_SCHEMA_VERSION, AIPERF_SOURCE, AIPERF_VERSION,
+    AiperfFiles, RunInfo as AiperfRunInfo, aiperf_files,
+};
+pub use aiperf_metrics::{RunShape as AiperfRunShape, def as aiperf_metric};
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
 pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, vllm_bench_results, vllm_bench_results_with};
 

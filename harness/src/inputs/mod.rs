@@ -23,6 +23,7 @@ use crate::plan::{BodyKind, Plan};
 use crate::trace::{self, Encoder, Panel, Trace, TraceError};
 
 mod encoder;
+pub mod hf_cache;
 
 pub use encoder::TokenizerEncoder;
 

@@ -113,7 +113,8 @@ pub struct RequestFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptsFile {
-    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic" or "shared_prefix".
+    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic", "shared_prefix"
+    /// or "vllm_random".
     pub source: String,
     /// Absent and `[]` differ: a dataset panel refuses the key even when empty.
     pub lengths: Option<Vec<i64>>,
@@ -130,6 +131,9 @@ pub struct PromptsFile {
     pub min_tokens: Option<i64>,
     pub max_prompt_tokens: Option<i64>,
     pub max_total_tokens: Option<i64>,
+    /// sharegpt: shuffle the conversations with the study seed (default true;
+    /// vLLM's `--disable-shuffle` is false).
+    pub shuffle: Option<bool>,
     /// synthetic: the input and output length distributions.
     pub input_tokens: Option<DistFile>,
     pub output_tokens: Option<DistFile>,
@@ -141,6 +145,16 @@ pub struct PromptsFile {
     /// sharegpt and requests on the chat endpoint: entries are multi-turn sessions
     /// of up to this many user turns.
     pub max_turns: Option<i64>,
+    /// vllm_random: vLLM's `--random-input-len`, `--random-output-len`,
+    /// `--random-prefix-len` and `--random-range-ratio` (`output_range_ratio` when
+    /// the output's differs, vLLM's `{"input": .., "output": ..}`).
+    pub input_len: Option<i64>,
+    pub output_len: Option<i64>,
+    pub prefix_len: Option<i64>,
+    pub range_ratio: Option<f64>,
+    pub output_range_ratio: Option<f64>,
+    /// vllm_random: the tokenizer's special token IDs (Hugging Face's `all_special_ids`).
+    pub special_ids: Option<Vec<i64>>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.

@@ -88,9 +88,10 @@ impl Plan {
                 format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
             }
             PanelSource::ShareGpt(g) => format!(
-                "sampled from {} ({}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
+                "sampled from {} ({}{}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
                  at most {}, prompt + output at most {})",
                 g.path,
+                if g.shuffle { "" } else { "in file order, " },
                 g.label(),
                 g.tokenizer,
                 g.min_tokens,
@@ -101,6 +102,11 @@ impl Plan {
                 Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
                 None => format!("one per line of {path} (token IDs only: no tokenizer)"),
             },
+            PanelSource::VllmRandom(v) => format!(
+                "vLLM's random dataset: token IDs from the whole vocabulary of {} decoded to text and re-encoded, \
+                 {} input tokens after a {}-token shared prefix, {} output tokens (range ratios {} and {})",
+                v.tokenizer, v.input_len, v.prefix_len, v.output_len, v.input_range_ratio, v.output_range_ratio
+            ),
             PanelSource::SharedPrefix(s) => format!(
                 "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
                 s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer

@@ -380,6 +380,10 @@ pub struct PanelSpec {
     /// many user turns (turn i+1 sent when turn i completes, with the reply in its
     /// history); `None`: every entry is one request.
     pub max_turns: Option<u32>,
+    /// `prompts.output_len` of a sharegpt or requests panel: every entry's output
+    /// length, in place of its own (vLLM's `--sharegpt-output-len`,
+    /// `--custom-output-len`).
+    pub output_len: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -401,6 +405,9 @@ pub enum PanelSource {
     /// Groups of prompts sharing a system prefix cut from text files (SGLang's
     /// generated-shared-prefix).
     SharedPrefix(SharedPrefixSpec),
+    /// vLLM bench's `random` dataset as vLLM 0.34 builds it: vocabulary-wide token
+    /// IDs decoded to text and re-encoded (see `trace::sources::vllm_random`).
+    VllmRandom(VllmRandomSpec),
 }
 
 impl PanelSource {
@@ -412,6 +419,7 @@ impl PanelSource {
                 | PanelSource::Requests { .. }
                 | PanelSource::Synthetic(_)
                 | PanelSource::SharedPrefix(_)
+                | PanelSource::VllmRandom(_)
         )
     }
 
@@ -426,9 +434,34 @@ impl PanelSource {
                 SyntheticTokens::Random { .. } => None,
             },
             PanelSource::SharedPrefix(s) => Some(&s.tokenizer),
+            PanelSource::VllmRandom(s) => Some(&s.tokenizer),
             PanelSource::Jsonl { .. } | PanelSource::Random { .. } => None,
         }
     }
+}
+
+/// `prompts.source = "vllm_random"`: vLLM 0.34's `RandomDataset` (`vllm bench serve
+/// --dataset-name random`), its arguments as vLLM names them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VllmRandomSpec {
+    /// The tokenizer.json whose vocabulary the IDs come from (required: vLLM
+    /// decodes them to text and re-encodes it).
+    pub tokenizer: String,
+    /// `--random-input-len`: tokens per prompt after the prefix (special tokens the
+    /// tokenizer adds are subtracted, as in vLLM).
+    pub input_len: u32,
+    /// `--random-output-len`.
+    pub output_len: u32,
+    /// `--random-prefix-len`: tokens shared by every prompt, before its own.
+    pub prefix_len: u32,
+    /// `--random-range-ratio`: lengths uniform in [floor(L(1-r)), ceil(L(1+r))].
+    pub input_range_ratio: f64,
+    pub output_range_ratio: f64,
+    /// The tokenizer's `all_special_ids`, kept out of the drawn IDs (`None`: the
+    /// tokenizer.json's added tokens marked special). `harness bench` writes
+    /// them from the tokenizer_config.json beside the tokenizer, as transformers
+    /// reads them for vLLM.
+    pub special_ids: Option<Vec<u32>>,
 }
 
 /// `prompts.source = "sharegpt"`: vLLM bench's ShareGPT sampling.
@@ -442,6 +475,9 @@ pub struct ShareGptSpec {
     pub max_prompt_tokens: Option<u32>,
     /// Prompt + output longer than this is dropped, when set (vLLM: 2048).
     pub max_total_tokens: Option<u32>,
+    /// Conversations shuffled with the study seed before the filters (false:
+    /// file order, vLLM's `--disable-shuffle`).
+    pub shuffle: bool,
 }
 
 impl ShareGptSpec {

@@ -239,7 +239,7 @@ pub(super) fn limits(c: &mut Checker, limits: Option<LimitsFile>) -> f64 {
 }
 
 pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
-    if matches!(p.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix") {
+    if matches!(p.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix" | "vllm_random") {
         return super::validate_panel::dataset(c, p, arms);
     }
     super::validate_panel::forbid_dataset_keys(c, &p);
@@ -312,7 +312,7 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             PanelSource::Jsonl { path: String::new() }
         }
     };
-    PanelSpec { source, lengths, documents, max_turns: None }
+    PanelSpec { source, lengths, documents, max_turns: None, output_len: None }
 }
 
 /// The tokenizer that cuts a text panel: `prompts.tokenizer`, else the one every arm

@@ -8,6 +8,7 @@
 use super::schema::{DistFile, PromptsFile};
 use super::types::{
     Arm, LengthDist, PanelSource, PanelSpec, ShareGptSpec, SharedPrefixSpec, SyntheticSpec, SyntheticTokens,
+    VllmRandomSpec,
 };
 use super::validate::Checker;
 use super::validate_arms::{panel_tokenizer, token_id_range};
@@ -23,6 +24,72 @@ pub const MAX_TURNS: i64 = 1000;
 /// Longest prompt or output a distribution may produce.
 const MAX_LENGTH: i64 = 1 << 24;
 
+/// Only a vllm_random panel takes vLLM's random-dataset keys.
+fn forbid_vllm_random_keys(c: &mut Checker, p: &PromptsFile) {
+    let why = format!("only vllm_random panels take this key (prompts.source = {:?})", p.source);
+    c.forbid("prompts.input_len", &p.input_len, &why);
+    c.forbid("prompts.prefix_len", &p.prefix_len, &why);
+    c.forbid("prompts.range_ratio", &p.range_ratio, &why);
+    c.forbid("prompts.output_range_ratio", &p.output_range_ratio, &why);
+    c.forbid("prompts.special_ids", &p.special_ids, &why);
+}
+
+/// `vllm_random`: vLLM's random dataset; `num_requests` entries, lengths from
+/// vLLM's arguments (defaults vLLM's: 1024 in, 128 out, no prefix, ratio 0).
+fn vllm_random(c: &mut Checker, p: PromptsFile, arms: &[Arm], documents: u32) -> PanelSpec {
+    let why = "a vllm_random panel is built from prompts.tokenizer's vocabulary (vLLM's random dataset)";
+    for (key, v) in [("path", &p.path), ("texts", &p.texts), ("pattern", &p.pattern)] {
+        c.forbid(&format!("prompts.{key}"), v, why);
+    }
+    let len = |c: &mut Checker, key: &str, v: Option<i64>, min: i64, default: u32| match v {
+        Some(v) => c.int(&format!("prompts.{key}"), v, min, MAX_LENGTH).map_or(default, |v| v as u32),
+        None => default,
+    };
+    let input_len = len(c, "input_len", p.input_len, 0, 1024);
+    let output_len = len(c, "output_len", p.output_len, 1, 128);
+    let prefix_len = len(c, "prefix_len", p.prefix_len, 0, 0);
+    let ratio = |c: &mut Checker, key: &str, v: Option<f64>| match v {
+        Some(r) if (0.0..1.0).contains(&r) => r,
+        Some(r) => {
+            c.err(format!("prompts.{key}"), format!("must be in [0, 1) (vLLM's range), got {r}"));
+            0.0
+        }
+        None => 0.0,
+    };
+    let input_range_ratio = ratio(c, "range_ratio", p.range_ratio);
+    let output_range_ratio = match p.output_range_ratio {
+        Some(_) => ratio(c, "output_range_ratio", p.output_range_ratio),
+        None => input_range_ratio,
+    };
+    let special_ids = p.special_ids.map(|ids| {
+        let mut ids: Vec<u32> = ids
+            .iter()
+            .filter_map(|&v| c.int("prompts.special_ids", v, 0, i64::from(u32::MAX)))
+            .map(|v| v as u32)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    });
+    let tokenizer = panel_tokenizer(c, p.tokenizer, arms);
+    let spec = VllmRandomSpec {
+        tokenizer,
+        input_len,
+        output_len,
+        prefix_len,
+        input_range_ratio,
+        output_range_ratio,
+        special_ids,
+    };
+    PanelSpec {
+        source: PanelSource::VllmRandom(spec),
+        lengths: Vec::new(),
+        documents,
+        max_turns: None,
+        output_len: None,
+    }
+}
+
 /// A fixed-length panel (text, jsonl, random) takes none of the dataset keys.
 pub(super) fn forbid_dataset_keys(c: &mut Checker, p: &PromptsFile) {
     let why = format!("only dataset panels take this key (prompts.source = {:?})", p.source);
@@ -30,9 +97,12 @@ pub(super) fn forbid_dataset_keys(c: &mut Checker, p: &PromptsFile) {
     c.forbid("prompts.min_tokens", &p.min_tokens, &why);
     c.forbid("prompts.max_prompt_tokens", &p.max_prompt_tokens, &why);
     c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
+    c.forbid("prompts.shuffle", &p.shuffle, &why);
     c.forbid("prompts.input_tokens", &p.input_tokens, &why);
     c.forbid("prompts.output_tokens", &p.output_tokens, &why);
     forbid_group_keys(c, p);
+    forbid_vllm_random_keys(c, p);
+    c.forbid("prompts.output_len", &p.output_len, "only sharegpt, requests and vllm_random panels take this key");
 }
 
 /// Only a shared_prefix panel takes the group keys.
@@ -65,6 +135,7 @@ fn shared_prefix(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
         c.forbid(&format!("prompts.{key}"), &v, "only sharegpt panels take this key");
     }
     c.forbid("prompts.max_total_tokens", &p.max_total_tokens, "only sharegpt panels take this key");
+    c.forbid("prompts.shuffle", &p.shuffle, "only sharegpt panels take this key");
     let mut count = |key: &str, v: Option<i64>, max: i64| match v {
         Some(v) => c.int(&format!("prompts.{key}"), v, 1, max).unwrap_or(1) as u32,
         None => {
@@ -95,6 +166,7 @@ fn shared_prefix(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
         lengths: Vec::new(),
         documents: total.clamp(1, MAX_DATASET_REQUESTS) as u32,
         max_turns: None,
+        output_len: None,
     }
 }
 
@@ -115,8 +187,29 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
     }
     let max_turns = p.max_turns.and_then(|v| c.int("prompts.max_turns", v, 1, MAX_TURNS)).map(|v| v as u32);
     if src == "shared_prefix" {
+        forbid_vllm_random_keys(c, &p);
+        c.forbid("prompts.output_len", &p.output_len, "only sharegpt, requests and vllm_random panels take this key");
         return shared_prefix(c, p, arms);
     }
+    if src == "vllm_random" {
+        forbid_group_keys(c, &p);
+        for (key, v) in [("min_tokens", p.min_tokens), ("max_prompt_tokens", p.max_prompt_tokens)] {
+            c.forbid(&format!("prompts.{key}"), &v, &only("sharegpt"));
+        }
+        c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &only("sharegpt"));
+        c.forbid("prompts.shuffle", &p.shuffle, &only("sharegpt"));
+        c.forbid("prompts.input_tokens", &p.input_tokens, &only("synthetic"));
+        c.forbid("prompts.output_tokens", &p.output_tokens, &only("synthetic"));
+        let documents = match p.num_requests {
+            Some(n) => c.int("prompts.num_requests", n, 1, MAX_DATASET_REQUESTS).unwrap_or(1) as u32,
+            None => {
+                c.err("prompts.num_requests", "required for a dataset panel: how many requests it holds");
+                1
+            }
+        };
+        return vllm_random(c, p, arms, documents);
+    }
+    forbid_vllm_random_keys(c, &p);
     if src == "synthetic" {
         // `prefix_tokens` is a synthetic panel's too (random token IDs only).
         let why = format!("only shared_prefix panels take this key (prompts.source = {src:?})");
@@ -138,6 +231,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
         c.forbid("prompts.min_tokens", &p.min_tokens, &why);
         c.forbid("prompts.max_prompt_tokens", &p.max_prompt_tokens, &why);
         c.forbid("prompts.max_total_tokens", &p.max_total_tokens, &why);
+        c.forbid("prompts.shuffle", &p.shuffle, &why);
     }
     if src != "synthetic" {
         let why = only("synthetic");
@@ -173,6 +267,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
                 min_tokens,
                 max_prompt_tokens: Some(max_prompt),
                 max_total_tokens: Some(max_total),
+                shuffle: p.shuffle.unwrap_or(true),
             })
         }
         "requests" => {
@@ -217,7 +312,17 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
             PanelSource::Synthetic(SyntheticSpec { tokens, input, output })
         }
     };
-    PanelSpec { source, lengths: Vec::new(), documents, max_turns }
+    let output_len = match p.output_len {
+        Some(v) if matches!(src.as_str(), "sharegpt" | "requests") => {
+            c.int("prompts.output_len", v, 1, MAX_LENGTH).map(|v| v as u32)
+        }
+        Some(_) => {
+            c.err("prompts.output_len", "only sharegpt, requests and vllm_random panels take this key");
+            None
+        }
+        None => None,
+    };
+    PanelSpec { source, lengths: Vec::new(), documents, max_turns, output_len }
 }
 
 /// One length distribution; `None` is an issue (required).

@@ -25,7 +25,7 @@ pub use catalog::{
     CATALOG_FORMAT, Catalog, CatalogFile, CatalogSource, CatalogTrace, generate_traces, generate_traces_in, read_trace,
     trace_path, verify_catalog, write_inputs, write_inputs_in,
 };
-pub use panel::{ChatMessage, Encoder, Panel, Prompt, SessionTurn, build_panel, check_session};
+pub use panel::{ChatMessage, Encoder, Panel, Prompt, SessionTurn, Vocabulary, build_panel, check_session};
 pub use replayed::{arrival_copy_path, check_trace_files, nearest_length, read_arrival_file};
 
 use crate::plan::PlanError;

@@ -51,6 +51,31 @@ pub trait Encoder {
     fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, String> {
         texts.iter().map(|t| self.encode(t)).collect()
     }
+
+    /// The text of `ids`, special tokens kept (Hugging Face's `decode` defaults),
+    /// for sources that decode (vLLM's random dataset). Encoders that cannot say so.
+    fn decode(&self, _ids: &[u32]) -> Result<String, String> {
+        Err("this tokenizer cannot decode".into())
+    }
+
+    /// What vLLM's random dataset reads from a tokenizer besides encode and decode;
+    /// `None` from encoders that cannot say.
+    fn vocabulary(&self) -> Option<Vocabulary> {
+        None
+    }
+}
+
+/// A tokenizer's vocabulary as vLLM's random dataset reads it from a Hugging Face
+/// tokenizer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vocabulary {
+    /// `tokenizer.vocab_size`: the model vocabulary without added tokens.
+    pub size: u32,
+    /// `tokenizer.all_special_ids`: here the added tokens marked special.
+    pub special_ids: Vec<u32>,
+    /// `tokenizer.num_special_tokens_to_add()`: what its post-processor adds to one
+    /// sequence.
+    pub special_tokens_to_add: u32,
 }
 
 /// One line of `prompts.jsonl`.
@@ -191,7 +216,8 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
         PanelSource::ShareGpt(_)
         | PanelSource::Requests { .. }
         | PanelSource::Synthetic(_)
-        | PanelSource::SharedPrefix(_) => None,
+        | PanelSource::SharedPrefix(_)
+        | PanelSource::VllmRandom(_) => None,
     };
     let mut prompts = Vec::new();
     for &length in &spec.lengths {
@@ -268,6 +294,7 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
             SyntheticTokens::Random { .. } => sources::synthetic_random(y, seed, n),
         },
         PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
+        PanelSource::VllmRandom(v) => sources::vllm_random(v, need(&v.tokenizer)?, seed, n)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
     };
     let r = &plan.request;
@@ -283,8 +310,8 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
             doc: i as u32,
             source: e.source,
             offset: e.offset,
-            output_tokens: e.output_tokens,
-            max_tokens: Some(r.max_tokens_for(e.output_tokens)),
+            output_tokens: spec.output_len.or(e.output_tokens),
+            max_tokens: Some(r.max_tokens_for(spec.output_len.or(e.output_tokens))),
             ignore_eos: Some(r.ignore_eos),
             tokens: e.tokens,
             messages: if chat { e.messages } else { None },

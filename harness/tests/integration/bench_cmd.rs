@@ -82,9 +82,12 @@ fn bench_starts_a_server_sweeps_rate_and_concurrency_prints_blocks_and_replays_c
     // Without --quiet: each cell's table is printed once (at the end, with its load).
     args.extend(strings(&["--input-len", "16", "--output-len", "5", "--settle-s", "0", "--out"]));
     args.push(out.display().to_string());
+    // vLLM's own random dataset (its default), from the model's tokenizer.
+    args.extend(["--dataset-name".to_string(), "random".into(), "--tokenizer".into(), model.display().to_string()]);
     // vLLM's --save-result: one result file per cell, vLLM's keys, vLLM's names.
     let saved = tmp.path().join("saved");
-    args.extend(strings(&["--save-result", "--label", "mine", "--result-dir"]));
+    args.extend(strings(&["--save-result", "--save-detailed", "--percentile-metrics", "ttft,tpot,itl,e2el"]));
+    args.extend(strings(&["--label", "mine", "--result-dir"]));
     args.push(saved.display().to_string());
     args.extend(strings(&["--metadata", "gpu=none", "note=a b"]));
     let run = bench(&args);
@@ -175,6 +178,7 @@ fn bench_against_a_running_server_behind_a_key_replays_clean() {
         .expect("start the engine");
     let out = tmp.path().join("bench-url");
     let mut args = strings(&["--url", &format!("http://127.0.0.1:{port}"), "--model", "synth", "--concurrency", "1"]);
+    args.extend(strings(&["--dataset-name", "random-ids"]));
     args.extend(strings(&["--num-prompts", "3", "--input-len", "8", "--output-len", "4", "--quiet"]));
     args.extend(strings(&["--startup-timeout-s", "60", "--api-key-env", "HARNESS_BENCH_TEST_KEY", "--out"]));
     args.push(out.display().to_string());
@@ -239,8 +243,47 @@ fn bad_bench_flags_exit_2_and_write_nothing() {
     let out = tmp.path().join("never");
     let o = out.display().to_string();
     let missing = tmp.path().join("nonexistent.jsonl").display().to_string();
+    let deep = format!("{}1{}", "{\"a\":".repeat(100), "}".repeat(100));
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.display().to_string();
+    // Issue 52 items 7, 14 and 16, and refused vLLM flags: exit 2, nothing written.
+    let with = |extra: &[&str]| -> Vec<String> {
+        let mut v = strings(&["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "1"]);
+        if !extra.contains(&"--dataset-name") {
+            v.extend(strings(&["--dataset-name", "random-ids"]));
+        }
+        v.extend(strings(extra));
+        v.extend(["--out".to_string(), o.clone()]);
+        v
+    };
+    let early: [(Vec<String>, &str); 7] = [
+        (with(&["--header", "Authorization=Bearer sk-secret"]), "--header Authorization: looks like a secret"),
+        (with(&["--save-result", "--result-dir", &file]), "--result-dir"),
+        (with(&["--save-result", "--result-filename", "../../etc/x"]), "--result-filename"),
+        (with(&["--save-result", "--result-filename", ""]), "--result-filename"),
+        (with(&["--extra-body", &deep]), "--extra-body: nested 100 levels deep"),
+        (with(&["--profile"]), "--profile: refused: vLLM's torch profiler"),
+        (with(&["--dataset-name", "hf"]), "refused: Hugging Face hub datasets"),
+    ];
+    for (args, want) in early {
+        let r = bench(&args);
+        let (stdout, stderr) = text(&r);
+        assert_eq!(r.status.code(), Some(2), "{args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        assert!(stderr.contains(want), "{args:?}: no {want:?} in\n{stderr}");
+        assert!(!stderr.contains("sk-secret"), "the secret is not repeated: {stderr}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // Every refused vLLM flag, through the binary: exit 2, its reason, nothing written.
+    for r in harness::commands::bench::refused::VLLM_REFUSED {
+        let r_out = bench(&with(&[r.flag, "1"]));
+        let (stdout, stderr) = text(&r_out);
+        assert_eq!(r_out.status.code(), Some(2), "{}\nstdout:\n{stdout}\nstderr:\n{stderr}", r.flag);
+        assert!(stderr.contains(&format!("{}: refused: {}", r.flag, r.why)), "{}: {stderr}", r.flag);
+        assert!(!out.exists(), "{} wrote {}", r.flag, out.display());
+    }
     let cases: [(&[&str], &str); 8] = [
-        (&["--model", "m", "--rate", "1"], "--url"),
+        (&["--model", "m", "--rate", "1", "--use-beam-search"], "--use-beam-search: refused"),
         // Each of these hung, panicked or exited 1 leaving a partial --out.
         (&["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "1e-9"], "cells[0].rate: must be in 0.001..="),
         (
@@ -275,6 +318,9 @@ fn bad_bench_flags_exit_2_and_write_nothing() {
     ];
     for (flags, want) in cases {
         let mut args = strings(flags);
+        if !flags.contains(&"--dataset") {
+            args.extend(strings(&["--dataset-name", "random-ids"]));
+        }
         args.extend(["--out".to_string(), o.clone()]);
         let r = bench(&args);
         let (stdout, stderr) = text(&r);
@@ -283,31 +329,69 @@ fn bad_bench_flags_exit_2_and_write_nothing() {
         assert!(!out.exists(), "{flags:?} wrote {}", out.display());
     }
     // --print-plan runs nothing and prints a plan that validates.
-    let r = bench(&strings(&["--url", "http://127.0.0.1:9", "--model", "m", "--rate", "1,2", "--print-plan"]));
+    let r = bench(&strings(&[
+        "--url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--rate",
+        "1,2",
+        "--dataset-name",
+        "random-ids",
+        "--print-plan",
+    ]));
     let (stdout, stderr) = text(&r);
     assert!(r.status.success(), "{stderr}");
     let plan = harness::plan::parse(&stdout).expect("the printed plan parses");
     assert_eq!(plan.cells.len(), 2);
 }
 
-/// guidellm's `--profile sweep --max-seconds`: the anchors' study (one at a time,
-/// all at once), then the sweep between their rates through the plan's [derive]
-/// formula; both studies replay clean.
+/// `harness benchmark`, guidellm's `run` in its own `kind=` syntax, with its default
+/// profile (a sweep) bounded as guidellm's README bounds it: the anchors' study
+/// (one at a time, all at once), then the sweep between their rates through the
+/// plan's [derive] formula; both studies replay clean, and the JSON and YAML
+/// reports are loaded by guidellm's own report model and metrics
+/// (harness/tests/reference/guidellm_check.py).
 #[test]
 fn a_guidellm_sweep_measures_its_anchors_then_sweeps_between_them_and_both_replay() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
     let out = tmp.path().join("sweep");
-    // A fixed 5 ms per engine step dominates a step of this tiny model, so the
-    // throughput anchor (16 at once) is faster than the synchronous one on any
-    // machine (without it, a loaded debug build measured them the other way round).
-    let argv = serve_argv(&model, &["--kv-format", "f16"], &["--debug-step-delay-us", "5000"]);
-    let mut args = vec!["--argv".to_string(), argv.join(" ")];
-    args.extend(strings(&["--model", "synth", "--profile", "sweep", "--rate", "4", "--max-requests", "16"]));
-    args.extend(strings(&["--max-seconds", "1", "--data", "prompt_tokens=16,output_tokens=4", "--settle-s", "0"]));
-    args.extend(strings(&["--quiet", "--out"]));
-    args.push(out.display().to_string());
-    let run = bench(&args);
+    // A fixed 20 ms per engine step dominates a step of this tiny model, so the
+    // throughput anchor (16 at once, 8 per step) is faster than the synchronous one
+    // on any machine (with 5 ms, a debug build sharing 2 cores with other tests
+    // measured them the other way round: 21.9 against 29.2 req/s).
+    let port = free_port();
+    let argv: Vec<String> = serve_argv(&model, &["--kv-format", "f16"], &["--debug-step-delay-us", "20000"])
+        .into_iter()
+        .map(|w| w.replace("{model}", "synth").replace("{host}", "127.0.0.1").replace("{port}", &port.to_string()))
+        .collect();
+    let receipts = argv.iter().position(|w| w == "--receipts").expect("--receipts");
+    let argv: Vec<String> = argv[..receipts].iter().chain(&argv[receipts + 2..]).cloned().collect();
+    let mut server = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the engine");
+    let (json, yaml) = (tmp.path().join("benchmarks.json"), tmp.path().join("benchmarks.yaml"));
+    let run = Command::new(harness_bin())
+        .args(["benchmark", "run", "--backend"])
+        .arg(format!("kind=openai_http,target=http://127.0.0.1:{port}/v1,model=synth"))
+        .args(["--profile", "kind=sweep,sweep_size=4", "--constraint", "kind=max_requests,count=16"])
+        .args(["--constraint", "kind=max_duration,seconds=1"])
+        .args(["--data", "kind=synthetic_text,prompt_tokens=16,output_tokens=4", "--disable-console"])
+        .arg("--output")
+        .arg(format!("kind=json,path={}", json.display()))
+        .arg("--output")
+        .arg(format!("kind=yaml,path={}", yaml.display()))
+        .arg("--out")
+        .arg(&out)
+        .current_dir(workspace())
+        .output()
+        .expect("harness benchmark");
+    let _ = server.kill();
+    let _ = server.wait();
     let (stdout, stderr) = text(&run);
     assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let anchors = tmp.path().join("sweep-anchors");
@@ -332,5 +416,18 @@ fn a_guidellm_sweep_measures_its_anchors_then_sweeps_between_them_and_both_repla
         // Between the anchors (tenths rounded down), each cell rate x 1 s requests.
         assert!(rate_rps > sync - 0.1 && rate_rps < thr, "{rate_rps} not within ({sync}, {thr})");
         assert_eq!(c.count, (rate_rps.ceil() as u64).clamp(1, 16), "{}", c.name);
+    }
+    // guidellm's outputs, each loaded back by guidellm's own code.
+    for (path, name) in [(&json, "benchmarks.json"), (&yaml, "benchmarks.yaml")] {
+        assert!(stdout.contains(&format!("wrote {}", path.display())), "{name}: {stdout}");
+        let check = Command::new("python3")
+            .arg(workspace().join("harness/tests/reference/guidellm_check.py"))
+            .arg(path)
+            .output()
+            .expect("python3");
+        let (o, e) = text(&check);
+        assert!(check.status.success(), "guidellm's loader on {name} (run scripts/test):\n{o}\n{e}");
+        let v: serde_json::Value = serde_json::from_str(o.lines().last().unwrap_or("")).expect("one JSON line");
+        assert_eq!(v["benchmarks"], 4, "{name}: {v}");
     }
 }

@@ -49,7 +49,8 @@ fn every_output_shows_the_median_and_p99_ttft_its_stated_definition_gives() {
         .arg("bench")
         .arg(format!("--argv={argv}"))
         .args(["--model", "synth", "--max-concurrency", "2", "--num-prompts", "10", "--random-input-len", "16"])
-        .args(["--random-output-len", "6", "--settle-s", "0", "--save-result", "--result-dir"])
+        .args(["--random-output-len", "6", "--dataset-name", "random-ids", "--settle-s", "0", "--save-result"])
+        .arg("--result-dir")
         .arg(&saved)
         // vLLM's flags for the block: its TTFT and E2EL sections, P50, P90 and P99.
         .args(["--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,90,99"])

@@ -27,7 +27,7 @@ fn vllm_s_parameter_sweep_runs_harness_bench_and_plots_what_it_saved() {
     // What a user types after `--bench-cmd`: no --out (each run gets its own
     // evidence directory under reports/, even within one second).
     let bench = format!(
-        "{} bench --base-url http://127.0.0.1:{port} --model synth --dataset-name random --random-input-len 16 \
+        "{} bench --base-url http://127.0.0.1:{port} --model synth --dataset-name random-ids --random-input-len 16 \
          --random-output-len 5 --num-prompts 6 --settle-s 0 --quiet --metric-percentiles 50,90,99",
         harness_bin().display()
     );

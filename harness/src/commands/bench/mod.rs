@@ -1,9 +1,11 @@
-//! `harness bench`: an ad-hoc, one-arm study from vLLM-bench-like flags, without a
-//! plan file. Owns the flags ([`BenchArgs`]), turning them into one-arm plan text
+//! `harness bench`: `vllm bench serve` of vLLM 0.34, a one-arm study without a plan
+//! file, and the engine behind every peer front door (`harness benchmark` fills
+//! the same [`BenchArgs`]). Owns the flags (vLLM's, with its defaults; those it
+//! refuses are `refused`'s table), turning them into one-arm plan text
 //! (`plan_text`, validated by the plan parser like any plan: the plan types are the
-//! only judge of it) and the vLLM-bench-like summary block printed per cell
-//! (`summary`: `metrics::render_table` of each summary read back from the study's
-//! `results/summaries.json`).
+//! only judge of it), vLLM's result files (`save`) and the summary block printed
+//! per cell (`summary`: `metrics::render_table` of each summary read back from the
+//! study's `results/summaries.json`).
 //! Must not run anything itself: the caller runs the written plan through the very
 //! path `harness run` takes (`run::run`), so the evidence is an ordinary study that
 //! `harness replay` audits (the one request it sends is `discover_model`'s
@@ -12,6 +14,7 @@
 
 mod argv;
 mod plan_text;
+pub mod refused;
 mod save;
 mod summary;
 mod sweep;
@@ -19,9 +22,24 @@ mod sweep;
 #[cfg(test)]
 mod tests;
 
+/// What other commands' tests need of a finished bench (summaries of anchors).
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use crate::metrics::CellSummary;
+
+    /// The two anchors' summaries of a sweep of `n` requests: synchronous `sync`
+    /// req/s, throughput `thr` req/s.
+    pub fn anchors(sync: f64, thr: f64, n: u32) -> Vec<CellSummary> {
+        vec![
+            super::tests::summary_of("closed-c1", sync),
+            super::tests::summary_of(&crate::plan::concurrency_cell_name("closed", i64::from(n)), thr),
+        ]
+    }
+}
+
 use std::path::{Path, PathBuf};
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use crate::metrics::CellSummary;
 use crate::plan::{FrozenPlan, PlanError};
@@ -32,95 +50,218 @@ pub use save::save_results;
 pub use summary::{BlockExtras, CellKey, block_extras, load_facts, render_block};
 pub use sweep::{anchors_out, prepare_sweep};
 
-/// Where the prompts come from (the panel sources of `[prompts]`, docs/plan.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Where the prompts come from: vLLM 0.34's `--dataset-name` values that the
+/// harness builds, and the harness's own panels under their own names
+/// (docs/bench.md has the table, with the vLLM names refused and why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dataset {
-    /// Seeded uniform token IDs in 0..=--max-token-id, exactly --input-len each
-    /// (vLLM's `random`; not natural text).
+    /// vLLM's `random`, as vLLM builds it: vocabulary-wide token IDs decoded to text
+    /// and re-encoded (needs --tokenizer; the plan's `vllm_random` panel).
     Random,
+    /// The harness's own random prompts: seeded uniform token IDs in
+    /// 0..=--max-token-id, exactly the input length each (not vLLM's `random`: no
+    /// text, no tokenizer; for synthetic models).
+    RandomIds,
     /// ShareGPT-format conversations (--dataset-path, --tokenizer): first human turn
     /// is the prompt, its answer's length the output length (vLLM's `sharegpt`).
     Sharegpt,
-    /// Real text cut from the files in --dataset-path (a directory, `*.txt`),
-    /// exactly --input-len tokens (--tokenizer), --output-len output tokens.
+    /// vLLM's `custom`: a JSONL of `{"prompt": ..}` lines, --custom-output-len
+    /// output tokens each (-1: the line's own `output_tokens`).
+    Custom,
+    /// The harness's own: real text cut from the files in --dataset-path (a
+    /// directory, `*.txt`), exactly the input length (--tokenizer).
     Synthetic,
-    /// A JSONL of `{"prompt"}` or `{"tokens"}` lines, optional `output_tokens`.
+    /// The harness's own: a JSONL of `{"prompt"}` or `{"tokens"}` lines, optional
+    /// `output_tokens`.
     Requests,
 }
 
-/// The flags of `harness bench` (see `--help` and docs/bench.md).
+/// vLLM 0.34's `--dataset-name` values the harness does not build, and why.
+const REFUSED_DATASETS: &[(&str, &str)] = &[
+    (
+        "hf",
+        "Hugging Face hub datasets need the hub, which this harness never reaches (offline); save the rows as JSONL and use `custom`",
+    ),
+    ("random-mm", "multimodal prompts (images, video): the harness sends text and token IDs only"),
+    ("random-rerank", "reranking requests: the harness measures generation only"),
+    ("custom_image", "multimodal prompts: the harness sends text and token IDs only"),
+    ("custom_audio", "audio prompts: the harness sends text and token IDs only"),
+    ("spec_bench", "its prompts are rendered with the chat template client-side, which the harness does not do"),
+    ("speed_bench", "a Hugging Face hub dataset (offline)"),
+    (
+        "timed_trace",
+        "per-request timestamps and hash-id prefixes: write a plan with a `trace` arrival file instead (docs/plan.md)",
+    ),
+    ("burstgpt", "not built here yet (vLLM draws its prompts with NumPy's legacy global generator)"),
+    (
+        "prefix_repetition",
+        "not built here yet (vLLM draws with NumPy's legacy and Python's global generators); the plan's `shared_prefix` panel is the harness's own prefix-sharing workload",
+    ),
+    ("sonnet", "vLLM 0.34 has no `sonnet` dataset any more (its --dataset-name refuses it too)"),
+];
+
+/// `--dataset-name`'s parser: vLLM's names and the harness's own, each refused
+/// vLLM name with its reason.
+fn parse_dataset(name: &str) -> Result<Dataset, String> {
+    Ok(match name {
+        "random" => Dataset::Random,
+        "random-ids" => Dataset::RandomIds,
+        "sharegpt" => Dataset::Sharegpt,
+        "custom" => Dataset::Custom,
+        "synthetic" => Dataset::Synthetic,
+        "requests" => Dataset::Requests,
+        other => {
+            return Err(match REFUSED_DATASETS.iter().find(|(n, _)| *n == other) {
+                Some((_, why)) => format!("refused: {why}"),
+                None => "expected random, sharegpt, custom (vLLM's) or random-ids, synthetic, requests (the \
+                         harness's own)"
+                    .into(),
+            });
+        }
+    })
+}
+
+/// `--backend`'s parser: vLLM's generation backends over the OpenAI routes.
+fn parse_backend(name: &str) -> Result<String, String> {
+    match name {
+        "openai" | "vllm" | "openai-chat" => Ok(name.to_string()),
+        "openai-audio"
+        | "openai-embeddings"
+        | "openai-embeddings-chat"
+        | "openai-embeddings-clip"
+        | "openai-embeddings-vlm2vec"
+        | "infinity-embeddings"
+        | "infinity-embeddings-clip"
+        | "vllm-pooling"
+        | "vllm-rerank" => {
+            Err(format!("refused: {name} is not a generation backend; the harness measures text generation"))
+        }
+        other => Err(format!("{other}: expected openai, vllm or openai-chat")),
+    }
+}
+
+/// `--tokenizer-mode`'s parser: the Hugging Face tokenizer only.
+fn parse_tokenizer_mode(mode: &str) -> Result<String, String> {
+    match mode {
+        "auto" | "hf" => Ok(mode.to_string()),
+        other => Err(format!("refused: {other}: the harness reads Hugging Face tokenizer.json files only")),
+    }
+}
+
+/// The flags of `harness bench`: `vllm bench serve`'s (vLLM 0.34), with its
+/// defaults and meanings, then the harness's own (docs/bench.md has the table).
 #[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("server").required(true).args(["url", "argv"])))]
-#[command(group(clap::ArgGroup::new("loads").required(true).multiple(true).args(["rate", "concurrency", "request_rate", "max_concurrency", "profile"])))]
 pub struct BenchArgs {
-    /// Base URL of a running OpenAI-compatible server (not started or stopped).
-    /// vLLM bench's `--base-url` is the same flag.
-    #[arg(long, alias = "base-url", alias = "target")]
+    /// vLLM's `--base-url`: a running OpenAI-compatible server (not started or
+    /// stopped); default http://--host:--port.
+    #[arg(long = "base-url", alias = "url")]
     pub url: Option<String>,
-    /// Command line of a server to start (split on whitespace; quotes group words);
-    /// placeholders {host}, {port}, {model} as in a plan's argv.
-    #[arg(long, allow_hyphen_values = true)]
-    pub argv: Option<String>,
-    /// Port the started server listens on (default: a free loopback port, chosen
-    /// when the plan is written).
+    /// vLLM's `--host` of the server (with --port; ignored with --base-url).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// vLLM's `--port` of the server (default 8000). With --argv, the port the
+    /// started server listens on (default: a free loopback port).
     #[arg(long)]
     pub port: Option<u16>,
-    /// The `model` name every request sends (vLLM bench's `--model`). Left out with
-    /// --url: the first model the server lists at /v1/models.
+    /// The harness's own: the command line of a server to start fresh (split on
+    /// whitespace; quotes group words); placeholders {host}, {port}, {model} as in
+    /// a plan's argv.
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "url")]
+    pub argv: Option<String>,
+    /// vLLM's `--model`: the `model` every request sends. Left out: the first model
+    /// the server lists at /v1/models.
     #[arg(long)]
     pub model: Option<String>,
-    /// Open-loop Poisson request rates in req/s, e.g. 1,2,4: one cell each
-    /// (`--rates` is accepted too, as in `bench-loadgen`).
+    /// The harness's own: open-loop Poisson request rates in req/s, e.g. 1,2,4: one
+    /// cell each.
     #[arg(long, alias = "rates", value_delimiter = ',')]
     pub rate: Vec<f64>,
-    /// Closed-loop concurrencies, e.g. 1,8: one cell each (every request intended at
-    /// the cell start, at most C in flight). With --rate too, both sweeps run.
+    /// The harness's own: closed-loop concurrencies, e.g. 1,8: one cell each.
     #[arg(long, value_delimiter = ',')]
     pub concurrency: Vec<u32>,
-    /// vLLM bench's `--request-rate`: a finite rate is one `--rate` cell; `inf`
-    /// sends every request at once, at most `--max-concurrency` in flight (all of
-    /// them without it): a closed loop, one `--concurrency` cell.
+    /// vLLM's `--request-rate` (default inf): a finite rate is an open loop (Poisson,
+    /// or gamma with --burstiness); inf sends every request at once, at most
+    /// --max-concurrency in flight. A comma list gives one cell each.
     #[arg(long, value_delimiter = ',')]
     pub request_rate: Vec<f64>,
-    /// vLLM bench's `--max-concurrency`: with `--request-rate inf` (vLLM's default
-    /// rate, so also alone) a closed loop of this many clients; with finite rates
-    /// their open loops capped at this many in flight (a later arrival waits for a
-    /// free slot; the plan's `cells[].max_concurrency`).
+    /// vLLM's `--max-concurrency`: most requests in flight.
     #[arg(long)]
     pub max_concurrency: Option<u32>,
-    /// Requests per cell (`--count` is accepted too, as a plan's cells spell it).
-    #[arg(long, alias = "count", default_value_t = 100)]
+    /// vLLM's `--num-prompts` (default 1000).
+    #[arg(long, alias = "count", default_value_t = 1000)]
     pub num_prompts: u64,
-    /// The prompt source (vLLM bench's `--dataset-name` is the same flag).
-    #[arg(long, alias = "dataset-name", value_enum, default_value_t = Dataset::Random)]
+    /// vLLM's `--dataset-name` (default random): random, sharegpt, custom; or the
+    /// harness's own random-ids, synthetic, requests.
+    #[arg(long = "dataset-name", alias = "dataset", default_value = "random", value_parser = parse_dataset)]
     pub dataset: Dataset,
-    /// The dataset file (sharegpt, requests) or text directory (synthetic).
+    /// vLLM's `--dataset-path`: the dataset file (sharegpt, custom, requests) or
+    /// text directory (synthetic).
     #[arg(long)]
     pub dataset_path: Option<String>,
-    /// tokenizer.json that encodes the dataset's text (sharegpt, synthetic; requests
-    /// with text prompts).
+    /// vLLM's `--tokenizer`: a tokenizer.json, or a directory holding one (default:
+    /// --model when that is such a directory). Hub names cannot be fetched.
     #[arg(long)]
     pub tokenizer: Option<String>,
-    /// Prompt tokens per request (random, synthetic; vLLM's `--random-input-len`).
-    #[arg(long, alias = "random-input-len", default_value_t = 128)]
-    pub input_len: u32,
-    /// Output tokens per request (random, synthetic: exactly, EOS ignored); for
-    /// sharegpt and requests, a cap on each entry's own output length (default
-    /// 2048). vLLM's `--random-output-len`.
-    #[arg(long, alias = "random-output-len")]
+    /// vLLM's `--tokenizer-mode` (auto, hf: a Hugging Face tokenizer).
+    #[arg(long, default_value = "auto", value_parser = parse_tokenizer_mode)]
+    pub tokenizer_mode: String,
+    /// vLLM's `--input-len`: sets --random-input-len.
+    #[arg(long)]
+    pub input_len: Option<u32>,
+    /// vLLM's `--output-len`: sets --random-output-len, --sharegpt-output-len and
+    /// --custom-output-len.
+    #[arg(long)]
     pub output_len: Option<u32>,
-    /// Sharegpt, requests: force each entry's whole output length (EOS ignored).
-    /// Random and synthetic outputs are always forced, with or without it.
+    /// vLLM's `--random-input-len` (default 1024).
+    #[arg(long, default_value_t = 1024)]
+    pub random_input_len: u32,
+    /// vLLM's `--random-output-len` (default 128).
+    #[arg(long, default_value_t = 128)]
+    pub random_output_len: u32,
+    /// vLLM's `--random-range-ratio`: a float, or `{"input": R, "output": R}`;
+    /// lengths uniform in [floor(L(1-R)), ceil(L(1+R))], R in [0, 1).
+    #[arg(long = "random-range-ratio")]
+    pub random_range_ratio: Option<String>,
+    /// vLLM's `--random-prefix-len`: tokens shared by every random prompt.
+    #[arg(long = "random-prefix-len")]
+    pub random_prefix_len: Option<u32>,
+    /// vLLM's `--random-batch-size`: 1 only (larger batches are for embeddings).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1))]
+    pub random_batch_size: u32,
+    /// vLLM's `--sharegpt-output-len`: every sharegpt request's output length
+    /// (instead of its answer's).
+    #[arg(long)]
+    pub sharegpt_output_len: Option<u32>,
+    /// vLLM's `--custom-output-len` (default 256; -1: each line's `output_tokens`).
+    #[arg(long, default_value_t = 256, allow_negative_numbers = true)]
+    pub custom_output_len: i64,
+    /// vLLM's `--skip-chat-template`: custom prompts are sent as written (vLLM
+    /// otherwise renders the chat template client-side, which the harness does not).
+    #[arg(long)]
+    pub skip_chat_template: bool,
+    /// vLLM's `--disable-shuffle`: sharegpt conversations in file order (custom
+    /// lines are always in file order here).
+    #[arg(long)]
+    pub disable_shuffle: bool,
+    /// vLLM's `--no-oversample`: the harness never oversamples (too few entries is
+    /// an error), so this is how it always runs.
+    #[arg(long)]
+    pub no_oversample: bool,
+    /// vLLM's `--trust-remote-code`: accepted; nothing remote is loaded here.
+    #[arg(long)]
+    pub trust_remote_code: bool,
+    /// vLLM's `--ignore-eos`: sharegpt, custom, requests outputs run to their length
+    /// (random outputs always do, as in vLLM).
     #[arg(long)]
     pub ignore_eos: bool,
-    /// Random: largest token ID drawn (below the model's vocabulary size).
+    /// The harness's own: random-ids' largest token ID (below the vocabulary size).
     #[arg(long, default_value_t = 255)]
     pub max_token_id: u32,
-    /// Name of the environment variable holding the API key (sent as
-    /// `Authorization: Bearer`); the key itself is never written anywhere.
+    /// The harness's own: the name of the environment variable holding the API key
+    /// (sent as `Authorization: Bearer`); the key is never written anywhere.
     #[arg(long)]
     pub api_key_env: Option<String>,
-    /// Evidence directory (default: reports/bench-<unix seconds>).
+    /// The harness's own: the evidence directory (default reports/bench-<unix s>).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Replace an earlier evidence directory at --out.
@@ -129,15 +270,20 @@ pub struct BenchArgs {
     /// Study name (the plan's study.name).
     #[arg(long, default_value = "bench")]
     pub name: String,
-    /// Study seed (arrival gaps, prompt draws).
+    /// vLLM's `--seed` (default 0): prompt draws and arrival gaps.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Path polled until the server answers 200.
     #[arg(long, default_value = crate::protocol::routes::DEFAULT_HEALTH_PATH)]
     pub health: String,
-    /// Longest wait for the server's health path.
+    /// Longest wait for the server's health path (vLLM's
+    /// `--ready-check-timeout-sec`, when given, sets it).
     #[arg(long, default_value_t = 600.0)]
     pub startup_timeout_s: f64,
+    /// vLLM's `--ready-check-timeout-sec` (vLLM: 0 skips the check; the harness
+    /// always waits for health, this long).
+    #[arg(long)]
+    pub ready_check_timeout_sec: Option<u32>,
     /// Longest a single request may take.
     #[arg(long, default_value_t = 600.0)]
     pub request_timeout_s: f64,
@@ -147,136 +293,144 @@ pub struct BenchArgs {
     /// Largest fraction of a cell's requests that may fail before the run exits 2.
     #[arg(long, default_value_t = 0.0)]
     pub max_error_rate: f64,
-    /// vLLM bench's `--save-result`: after the run, one vLLM result JSON per cell
-    /// (vLLM's keys, as `harness export --format vllm-bench`), in --result-dir.
+    /// vLLM's `--save-result`: after the run, one vLLM result JSON per cell.
     #[arg(long)]
     pub save_result: bool,
-    /// Where --save-result writes (default: the current directory).
-    #[arg(long, requires = "save_result")]
+    /// vLLM's `--save-detailed`: the per-request keys too (input_lens, ttfts,
+    /// itls, ...); without it vLLM's smaller key set.
+    #[arg(long)]
+    pub save_detailed: bool,
+    /// vLLM's `--append-result`: append to the result file (one JSON per line).
+    #[arg(long)]
+    pub append_result: bool,
+    /// vLLM's `--result-dir` (default: the current directory).
+    #[arg(long)]
     pub result_dir: Option<PathBuf>,
-    /// The result file's name (default vLLM's `<label>-<rate>qps[-concurrency<C>]-
+    /// vLLM's `--result-filename` (default vLLM's `<label>-<rate>qps[-concurrency<C>]-
     /// <model>-<date>.json`; with several cells, the cell's name before the extension).
-    #[arg(long, requires = "save_result")]
+    #[arg(long)]
     pub result_filename: Option<String>,
-    /// The result's `label` (vLLM's `--label`; default the endpoint type).
+    /// vLLM's `--label` (default the backend).
     #[arg(long)]
     pub label: Option<String>,
-    /// vLLM's `--metadata KEY=VALUE ...`: extra string keys of every --save-result file.
-    #[arg(long, num_args = 1.., requires = "save_result")]
+    /// vLLM's `--metadata KEY=VALUE ...`: extra keys of the saved result.
+    #[arg(long, num_args = 1..)]
     pub metadata: Vec<String>,
     /// vLLM's `--served-model-name`: the `model` every request names (default --model).
     #[arg(long)]
     pub served_model_name: Option<String>,
-    /// vLLM's `--backend`: `openai`, `vllm` (both /v1/completions) or `openai-chat`
-    /// (/v1/chat/completions, needs a dataset with messages: sharegpt or requests).
-    #[arg(long, value_parser = ["openai", "vllm", "openai-chat"])]
+    /// vLLM's `--backend` (default openai): openai, vllm (/v1/completions) or
+    /// openai-chat (/v1/chat/completions).
+    #[arg(long, value_parser = parse_backend)]
     pub backend: Option<String>,
-    /// vLLM's `--endpoint`: `/v1/completions` or `/v1/chat/completions`.
+    /// vLLM's `--endpoint` (default /v1/completions).
     #[arg(long, value_parser = [crate::protocol::routes::COMPLETIONS_PATH, crate::protocol::routes::CHAT_COMPLETIONS_PATH])]
     pub endpoint: Option<String>,
-    /// vLLM's `--burstiness`: open-loop arrivals gamma-distributed with this shape
-    /// (1.0, the default, is Poisson; smaller is burstier).
+    /// vLLM's `--burstiness` (default 1.0, Poisson): gamma arrivals of this shape.
     #[arg(long)]
     pub burstiness: Option<f64>,
-    /// vLLM's `--goodput KEY:VALUE ...` (keys ttft, tpot, e2el; milliseconds): the
-    /// targets a request must meet to count toward goodput (the plan's `[slo]`).
+    /// vLLM's `--goodput KEY:VALUE ...` (ttft, tpot, e2el; ms).
     #[arg(long, num_args = 1..)]
     pub goodput: Vec<String>,
-    /// vLLM's `--num-warmups N`: warm the server with N prompts (one batched call)
-    /// before the cells (default 1).
+    /// vLLM's `--num-warmups` (default 0).
     #[arg(long)]
     pub num_warmups: Option<u32>,
-    /// vLLM's `--temperature` (default 0: greedy, as every study here).
+    /// vLLM's `--temperature` (the harness sends 0 without it).
     #[arg(long)]
     pub temperature: Option<f64>,
-    /// vLLM's `--header KEY=VALUE ...`: extra HTTP headers on every request.
+    /// vLLM's `--header KEY=VALUE ...`: extra HTTP headers on every request (a
+    /// secret-bearing one is refused: use --api-key-env).
     #[arg(long, num_args = 1..)]
     pub header: Vec<String>,
-    /// Leave out `return_token_ids` from the timed requests, as vLLM bench does
-    /// (`request.token_ids = false`): tokens are then counted one per text event,
-    /// lengths from usage.
+    /// The harness's own: leave `return_token_ids` out of the timed requests, as
+    /// vLLM bench does.
     #[arg(long)]
     pub no_token_ids: bool,
-    /// vLLM's `--top-p`: sent in every body (`request.extra_body`).
+    /// vLLM's `--top-p`.
     #[arg(long = "top-p")]
     pub top_p: Option<f64>,
-    /// vLLM's `--top-k`: sent in every body.
+    /// vLLM's `--top-k`.
     #[arg(long = "top-k")]
     pub top_k: Option<i64>,
-    /// vLLM's `--min-p`: sent in every body.
+    /// vLLM's `--min-p`.
     #[arg(long = "min-p")]
     pub min_p: Option<f64>,
-    /// vLLM's `--frequency-penalty`: sent in every body (this engine refuses any
-    /// value but 0).
+    /// vLLM's `--frequency-penalty`.
     #[arg(long = "frequency-penalty")]
     pub frequency_penalty: Option<f64>,
-    /// vLLM's `--presence-penalty`: sent in every body (this engine: 0 only).
+    /// vLLM's `--presence-penalty`.
     #[arg(long = "presence-penalty")]
     pub presence_penalty: Option<f64>,
-    /// vLLM's `--repetition-penalty`: sent in every body (this engine: 1 only).
+    /// vLLM's `--repetition-penalty`.
     #[arg(long = "repetition-penalty")]
     pub repetition_penalty: Option<f64>,
-    /// vLLM's `--extra-body JSON`: more fields of every body, after the sampling
-    /// flags (its keys win, as in vLLM); its `temperature` is --temperature.
+    /// vLLM's `--extra-body JSON`: more fields of every body (its keys win).
     #[arg(long = "extra-body")]
     pub extra_body: Option<String>,
-    /// vLLM's `--random-range-ratio R`: random prompt and output lengths uniform in
-    /// [floor(L(1-R)), ceil(L(1+R))], R in [0, 1).
-    #[arg(long = "random-range-ratio")]
-    pub random_range_ratio: Option<f64>,
-    /// vLLM's `--random-prefix-len N`: N random token IDs shared by every random
-    /// prompt, before its own --random-input-len tokens.
-    #[arg(long = "random-prefix-len")]
-    pub random_prefix_len: Option<u32>,
-    /// vLLM's `--percentile-metrics ttft,tpot,itl,e2el`: the sections of the printed
-    /// block (all four without it); the saved result always holds all four.
+    /// vLLM's `--percentile-metrics` (default ttft,tpot,itl): the block's sections.
     #[arg(long = "percentile-metrics")]
     pub percentile_metrics: Option<String>,
-    /// vLLM's `--metric-percentiles 50,90,99`: the printed block's percentile lines
-    /// after Mean and Median (P95 and P99 without it; nearest rank, as the note under
-    /// the block says) and the saved result's `p<P>_*_ms` keys (NumPy's
-    /// interpolation, as vLLM's; p99 always).
+    /// vLLM's `--metric-percentiles` (default 99).
     #[arg(long = "metric-percentiles")]
     pub metric_percentiles: Option<String>,
-    /// guidellm's `--profile`: `synchronous` (one request at a time), `concurrent`
-    /// (--rate lists concurrencies), `throughput` (every request at once),
-    /// `constant` or `poisson` (--rate lists req/s), `sweep` (synchronous and
-    /// throughput anchors, then --rate N benchmarks in all, constant rates between
-    /// the two measured rates; default 10).
-    #[arg(long, value_parser = ["synchronous", "concurrent", "throughput", "constant", "poisson", "sweep"])]
+    /// vLLM's flags that the harness refuses, each with its reason.
+    #[command(flatten)]
+    pub refused: refused::RefusedFlags,
+    /// Set by `harness benchmark` (guidellm's profile): see `guidellm_loads`.
+    #[arg(skip)]
     pub profile: Option<String>,
-    /// guidellm's `--max-seconds`: each open-loop cell sends rate x seconds
-    /// requests (at most --max-requests when given); closed loops need a count.
-    #[arg(long)]
+    /// Set by `harness benchmark` (guidellm's max_duration constraint).
+    #[arg(skip)]
     pub max_seconds: Option<f64>,
-    /// guidellm's `--max-requests`: requests per cell (sets --num-prompts).
-    #[arg(long)]
+    /// Set by `harness benchmark` (guidellm's max_requests constraint).
+    #[arg(skip)]
     pub max_requests: Option<u64>,
-    /// guidellm's synthetic `--data "prompt_tokens=N,output_tokens=M"`: random
-    /// prompts of N token IDs, M forced output tokens (not natural text).
-    #[arg(long)]
+    /// Set by `harness benchmark` (guidellm's synthetic_text data).
+    #[arg(skip)]
     pub data: Option<String>,
     /// Set from `--profile constant`: open-loop cells with evenly spaced arrivals.
     #[arg(skip)]
     pub constant_arrivals: bool,
-    /// Set from `--max-seconds`: one cell per rate with its own count.
+    /// Set from max_duration: one cell per rate with its own count.
     #[arg(skip)]
     pub counts_per_rate: Vec<u64>,
-    /// Set from `--profile sweep`: how many benchmarks the sweep holds (its
-    /// synchronous and throughput anchors included; guidellm's `--rate` for sweep).
+    /// Set from the sweep profile: how many benchmarks the sweep holds.
     #[arg(skip)]
     pub sweep: Option<u32>,
-    /// After each cell's vLLM block, this harness's extra lines: latency from
-    /// intended arrival, dispatch lag, failures by class, stream events.
+    /// Set by `harness profile` (AIPerf's --num-dataset-entries): how many entries
+    /// a synthetic or random panel holds (requests use them in turn); default one
+    /// per request.
+    #[arg(skip)]
+    pub panel_entries: Option<u64>,
+    /// Set by `harness profile` (AIPerf's --isl/--osl and their stddevs, or
+    /// --random-range-ratio): the synthetic panel's length distributions and
+    /// output mode, instead of fixed lengths and forced outputs.
+    #[arg(skip)]
+    pub length_shape: Option<LengthShape>,
+    /// Set by `harness profile` (AIPerf's --tokenizer-revision): the revision of a
+    /// hub name looked up in the local Hugging Face cache (default `main`).
+    #[arg(skip)]
+    pub tokenizer_revision: Option<String>,
+    /// After each cell's vLLM block, this harness's extra lines.
     #[arg(long)]
     pub verbose: bool,
     /// Print the plan and stop (nothing is run or written).
     #[arg(long)]
     pub print_plan: bool,
-    /// No progress bars, one line per cell during the run (the summary blocks
-    /// print at the end either way). vLLM's `--disable-tqdm`.
-    #[arg(long, alias = "disable-tqdm")]
+    /// vLLM's `--disable-tqdm`: no progress bars, one line per cell.
+    #[arg(long = "disable-tqdm", alias = "quiet")]
     pub quiet: bool,
+}
+
+/// A synthetic panel's length distributions (plan TOML, e.g. `{ dist = "normal",
+/// mean = 550.0, sd = 10.0, min = 1, max = 650 }`) and whether outputs end
+/// naturally (`max_tokens` only, at most `output_cap`) or are forced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LengthShape {
+    pub input: String,
+    pub output: String,
+    pub natural: bool,
+    pub output_cap: u32,
 }
 
 /// Bad flags: always exit 2 (the message names the flag).
@@ -318,10 +472,11 @@ pub struct BenchPlan {
 /// habit. Only with --url (a server started by --argv is not up yet). Sends the
 /// `--api-key-env` key and the `--header`s as the study would.
 pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
+    refuse(args)?;
     if args.model.is_some() || args.served_model_name.is_some() {
         return Ok(args.clone());
     }
-    let Some(url) = &args.url else {
+    let Some(url) = &target_url(args) else {
         return Err(BenchError::Args(
             "--model is required with --argv (the server is not started yet to be asked); with --url it may be \
              left out (the first model of /v1/models)"
@@ -363,6 +518,27 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
     Ok(out)
 }
 
+/// A refused vLLM flag, as bad input naming it and why (before anything is sent).
+pub fn refuse(args: &BenchArgs) -> Result<(), BenchError> {
+    match args.refused.first_message() {
+        Some(m) => Err(BenchError::Args(m)),
+        None => Ok(()),
+    }
+}
+
+/// The server's URL: `--base-url`, else vLLM's `http://--host:--port` (port
+/// 8000); `None` with `--argv` (the harness starts the server).
+pub fn target_url(a: &BenchArgs) -> Option<String> {
+    if a.argv.is_some() {
+        return None;
+    }
+    a.url.clone().or_else(|| {
+        let host =
+            if a.host.contains(':') && !a.host.starts_with('[') { format!("[{}]", a.host) } else { a.host.clone() };
+        Some(format!("http://{host}:{}", a.port.unwrap_or(8000)))
+    })
+}
+
 /// vLLM's `--metric-percentiles` (comma-separated, each in [0, 100]; default 99).
 pub fn metric_percentiles(a: &BenchArgs) -> Result<Vec<f64>, BenchError> {
     let Some(list) = &a.metric_percentiles else { return Ok(vec![99.0]) };
@@ -392,7 +568,9 @@ pub fn default_out(reports: &Path, now_unix_s: u64) -> PathBuf {
 /// The plan the flags describe, validated by the plan parser; `port` is the
 /// spawned server's port when `--port` is not given.
 pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) -> Result<BenchPlan, BenchError> {
+    refuse(args)?;
     let args = &resolved(args)?;
+    save::check_destination(args)?;
     let text = plan_text(args, port)?;
     let frozen = crate::plan::freeze(text.clone().into_bytes())?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("reports/bench-{now_unix_s}")));
@@ -402,7 +580,48 @@ pub fn prepare(args: &BenchArgs, port: impl FnOnce() -> u16, now_unix_s: u64) ->
 /// The flags with vLLM's and guidellm's spellings turned into ours (what
 /// `plan_text` reads): loads, counts, profiles, data.
 pub fn resolved(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
-    guidellm_loads(&vllm_loads(args)?)
+    let mut a = guidellm_loads(&vllm_loads(args)?)?;
+    a.url = target_url(&a);
+    if a.url.is_some() {
+        a.port = None;
+    }
+    if let Some(s) = a.ready_check_timeout_sec.filter(|s| *s > 0) {
+        a.startup_timeout_s = f64::from(s);
+    }
+    if let Some(n) = a.input_len {
+        a.random_input_len = n;
+    }
+    if let Some(n) = a.output_len {
+        a.random_output_len = n;
+        a.sharegpt_output_len = Some(n);
+        a.custom_output_len = i64::from(n);
+    }
+    a.tokenizer = tokenizer_file(&a)?;
+    Ok(a)
+}
+
+/// vLLM's `--tokenizer` as the tokenizer.json it names: a file, a directory
+/// holding one, or a hub name found in the local Hugging Face cache (as
+/// transformers reads it offline; `inputs::hf_cache`); without it, `--model` when
+/// that is such a directory or cached name (vLLM's default tokenizer is the
+/// model's). A `--tokenizer` that is none of these stays as given: reading it is
+/// the error that names it.
+fn tokenizer_file(a: &BenchArgs) -> Result<Option<String>, BenchError> {
+    let revision = a.tokenizer_revision.as_deref().unwrap_or("main");
+    let resolve = |name: &str| -> Option<String> {
+        let p = Path::new(name);
+        if p.is_dir() {
+            return Some(p.join("tokenizer.json").display().to_string());
+        }
+        if p.is_file() {
+            return Some(name.to_string());
+        }
+        crate::inputs::hf_cache::cached_file(name, revision, "tokenizer.json").map(|f| f.display().to_string())
+    };
+    Ok(match &a.tokenizer {
+        Some(t) => Some(resolve(t).unwrap_or_else(|| t.clone())),
+        None => a.model.as_deref().and_then(resolve).filter(|f| Path::new(f).is_file()),
+    })
 }
 
 /// vLLM bench's load flags in ours: each finite `--request-rate` becomes a
@@ -413,8 +632,9 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     if let Some(r) = a.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
         return Err(BenchError::Args(format!("--request-rate: every rate must be positive (or inf), got {r}")));
     }
-    // vLLM's default --request-rate is inf: --max-concurrency C alone is a closed loop of C.
-    if a.rate.is_empty() && a.concurrency.is_empty() && a.request_rate.is_empty() && a.max_concurrency.is_some() {
+    // vLLM's default --request-rate is inf: every request at once (at most
+    // --max-concurrency in flight), unless another load is given.
+    if a.rate.is_empty() && a.concurrency.is_empty() && a.request_rate.is_empty() && a.profile.is_none() {
         out.request_rate.push(f64::INFINITY);
     }
     for r in std::mem::take(&mut out.request_rate) {
@@ -433,9 +653,10 @@ fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     Ok(out)
 }
 
-/// guidellm's profile, duration and data flags in ours: `--profile` chooses what
-/// `--rate` means and the load kind, `--max-requests` the count, `--max-seconds`
-/// each open-loop cell's count (rate x seconds), `--data` the random panel's lengths.
+/// guidellm's profile, constraints and data (set by `harness benchmark`, the
+/// guidellm front door) in ours: the profile chooses what `rate` lists and the
+/// load kind, max_requests the count, max_duration each open-loop cell's count
+/// (rate x seconds), synthetic_text the random panel's lengths.
 fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     let bad = |m: String| BenchError::Args(m);
     let mut out = a.clone();
@@ -452,8 +673,8 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
                 .filter(|n| *n > 0)
                 .ok_or_else(|| bad(format!("--data: {k} must be a positive integer, got {v:?}")))?;
             match k.trim() {
-                "prompt_tokens" => out.input_len = n,
-                "output_tokens" => out.output_len = Some(n),
+                "prompt_tokens" => out.random_input_len = n,
+                "output_tokens" => out.random_output_len = n,
                 other => {
                     return Err(bad(format!(
                         "--data: {other:?} is not supported (prompt_tokens and output_tokens only: fixed lengths; \
@@ -462,9 +683,7 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
                 }
             }
         }
-        if a.dataset != Dataset::Random {
-            return Err(bad("--data: guidellm's synthetic spec makes random prompts; leave out --dataset".into()));
-        }
+        out.dataset = Dataset::RandomIds;
     }
     let ints = |rates: &[f64]| -> Result<Vec<u32>, BenchError> {
         rates
@@ -472,12 +691,12 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
             .map(|r| {
                 (r.fract() == 0.0 && *r >= 1.0 && *r <= f64::from(u32::MAX))
                     .then_some(*r as u32)
-                    .ok_or_else(|| bad(format!("--profile concurrent: --rate lists concurrencies, got {r}")))
+                    .ok_or_else(|| bad(format!("--profile kind=concurrent: streams are whole numbers, got {r}")))
             })
             .collect()
     };
     let closed_only = |p: &str| -> Result<(), BenchError> {
-        if a.rate.is_empty() { Ok(()) } else { Err(bad(format!("--profile {p}: takes no --rate"))) }
+        if a.rate.is_empty() { Ok(()) } else { Err(bad(format!("--profile kind={p}: takes no rate"))) }
     };
     match a.profile.as_deref() {
         None | Some("poisson") => {}
@@ -499,7 +718,7 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
             let n = match a.rate.as_slice() {
                 [] => sweep::DEFAULT_BENCHMARKS,
                 [r] if r.fract() == 0.0 && *r >= 3.0 && *r <= 100.0 => *r as u32,
-                _ => return Err(bad("--profile sweep: --rate is the number of benchmarks, 3 to 100".into())),
+                _ => return Err(bad("--profile kind=sweep: sweep_size is the number of benchmarks, 3 to 100".into())),
             };
             out.sweep = Some(n);
             out.rate.clear();
@@ -508,18 +727,18 @@ fn guidellm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     }
     if matches!(a.profile.as_deref(), Some("constant" | "poisson")) && out.rate.is_empty() {
         return Err(bad(format!(
-            "--profile {}: give --rate (req/s, a comma list)",
+            "--profile kind={}: give rate=R (req/s, or a list [..])",
             a.profile.as_deref().unwrap_or("")
         )));
     }
     if let Some(s) = a.max_seconds {
         if !(s.is_finite() && s > 0.0) {
-            return Err(bad(format!("--max-seconds: must be a positive number of seconds, got {s}")));
+            return Err(bad(format!("--constraint kind=max_duration: seconds must be positive, got {s}")));
         }
         if !out.concurrency.is_empty() && out.sweep.is_none() {
             return Err(bad(
-                "--max-seconds: a closed loop is bounded by its count here; give --max-requests (a duration-bound \
-                 closed loop is not supported yet)"
+                "--constraint kind=max_duration: a closed loop is bounded by its request count here; give \
+                 kind=max_requests,count=N (a duration-bound closed loop is not supported yet)"
                     .into(),
             ));
         }

@@ -53,30 +53,54 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     if a.concurrency.contains(&0) {
         return Err(bad("--concurrency: every concurrency must be at least 1, got 0"));
     }
-    if a.port.is_some() && a.argv.is_none() {
-        return Err(bad("--port: only with --argv (the port the started server listens on)"));
-    }
     if a.num_prompts == 0 {
         return Err(bad("--num-prompts: must be at least 1"));
     }
-    let needs_path = a.dataset != Dataset::Random;
+    let needs_path = !matches!(a.dataset, Dataset::Random | Dataset::RandomIds);
     match (&a.dataset_path, needs_path) {
-        (None, true) => return Err(bad(format!("--dataset {}: needs --dataset-path", dataset_name(a.dataset)))),
-        (Some(_), false) => return Err(bad("--dataset-path: only with --dataset sharegpt, synthetic or requests")),
+        (None, true) => {
+            return Err(bad(format!("--dataset-name {}: needs --dataset-path", dataset_name(a.dataset))));
+        }
+        (Some(_), false) => {
+            return Err(bad(format!(
+                "--dataset-path: --dataset-name {} reads no file (vLLM refuses it too)",
+                dataset_name(a.dataset)
+            )));
+        }
         _ => {}
     }
-    let needs_tokenizer = matches!(a.dataset, Dataset::Sharegpt | Dataset::Synthetic);
+    let needs_tokenizer =
+        matches!(a.dataset, Dataset::Random | Dataset::Sharegpt | Dataset::Synthetic | Dataset::Custom);
     if needs_tokenizer && a.tokenizer.is_none() {
         return Err(bad(format!(
-            "--dataset {}: needs --tokenizer (a tokenizer.json that encodes its text)",
-            dataset_name(a.dataset)
+            "--dataset-name {}: needs --tokenizer (a tokenizer.json, or a directory holding one: the model's \
+             tokenizer; vLLM loads --model's, which cannot be fetched here){}",
+            dataset_name(a.dataset),
+            if a.dataset == Dataset::Random {
+                "; --dataset-name random-ids is the harness's own random token IDs, which need none"
+            } else {
+                ""
+            }
         )));
     }
-    if a.dataset == Dataset::Random && a.tokenizer.is_some() {
-        return Err(bad("--tokenizer: random token IDs are not encoded; use --dataset synthetic for real text"));
+    if a.dataset == Dataset::RandomIds && a.tokenizer.is_some() {
+        return Err(bad("--tokenizer: random-ids are not encoded; --dataset-name random decodes vLLM's random IDs"));
     }
-    if a.output_len == Some(0) || a.input_len == 0 {
-        return Err(bad("--input-len and --output-len must be at least 1"));
+    if a.dataset == Dataset::Custom && !a.skip_chat_template && !chat(a) {
+        return Err(bad(
+            "--dataset-name custom: vLLM renders each prompt with the tokenizer's chat template on the client; the \
+             harness does not: pass --skip-chat-template (prompts sent as written) or --backend openai-chat (the \
+             server renders the template)",
+        ));
+    }
+    if a.dataset == Dataset::Custom && (a.custom_output_len == 0 || a.custom_output_len < -1) {
+        return Err(bad(format!("--custom-output-len: a positive length or -1, got {}", a.custom_output_len)));
+    }
+    if a.random_output_len == 0 || a.sharegpt_output_len == Some(0) {
+        return Err(bad("--output-len, --random-output-len and --sharegpt-output-len must be at least 1"));
+    }
+    if a.dataset == Dataset::RandomIds && a.random_input_len == 0 {
+        return Err(bad("--random-input-len: must be at least 1 with --dataset-name random-ids"));
     }
     vllm_flag_lists(a)?;
     range_and_prefix(a)?;
@@ -96,9 +120,7 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     {
         return Err(bad(format!("--burstiness: must be a positive number (1.0 is Poisson), got {b}")));
     }
-    if a.burstiness.is_some() && a.rate.is_empty() {
-        return Err(bad("--burstiness: shapes open-loop arrivals; give a finite --request-rate (or --rate) too"));
-    }
+
     Ok(())
 }
 
@@ -111,6 +133,20 @@ fn vllm_flag_lists(a: &BenchArgs) -> Result<(), BenchError> {
     }
     super::metric_percentiles(a)?;
     Ok(())
+}
+
+/// Deepest `--extra-body` nesting (objects and arrays) the plan holds: the plan
+/// parser's TOML reader refuses deeper inline tables (its recursion limit), and no
+/// real request body comes near it.
+const MAX_EXTRA_BODY_DEPTH: usize = 32;
+
+/// Levels of objects and arrays in `v` (a scalar is 0).
+fn json_depth(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        serde_json::Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// A JSON value as TOML (inline tables); `None` for a null anywhere in it.
@@ -157,6 +193,13 @@ fn sampling(a: &BenchArgs) -> Result<(f64, String), BenchError> {
         let serde_json::Value::Object(m) = v else {
             return Err(bad("--extra-body: must be a JSON object, e.g. '{\"top_p\": 0.9}'"));
         };
+        let depth = json_depth(&serde_json::Value::Object(m.clone()));
+        if depth > MAX_EXTRA_BODY_DEPTH {
+            return Err(bad(format!(
+                "--extra-body: nested {depth} levels deep; a body is written into the plan (TOML inline tables), \
+                 which holds at most {MAX_EXTRA_BODY_DEPTH} levels"
+            )));
+        }
         body.extend(m);
     }
     let temperature = match body.remove("temperature") {
@@ -202,12 +245,31 @@ fn slo(a: &BenchArgs) -> Result<String, BenchError> {
     Ok(if t.is_empty() { t } else { format!("[slo]\n{t}\n") })
 }
 
-/// `--header KEY=VALUE ...` as an arm's `headers` table.
+/// Whether a header's name says it carries a secret: `Authorization` (and
+/// `Proxy-Authorization`), `api-key`, `x-api-key`, or any name containing
+/// `token`, `secret` or `key` (case-insensitive).
+pub fn is_secret_header(name: &str) -> bool {
+    let n = name.trim().to_ascii_lowercase();
+    n.ends_with("authorization") || ["token", "secret", "key"].iter().any(|w| n.contains(w))
+}
+
+/// `--header KEY=VALUE ...` as an arm's `headers` table. A secret-bearing header
+/// is refused: the table is written into the evidence's plan.toml, which is the
+/// study's frozen identity (hashed, replayed, resumed from), so its values cannot
+/// be scrubbed there without the plan no longer saying what was sent.
 fn headers(a: &BenchArgs) -> Result<String, BenchError> {
     let mut pairs = Vec::new();
     for h in &a.header {
         let (k, v) =
             h.split_once('=').ok_or_else(|| bad(format!("--header {h:?}: expected KEY=VALUE (vLLM's form)")))?;
+        if is_secret_header(k) {
+            return Err(bad(format!(
+                "--header {}: looks like a secret, and headers are written into the evidence's plan.toml; put the \
+                 key in an environment variable and pass --api-key-env VAR (sent as `Authorization: Bearer`, never \
+                 written, and scrubbed from anything the server echoes)",
+                k.trim()
+            )));
+        }
         pairs.push(format!("{} = {}", quote(k.trim()), quote(v)));
     }
     Ok(if pairs.is_empty() { String::new() } else { format!("headers = {{ {} }}\n", pairs.join(", ")) })
@@ -216,10 +278,58 @@ fn headers(a: &BenchArgs) -> Result<String, BenchError> {
 fn dataset_name(d: Dataset) -> &'static str {
     match d {
         Dataset::Random => "random",
+        Dataset::RandomIds => "random-ids",
         Dataset::Sharegpt => "sharegpt",
+        Dataset::Custom => "custom",
         Dataset::Synthetic => "synthetic",
         Dataset::Requests => "requests",
     }
+}
+
+/// Whether the requests go to the chat route (`--backend openai-chat` or
+/// `--endpoint /v1/chat/completions`).
+fn chat(a: &BenchArgs) -> bool {
+    a.backend.as_deref() == Some("openai-chat")
+        || a.endpoint.as_deref() == Some(crate::protocol::routes::CHAT_COMPLETIONS_PATH)
+}
+
+/// The tokenizer's special IDs as transformers reads them for vLLM (from the
+/// tokenizer_config.json beside the tokenizer.json) as the panel's `special_ids`
+/// line, so the plan states them; nothing without that file (the panel then
+/// takes the tokenizer.json's added tokens marked special).
+fn special_ids_line(a: &BenchArgs) -> Result<String, BenchError> {
+    let Some(tok) = &a.tokenizer else { return Ok(String::new()) };
+    let path = std::path::Path::new(tok);
+    let config = path.with_file_name("tokenizer_config.json");
+    if !path.is_file() || !config.is_file() {
+        return Ok(String::new());
+    }
+    let enc = crate::inputs::TokenizerEncoder::from_file(path).map_err(|e| bad(format!("--tokenizer {tok}: {e}")))?;
+    let text = std::fs::read(&config).map_err(|e| bad(format!("{}: {e}", config.display())))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("{}: not JSON ({e})", config.display())))?;
+    let ids: Vec<String> = enc.special_ids_named(&v).iter().map(u32::to_string).collect();
+    Ok(format!("special_ids = [{}]\n", ids.join(", ")))
+}
+
+/// vLLM's `--random-range-ratio`: one float for both, or `{"input": R, "output": R}`.
+fn range_ratios(a: &BenchArgs) -> Result<(f64, f64), BenchError> {
+    let Some(text) = a.random_range_ratio.as_deref() else { return Ok((0.0, 0.0)) };
+    let bad_value = || bad(format!("--random-range-ratio {text:?}: a float, or {{\"input\": R, \"output\": R}}"));
+    let (i, o) = if text.trim_start().starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|_| bad_value())?;
+        let get = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).ok_or_else(bad_value);
+        (get("input")?, get("output")?)
+    } else {
+        let r: f64 = text.trim().parse().map_err(|_| bad_value())?;
+        (r, r)
+    };
+    for r in [i, o] {
+        if !(0.0..1.0).contains(&r) {
+            return Err(bad(format!("--random-range-ratio: must be in [0, 1) (vLLM's range), got {r}")));
+        }
+    }
+    Ok((i, o))
 }
 
 /// `[request]` and `[prompts]`.
@@ -227,18 +337,18 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     let (temperature, extra_body) = sampling(a)?;
     let n = a.num_prompts;
     let path = a.dataset_path.as_deref().unwrap_or_default();
-    let fixed_output = a.output_len.unwrap_or(128);
-    let (output, request) = match a.dataset {
-        Dataset::Random | Dataset::Synthetic => ("forced", format!("output_tokens = {fixed_output}\n")),
-        Dataset::Sharegpt | Dataset::Requests => (
-            if a.ignore_eos { "forced" } else { "natural" },
-            format!("max_output_tokens = {}\n", a.output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)),
-        ),
+    let fixed_output = a.random_output_len;
+    let natural = if a.ignore_eos { "forced" } else { "natural" };
+    let custom_output = u32::try_from(a.custom_output_len).ok();
+    let (output, request) = match (&a.length_shape, a.dataset) {
+        // `harness profile`'s synthetic lengths: each entry's own output length.
+        (Some(s), _) => {
+            (if s.natural { "natural" } else { "forced" }, format!("max_output_tokens = {}\n", s.output_cap))
+        }
+        (None, d) => dataset_output(a, d, natural, fixed_output, custom_output),
     };
     let model = a.served_model_name.as_deref().or(a.model.as_deref()).unwrap_or_default();
-    let chat = a.backend.as_deref() == Some("openai-chat")
-        || a.endpoint.as_deref() == Some(crate::protocol::routes::CHAT_COMPLETIONS_PATH);
-    let endpoint = if chat { "endpoint = \"chat\"\n" } else { "" };
+    let endpoint = if chat(a) { "endpoint = \"chat\"\n" } else { "" };
     let token_ids = if a.no_token_ids { "token_ids = false\n" } else { "" };
     let _ = write!(
         t,
@@ -247,28 +357,67 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     );
     t.push_str("[prompts]\n");
     let tokenizer = a.tokenizer.as_ref().map(|k| format!("tokenizer = {}\n", quote(k))).unwrap_or_default();
+    let (ri, ro) = range_ratios(a)?;
+    if let Some(shape) = &a.length_shape {
+        let entries = a.panel_entries.unwrap_or(n);
+        let _ = match a.dataset {
+            Dataset::Synthetic => write!(
+                t,
+                "source = \"synthetic\"\ntexts = {}\n{tokenizer}num_requests = {entries}\ninput_tokens = {}\n\
+                 output_tokens = {}\n",
+                quote(path),
+                shape.input,
+                shape.output
+            ),
+            _ => write!(
+                t,
+                "source = \"synthetic\"\nnum_requests = {entries}\nmin_token_id = 0\nmax_token_id = {}\n\
+                 input_tokens = {}\noutput_tokens = {}\n",
+                a.max_token_id, shape.input, shape.output
+            ),
+        };
+        t.push('\n');
+        return Ok(());
+    }
     let _ = match a.dataset {
-        Dataset::Random if varied_random(a) => {
-            let r = a.random_range_ratio.unwrap_or(0.0);
+        Dataset::Random => {
+            let mut output_ratio = if ro == ri { String::new() } else { format!("output_range_ratio = {ro:?}\n") };
+            output_ratio.push_str(&special_ids_line(a)?);
             write!(
                 t,
-                "source = \"synthetic\"\nnum_requests = {n}\nmin_token_id = 0\nmax_token_id = {}\nprefix_tokens = {}\n\
-                 input_tokens = {}\noutput_tokens = {}\n",
-                a.max_token_id,
+                "source = \"vllm_random\"\n{tokenizer}num_requests = {n}\ninput_len = {}\noutput_len = {}\n\
+                 prefix_len = {}\nrange_ratio = {ri:?}\n{output_ratio}",
+                a.random_input_len,
+                fixed_output,
                 a.random_prefix_len.unwrap_or(0),
-                length_range(a.input_len, r),
-                length_range(fixed_output, r)
             )
         }
-        Dataset::Random => write!(
+        Dataset::RandomIds if ri != 0.0 || a.random_prefix_len.is_some_and(|p| p > 0) => write!(
+            t,
+            "source = \"synthetic\"\nnum_requests = {n}\nmin_token_id = 0\nmax_token_id = {}\nprefix_tokens = {}\n\
+             input_tokens = {}\noutput_tokens = {}\n",
+            a.max_token_id,
+            a.random_prefix_len.unwrap_or(0),
+            length_range(a.random_input_len, ri),
+            length_range(fixed_output, ro)
+        ),
+        Dataset::RandomIds => write!(
             t,
             "source = \"random\"\nlengths = [{}]\ndocuments = {}\nmin_token_id = 0\nmax_token_id = {}\n",
-            a.input_len,
+            a.random_input_len,
             n.min(MAX_DOCUMENTS),
             a.max_token_id
         ),
         Dataset::Sharegpt => {
-            write!(t, "source = \"sharegpt\"\npath = {}\n{tokenizer}num_requests = {n}\n", quote(path))
+            let mut over = a.sharegpt_output_len.map(|o| format!("output_len = {o}\n")).unwrap_or_default();
+            if a.disable_shuffle {
+                over.push_str("shuffle = false\n");
+            }
+            write!(t, "source = \"sharegpt\"\npath = {}\n{tokenizer}num_requests = {n}\n{over}", quote(path))
+        }
+        Dataset::Custom => {
+            let over = custom_output.map(|o| format!("output_len = {o}\n")).unwrap_or_default();
+            write!(t, "source = \"requests\"\npath = {}\n{tokenizer}num_requests = {n}\n{over}", quote(path))
         }
         Dataset::Requests => {
             write!(t, "source = \"requests\"\npath = {}\n{tokenizer}num_requests = {n}\n", quote(path))
@@ -278,7 +427,7 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
             "source = \"synthetic\"\ntexts = {}\n{tokenizer}num_requests = {n}\n\
              input_tokens = {{ dist = \"fixed\", value = {} }}\noutput_tokens = {{ dist = \"fixed\", value = {} }}\n",
             quote(path),
-            a.input_len,
+            a.random_input_len,
             fixed_output
         ),
     };
@@ -286,10 +435,29 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     Ok(())
 }
 
-/// Whether `--random-range-ratio` or `--random-prefix-len` asks for vLLM's random
-/// dataset with per-request lengths (a `synthetic` panel of random token IDs).
-fn varied_random(a: &BenchArgs) -> bool {
-    a.random_range_ratio.is_some_and(|r| r != 0.0) || a.random_prefix_len.is_some_and(|n| n > 0)
+/// The `[request]` output mode and length line of a dataset's own lengths.
+fn dataset_output(
+    a: &BenchArgs,
+    d: Dataset,
+    natural: &'static str,
+    fixed_output: u32,
+    custom_output: Option<u32>,
+) -> (&'static str, String) {
+    match d {
+        // vLLM sets ignore_eos for its random dataset.
+        Dataset::Random | Dataset::RandomIds | Dataset::Synthetic => {
+            ("forced", format!("output_tokens = {fixed_output}\n"))
+        }
+        Dataset::Sharegpt => {
+            (natural, format!("max_output_tokens = {}\n", a.sharegpt_output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
+        }
+        Dataset::Custom => {
+            (natural, format!("max_output_tokens = {}\n", custom_output.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
+        }
+        Dataset::Requests => {
+            (natural, format!("max_output_tokens = {}\n", a.output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
+        }
+    }
 }
 
 /// vLLM's integer-uniform range around `len`: [floor(len(1-r)), ceil(len(1+r))],
@@ -304,14 +472,11 @@ fn length_range(len: u32, r: f64) -> String {
     }
 }
 
-/// `--random-range-ratio` in [0, 1) and `--random-prefix-len` only with random data.
+/// `--random-range-ratio` and `--random-prefix-len` only with the random datasets.
 fn range_and_prefix(a: &BenchArgs) -> Result<(), BenchError> {
-    if let Some(r) = a.random_range_ratio
-        && !(0.0..1.0).contains(&r)
-    {
-        return Err(bad(format!("--random-range-ratio: must be in [0, 1) (vLLM's range), got {r}")));
-    }
-    if varied_random(a) && a.dataset != Dataset::Random {
+    let (ri, ro) = range_ratios(a)?;
+    let varied = ri != 0.0 || ro != 0.0 || a.random_prefix_len.is_some_and(|n| n > 0);
+    if varied && !matches!(a.dataset, Dataset::Random | Dataset::RandomIds) {
         return Err(bad(format!(
             "--random-range-ratio and --random-prefix-len shape --dataset-name random, not {}",
             dataset_name(a.dataset)
@@ -378,7 +543,7 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         "[warmup]\nprompts = {}\noutput_tokens = 4\n\n[timing]\nsettle_s = {:?}\nrequest_timeout_s = {:?}\n\
          drain_timeout_s = {:?}\n\n[blocks]\ncount = 0\ndescriptive = 1\narm_order = \"fixed\"\ncell_order = \"fixed\"\n\n\
          [limits]\nmax_error_rate = {:?}\n\n",
-        a.num_warmups.unwrap_or(1),
+        a.num_warmups.unwrap_or(0),
         a.settle_s,
         a.request_timeout_s,
         a.request_timeout_s,
@@ -399,7 +564,7 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         None => arrival,
     };
     if !a.counts_per_rate.is_empty() {
-        // A count per rate (--max-seconds): one cell each, named as a sweep would name them.
+        // A count per rate (guidellm's max_duration): one cell each, named as a sweep would name them.
         for (r, n) in a.rate.iter().zip(&a.counts_per_rate) {
             let name = crate::plan::rate_cell_name(kind, *r);
             let _ = write!(

@@ -37,11 +37,9 @@ pub struct BlockExtras {
 pub fn block_extras(dir: &Path, a: &BenchArgs) -> BTreeMap<CellKey, BlockExtras> {
     let levels =
         if a.metric_percentiles.is_some() { super::metric_percentiles(a).unwrap_or_default() } else { Vec::new() };
-    let metrics: Vec<String> = a
-        .percentile_metrics
-        .as_deref()
-        .map(|m| m.split(',').map(|x| x.trim().to_string()).collect())
-        .unwrap_or_default();
+    // vLLM's default sections: ttft,tpot,itl.
+    let metrics: Vec<String> =
+        a.percentile_metrics.as_deref().unwrap_or("ttft,tpot,itl").split(',').map(|x| x.trim().to_string()).collect();
     let Ok(plan) = crate::export::read_plan(dir) else { return BTreeMap::new() };
     let Ok(cells) = crate::export::read_cells(dir, &plan) else { return BTreeMap::new() };
     cells

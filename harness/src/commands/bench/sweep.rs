@@ -1,4 +1,4 @@
-//! guidellm's `--profile sweep` as two studies: the anchors (a closed loop of one,
+//! guidellm's sweep profile (`harness benchmark --profile kind=sweep`) as two studies: the anchors (a closed loop of one,
 //! guidellm's synchronous run, and every request at once, its throughput run),
 //! then the sweep itself: the two anchors again and constant-rate cells evenly
 //! spaced between the anchors' measured rates. The second plan carries the
@@ -35,10 +35,12 @@ fn anchor_rates(a: &BenchArgs, summaries: &[CellSummary]) -> Result<(f64, f64), 
     match (rate(1), rate(all)) {
         (Some(s), Some(t)) if t > s => Ok((s, t)),
         (Some(s), Some(t)) => Err(BenchError::Args(format!(
-            "--profile sweep: the throughput run ({t:.3} req/s) is not faster than the synchronous one ({s:.3}): \
+            "--profile kind=sweep: the throughput run ({t:.3} req/s) is not faster than the synchronous one ({s:.3}): \
              nothing to sweep between them"
         ))),
-        _ => Err(BenchError::Args("--profile sweep: the anchors' study measured no rate (failed requests?)".into())),
+        _ => {
+            Err(BenchError::Args("--profile kind=sweep: the anchors' study measured no rate (failed requests?)".into()))
+        }
     }
 }
 
@@ -60,7 +62,7 @@ pub fn prepare_sweep(
     let near = (thr4 * 10.0).floor() / 10.0;
     if near <= 0.0 || sync4 < 0.1 {
         return Err(BenchError::Args(format!(
-            "--profile sweep: the synchronous rate {sync:.4} req/s is below the 0.1 req/s resolution of derived rates"
+            "--profile kind=sweep: the synchronous rate {sync:.4} req/s is below the 0.1 req/s resolution of derived rates"
         )));
     }
     let points = n - 2;
@@ -78,7 +80,10 @@ pub fn prepare_sweep(
         note: None,
     };
     let loads = compute_derived(&spec).map_err(|e| {
-        BenchError::Args(format!("--profile sweep: {}", e.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; ")))
+        BenchError::Args(format!(
+            "--profile kind=sweep: {}",
+            e.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; ")
+        ))
     })?;
     let mut text = super::plan_text(a, port)?;
     let note = format!(

@@ -12,8 +12,13 @@ struct Cli {
     args: BenchArgs,
 }
 
+/// The flags, with the harness's own token-ID prompts unless a dataset is named
+/// (vLLM's default `random` needs a tokenizer; most tests here are about loads).
 fn args(flags: &[&str]) -> BenchArgs {
     let mut argv = vec!["bench"];
+    if !flags.iter().any(|f| *f == "--dataset" || *f == "--dataset-name") {
+        argv.extend(["--dataset-name", "random-ids"]);
+    }
     argv.extend_from_slice(flags);
     Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}")).args
 }
@@ -61,7 +66,7 @@ fn a_spawned_arm_with_a_rate_and_a_concurrency_sweep_is_one_arm_descriptive_plan
     assert_eq!(plan.request.model, "synth");
     assert!(plan.request.forced() && plan.request.output_tokens == 128);
     assert!(matches!(plan.prompts.source, PanelSource::Random { max_token_id: 255, .. }));
-    assert_eq!((plan.prompts.lengths.as_slice(), plan.prompts.documents), (&[128][..], 7));
+    assert_eq!((plan.prompts.lengths.as_slice(), plan.prompts.documents), (&[1024][..], 7), "vLLM's 1024");
     assert_eq!(plan.max_error_rate, 0.0);
     assert!(p.text.starts_with("# Written by `harness bench`"), "{}", p.text);
 }
@@ -96,6 +101,10 @@ fn dataset_flags_become_the_matching_panel_sources() {
     let sg =
         with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--output-len", "64"]);
     assert!(matches!(&sg.prompts.source, PanelSource::ShareGpt(s) if s.path == "d.json" && s.tokenizer == "t.json"));
+    assert!(matches!(&sg.prompts.source, PanelSource::ShareGpt(s) if s.shuffle));
+    let in_order =
+        with(&["--dataset", "sharegpt", "--dataset-path", "d.json", "--tokenizer", "t.json", "--disable-shuffle"]);
+    assert!(matches!(&in_order.prompts.source, PanelSource::ShareGpt(s) if !s.shuffle), "vLLM's --disable-shuffle");
     assert_eq!(sg.prompts.documents, 50);
     assert!(!sg.request.forced(), "sharegpt outputs are natural unless --ignore-eos");
     assert_eq!(sg.request.max_output_tokens, Some(64));
@@ -137,29 +146,27 @@ fn bad_flags_are_named() {
     assert!(e(&["--rate", "1", "--num-prompts", "0"]).contains("--num-prompts"));
     assert!(e(&["--rate", "1", "--dataset", "sharegpt"]).contains("needs --dataset-path"));
     assert!(e(&["--rate", "1", "--dataset", "sharegpt", "--dataset-path", "d"]).contains("needs --tokenizer"));
-    assert!(e(&["--rate", "1", "--dataset-path", "d"]).contains("--dataset-path: only with"));
+    let path = e(&["--rate", "1", "--dataset-path", "d"]);
+    assert!(path.contains("--dataset-path: --dataset-name random-ids reads no file"), "{path}");
     assert!(e(&["--request-rate", "0"]).contains("--request-rate: every rate must be positive"));
     // What the plan parser judges comes back as an invalid plan, naming the key.
     let bad_name = e(&["--rate", "1", "--name", "no spaces"]);
     assert!(bad_name.contains("study.name"), "{bad_name}");
     let bad_url = error(&["--url", "ftp://x", "--model", "m", "--rate", "1"]);
     assert!(bad_url.contains("arms[0].url"), "{bad_url}");
-    assert!(e(&["--rate", "1", "--port", "9"]).contains("--port: only with --argv"));
     let empty = error(&["--argv", "  ", "--model", "m", "--rate", "1"]);
     assert!(empty.contains("--argv: empty"), "{empty}");
-    // Clap's own: no server, both servers, no load, --port without --argv.
+    // Clap's own: both servers, a bad list.
     let parse = |f: &[&str]| {
         let mut v = vec!["bench"];
         v.extend_from_slice(f);
         Cli::try_parse_from(v).err().map(|e| (e.kind(), e.exit_code()))
     };
-    assert!(parse(&["--model", "m", "--rate", "1"]).is_some_and(|(_, c)| c == 2));
-    assert!(parse(&["--url", "u", "--argv", "a", "--model", "m", "--rate", "1"]).is_some());
-    assert!(parse(&["--url", "u", "--model", "m"]).is_some());
+    assert!(parse(&["--url", "u", "--argv", "a", "--model", "m", "--rate", "1"]).is_some_and(|(_, c)| c == 2));
     assert!(parse(&["--url", "u", "--model", "m", "--rate", "1,x"]).is_some());
 }
 
-fn summary() -> CellSummary {
+pub(crate) fn summary() -> CellSummary {
     let mut v = serde_json::json!({
         "cell": "poisson-r2", "block": 0, "arm": "server", "percentile_method": "nearest_rank",
         "requests": 10, "completed": 9, "failed": 1, "failed_by_class": {"timeout": 1},
@@ -271,7 +278,7 @@ fn vllm_bench_flags_write_the_same_plan_as_ours() {
         "--model",
         "m",
         "--dataset",
-        "random",
+        "random-ids",
         "--input-len",
         "64",
         "--output-len",
@@ -286,7 +293,7 @@ fn vllm_bench_flags_write_the_same_plan_as_ours() {
         "--model",
         "m",
         "--dataset-name",
-        "random",
+        "random-ids",
         "--random-input-len",
         "64",
         "--random-output-len",
@@ -462,116 +469,8 @@ fn a_left_out_model_is_the_first_one_the_server_lists() {
     assert!(spawned.contains("--model is required with --argv"), "{spawned}");
 }
 
-/// guidellm's habits: `--target`, `--profile`, `--max-requests`, `--max-seconds` and
-/// the synthetic `--data` spec map onto the same plan keys.
-#[test]
-fn guidellm_profiles_durations_and_data_map_onto_cells() {
-    let g = |extra: &[&str]| {
-        let mut f = vec!["--target", "http://127.0.0.1:9", "--model", "m"];
-        f.extend_from_slice(extra);
-        prepared(&f)
-    };
-    let loads = |p: &BenchPlan| -> Vec<(String, Load, u64)> {
-        p.frozen
-            .plan
-            .resolved_cells()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                let load = p.frozen.plan.cell(&c.name).unwrap().load.clone();
-                (c.name.clone(), load, c.count)
-            })
-            .collect()
-    };
-    let sync = g(&["--profile", "synchronous", "--max-requests", "20"]);
-    assert!(matches!(loads(&sync)[..], [(ref n, Load::Closed { concurrency: 1 }, 20)] if n == "closed-c1"));
-    let thr = g(&["--profile", "throughput", "--max-requests", "30"]);
-    assert!(matches!(loads(&thr)[..], [(_, Load::Closed { concurrency: 30 }, 30)]));
-    let conc = g(&["--profile", "concurrent", "--rate", "2,4"]);
-    let names: Vec<String> = loads(&conc).into_iter().map(|c| c.0).collect();
-    assert_eq!(names, ["closed-c2", "closed-c4"]);
-    // --max-seconds: each rate its own count (rate x seconds), capped by --max-requests.
-    let cons = g(&["--profile", "constant", "--rate", "1.5,10", "--max-seconds", "20", "--max-requests", "100"]);
-    let l = loads(&cons);
-    assert_eq!(
-        l.iter().map(|c| (c.0.as_str(), c.2)).collect::<Vec<_>>(),
-        [("constant-r1.5", 30), ("constant-r10", 100)]
-    );
-    assert!(l.iter().all(|c| matches!(c.1, Load::Open { arrival: crate::plan::Arrival::Constant, .. })));
-    let data = g(&["--profile", "poisson", "--rate", "2", "--data", "prompt_tokens=256,output_tokens=128"]);
-    let plan = &data.frozen.plan;
-    assert_eq!((plan.prompts.lengths.as_slice(), plan.request.output_tokens), (&[256][..], 128));
-    assert_eq!(g(&["--profile", "poisson", "--rate", "2"]).text, g(&["--rate", "2"]).text);
-    let err = |extra: &[&str]| {
-        let mut f = vec!["--target", "http://127.0.0.1:9", "--model", "m"];
-        f.extend_from_slice(extra);
-        error(&f)
-    };
-    for (flags, want) in [
-        (&["--profile", "sweep", "--rate", "2.5"][..], "--profile sweep: --rate is the number of benchmarks"),
-        (&["--profile", "synchronous", "--max-seconds", "5"], "--max-seconds: a closed loop is bounded by its count"),
-        (&["--profile", "concurrent", "--rate", "1.5"], "--rate lists concurrencies, got 1.5"),
-        (&["--profile", "constant"], "--profile constant: give --rate"),
-        (&["--profile", "throughput", "--rate", "3"], "--profile throughput: takes no --rate"),
-        (&["--rate", "2", "--data", "samples=5"], "--data: \"samples\" is not supported"),
-        (&["--rate", "2", "--max-seconds", "0"], "--max-seconds: must be a positive number"),
-    ] {
-        let e = err(flags);
-        assert!(e.contains(want), "{flags:?}: want {want:?} in {e}");
-    }
-}
-
-fn summary_of(cell: &str, rps: f64) -> CellSummary {
+pub(crate) fn summary_of(cell: &str, rps: f64) -> CellSummary {
     CellSummary { cell: cell.into(), request_throughput_rps: rps, ..summary() }
-}
-
-/// guidellm's sweep: the anchors' plan (one at a time, all at once), then the sweep
-/// plan with the anchors' rates in [derive] and evenly spaced constant-rate points
-/// in [derived], each point's count its rate x --max-seconds.
-#[test]
-fn a_sweep_is_anchors_then_constant_rates_between_them_through_the_derive_formula() {
-    let flags = [
-        "--target",
-        "http://127.0.0.1:9",
-        "--model",
-        "m",
-        "--profile",
-        "sweep",
-        "--rate",
-        "5",
-        "--max-requests",
-        "40",
-        "--max-seconds",
-        "4",
-    ];
-    let anchors = prepared(&flags);
-    let names: Vec<String> = anchors.frozen.plan.cells.iter().map(|c| c.name.clone()).collect();
-    assert_eq!(names, ["closed-c1", "closed-c40"]);
-    let a = resolved(&args(&flags)).unwrap();
-    assert_eq!(a.sweep, Some(5));
-    let measured = [summary_of("closed-c1", 2.0), summary_of("closed-c40", 8.0)];
-    let sweep = prepare_sweep(&a, &measured, Path::new("reports/x-anchors"), || 18555, 0).unwrap();
-    let plan = &sweep.frozen.plan;
-    let derive = plan.derive.as_ref().expect("[derive]");
-    assert_eq!(derive.pilot_rates, [8.0]);
-    let cells = plan.resolved_cells().unwrap();
-    let points: Vec<(String, u64)> =
-        cells.iter().filter(|c| c.name.starts_with("constant-")).map(|c| (c.name.clone(), c.count)).collect();
-    // 5 benchmarks: the two anchors and 3 points at 3.5, 5 and 6.5 req/s, 4 s each.
-    assert_eq!(points, [("constant-s01".to_string(), 14), ("constant-s02".into(), 20), ("constant-s03".into(), 26)]);
-    let rates: Vec<f64> = cells
-        .iter()
-        .filter_map(|c| match c.load {
-            crate::plan::ResolvedLoad::Open { rate_rps, .. } => Some(rate_rps),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(rates, [3.5, 5.0, 6.5]);
-    assert!(sweep.text.contains("sweep anchors measured by harness bench in reports/x-anchors"), "{}", sweep.text);
-    // A throughput run no faster than the synchronous one leaves nothing to sweep.
-    let flat = [summary_of("closed-c1", 2.0), summary_of("closed-c40", 2.0)];
-    let e = prepare_sweep(&a, &flat, Path::new("x"), || 1, 0).unwrap_err().to_string();
-    assert!(e.contains("nothing to sweep"), "{e}");
 }
 
 #[test]
@@ -605,4 +504,221 @@ fn max_concurrency_caps_open_loops_and_sizes_the_infinite_rates_closed_loop() {
     // Without the cap nothing changes.
     let plain = prepared(&["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "2"]);
     assert!(plain.frozen.plan.cells.iter().all(|c| c.max_concurrency.is_none()));
+}
+
+/// Issue 52, item 7: a secret passed as a header (vLLM users pass auth as
+/// `--header Authorization=Bearer X`) would be written into the evidence's
+/// plan.toml: refused, pointing to `--api-key-env`, before anything is written.
+#[test]
+fn secret_bearing_headers_are_refused_pointing_to_api_key_env() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "4"];
+    for h in [
+        "Authorization=Bearer sk-123",
+        "authorization=x",
+        "api-key=k",
+        "X-API-Key=k",
+        "x-auth-token=t",
+        "X-Client-Secret=s",
+        "OpenAI-Key=k",
+        "proxy-authorization=Basic x",
+    ] {
+        let e = error(&joined(&base, &["--header", h]));
+        assert!(e.contains("--api-key-env") && e.contains("plan.toml"), "{h}: {e}");
+        assert!(!e.contains("sk-123"), "the message must not repeat the secret: {e}");
+    }
+    // Ordinary headers stay, as in vLLM.
+    let p = prepared(&joined(&base, &["--header", "x-tenant=blue", "x-request-source=ci"]));
+    assert_eq!(p.frozen.plan.arms[0].headers.len(), 2);
+}
+
+/// Issue 52, item 14: `--save-result` whose result file cannot be written is bad
+/// input, found before the study runs (it used to run the whole study, then exit 1).
+#[test]
+fn save_result_destinations_are_checked_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let f = file.display().to_string();
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "4", "--save-result"];
+    for (extra, want) in [
+        (&["--result-dir", f.as_str()][..], "--result-dir"),
+        (&["--result-filename", ""], "--result-filename"),
+        (&["--result-filename", "../../etc/x"], "--result-filename"),
+        (&["--result-filename", "/etc/x"], "--result-filename"),
+        (&["--result-filename", "."], "--result-filename"),
+    ] {
+        let e = error(&joined(&base, extra));
+        assert!(e.contains(want), "{extra:?}: want {want:?} in {e}");
+    }
+    // vLLM's sweep passes names like `run=0.json`; a directory that does not
+    // exist yet is created after the run, as vLLM does.
+    let fresh = tmp.path().join("new/dir").display().to_string();
+    prepared(&joined(&base, &["--result-dir", &fresh, "--result-filename", "run=0.json"]));
+    assert!(!tmp.path().join("new").exists(), "nothing is created before the run");
+}
+
+/// Issue 52, item 16: an `--extra-body` too deeply nested for a plan is refused
+/// naming the flag, not as a TOML parse error of the harness's own generated plan.
+#[test]
+fn a_deeply_nested_extra_body_is_refused_naming_the_flag() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "4"];
+    let deep = format!("{}1{}", "{\"a\":".repeat(100), "}".repeat(100));
+    let e = error(&joined(&base, &["--extra-body", &deep]));
+    assert!(e.starts_with("--extra-body: nested 100 levels deep"), "{e}");
+    assert!(!e.contains("invalid") && !e.contains("line 1"), "{e}");
+    let deep_list = format!("{{\"a\":{}1{}}}", "[".repeat(99), "]".repeat(99));
+    assert!(error(&joined(&base, &["--extra-body", &deep_list])).starts_with("--extra-body: nested"));
+    // 32 levels, far beyond real bodies (chat_template_kwargs, response_format), pass.
+    let ok = format!("{}1{}", "{\"a\":".repeat(32), "}".repeat(32));
+    prepared(&joined(&base, &["--extra-body", &ok]));
+}
+
+/// vLLM's minimal command, `vllm bench serve --host H --port P --model M`: every
+/// default is vLLM 0.34's (rate inf: all 1000 prompts at once; its random
+/// dataset, 1024 in and 128 out, forced; no warmup; the block's ttft,tpot,itl).
+#[test]
+fn the_minimal_vllm_command_gets_vllms_defaults() {
+    let p = prepared(&[
+        "--dataset-name",
+        "random",
+        "--host",
+        "10.1.2.3",
+        "--port",
+        "8123",
+        "--model",
+        "M",
+        "--tokenizer",
+        "tok.json",
+    ]);
+    let plan = &p.frozen.plan;
+    assert_eq!(plan.arms[0].server, Server::External { url: "http://10.1.2.3:8123".into() });
+    assert!(matches!(loads_of(&p)[..], [(ref n, Load::Closed { concurrency: 1000 }, 1000)] if n == "closed-c1000"));
+    let PanelSource::VllmRandom(v) = &plan.prompts.source else { panic!("{:?}", plan.prompts.source) };
+    assert_eq!((v.input_len, v.output_len, v.prefix_len, v.input_range_ratio), (1024, 128, 0, 0.0));
+    assert_eq!((v.tokenizer.as_str(), plan.prompts.documents), ("tok.json", 1000));
+    assert!(plan.request.forced() && plan.request.model == "M");
+    assert_eq!((plan.warmup.prompts, plan.study.seed), (0, 0));
+    let defaults = args(&["--model", "M"]);
+    assert_eq!((defaults.port, defaults.host.as_str()), (None, "127.0.0.1"));
+    assert_eq!(target_url(&defaults).as_deref(), Some("http://127.0.0.1:8000"));
+    assert_eq!(target_url(&args(&["--host", "::1"])).as_deref(), Some("http://[::1]:8000"));
+    // --base-url wins over --host and --port, as in vLLM.
+    let b = prepared(&["--base-url", "http://h:1", "--port", "9", "--model", "M"]);
+    assert_eq!(b.frozen.plan.arms[0].server, Server::External { url: "http://h:1".into() });
+    // vLLM's random without a tokenizer says what to give (and names the harness's own).
+    let e = error(&["--dataset-name", "random", "--model", "M"]);
+    assert!(e.contains("--dataset-name random: needs --tokenizer") && e.contains("random-ids"), "{e}");
+    // A directory means its tokenizer.json; --model naming such a directory is the default.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tokenizer.json"), "{}").unwrap();
+    let dir = tmp.path().display().to_string();
+    let p = prepared(&["--dataset-name", "random", "--model", &dir]);
+    let PanelSource::VllmRandom(v) = &p.frozen.plan.prompts.source else { panic!() };
+    assert_eq!(v.tokenizer, tmp.path().join("tokenizer.json").display().to_string());
+    let p = prepared(&["--dataset-name", "random", "--model", "M", "--tokenizer", &dir]);
+    let PanelSource::VllmRandom(v) = &p.frozen.plan.prompts.source else { panic!() };
+    assert_eq!(v.tokenizer, tmp.path().join("tokenizer.json").display().to_string());
+    // Per-side range ratios and vLLM's general --input-len/--output-len.
+    let p = prepared(&[
+        "--dataset-name",
+        "random",
+        "--model",
+        "M",
+        "--tokenizer",
+        "t.json",
+        "--input-len",
+        "64",
+        "--output-len",
+        "8",
+        "--random-range-ratio",
+        r#"{"input": 0.25, "output": 0.5}"#,
+        "--random-prefix-len",
+        "4",
+    ]);
+    let PanelSource::VllmRandom(v) = &p.frozen.plan.prompts.source else { panic!() };
+    assert_eq!((v.input_len, v.output_len, v.prefix_len), (64, 8, 4));
+    assert_eq!((v.input_range_ratio, v.output_range_ratio), (0.25, 0.5));
+}
+
+fn loads_of(p: &BenchPlan) -> Vec<(String, Load, u64)> {
+    let plan = &p.frozen.plan;
+    plan.resolved_cells()
+        .unwrap()
+        .iter()
+        .map(|c| (c.name.clone(), plan.cell(&c.name).unwrap().load.clone(), c.count))
+        .collect()
+}
+
+/// Every flag of vLLM 0.34's `vllm bench serve` parser (serve.py and the dataset
+/// parser, listed in harness/tests/reference/vllm_bench_serve_flags.txt from
+/// vLLM's source) is either a flag of `harness bench` or refused with its reason,
+/// and has its row in docs/bench.md.
+#[test]
+fn every_vllm_flag_is_taken_or_refused_and_documented() {
+    use clap::CommandFactory;
+    let flags = include_str!("../../../tests/reference/vllm_bench_serve_flags.txt");
+    let cmd = Cli::command();
+    let longs: Vec<String> = cmd.get_arguments().filter_map(|a| a.get_long().map(|l| format!("--{l}"))).collect();
+    let docs = include_str!("../../../../docs/bench.md");
+    let mut flags_seen = 0;
+    for flag in flags.lines().map(str::trim).filter(|l| l.starts_with("--")) {
+        flags_seen += 1;
+        assert!(longs.iter().any(|l| l == flag), "{flag}: neither taken nor refused");
+        assert!(docs.contains(&format!("`{flag}`")), "{flag}: no row in docs/bench.md");
+    }
+    assert_eq!(flags_seen, 101, "vLLM 0.34's parser has 101 flags");
+    for r in refused::VLLM_REFUSED {
+        let mut argv = vec!["--url", "http://127.0.0.1:9", "--model", "m", r.flag];
+        if r.flag == "--profile" {
+            argv.push("--request-rate");
+            argv.push("1");
+        }
+        let e = error(&argv);
+        assert_eq!(e, format!("{}: refused: {}", r.flag, r.why));
+        // Refused before any request: no model is asked for.
+        let a = args(&["--url", "http://127.0.0.1:9", r.flag, "x"]);
+        assert!(discover_model(&a).unwrap_err().to_string().contains("refused"), "{}", r.flag);
+    }
+}
+
+/// vLLM's dataset names that are not built are refused by the parser, each with
+/// its reason; the harness's own keep their names.
+#[test]
+fn vllm_dataset_names_not_built_here_are_refused_with_the_reason() {
+    let parse = |name: &str| Cli::try_parse_from(["bench", "--dataset-name", name]).err().map(|e| e.to_string());
+    for (name, why) in
+        [("hf", "offline"), ("sonnet", "no `sonnet`"), ("random-mm", "multimodal"), ("burstgpt", "not built")]
+    {
+        let e = parse(name).unwrap_or_else(|| panic!("{name} accepted"));
+        assert!(e.contains("refused") && e.contains(why), "{name}: {e}");
+    }
+    for name in ["random", "random-ids", "sharegpt", "custom", "synthetic", "requests"] {
+        assert!(parse(name).is_none(), "{name}");
+    }
+}
+
+/// vLLM's `custom` JSONL and the output-length overrides of sharegpt and custom.
+#[test]
+fn custom_and_the_output_length_overrides_map_onto_the_panel() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--tokenizer", "t.json", "--request-rate", "2"];
+    let with = |extra: &[&str]| prepared(&joined(&base, extra)).frozen.plan;
+    let c = with(&["--dataset-name", "custom", "--dataset-path", "c.jsonl", "--skip-chat-template"]);
+    assert!(matches!(&c.prompts.source, PanelSource::Requests { path, tokenizer: Some(_) } if path == "c.jsonl"));
+    assert_eq!(c.prompts.output_len, Some(256), "vLLM's --custom-output-len default");
+    let own = with(&[
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        "c.jsonl",
+        "--skip-chat-template",
+        "--custom-output-len",
+        "-1",
+    ]);
+    assert_eq!(own.prompts.output_len, None);
+    let sg = with(&["--dataset-name", "sharegpt", "--dataset-path", "d.json", "--sharegpt-output-len", "50"]);
+    assert_eq!(sg.prompts.output_len, Some(50));
+    let sg = with(&["--dataset-name", "sharegpt", "--dataset-path", "d.json", "--output-len", "40"]);
+    assert_eq!(sg.prompts.output_len, Some(40), "--output-len sets --sharegpt-output-len, as in vLLM");
+    let e = error(&joined(&base, &["--dataset-name", "custom", "--dataset-path", "c.jsonl"]));
+    assert!(e.contains("--skip-chat-template") && e.contains("openai-chat"), "{e}");
 }

@@ -63,6 +63,7 @@ pub fn build(
         min_tokens: SHAREGPT_MIN_TOKENS,
         max_prompt_tokens: Some(SHAREGPT_MAX_PROMPT_TOKENS),
         max_total_tokens: Some(SHAREGPT_MAX_TOTAL_TOKENS),
+        shuffle: true,
     };
     let entries =
         crate::trace::sources::sharegpt(&spec, path, &enc, seed, n, false).map_err(|e| invalid(e.to_string()))?;

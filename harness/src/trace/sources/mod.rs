@@ -1,6 +1,7 @@
 //! Dataset panel sources: turn a ShareGPT-format file, a JSONL of requests, named
-//! length distributions over natural text, or groups sharing a prefix of natural
-//! text into an ordered list of entries
+//! length distributions over natural text, groups sharing a prefix of natural
+//! text, or vLLM's random dataset (NumPy's generator, `numpy_random`) into an
+//! ordered list of entries
 //! (prompt token IDs, the entry's own output length when the source has one, and
 //! where it came from). Owns each format's reading, its filters and its seeded
 //! sampling, and each entry's chat messages when the plan sends them to the chat
@@ -14,10 +15,12 @@
 //! `b"harness/synthetic/v1\0"`, the study seed and i (8 bytes LE each); both seed
 //! xoshiro256++ as in `seed`.
 
+mod numpy_random;
 mod requests;
 mod shared_prefix;
 mod sharegpt;
 mod synthetic;
+mod vllm_random;
 
 #[cfg(test)]
 mod session_tests;
@@ -32,6 +35,7 @@ pub use requests::{LineRoutes, requests, requests_sessions};
 pub use shared_prefix::shared_prefix;
 pub use sharegpt::{sharegpt, sharegpt_sessions};
 pub use synthetic::{draw_length, synthetic, synthetic_random};
+pub use vllm_random::vllm_random;
 
 /// One request of a dataset panel, before the plan's output settings apply.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,10 @@
 //! `prompts.source = "requests"`: users' own datasets, one JSON object per line,
 //! `{"prompt": "text"}` (encoded with the panel's tokenizer), `{"tokens": [ids]}`
 //! or `{"messages": [{"role", "content"}, ..]}`, with an optional
-//! `"output_tokens"`; blank lines are skipped, other keys ignored. The first
-//! `num_requests` requests are used, in file order.
+//! `"output_tokens"`; blank lines are skipped, other keys ignored. AIPerf's
+//! `single_turn` spellings are the same keys: `"text"` for `"prompt"`,
+//! `"output_length"` for `"output_tokens"` (`harness profile --input-file`). The
+//! first `num_requests` requests are used, in file order.
 //!
 //! A line must suit every endpoint its cells send to (`LineRoutes`, each endpoint
 //! named by a cell on it). On `/v1/completions` a line sends token IDs: `messages`
@@ -33,9 +35,11 @@ use crate::trace::{Encoder, TraceError};
 
 #[derive(Deserialize)]
 struct Line {
+    #[serde(alias = "text")]
     prompt: Option<String>,
     tokens: Option<Vec<u32>>,
     messages: Option<Vec<ChatMessage>>,
+    #[serde(alias = "output_length")]
     output_tokens: Option<u32>,
     turns: Option<Vec<TurnLine>>,
     system: Option<String>,

@@ -115,7 +115,7 @@ pub fn sharegpt_sessions(
         all.iter().enumerate().map(|(i, c)| (i, pairs(c, max_turns))).filter(|(_, p)| !p.is_empty()).collect();
     let unpaired = all.len() - candidates.len();
     let mut r = rng(seed_of(b"harness/sharegpt/v1\0", study_seed, None));
-    for i in (1..candidates.len()).rev() {
+    for i in (1..if spec.shuffle { candidates.len() } else { 0 }).rev() {
         let j = below(&mut r, i as u64 + 1) as usize;
         candidates.swap(i, j);
     }

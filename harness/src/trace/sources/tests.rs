@@ -34,6 +34,7 @@ pub(super) fn spec(path: &str) -> ShareGptSpec {
         min_tokens: 4,
         max_prompt_tokens: Some(1024),
         max_total_tokens: Some(2048),
+        shuffle: true,
     }
 }
 
@@ -490,4 +491,21 @@ fn sharegpt_encodes_each_distinct_text_once() {
     for e in &got {
         assert_eq!((e.tokens.len(), e.output_tokens), (e.tokens.len(), Some(e.tokens.len() as u32 + 1)));
     }
+}
+
+/// `shuffle = false` (vLLM's `--disable-shuffle`): the conversations in file order,
+/// whatever the seed; the default shuffles them.
+#[test]
+fn sharegpt_without_shuffle_keeps_file_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = sharegpt_file(tmp.path(), 12);
+    let s = ShareGptSpec { shuffle: false, ..spec("sg.json") };
+    for seed in [1, 2] {
+        let got: Vec<String> =
+            sharegpt(&s, &path, &Words, seed, 5, false).unwrap().into_iter().map(|e| e.source).collect();
+        assert_eq!(got, (0..5).map(|i| format!("sg.json#{i}")).collect::<Vec<_>>());
+    }
+    let shuffled: Vec<String> =
+        sharegpt(&spec("sg.json"), &path, &Words, 1, 5, false).unwrap().into_iter().map(|e| e.source).collect();
+    assert_ne!(shuffled, (0..5).map(|i| format!("sg.json#{i}")).collect::<Vec<_>>());
 }

@@ -1,0 +1,195 @@
+//! `harness profile` (AIPerf 0.13's `aiperf profile`) on the real engine binary over
+//! HTTP, synthetic model: AIPerf's flags as its users write them, against a
+//! running server; the artifact directory's files load in AIPerf's own models and
+//! every record metric's summary equals what AIPerf's own summary function
+//! computes from the exported records (harness/tests/reference/aiperf_check.py, in
+//! the venv scripts/test makes); the evidence replays clean. A refused flag exits
+//! 2 with its reason and writes nothing. No timed assertions.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+use common::*;
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// The engine serving `model` as `synth` on `port`, without receipts.
+fn serve(model: &Path, port: u16) -> Child {
+    let argv: Vec<String> = serve_argv(model, &["--kv-format", "f16"], &[])
+        .into_iter()
+        .map(|w| w.replace("{model}", "synth").replace("{host}", "127.0.0.1").replace("{port}", &port.to_string()))
+        .collect();
+    let receipts = argv.iter().position(|w| w == "--receipts").expect("--receipts");
+    let argv: Vec<String> = argv[..receipts].iter().chain(&argv[receipts + 2..]).cloned().collect();
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the engine")
+}
+
+/// Waits (at most 60 s) until the server answers its health path.
+fn wait_up(port: u16) {
+    for _ in 0..600 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the engine did not listen on {port}");
+}
+
+fn profile(args: &[&str]) -> Output {
+    Command::new(harness_bin()).arg("profile").args(args).current_dir(workspace()).output().expect("harness profile")
+}
+
+/// AIPerf's own reading of an artifact directory (one JSON line of counts).
+fn aiperf_reads(art: &Path) -> serde_json::Value {
+    let python = workspace().join("target/venv-aiperf-ref/bin/python");
+    assert!(python.is_file(), "{} is missing: run scripts/test (it installs AIPerf's models)", python.display());
+    let script = workspace().join("harness/tests/reference/aiperf_check.py");
+    let check = Command::new(&python).arg(&script).arg(art).output().expect("python");
+    let (stdout, stderr) = text(&check);
+    assert!(check.status.success(), "AIPerf's models refused {}:\n{stdout}\n{stderr}", art.display());
+    serde_json::from_str(stdout.trim()).expect("one JSON line")
+}
+
+fn replay_ok(dir: &Path) {
+    let replay = Command::new(harness_bin()).arg("replay").arg(dir).output().expect("replay");
+    let (stdout, stderr) = text(&replay);
+    assert!(replay.status.success(), "replay failed:\n{stdout}\n{stderr}");
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn aiperf_profile_flags_run_against_a_server_and_aiperf_reads_the_exports() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let port = free_port();
+    let mut server = serve(&model, port);
+    wait_up(port);
+    let url = format!("127.0.0.1:{port}");
+    // Synthetic prompts on /v1/completions, streamed, closed loop of 2.
+    let (art, ev) = (tmp.path().join("art"), tmp.path().join("ev"));
+    let synthetic = profile(&[
+        "-m",
+        "synth",
+        "--url",
+        &url,
+        "--endpoint-type",
+        "completions",
+        "--streaming",
+        "--concurrency",
+        "2",
+        "--request-count",
+        "6",
+        "--isl",
+        "12",
+        "--isl-stddev",
+        "2",
+        "--osl",
+        "4",
+        "--extra-inputs",
+        "ignore_eos:true",
+        "--warmup-request-count",
+        "1",
+        "--goodput",
+        "time_to_first_token:60000 request_latency:60000",
+        "--random-seed",
+        "3",
+        "--artifact-dir",
+        &s(&art),
+        "--out",
+        &s(&ev),
+        "--ui",
+        "none",
+    ]);
+    // A single_turn file (AIPerf's `text`, `output_length`) as chat messages, open loop.
+    let rows = tmp.path().join("rows.jsonl");
+    std::fs::write(&rows, "{\"text\": \"When shall we three meet again\", \"output_length\": 3}\n{\"text\": \"In thunder, lightning, or in rain?\"}\n{\"text\": \"When the hurlyburly's done\"}\n").unwrap();
+    let (art2, ev2) = (tmp.path().join("art2"), tmp.path().join("ev2"));
+    let chat = profile(&[
+        "--model",
+        "synth",
+        "-u",
+        &format!("http://{url}"),
+        "--streaming",
+        "--input-file",
+        &s(&rows),
+        "--custom-dataset-type",
+        "single_turn",
+        "--tokenizer",
+        &s(&model),
+        "--osl",
+        "5",
+        "--request-rate",
+        "20",
+        "--output-artifact-dir",
+        &s(&art2),
+        "--out",
+        &s(&ev2),
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let (stdout, stderr) = text(&synthetic);
+    assert!(synthetic.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("LLM Metrics") && stdout.contains("Time to First Token (ms)"), "{stdout}");
+    for f in ["profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl"] {
+        assert!(stdout.contains(&format!("wrote {}", art.join(f).display())), "{stdout}");
+    }
+    let v = aiperf_reads(&art);
+    assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(6), Some(0)), "{v}");
+    assert!(v["recomputed"].as_u64().unwrap() >= 10, "every streamed record metric: {v}");
+    let json = read_json(&art.join("profile_export_aiperf.json"));
+    assert_eq!(json["output_sequence_length"]["avg"], 4.0, "forced outputs: {json}");
+    assert_eq!(json["good_request_count"]["avg"], 6.0, "{json}");
+    assert_eq!(json["run_info"]["random_seed"], 3, "{json}");
+    let plan = std::fs::read_to_string(ev.join("plan.toml")).expect("plan.toml");
+    assert!(plan.contains("dist = \"normal\", mean = 12.0, sd = 2.0"), "{plan}");
+    replay_ok(&ev);
+
+    let (stdout, stderr) = text(&chat);
+    assert!(chat.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let v = aiperf_reads(&art2);
+    assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(3), Some(0)), "{v}");
+    let plan = std::fs::read_to_string(ev2.join("plan.toml")).expect("plan.toml");
+    assert!(plan.contains("endpoint = \"chat\"") && plan.contains("load = \"open\""), "{plan}");
+    replay_ok(&ev2);
+}
+
+/// Every refused AIPerf flag exits 2 with its reason, before anything is written.
+#[test]
+fn refused_aiperf_flags_exit_2_and_write_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for r in harness::commands::profile::refused::AIPERF_REFUSED {
+        let (art, ev) = (tmp.path().join("art"), tmp.path().join("ev"));
+        let o = profile(&[
+            "-m",
+            "m",
+            "--url",
+            "127.0.0.1:9",
+            "--endpoint-type",
+            "completions",
+            r.flag,
+            "--artifact-dir",
+            &s(&art),
+            "--out",
+            &s(&ev),
+        ]);
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{}: {stderr}", r.flag);
+        assert!(stderr.contains(&format!("{}: refused: {}", r.flag, r.why)), "{}: {stderr}", r.flag);
+        assert!(!art.exists() && !ev.exists(), "{}: wrote something", r.flag);
+    }
+    let unused: PathBuf = tmp.path().join("nothing");
+    assert!(!unused.exists());
+}
