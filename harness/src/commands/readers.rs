@@ -65,6 +65,21 @@ pub const OTHER_PATHS: &[(&str, &str, &str)] = &[
     ("noise", "json", "the report written"),
     ("bench", "out", "the evidence directory written (its own, read back after it is sealed)"),
     ("bench", "result_dir", "where result files are written"),
+    ("benchmark", "out", "the evidence directory written (its own, read back after it is sealed)"),
+    ("profile", "out", "the evidence directory written (its own, read back after it is sealed)"),
+    ("profile", "input_file", "an input dataset"),
+    ("profile", "texts", "the input texts synthetic prompts are cut from"),
+    ("profile", "artifact_dir", "where AIPerf's export files are written"),
+    ("mock", "spec", "a mock spec"),
+    ("mock", "ground_truth", "the ground truth written"),
+    ("mock", "summary", "the lateness summary written"),
+    (
+        "run",
+        "study",
+        "a dispatched study's directory, unfinished by definition (a worker writes one block of it); the worker \
+         checks the plan, derived loads and inputs against the hashes in slurm/dispatch.json",
+    ),
+    ("run", "shared_root", "the directory every node sees, which the study must be under"),
 ];
 
 /// Whether `(command, arg)` names an evidence directory the command reads.
