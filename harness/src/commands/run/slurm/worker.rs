@@ -184,6 +184,18 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<WorkerOutcome, RunError> {
         ports.join(", ")
     );
 
+    // The client's measurement floor on this node now, as every local session
+    // measures it (replay wants one from each session that ran units).
+    let floor_rate =
+        frozen.plan.resolved_cells().map_or(crate::load::FLOOR_DEFAULT_RATE, |r| crate::load::planned_rate(&r));
+    match crate::load::measure_floor(floor_rate) {
+        Ok(floor) => {
+            if let Some(r) = claim.record.as_mut() {
+                r.measurement_floor = Some(floor);
+            }
+        }
+        Err(e) => eprintln!("harness: worker: measurement floor: not measured: {e}"),
+    }
     let result = run_block(&frozen, &ev, &block, session, opts, &secrets);
     let (outcome, detail, units_run) = match &result {
         Ok((None, units)) => (TaskOutcome::Finished, None, units.clone()),
