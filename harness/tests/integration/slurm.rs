@@ -263,6 +263,9 @@ fn a_dispatched_study_replays_clean_equals_its_recomputation_and_names_a_changed
     run_bare.as_object_mut().unwrap().remove("executor");
     std::fs::write(bare.join("run.json"), serde_json::to_vec_pretty(&run_bare).unwrap()).unwrap();
     std::fs::remove_dir_all(bare.join("slurm")).unwrap();
+    // Sealed again as a study that ran here would be: every reader refuses evidence
+    // that differs from its manifest.
+    tamper::rewrite_manifest(&bare);
     let r = Command::new(harness_bin()).arg("report").arg(&bare).output().unwrap();
     assert!(r.status.success(), "{}", text(&r));
     assert_eq!(
