@@ -292,6 +292,7 @@ fn a_dispatched_study_replays_clean_equals_its_recomputation_and_names_a_changed
         }
     }
     std::fs::write(two.join("run.json"), serde_json::to_vec_pretty(&run_two).unwrap()).unwrap();
+    tamper::rewrite_manifest(&two);
     let r = Command::new(harness_bin()).arg("report").arg(&two).output().unwrap();
     assert!(r.status.success(), "{}", text(&r));
     tamper::rewrite_manifest(&two);
