@@ -26,11 +26,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use harness::Failure;
+
+/// Every command ends in an exit code: [`Failure`] carries it from the error that decided it.
+type Result<T> = std::result::Result<T, Failure>;
 use clap::{Parser, Subcommand};
 use harness::BadInput;
 use harness::commands::{self, run::RunOptions};
-use harness::plan::PlanError;
 
 /// The exit codes, as `harness --help` prints them (the mapping is [`exit_code`]).
 const EXIT_CODES: &str = "Exit codes:\n  \
@@ -380,7 +382,8 @@ fn print_report(r: &harness::report::ReportOutcome) {
 
 /// `harness report DIR`.
 fn report(dir: &Path) -> Result<()> {
-    let outcome = harness::report::regenerate(dir).with_context(|| format!("report of {}", dir.display()))?;
+    let outcome = harness::report::regenerate(dir)
+        .map_err(|e| Failure::from(e).context(format!("report of {}", dir.display())))?;
     println!("wrote {} files under {}", outcome.files.len(), dir.join("results").display());
     print_report(&outcome);
     Ok(())
@@ -401,7 +404,7 @@ fn benchmark(args: &harness::commands::benchmark::BenchmarkArgs) -> Result<bool>
         #[command(flatten)]
         bench: BenchArgs,
     }
-    let defaults = Defaults::try_parse_from(["bench"])?.bench;
+    let defaults = Defaults::try_parse_from(["bench"]).map_err(Failure::other)?.bench;
     let t = harness::commands::benchmark::translate(args, defaults)?;
     let (ok, evidence) = bench_study(&t.bench)?;
     if ok && let Some(dir) = evidence {
@@ -421,7 +424,7 @@ fn profile(args: &harness::commands::profile::ProfileArgs) -> Result<bool> {
         #[command(flatten)]
         bench: BenchArgs,
     }
-    let defaults = Defaults::try_parse_from(["bench"])?.bench;
+    let defaults = Defaults::try_parse_from(["bench"]).map_err(Failure::other)?.bench;
     let t = harness::commands::profile::translate(args, defaults)?;
     let (ok, evidence) = bench_study(&t.bench)?;
     if ok && let Some(dir) = evidence {
@@ -518,41 +521,6 @@ fn run_bench_plan(
     Ok(ok)
 }
 
-/// Whether a plan error is bad input (everything but failing to write the plan back).
-/// The exit code of an error: 2 when any error of its chain says it is bad input
-/// (`harness::BadInput`), 1 for anything else.
-fn exit_code(e: &anyhow::Error) -> u8 {
-    let bad = e.chain().any(|c| {
-        macro_rules! ask {
-            ($($t:ty),*) => {
-                $(if let Some(x) = c.downcast_ref::<$t>() {
-                    return x.is_bad_input();
-                })*
-            };
-        }
-        ask!(
-            PlanError,
-            harness::commands::plan::PlanCommandError,
-            harness::analysis::power::PowerError,
-            harness::commands::replay::ReplayError,
-            harness::trace::TraceError,
-            harness::commands::run::RunError,
-            harness::commands::compare::CompareError,
-            harness::quality::QualityError,
-            harness::commands::bench::BenchError,
-            harness::commands::accept::AcceptError,
-            harness::analysis::noise::NoiseError,
-            harness::commands::gate::GateError,
-            harness::export::ExportError,
-            harness::report::ReportError,
-            harness::evidence::SealError,
-            harness::mock::MockError
-        );
-        false
-    });
-    if bad { 2 } else { 1 }
-}
-
 /// Whether the command only reads files and prints (no server, no request), so
 /// that a closed stdout (`harness plan check PLAN | head`) may end it as it ends
 /// any Unix filter.
@@ -602,7 +570,7 @@ fn main() -> ExitCode {
             let done = match (block, study, shared_root, plan) {
                 (Some(k), Some(study), Some(root), _) => run_block(k, study, root, quiet),
                 (_, _, _, Some(plan)) => run(plan, out, force, resume, quiet, executor),
-                _ => Err(anyhow::anyhow!("harness run: a PLAN, or --block with --study and --shared-root")),
+                _ => Err(Failure::usage("harness run: a PLAN, or --block with --study and --shared-root")),
             };
             match done {
                 Ok(true) => Ok(()),
@@ -705,8 +673,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("harness: {e:#}");
-            ExitCode::from(exit_code(&e))
+            eprintln!("harness: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -778,7 +746,8 @@ mod tests {
     #[test]
     fn exit_codes_come_from_the_errors_own_verdicts() {
         use harness::commands::run::RunError;
-        let code = |e: anyhow::Error| exit_code(&e);
+        use harness::plan::PlanError;
+        let code = |e: Failure| e.exit_code();
         assert_eq!(code(PlanError::invalid("blocks.count", "must be at least 1").into()), 2);
         let write = PlanError::Write { path: "p".into(), error: std::io::Error::other("disk full") };
         assert_eq!(code(write.into()), 1);
@@ -786,8 +755,13 @@ mod tests {
         let stopped =
             RunError::StartFailures { arm: "a".into(), failures: 2, max: 2, last: "x".into(), dir: "d".into() };
         assert_eq!(code(stopped.into()), 2);
-        assert_eq!(code(anyhow::Error::from(PlanError::invalid("k", "m")).context("while checking")), 2);
-        assert_eq!(code(anyhow::anyhow!("something else")), 1);
+        let wrapped = Failure::from(PlanError::invalid("k", "m")).context("while checking");
+        assert_eq!((wrapped.to_string(), wrapped.exit_code()), ("while checking: k: m".to_string(), 2));
+        assert_eq!(code(Failure::other(std::io::Error::other("something else"))), 1);
+        assert_eq!(code(Failure::usage("a PLAN, or --block")), 2);
+        use harness::commands::bench_loadgen::BenchError;
+        assert_eq!(code(BenchError::Invalid("--rate must be positive".into()).into()), 2);
+        assert_eq!(code(BenchError::Runtime("no threads".into()).into()), 1);
     }
 
     /// One name per concept across subcommands: a rate list is `--rate`, a request

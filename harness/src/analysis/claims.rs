@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::evidence::UnitState;
 use crate::metrics::CellSummary;
 use crate::metrics::FIELDS;
 use crate::plan::{Blocking, CellKind, Metric, MetricKind, Plan};
@@ -32,13 +33,13 @@ use crate::stats::{
     MedianScreen, Rule, SignTest, StatsError, decide_family, effect, median,
 };
 
-/// The status of one server invocation, from its `arm_outcome.json` (`missing` when
-/// the file is absent).
+/// One scheduled server invocation and how it ended, from its `arm_outcome.json`
+/// (`missing` when the file is absent).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UnitStatus {
+pub struct UnitRow {
     pub block: u32,
     pub arm: String,
-    pub status: String,
+    pub status: UnitState,
     pub detail: Option<String>,
 }
 
@@ -154,7 +155,7 @@ pub struct Analysis {
 pub struct AnalysisInput<'a> {
     pub plan: &'a Plan,
     pub summaries: &'a [CellSummary],
-    pub units: &'a [UnitStatus],
+    pub units: &'a [UnitRow],
     pub failures: &'a [FailedRequest],
     /// Arms that `results/qualification.json` marks as not qualified.
     pub unqualified: &'a [String],
@@ -181,7 +182,7 @@ fn block_effects(input: &AnalysisInput<'_>, h: &crate::plan::Hypothesis) -> (Vec
         for arm in [&h.candidate, &h.control] {
             match input.units.iter().find(|u| u.block == b && &u.arm == arm) {
                 None => reasons.push(format!("block {b}: arm {arm} has no arm_outcome.json")),
-                Some(u) if !crate::evidence::UnitStatus::is_completed(&u.status) => reasons.push(format!(
+                Some(u) if !u.status.is_completed() => reasons.push(format!(
                     "block {b}: arm {arm}: server {}{}",
                     u.status,
                     u.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()

@@ -29,7 +29,7 @@ pub mod study;
 use std::path::PathBuf;
 
 pub use claims::{
-    Analysis, AnalysisInput, BlockEffect, CellMedians, Claim, FailedRequest, HypothesisReport, UnitStatus, analyse,
+    Analysis, AnalysisInput, BlockEffect, CellMedians, Claim, FailedRequest, HypothesisReport, UnitRow, analyse,
 };
 pub use study::{Loaded, load};
 

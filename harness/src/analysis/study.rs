@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::AnalysisError;
-use super::claims::{FailedRequest, UnitStatus};
+use super::claims::{FailedRequest, UnitRow};
 use crate::evidence::request_record::{Failure, RequestRecord};
 use crate::evidence::{
     ARM_OUTCOME_FILE, Evidence, GitInfo, RUN_FILE, RunRecord, STARTUP_FILE, Session, StartupRecord, UnitOutcome,
+    UnitState,
 };
 use crate::metrics::{
     CellSummary, INCOMPLETE_CLASS, TurnSummary, measure_request, summarize_cell_with_slo, summarize_turns,
@@ -24,7 +25,7 @@ use crate::plan::{FrozenPlan, ResolvedCell, Schedule, freeze};
 /// One server invocation as the report shows it.
 #[derive(Debug, Clone)]
 pub struct UnitInfo {
-    pub status: UnitStatus,
+    pub status: UnitRow,
     /// The expanded argv from `startup.json`, when spawned.
     pub argv: Option<Vec<String>>,
     pub program_sha256: Option<String>,
@@ -101,7 +102,7 @@ impl Loaded {
     /// `unqualified` marked so: what the report and `plan power` both read.
     pub fn analyse(&self, unqualified: &[String]) -> Result<super::Analysis, crate::stats::StatsError> {
         let summaries: Vec<CellSummary> = self.cells.iter().filter_map(|c| c.summary.as_ref().ok().cloned()).collect();
-        let statuses: Vec<UnitStatus> = self.units.iter().map(|u| u.status.clone()).collect();
+        let statuses: Vec<UnitRow> = self.units.iter().map(|u| u.status.clone()).collect();
         let input = super::AnalysisInput {
             plan: &self.frozen.plan,
             summaries: &summaries,
@@ -159,10 +160,10 @@ fn git_of(root: &Path, run: Option<&RunRecord>) -> Result<Option<GitInfo>, Analy
 
 fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, AnalysisError> {
     let outcome: Option<UnitOutcome> = read_json(&dir.join(ARM_OUTCOME_FILE))?;
-    let status = UnitStatus {
+    let status = UnitRow {
         block,
         arm: arm.to_string(),
-        status: outcome.as_ref().map_or_else(|| "missing".into(), |o| o.status.as_str().to_string()),
+        status: UnitState::of(outcome.as_ref().map(|o| o.status)),
         detail: outcome.as_ref().and_then(|o| o.detail.clone()),
     };
     let startup: Option<StartupRecord> = read_json(&dir.join(STARTUP_FILE))?;

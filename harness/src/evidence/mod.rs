@@ -66,7 +66,7 @@ pub use open::{BOM, kind_in_words, open_input, open_regular, read_input, read_in
 pub use pilots_record::{
     CountRuleRecord, DERIVED_PATH, PILOTS_DIR, PILOTS_FORMAT, PilotRun, PilotsRecord, RATE_RULE, read_pilots_record,
 };
-pub use records::UnitStatus;
+pub use records::{CellStatus, QualificationVerdict, RecordStatus, RequestStatus, RowStatus, UnitState, UnitStatus};
 pub use run_record::{
     BodyHashes, CLOCK, Discard, RUN_FILE, RUN_FORMAT, RunRecord, RunUnit, SESSION_FORMATS, Session, SessionState,
     unix_ms,

@@ -1,8 +1,14 @@
-//! Values that several evidence files share, typed once for every writer and
-//! reader: a server invocation's status (`arm_outcome.json` `status`, the
-//! `unit.json` record's `status` of a study unit, compare's `unit.json`). Owns
-//! their spellings. Must not decide what a status
-//! means for a claim: `report` and `replay` do.
+//! The statuses the evidence files spell, typed once for every writer and reader:
+//! a server invocation's status ([`UnitStatus`]: `arm_outcome.json` `status`,
+//! compare's `unit.json`), a scheduled unit as a reader finds it ([`UnitState`]:
+//! `results/matrix.csv` `unit_status`), a cell of a server invocation
+//! ([`CellStatus`]: `arm_outcome.json` `cells[].status`), a matrix row
+//! ([`RowStatus`]: `results/matrix.csv` `status`), a request's row
+//! ([`RequestStatus`]: `results/requests.csv` `status`) and a completion record's
+//! ([`RecordStatus`]: `unit.json` `status`). Owns their spellings: no reader
+//! compares a status as free text, and a file with an unknown spelling is refused
+//! where it is read. Must not decide what a status means for a claim: `report` and
+//! `replay` do.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,20 +53,183 @@ impl UnitStatus {
         UnitStatus::ALL.into_iter().find(|u| u.as_str() == s)
     }
 
-    /// Whether a file's status text is `Completed`.
-    pub fn is_completed(s: &str) -> bool {
-        UnitStatus::parse(s) == Some(UnitStatus::Completed)
-    }
-
     /// Nothing was measured: the unit may be run again when a study resumes.
     pub fn measured_nothing(self) -> bool {
         matches!(self, UnitStatus::StartFailed | UnitStatus::IdentityFailed)
     }
 }
 
-impl std::fmt::Display for UnitStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+/// A scheduled server invocation as a reader finds it: ended with a status, or
+/// without a readable `arm_outcome.json`. Spelled as the status, `missing` or
+/// `malformed` (`results/matrix.csv` `unit_status`, report and replay tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitState {
+    Ended(UnitStatus),
+    /// No `arm_outcome.json`: the unit never ran, or the study stopped first.
+    Missing,
+    /// An `arm_outcome.json` that does not parse (replay names the file).
+    Malformed,
+}
+
+impl UnitState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitState::Ended(s) => s.as_str(),
+            UnitState::Missing => "missing",
+            UnitState::Malformed => "malformed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<UnitState> {
+        match s {
+            "missing" => Some(UnitState::Missing),
+            "malformed" => Some(UnitState::Malformed),
+            _ => UnitStatus::parse(s).map(UnitState::Ended),
+        }
+    }
+
+    /// The state of a unit whose outcome file was read (`None`: there was none).
+    pub fn of(status: Option<UnitStatus>) -> UnitState {
+        status.map_or(UnitState::Missing, UnitState::Ended)
+    }
+
+    pub fn is_completed(self) -> bool {
+        self == UnitState::Ended(UnitStatus::Completed)
+    }
+}
+
+/// How one cell of a server invocation ended (`arm_outcome.json` `cells[].status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Every request was sent and ended.
+    Completed,
+    /// The server died during the cell.
+    Interrupted,
+    /// The cell was never started (the server died or failed before it).
+    NotRun,
+}
+
+impl CellStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellStatus::Completed => "completed",
+            CellStatus::Interrupted => "interrupted",
+            CellStatus::NotRun => "not_run",
+        }
+    }
+}
+
+/// Whether a scheduled (block, arm, cell) has numbers (`results/matrix.csv` `status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowStatus {
+    /// Its summary was computed.
+    Measured,
+    /// It has no requests file: never run.
+    NotRun,
+    /// It has a requests file but no summary could be computed (the error is beside it).
+    NoSummary,
+}
+
+impl RowStatus {
+    pub const ALL: [RowStatus; 3] = [RowStatus::Measured, RowStatus::NotRun, RowStatus::NoSummary];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowStatus::Measured => "measured",
+            RowStatus::NotRun => "not_run",
+            RowStatus::NoSummary => "no_summary",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RowStatus> {
+        RowStatus::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// One request's row in `results/requests.csv` (`status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestStatus {
+    /// Valid and completed: its measures are in the row.
+    Ok,
+    /// Failed or unfinished (`failure_class` says how).
+    Failed,
+    /// Valid, but its timestamps are out of order: no measures.
+    Unmeasurable,
+}
+
+impl RequestStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStatus::Ok => "ok",
+            RequestStatus::Failed => "failed",
+            RequestStatus::Unmeasurable => "unmeasurable",
+        }
+    }
+}
+
+/// The qualification's verdict in its completion record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QualificationVerdict {
+    AllQualified,
+    NotAllQualified,
+}
+
+/// A completion record's `status` (`unit.json`): the server invocation's status, or
+/// the qualification's verdict for the `qualification` unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RecordStatus {
+    Server(UnitStatus),
+    Qualification(QualificationVerdict),
+}
+
+impl RecordStatus {
+    /// The server invocation's status (`None` for the qualification's record).
+    pub fn server(self) -> Option<UnitStatus> {
+        match self {
+            RecordStatus::Server(s) => Some(s),
+            RecordStatus::Qualification(_) => None,
+        }
+    }
+
+    pub fn is_completed(self) -> bool {
+        self == RecordStatus::Server(UnitStatus::Completed)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordStatus::Server(s) => s.as_str(),
+            RecordStatus::Qualification(QualificationVerdict::AllQualified) => "all_qualified",
+            RecordStatus::Qualification(QualificationVerdict::NotAllQualified) => "not_all_qualified",
+        }
+    }
+}
+
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+display_as_str!(UnitStatus, UnitState, CellStatus, RowStatus, RequestStatus, RecordStatus);
+
+impl Serialize for UnitState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for UnitState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<UnitState, D::Error> {
+        let s = String::deserialize(d)?;
+        UnitState::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown unit status {s:?}")))
     }
 }
 
@@ -77,7 +246,46 @@ mod tests {
             assert_eq!(UnitStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(UnitStatus::parse("missing"), None);
-        assert!(UnitStatus::is_completed("completed") && !UnitStatus::is_completed("server_died"));
+    }
+
+    #[test]
+    fn every_other_status_reads_back_from_its_spelling_and_unknown_ones_are_refused() {
+        let states =
+            UnitStatus::ALL.map(UnitState::Ended).into_iter().chain([UnitState::Missing, UnitState::Malformed]);
+        for s in states {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{s}\""));
+            assert_eq!(serde_json::from_str::<UnitState>(&json).unwrap(), s);
+            assert_eq!(UnitState::parse(s.as_str()), Some(s));
+        }
+        assert!(UnitState::of(Some(UnitStatus::Completed)).is_completed() && !UnitState::of(None).is_completed());
+        assert!(
+            serde_json::from_str::<UnitState>("\"server_failed\"").unwrap_err().to_string().contains("server_failed")
+        );
+        for c in [CellStatus::Completed, CellStatus::Interrupted, CellStatus::NotRun] {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
+        }
+        assert!(serde_json::from_str::<CellStatus>("\"done\"").is_err());
+        for r in [RequestStatus::Ok, RequestStatus::Failed, RequestStatus::Unmeasurable] {
+            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{r}\""));
+        }
+        for r in RowStatus::ALL {
+            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{r}\""));
+            assert_eq!(RowStatus::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(RowStatus::parse("measured "), None);
+        let records = UnitStatus::ALL.map(RecordStatus::Server).into_iter().chain(
+            [QualificationVerdict::AllQualified, QualificationVerdict::NotAllQualified]
+                .map(RecordStatus::Qualification),
+        );
+        for r in records {
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{r}\""));
+            assert_eq!(serde_json::from_str::<RecordStatus>(&json).unwrap(), r);
+        }
+        assert!(RecordStatus::Server(UnitStatus::Completed).is_completed());
+        assert_eq!(RecordStatus::Qualification(QualificationVerdict::AllQualified).server(), None);
+        assert!(serde_json::from_str::<RecordStatus>("\"qualified\"").is_err());
     }
 
     /// Every number an evidence file holds reads back as the one written (serde_json's

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::UnitStatus;
+use super::{CellStatus, UnitStatus};
 
 /// A unit's startup record, in its unit directory.
 pub const STARTUP_FILE: &str = "startup.json";
@@ -139,7 +139,7 @@ impl UnitOutcome {
 pub struct CellOutcome {
     pub cell: String,
     /// `completed`, `interrupted` (the server died during it) or `not_run`.
-    pub status: String,
+    pub status: CellStatus,
     pub requests: u64,
     pub completed: u64,
     pub failed: u64,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{EvidenceError, ManifestFile, Secrets, sha256_hex, write_json};
+use super::{EvidenceError, ManifestFile, RecordStatus, Secrets, sha256_hex, write_json};
 
 /// The `format` of `unit.json`.
 pub const UNIT_FORMAT: &str = "harness-unit/1";
@@ -29,7 +29,7 @@ pub struct UnitRecord {
     /// The session (index into `run.json` `sessions`) that ran the unit.
     pub session: u32,
     /// The unit's outcome (`arm_outcome.json` status, or the qualification verdict).
-    pub status: String,
+    pub status: RecordStatus,
     /// Every file of the unit except this record, relative to the evidence root, sorted.
     pub files: Vec<ManifestFile>,
 }
@@ -75,7 +75,7 @@ pub struct Completion<'a> {
     pub unit: &'a str,
     pub block: Option<u32>,
     pub session: u32,
-    pub status: &'a str,
+    pub status: RecordStatus,
 }
 
 /// Scrubs `secrets` from every file of `dir` and the existing files of `extra`,
@@ -94,8 +94,7 @@ pub fn write_record(
     let mut files = paths.iter().map(|p| hash(root, p)).collect::<Result<Vec<_>, _>>()?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let Completion { unit, block, session, status } = done;
-    let record =
-        UnitRecord { format: UNIT_FORMAT.into(), unit: unit.into(), block, session, status: status.into(), files };
+    let record = UnitRecord { format: UNIT_FORMAT.into(), unit: unit.into(), block, session, status, files };
     write_json(&dir.join(UNIT_FILE), &record)?;
     Ok(record)
 }
@@ -153,6 +152,7 @@ pub fn check_record(root: &Path, dir: &Path, extra: &[PathBuf]) -> RecordCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::UnitStatus;
 
     #[test]
     fn a_record_catches_changed_missing_and_extra_files() {
@@ -169,7 +169,12 @@ mod tests {
             root,
             &dir,
             std::slice::from_ref(&summary),
-            Completion { unit: "b0/a", block: Some(0), session: 0, status: "completed" },
+            Completion {
+                unit: "b0/a",
+                block: Some(0),
+                session: 0,
+                status: RecordStatus::Server(UnitStatus::Completed),
+            },
             &Default::default(),
         )
         .unwrap();

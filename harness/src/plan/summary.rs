@@ -38,11 +38,25 @@ impl Plan {
     /// The text `harness plan check` prints.
     pub fn render_check(&self, sha256: &str) -> String {
         let mut o = String::new();
-        let s = &self.study;
-        let _ = writeln!(o, "study {} (seed {}), plan sha256 {sha256}", s.name, s.seed);
-        if let Some(d) = &s.description {
+        let _ = writeln!(o, "study {} (seed {}), plan sha256 {sha256}", self.study.name, self.study.seed);
+        if let Some(d) = &self.study.description {
             let _ = writeln!(o, "  {d}");
         }
+        self.render_request(&mut o);
+        self.render_slo(&mut o);
+        self.render_prompts(&mut o);
+        self.render_warmup_and_timing(&mut o);
+        self.render_arms(&mut o);
+        self.render_cells(&mut o);
+        self.render_hypotheses(&mut o);
+        self.render_tuning(&mut o);
+        self.render_derive(&mut o);
+        self.render_schedule(&mut o);
+        o
+    }
+
+    /// The request every cell sends, and the endpoint of each cell.
+    fn render_request(&self, o: &mut String) {
         let r = &self.request;
         let _ = writeln!(
             o,
@@ -71,6 +85,10 @@ impl Plan {
         } else if endpoints == [super::Endpoint::Chat] {
             let _ = writeln!(o, "  endpoint: /v1/chat/completions with each entry's chat messages");
         }
+    }
+
+    /// The service-level objectives goodput counts against.
+    fn render_slo(&self, o: &mut String) {
         if let Some(slo) = &self.slo {
             let t: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)]
                 .iter()
@@ -78,57 +96,12 @@ impl Plan {
                 .collect();
             let _ = writeln!(o, "slo: goodput counts valid requests with {} (vLLM --goodput)", t.join(", "));
         }
+    }
+
+    /// The prompt panel and where it comes from.
+    fn render_prompts(&self, o: &mut String) {
         let p = &self.prompts;
-        let src = match &p.source {
-            PanelSource::Text { dir, pattern, tokenizer } => {
-                format!("cut from {dir}/{pattern} with tokenizer {tokenizer}")
-            }
-            PanelSource::Jsonl { path } => format!("cut from token IDs in {path}"),
-            PanelSource::Random { min_token_id, max_token_id } => {
-                format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
-            }
-            PanelSource::ShareGpt(g) => format!(
-                "sampled from {} ({}{}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
-                 at most {}, prompt + output at most {})",
-                g.path,
-                if g.shuffle { "" } else { "in file order, " },
-                g.label(),
-                g.tokenizer,
-                g.min_tokens,
-                opt(g.max_prompt_tokens),
-                opt(g.max_total_tokens)
-            ),
-            PanelSource::Requests { path, tokenizer } => match tokenizer {
-                Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
-                None => format!("one per line of {path} (token IDs only: no tokenizer)"),
-            },
-            PanelSource::VllmRandom(v) => format!(
-                "vLLM's random dataset: token IDs from the whole vocabulary of {} decoded to text and re-encoded, \
-                 {} input tokens after a {}-token shared prefix, {} output tokens (range ratios {} and {})",
-                v.tokenizer, v.input_len, v.prefix_len, v.output_len, v.input_range_ratio, v.output_range_ratio
-            ),
-            PanelSource::SharedPrefix(s) => format!(
-                "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
-                s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer
-            ),
-            PanelSource::Synthetic(y) => format!(
-                "input lengths {}, output lengths {}, {}",
-                dist(&y.input),
-                dist(&y.output),
-                match &y.tokens {
-                    super::SyntheticTokens::Text { texts, pattern, tokenizer } => {
-                        format!("cut from {texts}/{pattern} with tokenizer {tokenizer}")
-                    }
-                    super::SyntheticTokens::Random { min_token_id, max_token_id, prefix: 0 } => {
-                        format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
-                    }
-                    super::SyntheticTokens::Random { min_token_id, max_token_id, prefix } => format!(
-                        "after a {prefix}-token prefix shared by every entry, seeded random token IDs in \
-                         {min_token_id}..={max_token_id} (not natural text; the prefix counts in the input length)"
-                    ),
-                }
-            ),
-        };
+        let src = source_words(&p.source);
         if let Some(turns) = p.max_turns {
             let _ = writeln!(
                 o,
@@ -141,6 +114,10 @@ impl Plan {
         } else {
             let _ = writeln!(o, "prompts: {} per length {:?}, {src}", p.documents, p.lengths);
         }
+    }
+
+    /// The warmup call and the settle and timeout times.
+    fn render_warmup_and_timing(&self, o: &mut String) {
         let w = &self.warmup;
         let _ = writeln!(
             o,
@@ -155,6 +132,10 @@ impl Plan {
             "timing: settle {} s, request timeout {} s, drain timeout {} s",
             t.settle_s, t.request_timeout_s, t.drain_timeout_s
         );
+    }
+
+    /// Each arm's server.
+    fn render_arms(&self, o: &mut String) {
         let _ = writeln!(o, "arms:");
         for a in &self.arms {
             let how = match &a.server {
@@ -165,6 +146,10 @@ impl Plan {
             };
             let _ = writeln!(o, "  {} ({}): {how}, health {}", a.name, a.role.as_str(), a.health);
         }
+    }
+
+    /// Each cell's load, count and lengths.
+    fn render_cells(&self, o: &mut String) {
         let _ = writeln!(o, "cells:");
         for c in &self.cells {
             let load = match &c.load {
@@ -207,6 +192,10 @@ impl Plan {
                 c.retries
             );
         }
+    }
+
+    /// The confirmation hypotheses and their test.
+    fn render_hypotheses(&self, o: &mut String) {
         if !self.hypotheses.is_empty() {
             let alpha = self.alpha.unwrap_or(f64::NAN);
             let _ = writeln!(
@@ -228,6 +217,10 @@ impl Plan {
                 );
             }
         }
+    }
+
+    /// The tuning study's shape.
+    fn render_tuning(&self, o: &mut String) {
         if let Some(t) = &self.tuning {
             let metrics: Vec<&str> = t.metrics.iter().map(|m| m.as_str()).collect();
             let _ = writeln!(
@@ -245,6 +238,10 @@ impl Plan {
                 t.selection
             );
         }
+    }
+
+    /// Derived rates and counts: from in-study pilots, or given pilot rates.
+    fn render_derive(&self, o: &mut String) {
         if let (Some(d), Some(p), None) = (&self.derive, &self.pilots, &self.derived) {
             let _ = writeln!(
                 o,
@@ -271,8 +268,6 @@ impl Plan {
                 }
             }
         }
-        self.render_schedule(&mut o);
-        o
     }
 
     /// The time estimate: settling, the load of every cell run whose duration is
@@ -424,6 +419,60 @@ impl Plan {
         for note in self.balance_notes() {
             let _ = writeln!(o, "note: {note}");
         }
+    }
+}
+
+/// Where a prompt panel's prompts come from, in words.
+fn source_words(source: &PanelSource) -> String {
+    match source {
+        PanelSource::Text { dir, pattern, tokenizer } => {
+            format!("cut from {dir}/{pattern} with tokenizer {tokenizer}")
+        }
+        PanelSource::Jsonl { path } => format!("cut from token IDs in {path}"),
+        PanelSource::Random { min_token_id, max_token_id } => {
+            format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
+        }
+        PanelSource::ShareGpt(g) => format!(
+            "sampled from {} ({}{}) with tokenizer {} (prompts and outputs of at least {} tokens, prompts of \
+             at most {}, prompt + output at most {})",
+            g.path,
+            if g.shuffle { "" } else { "in file order, " },
+            g.label(),
+            g.tokenizer,
+            g.min_tokens,
+            opt(g.max_prompt_tokens),
+            opt(g.max_total_tokens)
+        ),
+        PanelSource::Requests { path, tokenizer } => match tokenizer {
+            Some(t) => format!("one per line of {path} (text encoded with tokenizer {t})"),
+            None => format!("one per line of {path} (token IDs only: no tokenizer)"),
+        },
+        PanelSource::VllmRandom(v) => format!(
+            "vLLM's random dataset: token IDs from the whole vocabulary of {} decoded to text and re-encoded, \
+             {} input tokens after a {}-token shared prefix, {} output tokens (range ratios {} and {})",
+            v.tokenizer, v.input_len, v.prefix_len, v.output_len, v.input_range_ratio, v.output_range_ratio
+        ),
+        PanelSource::SharedPrefix(s) => format!(
+            "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
+            s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer
+        ),
+        PanelSource::Synthetic(y) => format!(
+            "input lengths {}, output lengths {}, {}",
+            dist(&y.input),
+            dist(&y.output),
+            match &y.tokens {
+                super::SyntheticTokens::Text { texts, pattern, tokenizer } => {
+                    format!("cut from {texts}/{pattern} with tokenizer {tokenizer}")
+                }
+                super::SyntheticTokens::Random { min_token_id, max_token_id, prefix: 0 } => {
+                    format!("seeded random token IDs in {min_token_id}..={max_token_id} (not natural text)")
+                }
+                super::SyntheticTokens::Random { min_token_id, max_token_id, prefix } => format!(
+                    "after a {prefix}-token prefix shared by every entry, seeded random token IDs in \
+                     {min_token_id}..={max_token_id} (not natural text; the prefix counts in the input length)"
+                ),
+            }
+        ),
     }
 }
 

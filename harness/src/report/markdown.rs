@@ -177,7 +177,7 @@ fn what_was_run(o: &mut String, l: &Loaded) {
         let status: Vec<String> = l
             .units
             .iter()
-            .filter(|u| u.status.block == b.index && !crate::evidence::UnitStatus::is_completed(&u.status.status))
+            .filter(|u| u.status.block == b.index && !u.status.status.is_completed())
             .map(|u| {
                 format!(
                     "{} {}{}",
@@ -427,8 +427,7 @@ fn server_metrics(o: &mut String, l: &Loaded) {
 
 fn failures(o: &mut String, l: &Loaded) {
     let _ = writeln!(o, "## Failures\n");
-    let faults: Vec<_> =
-        l.units.iter().filter(|u| !crate::evidence::UnitStatus::is_completed(&u.status.status)).collect();
+    let faults: Vec<_> = l.units.iter().filter(|u| !u.status.status.is_completed()).collect();
     for u in &faults {
         let detail = u.status.detail.as_deref().unwrap_or("");
         let _ = writeln!(o, "- server: block {}, arm {}: {} {}", u.status.block, u.status.arm, u.status.status, detail);

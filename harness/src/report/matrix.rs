@@ -25,6 +25,7 @@ use polars_io::parquet::write::{ParquetCompression, ParquetWriter};
 use super::ReportError;
 use crate::analysis::spread::{SPREAD_COLUMNS, Spread};
 use crate::analysis::study::Loaded;
+use crate::evidence::{RowStatus, UnitState};
 use crate::metrics::CellSummary;
 use crate::metrics::{FIELDS, Getter};
 use crate::plan::{Arm, Arrival, ResolvedCell, ResolvedLoad, Server};
@@ -44,8 +45,8 @@ struct Row<'a> {
     load: String,
     rate: Option<f64>,
     concurrency: Option<u32>,
-    unit_status: &'a str,
-    status: &'static str,
+    unit_status: UnitState,
+    status: RowStatus,
     error: Option<&'a str>,
     summary: Option<&'a CellSummary>,
     spread: Option<&'a Spread>,
@@ -96,9 +97,9 @@ fn rows(l: &Loaded) -> Vec<Row<'_>> {
                 let (load, rate, concurrency) = load_text(rc);
                 let data = l.cells.iter().find(|c| c.block == block.index && &c.arm == arm && &c.cell == cell);
                 let (status, error, summary) = match data.map(|d| &d.summary) {
-                    None => ("not_run", None, None),
-                    Some(Ok(s)) => ("measured", None, Some(s)),
-                    Some(Err(e)) => ("no_summary", Some(e.as_str()), None),
+                    None => (RowStatus::NotRun, None, None),
+                    Some(Ok(s)) => (RowStatus::Measured, None, Some(s)),
+                    Some(Err(e)) => (RowStatus::NoSummary, Some(e.as_str()), None),
                 };
                 let spread = data.filter(|_| summary.is_some()).map(|d| &d.spread);
                 out.push(Row {
@@ -111,7 +112,7 @@ fn rows(l: &Loaded) -> Vec<Row<'_>> {
                     load,
                     rate,
                     concurrency,
-                    unit_status: unit.map_or("missing", |u| u.status.status.as_str()),
+                    unit_status: unit.map_or(UnitState::Missing, |u| u.status.status),
                     status,
                     error,
                     summary,

@@ -54,7 +54,7 @@ pub use text::{claims_markdown, claims_terminal};
 pub use tuning::{ConfigurationScore, TuningSummary};
 pub use units::metric_unit;
 
-use crate::analysis::{Analysis, AnalysisError, FailedRequest, Loaded, UnitStatus};
+use crate::analysis::{Analysis, AnalysisError, FailedRequest, Loaded, UnitRow};
 use crate::evidence::{
     EvidenceError, GitInfo, MANIFEST_FILE, Manifest, ManifestFile, SealError, Sealed, hash_regular, listing,
     write_bytes, write_json,
@@ -131,7 +131,7 @@ struct EvidenceJson<'a> {
     descriptive_blocks: u32,
     /// `analysis.blocking`: "study" or "cell".
     blocking: &'static str,
-    units: Vec<&'a UnitStatus>,
+    units: Vec<&'a UnitRow>,
     hypotheses: Vec<units::HypothesisOut<'a>>,
     confirmation_cells: Vec<units::CellOut<'a>>,
     descriptive_cells: Vec<units::CellOut<'a>>,

@@ -22,16 +22,9 @@ use polars::prelude::{Column, DataFrame};
 use super::ReportError;
 use crate::analysis::study::{Loaded, read_records};
 use crate::evidence::request_record::RequestRecord;
-use crate::evidence::{Evidence, write_bytes};
+use crate::evidence::{Evidence, RequestStatus, write_bytes};
 use crate::metrics::{INCOMPLETE_CLASS, RequestMeasures, measure_request};
 use crate::stats::percentile_u64;
-
-/// `status` of a valid completed request.
-pub const STATUS_OK: &str = "ok";
-/// `status` of a failed (or unfinished) request.
-pub const STATUS_FAILED: &str = "failed";
-/// `status` of a valid request whose timestamps are out of order (no measures).
-pub const STATUS_UNMEASURABLE: &str = "unmeasurable";
 
 /// The columns, in order.
 pub const COLUMNS: [&str; 35] = [
@@ -80,7 +73,7 @@ pub struct RequestRow {
     pub cell: String,
     pub index: u64,
     pub id: String,
-    pub status: &'static str,
+    pub status: RequestStatus,
     pub failure_class: Option<String>,
     pub http_status: Option<u16>,
     pub input_tokens_intended: u32,
@@ -107,12 +100,12 @@ impl RequestRow {
     pub fn of(r: &RequestRecord) -> RequestRow {
         let (status, failure_class, measures) = if r.is_valid() {
             match measure_request(r) {
-                Ok(m) => (STATUS_OK, None, Some(m)),
-                Err(_) => (STATUS_UNMEASURABLE, None, None),
+                Ok(m) => (RequestStatus::Ok, None, Some(m)),
+                Err(_) => (RequestStatus::Unmeasurable, None, None),
             }
         } else {
             let class = r.failure.as_ref().map_or(INCOMPLETE_CLASS, |f| f.class());
-            (STATUS_FAILED, Some(class.to_string()), None)
+            (RequestStatus::Failed, Some(class.to_string()), None)
         };
         RequestRow {
             block: r.block,
@@ -348,6 +341,6 @@ mod tests {
         let mut r = valid(0);
         r.events[0].t_ns = 30_000_000;
         let row = RequestRow::of(&r);
-        assert_eq!((row.status, row.measures.is_none()), (STATUS_UNMEASURABLE, true));
+        assert_eq!((row.status, row.measures.is_none()), (RequestStatus::Unmeasurable, true));
     }
 }

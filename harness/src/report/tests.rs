@@ -6,7 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::analysis::claims::{AnalysisInput, Claim, FailedRequest, UnitStatus, analyse};
+use crate::analysis::claims::{AnalysisInput, Claim, FailedRequest, UnitRow, analyse};
+use crate::evidence::{UnitState, UnitStatus};
 use crate::metrics::CellSummary;
 use crate::metrics::{FIELDS, OTHER_FIELDS};
 use crate::plan::{Blocking, Metric, Plan, parse};
@@ -172,10 +173,15 @@ fn study(cand_rps: &[f64], cand_p95: &[f64]) -> Vec<CellSummary> {
     out
 }
 
-fn units(blocks: u32) -> Vec<UnitStatus> {
+fn units(blocks: u32) -> Vec<UnitRow> {
     (0..blocks)
         .flat_map(|b| {
-            ["ctrl", "cand"].map(|a| UnitStatus { block: b, arm: a.into(), status: "completed".into(), detail: None })
+            ["ctrl", "cand"].map(|a| UnitRow {
+                block: b,
+                arm: a.into(),
+                status: UnitState::Ended(UnitStatus::Completed),
+                detail: None,
+            })
         })
         .collect()
 }
@@ -183,7 +189,7 @@ fn units(blocks: u32) -> Vec<UnitStatus> {
 struct Case {
     plan: Plan,
     summaries: Vec<CellSummary>,
-    units: Vec<UnitStatus>,
+    units: Vec<UnitRow>,
     failures: Vec<FailedRequest>,
     unqualified: Vec<String>,
 }
@@ -353,8 +359,12 @@ fn one_failed_request_blocks_only_its_hypothesis_under_cell_blocking() {
 #[test]
 fn an_arm_fault_blocks_with_its_reason_and_enters_holm_with_p_one() {
     let mut case = Case::new(&TEN_WINS_RPS, &TEN_WINS_P95);
-    case.units[5] =
-        UnitStatus { block: 2, arm: "cand".into(), status: "start_failed".into(), detail: Some("boom".into()) };
+    case.units[5] = UnitRow {
+        block: 2,
+        arm: "cand".into(),
+        status: UnitState::Ended(UnitStatus::StartFailed),
+        detail: Some("boom".into()),
+    };
     case.summaries.retain(|s| !(s.block == 2 && s.arm == "cand"));
     let a = case.run();
     for h in &a.hypotheses {
@@ -470,7 +480,14 @@ fn tuning_case(blocks: u32, value: impl Fn(&str, &str, u32) -> f64) -> Case {
         }
     }
     let units = (0..blocks)
-        .flat_map(|b| arms.map(|a| UnitStatus { block: b, arm: a.into(), status: "completed".into(), detail: None }))
+        .flat_map(|b| {
+            arms.map(|a| UnitRow {
+                block: b,
+                arm: a.into(),
+                status: UnitState::Ended(UnitStatus::Completed),
+                detail: None,
+            })
+        })
         .collect();
     Case { plan: tuning_plan(blocks), summaries, units, failures: Vec::new(), unqualified: Vec::new() }
 }

@@ -135,6 +135,13 @@ pub enum BenchError {
     Io { path: PathBuf, error: std::io::Error },
 }
 
+impl crate::BadInput for BenchError {
+    /// A flag value it cannot use; a port it cannot bind is the machine's.
+    fn is_bad_input(&self) -> bool {
+        matches!(self, BenchError::Invalid(_))
+    }
+}
+
 /// The JSON report.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {

@@ -101,7 +101,7 @@ fn correctness(side: &Side) -> Vec<Correctness> {
             let failed: u64 = rows.iter().map(|r| r.failed()).sum();
             let unmeasured: Vec<String> = rows
                 .iter()
-                .filter(|r| r.status != "measured")
+                .filter(|r| !r.measured())
                 .map(|r| format!("b{}/{}/{} {}", r.block, r.arm, r.cell, r.status))
                 .collect();
             out.push(Correctness {

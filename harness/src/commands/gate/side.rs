@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::GateError;
-use crate::evidence::Sealed;
+use crate::evidence::{RowStatus, Sealed, UnitState};
 use crate::metrics::FIELDS;
 
 /// Version of the baseline file.
@@ -33,9 +33,9 @@ pub struct MatrixRow {
     /// The load in words (`closed-loop concurrency 4`): both sides must agree.
     pub load: String,
     /// The server invocation's status (`completed`, ... or `missing`).
-    pub unit_status: String,
+    pub unit_status: UnitState,
     /// `measured`, `not_run` or `no_summary`.
-    pub status: String,
+    pub status: RowStatus,
     /// Every numeric column with a value (`FIELDS` and `failed_<class>`); a measure
     /// with no sample is absent.
     pub values: BTreeMap<String, f64>,
@@ -43,7 +43,7 @@ pub struct MatrixRow {
 
 impl MatrixRow {
     pub fn measured(&self) -> bool {
-        self.status == "measured"
+        self.status == RowStatus::Measured
     }
 
     /// Failed requests of a measured row.
@@ -375,6 +375,11 @@ fn parse_matrix(path: &Path, bytes: &[u8]) -> Result<Vec<MatrixRow>, GateError> 
             values.insert(name.to_string(), x);
         }
         let s = |k: usize| rec[keys[k]].clone();
+        let unit_status = UnitState::parse(&rec[keys[6]])
+            .ok_or_else(|| err(format!("row {line}: unit_status {:?} is not a unit status", rec[keys[6]])))?;
+        let status = RowStatus::parse(&rec[keys[7]]).ok_or_else(|| {
+            err(format!("row {line}: status {:?} is not one of measured, not_run, no_summary", rec[keys[7]]))
+        })?;
         rows.push(MatrixRow {
             block,
             arm: s(1),
@@ -382,8 +387,8 @@ fn parse_matrix(path: &Path, bytes: &[u8]) -> Result<Vec<MatrixRow>, GateError> 
             cell: s(3),
             kind: s(4),
             load: s(5),
-            unit_status: s(6),
-            status: s(7),
+            unit_status,
+            status,
             values,
         });
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::rules::parse;
 use super::*;
+use crate::evidence::{RowStatus, UnitState, UnitStatus};
 
 fn mrow(block: u32, arm: &str, role: &str, cell: &str, values: &[(&str, f64)]) -> MatrixRow {
     MatrixRow {
@@ -14,8 +15,8 @@ fn mrow(block: u32, arm: &str, role: &str, cell: &str, values: &[(&str, f64)]) -
         cell: cell.into(),
         kind: "confirmation".into(),
         load: format!("load of {cell}"),
-        unit_status: "completed".into(),
-        status: "measured".into(),
+        unit_status: UnitState::Ended(UnitStatus::Completed),
+        status: RowStatus::Measured,
         values: values.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>(),
     }
 }
@@ -229,7 +230,7 @@ fn missing_data_fails_and_is_named() {
     let mut c = side([10.0; 3], [50.0; 3], 0);
     let m = c.matrix.as_mut().unwrap();
     m[0].values.remove("ttft_p95_ms");
-    m[2].status = "not_run".into();
+    m[2].status = RowStatus::NotRun;
     let rows = evaluate(&rules.rules, &base, &c);
     let ttft = rows.iter().find(|r| r.name == "ttft").unwrap();
     assert!(!ttft.pass && ttft.detail.contains("candidate block 0 arm new cell c has no ttft_p95_ms"), "{ttft:?}");
@@ -308,7 +309,7 @@ fn matrix_reader_reads_by_column_name() {
         &path,
         "cell,block,arm,role,kind,load,unit_status,status,summary_error,failed,ttft_p95_ms,failed_timeout\n\
          c,0,a,candidate,confirmation,\"open-loop 1.5 req/s gamma burstiness 2, x\",completed,measured,,1,12.5,1\n\
-         c,1,a,candidate,confirmation,x,server_failed,not_run,,,,\n",
+         c,1,a,candidate,confirmation,x,server_died,not_run,,,,\n",
     )
     .unwrap();
     let rows = read_matrix(&path).unwrap();
@@ -321,4 +322,14 @@ fn matrix_reader_reads_by_column_name() {
     assert!(read_matrix(&path).unwrap_err().to_string().contains("no column \"role\""));
     std::fs::write(&path, "block,arm,role,cell,kind,load,unit_status,status,failed\nx,a,c,c,k,l,u,s,1\n").unwrap();
     assert!(read_matrix(&path).unwrap_err().to_string().contains("row 2: block \"x\""));
+    // A status the harness never writes is refused, not read as "not measured".
+    std::fs::write(&path, "block,arm,role,cell,kind,load,unit_status,status,failed\n0,a,c,c,k,l,completed,passed,1\n")
+        .unwrap();
+    assert!(read_matrix(&path).unwrap_err().to_string().contains("row 2: status \"passed\""));
+    std::fs::write(
+        &path,
+        "block,arm,role,cell,kind,load,unit_status,status,failed\n0,a,c,c,k,l,server_failed,measured,1\n",
+    )
+    .unwrap();
+    assert!(read_matrix(&path).unwrap_err().to_string().contains("row 2: unit_status \"server_failed\""));
 }

@@ -224,7 +224,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     let prompts = parity(&mut m, root, scan, &r);
 
     // compare.json units[] against each server's unit.json.
-    let mut unit_status: BTreeMap<String, String> = BTreeMap::new();
+    let mut unit_status: BTreeMap<String, crate::evidence::UnitStatus> = BTreeMap::new();
     // As written (not through the typed record, which would drop an extra key and
     // fill an absent optional one), so that every differing key is named.
     #[derive(Deserialize)]
@@ -234,7 +234,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     let written = read_json::<WrittenUnits>(root, FILE).map(|w| w.units).unwrap_or_default();
     for (i, (unit, u)) in r.units.iter().zip(&written).enumerate() {
         let dir = unit.dir.as_str();
-        unit_status.insert(dir.to_string(), unit.status.as_str().to_string());
+        unit_status.insert(dir.to_string(), unit.status);
         match unit_json(root, scan, dir) {
             Err(e) => m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, format!("{FILE} units[{i}]"))),
             Ok(v) if v != *u => {
@@ -400,7 +400,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         }
         for (server, cs) in expected {
             let (label, dir, _) = where_of(&server);
-            let completed = unit_status.get(&dir).is_none_or(|s| crate::evidence::UnitStatus::is_completed(s));
+            let completed = unit_status.get(&dir).is_none_or(|s| *s == crate::evidence::UnitStatus::Completed);
             for key in std::iter::once("server").chain(cs.iter().copied().filter(|_| completed)) {
                 if !groups.contains_key(&(server.clone(), key.to_string())) {
                     let at = format!("{}{} {label} {key}", server.0.name(), server.1);

@@ -14,7 +14,7 @@ use super::inputs::{Entry, read_prompt_lengths, read_prompt_outputs, read_prompt
 use super::read::read_json;
 use super::records::Rec;
 use super::{Check, Mismatch};
-use crate::evidence::{ARM_OUTCOME_FILE, UnitOutcome, UnitStatus};
+use crate::evidence::{ARM_OUTCOME_FILE, UnitOutcome, UnitState};
 use crate::plan::{CellKind, Plan, ResolvedCell};
 
 pub const NAME: &str = "completeness: every planned request exactly once";
@@ -39,8 +39,8 @@ pub struct CellRun<'a> {
 pub struct Unit {
     pub block: u32,
     pub arm: String,
-    /// `arm_outcome.json` status (`missing` without one).
-    pub status: String,
+    /// `arm_outcome.json` status (`missing` without one, `malformed` if it does not parse).
+    pub status: UnitState,
     pub detail: Option<String>,
     /// `arm_outcome.json` `session` (studies written before sessions have none).
     pub session: Option<u32>,
@@ -90,14 +90,14 @@ impl<'a> Study<'a> {
                 let rel = format!("raw/b{}/{arm}/{ARM_OUTCOME_FILE}", b.index);
                 let (status, detail, session) = if root.join(&rel).symlink_metadata().is_ok() {
                     match read_json::<UnitOutcome>(root, &rel) {
-                        Ok(o) => (o.status.as_str().to_string(), o.detail, Some(o.session)),
+                        Ok(o) => (UnitState::Ended(o.status), o.detail, Some(o.session)),
                         Err(e) => {
                             problems.push(Mismatch::new(&rel, "parse", "malformed", e));
-                            ("malformed".to_string(), None, None)
+                            (UnitState::Malformed, None, None)
                         }
                     }
                 } else {
-                    ("missing".to_string(), None, None)
+                    (UnitState::Missing, None, None)
                 };
                 units.push(Unit { block: b.index, arm: arm.clone(), status, detail, session });
                 for cell in &b.cells {
@@ -158,12 +158,12 @@ fn ranges(idx: &[u64]) -> String {
 pub fn completeness_check(s: &Study<'_>) -> Check {
     let mut m = s.problems.clone();
     let (mut planned, mut found, mut faulted) = (0u64, 0u64, Vec::new());
-    for u in s.units.iter().filter(|u| !UnitStatus::is_completed(&u.status)) {
+    for u in s.units.iter().filter(|u| !u.status.is_completed()) {
         faulted.push(format!("b{}/{} {}", u.block, u.arm, u.status));
     }
     for c in &s.cells {
         planned += c.planned;
-        let unit_ok = s.unit(c.block, &c.arm).is_some_and(|u| UnitStatus::is_completed(&u.status));
+        let unit_ok = s.unit(c.block, &c.arm).is_some_and(|u| u.status.is_completed());
         if let Some(e) = &c.broken {
             m.push(Mismatch::new(&c.path, "records", "unparseable", e.clone()));
             continue;

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use super::read::read_json;
 use super::{Check, Mismatch};
-use crate::evidence::{RUN_FILE, RunRecord, STARTUP_FILE, StartupRecord, UNIT_FILE, UnitRecord};
+use crate::evidence::{
+    RUN_FILE, RecordStatus, RunRecord, STARTUP_FILE, StartupRecord, UNIT_FILE, UnitRecord, UnitStatus,
+};
 use crate::host::cpu_list;
 use crate::plan::Plan;
 
@@ -67,12 +69,12 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
                 if v.ok && allowed != Some(want.as_str()) {
                     let unit_rel = format!("{dir}/{UNIT_FILE}");
                     let status = read_json::<UnitRecord>(root, &unit_rel).ok().map(|u| u.status);
-                    let identity_failed = crate::evidence::UnitStatus::IdentityFailed.as_str();
-                    if status.as_deref() != Some(identity_failed) {
+                    let identity_failed = RecordStatus::Server(UnitStatus::IdentityFailed);
+                    if status != Some(identity_failed) {
                         m.push(Mismatch::new(
                             unit_rel,
                             "status",
-                            status.unwrap_or_else(|| "absent".into()),
+                            status.map_or_else(|| "absent".to_string(), |s| s.to_string()),
                             format!(
                                 "{identity_failed}: its server's threads could run on {}, not the arm's CPUs {want}",
                                 allowed.unwrap_or("(unread)")

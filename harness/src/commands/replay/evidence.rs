@@ -21,7 +21,6 @@ use super::decide::{effect, holm, interval, median, sign_test};
 use super::measures::{CellMeasures, expected};
 use super::read::read_json;
 use super::{Check, Mismatch, close, num};
-use crate::evidence::UnitStatus;
 use crate::metrics::{FIELD_NAMES, field_unit, metric_field};
 use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
 
@@ -160,7 +159,7 @@ pub fn checks(root: &Path, s: &Study<'_>, cells: &[CellMeasures], frozen: &Froze
         for b in 0..plan.blocks.count {
             for arm in [&h.candidate, &h.control] {
                 match s.unit(b, arm) {
-                    Some(u) if UnitStatus::is_completed(&u.status) => {}
+                    Some(u) if u.status.is_completed() => {}
                     _ => p.structural.push(format!("block {b}: arm {arm} fault")),
                 }
             }

@@ -136,7 +136,9 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
             // A server that failed its checks was never timed, and only such a one.
             let failed = again.iter().any(|c| !c.ok);
             let status = outcome.as_ref().map_or("absent", |o| o.status.as_str());
-            let timed = outcome.as_ref().is_some_and(|o| o.cells.iter().any(|c| c.status != "not_run"));
+            let timed = outcome
+                .as_ref()
+                .is_some_and(|o| o.cells.iter().any(|c| c.status != crate::evidence::CellStatus::NotRun));
             let identity_failed = outcome.as_ref().is_some_and(|o| o.status == UnitStatus::IdentityFailed);
             if failed && (!identity_failed || timed) {
                 let got = format!("status {status}{}", if timed { ", cells run" } else { "" });

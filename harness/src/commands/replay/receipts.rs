@@ -14,7 +14,6 @@ use serde::Serialize;
 use super::complete::Study;
 use super::files::Scan;
 use super::{Check, Mismatch, Status};
-use crate::evidence::UnitStatus;
 
 pub const NAME: &str = "receipts: every client request admitted by the engine";
 
@@ -41,10 +40,7 @@ pub fn check(s: &Study<'_>, scan: &Scan) -> (Check, Vec<CellReceipts>) {
         let dir = format!("raw/b{}/{}", u.block, u.arm);
         let declared = s.plan.arm(&u.arm).is_some_and(|a| a.receipts.is_some());
         let Some(idx) = scan.receipts.get(&dir) else {
-            if declared
-                && UnitStatus::is_completed(&u.status)
-                && !scan.parse_errors.iter().any(|(p, _)| p.starts_with(&dir))
-            {
+            if declared && u.status.is_completed() && !scan.parse_errors.iter().any(|(p, _)| p.starts_with(&dir)) {
                 m.push(Mismatch::new(format!("{dir}/receipts.jsonl"), "file", "missing", "the arm declares receipts"));
             }
             without.push(format!("b{}/{}", u.block, u.arm));

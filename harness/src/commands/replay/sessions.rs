@@ -141,7 +141,7 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
         let fields = [
             ("block", e.block.to_string(), u.block.to_string()),
             ("arm", quoted(&e.arm), quoted(&u.arm)),
-            ("status", quoted(e.status.as_str()), quoted(&u.status)),
+            ("status", quoted(e.status.as_str()), quoted(u.status.as_str())),
             ("detail", detail(&e.detail), detail(&u.detail)),
             ("session", e.session.to_string(), session.to_string()),
         ];

@@ -17,7 +17,9 @@ use super::complete::Study;
 use super::files::Scan;
 use super::read::read_json;
 use super::{Check, Mismatch};
-use crate::evidence::{RUN_FILE, RUN_FORMAT, RunRecord, SESSION_FORMATS, UNIT_FORMAT, UnitRecord};
+use crate::evidence::{
+    QualificationVerdict, RUN_FILE, RUN_FORMAT, RecordStatus, RunRecord, SESSION_FORMATS, UNIT_FORMAT, UnitRecord,
+};
 
 pub const NAME: &str = "unit records: unit.json of every unit against its files";
 /// The unit name of the qualification's record.
@@ -156,17 +158,17 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
         if name == QUALIFICATION {
             field("block", format!("{:?}", rec.block), "None".into());
             let want = match archived_qualified {
-                Some(true) => "all_qualified",
-                Some(false) => "not_all_qualified",
-                None => "(no results/qualification.json)",
+                Some(true) => RecordStatus::Qualification(QualificationVerdict::AllQualified).to_string(),
+                Some(false) => RecordStatus::Qualification(QualificationVerdict::NotAllQualified).to_string(),
+                None => "(no results/qualification.json)".to_string(),
             };
-            field("status", rec.status.clone(), want.into());
+            field("status", rec.status.to_string(), want);
             owned = files_under(s.scan, "qualification/").cloned().collect();
             owned.extend(s.scan.files.keys().filter(|p| *p == "results/qualification.json").cloned());
         } else {
             let Some(u) = s.units.iter().find(|u| format!("b{}/{}", u.block, u.arm) == *name) else { continue };
             field("block", format!("{:?}", rec.block), format!("{:?}", Some(u.block)));
-            field("status", rec.status.clone(), u.status.clone());
+            field("status", rec.status.to_string(), u.status.to_string());
             owned = files_under(s.scan, &format!("raw/b{}/{}/", u.block, u.arm)).cloned().collect();
             let cells: BTreeSet<&str> =
                 s.cells.iter().filter(|c| c.block == u.block && c.arm == u.arm).map(|c| c.cell.as_str()).collect();

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::{RunError, Study};
 use crate::evidence::request_record::RequestRecord;
-use crate::evidence::{CellOutcome, write_json, write_jsonl};
+use crate::evidence::{CellOutcome, CellStatus, write_json, write_jsonl};
 use crate::load::{CellDrive, Connections, Counters, RequestCtx, drive_cell, exited, prewarm, warm_connections};
 use crate::metrics::{parse_receipts, render_line, render_turns, summarize_cell_with_slo, summarize_turns};
 use crate::plan::{Endpoint, ResolvedCell, ResolvedLoad};
@@ -28,7 +28,7 @@ pub fn not_run(cells: &[String]) -> Vec<CellOutcome> {
         .iter()
         .map(|c| CellOutcome {
             cell: c.clone(),
-            status: "not_run".into(),
+            status: CellStatus::NotRun,
             requests: 0,
             completed: 0,
             failed: 0,
@@ -173,7 +173,7 @@ impl CellRun<'_> {
         let completed = d.records.iter().filter(|r| r.is_valid()).count() as u64;
         let outcome = CellOutcome {
             cell: name.to_string(),
-            status: if d.died.is_some() { "interrupted" } else { "completed" }.into(),
+            status: if d.died.is_some() { CellStatus::Interrupted } else { CellStatus::Completed },
             requests: d.records.len() as u64,
             completed,
             failed: d.records.len() as u64 - completed,

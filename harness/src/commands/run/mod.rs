@@ -428,7 +428,7 @@ impl Ledger {
             unit: &name,
             block: Some(block.index),
             session,
-            status: unit.status.as_str(),
+            status: crate::evidence::RecordStatus::Server(unit.status),
         };
         crate::evidence::write_record(ev.root(), &dir, &extra, completion, secrets)?;
         // As its arm_outcome.json now says (run.json repeats the detail).
@@ -895,7 +895,11 @@ mod tests {
                 .iter()
                 .map(|&(requests, failed)| crate::evidence::CellOutcome {
                     cell: "c".into(),
-                    status: if requests == 0 { "not_run" } else { "completed" }.into(),
+                    status: if requests == 0 {
+                        crate::evidence::CellStatus::NotRun
+                    } else {
+                        crate::evidence::CellStatus::Completed
+                    },
                     requests,
                     completed: requests - failed,
                     failed,

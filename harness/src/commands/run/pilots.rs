@@ -22,7 +22,7 @@ use super::{Progress, RunError, Study, unit};
 use crate::analysis::pilot;
 use crate::evidence::{Completion, RecordCheck, UNIT_FILE, check_record, files_under, write_record};
 use crate::evidence::{DERIVED_PATH, PilotRun, PilotsRecord};
-use crate::evidence::{Evidence, UnitStatus, write_json};
+use crate::evidence::{Evidence, RecordStatus, UnitStatus, write_json};
 use crate::load::StudyClock;
 use crate::plan::{FrozenPlan, PILOT_CELL, ScheduledBlock};
 
@@ -92,7 +92,7 @@ pub fn resume_check(ev: &Evidence, frozen: &FrozenPlan) -> Result<PilotResume, R
                         &pf.plan,
                     )
                     .ok()
-                    .filter(|p| UnitStatus::is_completed(&rec.status) && p.failed == 0 && p.rate_rps > 0.0);
+                    .filter(|p| rec.status.is_completed() && p.failed == 0 && p.rate_rps > 0.0);
                     if clean.is_some() {
                         out.reuse.push((block.index, arm.clone(), rec.session));
                     } else {
@@ -224,7 +224,7 @@ pub async fn run_phase(
                             unit: &name,
                             block: Some(block.index),
                             session: cx.session,
-                            status: outcome.status.as_str(),
+                            status: RecordStatus::Server(outcome.status),
                         },
                         cx.secrets,
                     )?;

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use super::RunError;
-use crate::evidence::{Completion, QUALIFICATION_UNIT, write_record};
+use crate::evidence::{Completion, QUALIFICATION_UNIT, QualificationVerdict, RecordStatus, write_record};
 use crate::evidence::{Evidence, write_json};
 use crate::plan::FrozenPlan;
 use crate::quality::{self, QualifyOutcome};
@@ -58,7 +58,11 @@ pub async fn run(
         }
     }
     let extra = [outcome_path(ev)];
-    let status = if outcome.all_qualified() { "all_qualified" } else { "not_all_qualified" };
+    let status = RecordStatus::Qualification(if outcome.all_qualified() {
+        QualificationVerdict::AllQualified
+    } else {
+        QualificationVerdict::NotAllQualified
+    });
     write_record(
         ev.root(),
         &dir,

@@ -185,13 +185,12 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         match check_record(root, dir, extra) {
             // Nothing was measured: moved aside whole (its record too) and run again.
             RecordCheck::Complete(record)
-                if UnitStatus::parse(&record.status).is_some_and(UnitStatus::measured_nothing)
-                    && name != QUALIFICATION_UNIT =>
+                if record.status.server().is_some_and(UnitStatus::measured_nothing) && name != QUALIFICATION_UNIT =>
             {
                 let mut files = files_under(dir)?;
                 files.push(dir.join(UNIT_FILE));
                 files.extend(extra.iter().filter(|p| p.is_file()).cloned());
-                let what = if UnitStatus::parse(&record.status) == Some(UnitStatus::StartFailed) {
+                let what = if record.status.server() == Some(UnitStatus::StartFailed) {
                     "its server failed to start"
                 } else {
                     "its server was not what the arm claims"
@@ -362,7 +361,7 @@ pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<D
 mod tests {
     use super::*;
     use crate::evidence::RunRecord;
-    use crate::evidence::{Completion, write_record};
+    use crate::evidence::{Completion, RecordStatus, write_record};
     use crate::plan::freeze;
 
     const PLAN: &str = r#"
@@ -463,7 +462,12 @@ count = 4
             ev.root(),
             &a,
             &summary_paths(&ev, block, "a"),
-            Completion { unit: "b0/a", block: Some(0), session: 0, status: "start_failed" },
+            Completion {
+                unit: "b0/a",
+                block: Some(0),
+                session: 0,
+                status: RecordStatus::Server(UnitStatus::StartFailed),
+            },
             &Default::default(),
         )
         .unwrap();
@@ -473,7 +477,12 @@ count = 4
             ev.root(),
             &b,
             &summary_paths(&ev, block, "b"),
-            Completion { unit: "b0/b", block: Some(0), session: 0, status: "completed" },
+            Completion {
+                unit: "b0/b",
+                block: Some(0),
+                session: 0,
+                status: RecordStatus::Server(UnitStatus::Completed),
+            },
             &Default::default(),
         )
         .unwrap();
@@ -518,7 +527,12 @@ count = 4
             ev.root(),
             &a,
             &summary_paths(&ev, block, "a"),
-            Completion { unit: "b0/a", block: Some(0), session: 0, status: "completed" },
+            Completion {
+                unit: "b0/a",
+                block: Some(0),
+                session: 0,
+                status: RecordStatus::Server(UnitStatus::Completed),
+            },
             &Default::default(),
         )
         .unwrap();

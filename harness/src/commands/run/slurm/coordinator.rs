@@ -102,7 +102,7 @@ fn block_files(ev: &Evidence, block: &ScheduledBlock, resuming: bool) -> Result<
         let extra = resume::summary_paths(ev, block, arm);
         match check_record(root, &dir, &extra) {
             RecordCheck::Complete(rec) => {
-                if resuming && UnitStatus::parse(&rec.status).is_some_and(UnitStatus::measured_nothing) {
+                if resuming && rec.status.server().is_some_and(UnitStatus::measured_nothing) {
                     why.get_or_insert_with(|| format!("{} measured nothing ({})", rec.unit, rec.status));
                 }
                 sessions.push(rec.session);
