@@ -4,7 +4,7 @@
 //! `MANIFEST_FILE`, `STARTUP_FILE`, `COMPARE_FILE`, `DISPATCH_FILE`, ...). Every
 //! evidence file or folder name is written once, here or next to its record; code
 //! outside `evidence/` uses these names and never spells one as a string literal
-//! Must not decide what the
+//! (the test at the end of this file holds it to that). Must not decide what the
 //! files contain.
 //!
 //! A name ending in `_FILE` or `_DIR` that holds a `/` is relative to the evidence
@@ -204,5 +204,301 @@ mod tests {
         assert_eq!(cell_summary_path(1, "a", "c"), "results/cells/b1-a-c.summary.json");
         assert_eq!(trace_path("c"), "inputs/traces/c.trace.jsonl");
         assert_eq!(arrivals_path("c", "csv"), "inputs/arrivals/c.csv");
+    }
+
+    /// Every evidence file name (matched as a whole path component), name ending
+    /// (matched at a component's end) and folder name (matched as the first component
+    /// of a path, or as the whole argument of `.join(...)`).
+    fn forbidden() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
+        use super::super::*;
+        let last = |p: &'static str| p.rsplit('/').next().unwrap();
+        let files = vec![
+            PLAN_FILE,
+            MANIFEST_FILE,
+            RUN_FILE,
+            SEQUENTIAL_FILE,
+            COMPARE_FILE,
+            COMPARE_REPORT_FILE,
+            PROMPTS_FILE,
+            CATALOG_FILE,
+            SERVER_LOG_FILE,
+            STARTUP_FILE,
+            WARMUP_FILE,
+            RECEIPTS_FILE,
+            SCRAPES_FILE,
+            MEMORY_FILE,
+            ARM_OUTCOME_FILE,
+            UNIT_FILE,
+            PARITY_FILE,
+            last(SUMMARIES_FILE),
+            last(MATRIX_CSV_FILE),
+            last(MATRIX_PARQUET_FILE),
+            last(REQUESTS_CSV_FILE),
+            last(REQUESTS_PARQUET_FILE),
+            last(EVIDENCE_FILE),
+            last(REPORT_MD_FILE),
+            last(REPORT_HTML_FILE),
+            QUALIFICATION_FILE,
+            ARM_FILE,
+            STOP_FILE,
+            GSM_SET_FILE,
+            PARITY_REFERENCE_FILE,
+            DISCARD_FILE,
+            last(DERIVED_PATH),
+            last(DISPATCH_FILE),
+            last(SBATCH_FILE),
+        ];
+        let endings =
+            vec![TRACE_SUFFIX, REQUESTS_SUFFIX, SUMMARY_SUFFIX, ".items.jsonl", ".responses.jsonl", ".scores.json"];
+        let dirs = vec![
+            INPUTS_DIR,
+            RAW_DIR,
+            RESULTS_DIR,
+            QUALIFICATION_DIR,
+            DISCARDED_DIR,
+            PILOTS_DIR,
+            SLURM_DIR,
+            TRACES_DIR,
+            ARRIVALS_DIR,
+            CELLS_DIR,
+        ];
+        (files, endings, dirs)
+    }
+
+    /// Literals that spell an evidence name's shape for a file that is not evidence:
+    /// (file under `src/`, the literal, why).
+    const NOT_EVIDENCE: &[(&str, &str, &str)] = &[
+        ("commands/bench_loadgen/mod.rs", "rate-{rate_rps}.requests.jsonl", "bench-loadgen's --records-dir"),
+        ("commands/bench_loadgen/mod.rs", "rate-{rate_rps}-{}.requests.jsonl", "bench-loadgen's --records-dir"),
+        ("commands/bench/mod.rs", "plan.toml", "the scratch plan file `harness run` is given, outside the evidence"),
+    ];
+
+    /// One string literal of a source file: its line, its text (escapes left as
+    /// written) and whether it is the whole argument of `.join(...)`.
+    struct Literal {
+        line: usize,
+        text: String,
+        joined: bool,
+    }
+
+    /// The string literals of `src` outside comments and outside items under
+    /// `#[cfg(test)]` (skipped to the end of the item: its `;` or its closing brace).
+    fn product_literals(src: &str) -> Vec<Literal> {
+        let c: Vec<char> = src.chars().collect();
+        let mut out = Vec::new();
+        // The last few significant tokens, to spot `.join(` and `#[cfg(test)]`.
+        let mut recent: Vec<String> = Vec::new();
+        let (mut i, mut line) = (0, 1);
+        // While skipping a test item: the brace depth inside it.
+        let mut skip: Option<i32> = None;
+        let push = |recent: &mut Vec<String>, t: String| {
+            recent.push(t);
+            if recent.len() > 8 {
+                recent.remove(0);
+            }
+        };
+        while i < c.len() {
+            let ch = c[i];
+            let next = c.get(i + 1).copied();
+            if ch == '\n' {
+                line += 1;
+                i += 1;
+            } else if ch == '/' && next == Some('/') {
+                while i < c.len() && c[i] != '\n' {
+                    i += 1;
+                }
+            } else if ch == '/' && next == Some('*') {
+                i += 2;
+                while i + 1 < c.len() && !(c[i] == '*' && c[i + 1] == '/') {
+                    line += usize::from(c[i] == '\n');
+                    i += 1;
+                }
+                i += 2;
+            } else if ch == '\'' {
+                // A char literal ('x', '\n', '"') or a lifetime ('a).
+                if next == Some('\\') {
+                    i += 2;
+                    while i < c.len() && c[i] != '\'' {
+                        i += 1;
+                    }
+                    i += 1;
+                } else if c.get(i + 2) == Some(&'\'') {
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            } else if ch == '"' || ((ch == 'r' || ch == 'b') && matches!(next, Some('"') | Some('#') | Some('r'))) {
+                // A string: "..", r".." / r#".."#, b"..", br"..".
+                let start_line = line;
+                let mut j = i;
+                if c[j] == 'b' {
+                    j += 1;
+                }
+                let raw = c.get(j) == Some(&'r');
+                if raw {
+                    j += 1;
+                }
+                let mut hashes = 0;
+                while c.get(j) == Some(&'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if c.get(j) != Some(&'"') {
+                    // An identifier starting with r or b.
+                    push(&mut recent, ch.to_string());
+                    i += 1;
+                    continue;
+                }
+                j += 1;
+                let mut text = String::new();
+                loop {
+                    let Some(&d) = c.get(j) else { break };
+                    if !raw && d == '\\' {
+                        text.push(d);
+                        if let Some(&e) = c.get(j + 1) {
+                            text.push(e);
+                            line += usize::from(e == '\n');
+                        }
+                        j += 2;
+                        continue;
+                    }
+                    if d == '"' && (0..hashes).all(|h| c.get(j + 1 + h) == Some(&'#')) {
+                        j += 1 + hashes;
+                        break;
+                    }
+                    line += usize::from(d == '\n');
+                    text.push(d);
+                    j += 1;
+                }
+                let closes = c[j..].iter().find(|x| !x.is_whitespace()) == Some(&')');
+                let joined = closes && recent.len() >= 2 && recent[recent.len() - 2..] == ["join", "("];
+                if skip.is_none() {
+                    out.push(Literal { line: start_line, text, joined });
+                }
+                push(&mut recent, "\"\"".into());
+                i = j;
+            } else if ch.is_alphanumeric() || ch == '_' {
+                let mut j = i;
+                while j < c.len() && (c[j].is_alphanumeric() || c[j] == '_') {
+                    j += 1;
+                }
+                push(&mut recent, c[i..j].iter().collect());
+                i = j;
+            } else if ch.is_whitespace() {
+                i += 1;
+            } else {
+                push(&mut recent, ch.to_string());
+                match (ch, skip) {
+                    ('{', Some(d)) => skip = Some(d + 1),
+                    ('}', Some(d)) if d <= 1 => skip = None,
+                    ('}', Some(d)) => skip = Some(d - 1),
+                    (';', Some(0)) => skip = None,
+                    (']', None)
+                        if recent.len() >= 7
+                            && recent[recent.len() - 7..] == ["#", "[", "cfg", "(", "test", ")", "]"] =>
+                    {
+                        skip = Some(0)
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// Why `lit` spells an evidence name, if it does. Only literals without
+    /// whitespace are paths; prose that mentions a file (an error message, a check's
+    /// title) is not one.
+    fn offence(lit: &Literal) -> Option<String> {
+        let (files, endings, dirs) = forbidden();
+        let text = lit.text.as_str();
+        if text.is_empty() || text.chars().any(char::is_whitespace) {
+            return None;
+        }
+        let parts: Vec<&str> = text.split('/').collect();
+        if let Some(f) = parts.iter().find(|p| files.contains(p)) {
+            return Some(format!("the file name {f:?}"));
+        }
+        if let Some(e) = parts.iter().find_map(|p| endings.iter().find(|e| p.ends_with(**e))) {
+            return Some(format!("the name ending {e:?}"));
+        }
+        if (parts.len() > 1 || lit.joined) && dirs.contains(&parts[0]) {
+            return Some(format!("the folder name {:?}", parts[0]));
+        }
+        None
+    }
+
+    /// The rule (issue 55): no evidence file or folder name is written as a string
+    /// literal outside `evidence/`. Every name is defined once, here or next to its
+    /// record type, and product code elsewhere uses that name (`evidence::PLAN_FILE`,
+    /// `Evidence::unit_dir`, `evidence::requests_path`, ...). Scans every `.rs` file
+    /// under `harness/src` outside `evidence/` and `fixtures/` (test fixtures, never
+    /// shipped), skipping test files (`tests.rs`, `*_tests.rs`), items under
+    /// `#[cfg(test)]` and comments; a literal offends when, as a path without
+    /// whitespace, one of its `/`-separated parts is an evidence file name or ends
+    /// like one (`.requests.jsonl`, ...), or its first part is an evidence folder
+    /// followed by more (`raw/b0`) or it is `.join("raw")`'s whole argument. Files
+    /// that only share an evidence name's shape are listed in `NOT_EVIDENCE`.
+    #[test]
+    fn no_evidence_name_is_spelled_outside_evidence() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut stack = vec![src.clone()];
+        let mut found = Vec::new();
+        let mut scanned = 0;
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+                if path.is_dir() {
+                    if rel != "evidence" && rel != "fixtures" {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                let name = path.file_name().unwrap().to_string_lossy();
+                if !name.ends_with(".rs") || name == "tests.rs" || name.ends_with("_tests.rs") {
+                    continue;
+                }
+                scanned += 1;
+                for lit in product_literals(&std::fs::read_to_string(&path).unwrap()) {
+                    if NOT_EVIDENCE.iter().any(|(f, l, _)| *f == rel && *l == lit.text) {
+                        continue;
+                    }
+                    if let Some(why) = offence(&lit) {
+                        found.push(format!("src/{rel}:{}: {:?} spells {why}", lit.line, lit.text));
+                    }
+                }
+            }
+        }
+        assert!(scanned > 100, "scanned only {scanned} files under {}", src.display());
+        found.sort();
+        assert!(
+            found.is_empty(),
+            "evidence names written outside evidence/ (use the names evidence/ defines):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_scan_sees_literals_and_skips_tests_and_comments() {
+        let src = r##"
+// "plan.toml" in a comment
+fn a(dir: &Path) { dir.join("raw"); let _ = format!("{x}/server.log"); let c = '"'; let s = "prose: plan.toml"; }
+/* "run.json" */
+#[cfg(test)]
+mod tests { fn b() { let _ = "plan.toml"; let _ = "}"; } }
+fn after() -> &'static str { r#"results/matrix.csv"# }
+"##;
+        let lits = product_literals(src);
+        let bad: Vec<_> = lits.iter().filter_map(|l| offence(l).map(|w| (l.line, w))).collect();
+        assert_eq!(
+            bad,
+            [
+                (3, "the folder name \"raw\"".to_string()),
+                (3, "the file name \"server.log\"".to_string()),
+                (7, "the file name \"matrix.csv\"".to_string())
+            ]
+        );
     }
 }
