@@ -351,8 +351,7 @@ mod tests {
                 }
                 j += 1;
                 let mut text = String::new();
-                loop {
-                    let Some(&d) = c.get(j) else { break };
+                while let Some(&d) = c.get(j) {
                     if !raw && d == '\\' {
                         text.push(d);
                         if let Some(&e) = c.get(j + 1) {

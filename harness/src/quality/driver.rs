@@ -255,8 +255,8 @@ pub async fn qualify_arm(
         write_json(&arm_dir.join(STOP_FILE), &stop)?;
     }
     for g in &run.gates {
-        write_jsonl(&arm_dir.join(responses_file(&g.gate)), &g.records)?;
-        write_json(&arm_dir.join(scores_file(&g.gate)), &g.summary)?;
+        write_jsonl(&arm_dir.join(responses_file(g.gate)), &g.records)?;
+        write_json(&arm_dir.join(scores_file(g.gate)), &g.summary)?;
     }
     if let (Some(spec), Some(prompts), Some(http)) = (&q.parity, &inputs.parity, http_parity) {
         let raw = spec.reference.get(&arm.name).cloned().unwrap_or_default();
