@@ -384,7 +384,7 @@ fn print_report(r: &harness::report::ReportOutcome) {
 fn report(dir: &Path) -> Result<()> {
     let outcome = harness::report::regenerate(dir)
         .map_err(|e| Failure::from(e).context(format!("report of {}", dir.display())))?;
-    println!("wrote {} files under {}", outcome.files.len(), dir.join("results").display());
+    println!("wrote {} files under {}", outcome.files.len(), dir.join(harness::evidence::RESULTS_DIR).display());
     print_report(&outcome);
     Ok(())
 }
@@ -514,8 +514,8 @@ fn run_bench_plan(
     }
     println!(
         "plan: {} (run it again: harness run {} --out DIR)",
-        out.join("plan.toml").display(),
-        out.join("plan.toml").display()
+        out.join(harness::evidence::PLAN_FILE).display(),
+        out.join(harness::evidence::PLAN_FILE).display()
     );
     println!("audit: harness replay {}", out.display());
     Ok(ok)

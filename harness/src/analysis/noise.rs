@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::evidence::{SealError, Sealed};
+use crate::evidence::{PLAN_FILE, SealError, Sealed, cell_summary_path};
 use crate::metrics::CellSummary;
 use crate::plan::{CellKind, FrozenPlan, Metric};
 use crate::stats::Nested;
@@ -89,14 +89,14 @@ fn shape(cell: &crate::plan::Cell) -> String {
 }
 
 fn summary(ev: &Sealed, b: u32, arm: &str, cell: &str) -> Option<CellSummary> {
-    ev.read_json(&format!("results/cells/b{b}-{arm}-{cell}.summary.json")).ok()?
+    ev.read_json(&cell_summary_path(b, arm, cell)).ok()?
 }
 
 /// Decomposes the finished study in `dir` (see the module doc), from its stored
 /// cell summaries, opened through [`Sealed`] (refused unless finished and as sealed).
 pub fn analyse(dir: &Path, metrics: &[Metric]) -> Result<NoiseReport, NoiseError> {
     let ev = Sealed::open(dir)?;
-    let frozen: FrozenPlan = crate::plan::freeze(ev.read("plan.toml")?)
+    let frozen: FrozenPlan = crate::plan::freeze(ev.read(PLAN_FILE)?)
         .map_err(|e| NoiseError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
     // The machine of each block, from the sealed run.json (a dispatched study).
     let machines = ev

@@ -18,7 +18,7 @@ use crate::metrics::CellSummary;
 use crate::plan::{Hypothesis, MetricKind, Plan, Sequential};
 use crate::stats::{GateState, Look, SequentialRule, Verdict, combine};
 
-pub const NAME: &str = "sequential.json";
+pub const NAME: &str = crate::evidence::SEQUENTIAL_FILE;
 pub const FORMAT: &str = "harness-sequential/1";
 
 /// Why the study stopped where it did.

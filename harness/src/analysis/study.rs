@@ -151,7 +151,7 @@ fn failure_detail(f: &Failure) -> String {
 }
 
 fn git_of(root: &Path, run: Option<&RunRecord>) -> Result<Option<GitInfo>, AnalysisError> {
-    let manifest: Option<Value> = read_json(&root.join("manifest.json"))?;
+    let manifest: Option<Value> = read_json(&root.join(crate::evidence::MANIFEST_FILE))?;
     if let Some(git) = manifest.and_then(|v| serde_json::from_value::<GitInfo>(v.get("git")?.clone()).ok()) {
         return Ok(Some(git));
     }
@@ -171,7 +171,7 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, AnalysisErro
     let program_sha256 = startup.as_ref().and_then(|s| s.program_sha256.clone());
     let startup_s = startup.as_ref().and_then(|s| s.startup_s);
     let mut version_lines = Vec::new();
-    if let Ok(file) = crate::evidence::open_input(&dir.join("server.log")) {
+    if let Ok(file) = crate::evidence::open_input(&dir.join(crate::evidence::SERVER_LOG_FILE)) {
         use std::io::BufRead;
         // Streamed: a server log can be large (the evidence keeps up to 16 MiB).
         let mut r = std::io::BufReader::new(file);
@@ -207,10 +207,10 @@ fn unit_info(dir: &Path, block: u32, arm: &str) -> Result<UnitInfo, AnalysisErro
         })
         .unwrap_or_default();
     let identity_checks = startup.as_ref().and_then(|s| s.identity_checks.clone());
-    let scrapes = crate::evidence::read_input(&dir.join("scrapes.jsonl")).unwrap_or_default();
+    let scrapes = crate::evidence::read_input(&dir.join(crate::evidence::SCRAPES_FILE)).unwrap_or_default();
     let server_metrics = super::server_metrics::per_cell(&String::from_utf8_lossy(&scrapes));
     let memory = super::memory::peaks(&String::from_utf8_lossy(
-        &crate::evidence::read_input(&dir.join("memory.jsonl")).unwrap_or_default(),
+        &crate::evidence::read_input(&dir.join(crate::evidence::MEMORY_FILE)).unwrap_or_default(),
     ));
     Ok(UnitInfo {
         status,
@@ -323,7 +323,7 @@ fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, Ana
     let mut problems = Vec::new();
     for c in cells {
         let path = ev.cell_summary_path(c.block, &c.arm, &c.cell);
-        let rel = format!("results/cells/b{}-{}-{}.summary.json", c.block, c.arm, c.cell);
+        let rel = crate::evidence::cell_summary_path(c.block, &c.arm, &c.cell);
         if !path.is_file() {
             problems.push(format!("{rel}: missing (recomputed from raw records)"));
             continue;
@@ -334,7 +334,7 @@ fn check_summaries(ev: &Evidence, cells: &[CellData]) -> Result<Vec<String>, Ana
             problems.push(format!("{rel}: differs from the recomputation ({})", differing_fields(&stored, &expected)));
         }
     }
-    match read_json(&ev.results_dir().join("summaries.json"))? {
+    match read_json(&ev.root().join(crate::evidence::SUMMARIES_FILE))? {
         Some(Value::Array(items)) if items.len() == cells.len() => {}
         Some(Value::Array(items)) => problems.push(format!(
             "results/summaries.json: {} entries, but {} cells have raw records",
@@ -369,7 +369,7 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
             units.push(unit_info(&dir, block.index, arm)?);
             // The kept receipts, as `harness run` read them for the cell summaries
             // (since `harness-run/3`).
-            let steps = crate::evidence::read_input_text(&dir.join("receipts.jsonl"))
+            let steps = crate::evidence::read_input_text(&dir.join(crate::evidence::RECEIPTS_FILE))
                 .ok()
                 .filter(|_| engine_measures)
                 .and_then(|t| crate::metrics::parse_receipts(&t).ok());
@@ -386,7 +386,7 @@ pub fn load(root: &Path) -> Result<Loaded, AnalysisError> {
         }
     }
     let summary_mismatches = check_summaries(&ev, &cells)?;
-    let qualification = read_json(&ev.results_dir().join("qualification.json"))?;
+    let qualification = read_json(&ev.root().join(crate::evidence::QUALIFICATION_RESULT_FILE))?;
     let sessions = run.as_ref().map(|r| r.sessions.clone()).unwrap_or_default();
     let executor = run.as_ref().and_then(|r| r.executor.clone());
     Ok(Loaded {

@@ -45,7 +45,7 @@ pub fn run_blocking(args: QualifyArgs) -> Result<QualifyOutcome, QualityError> {
         let outcome = crate::quality::qualify_plan(
             plan,
             &base,
-            &ev.root().join("qualification"),
+            &ev.root().join(crate::evidence::QUALIFICATION_DIR),
             crate::quality::Progress { quiet: args.quiet },
         )
         .await?;

@@ -245,6 +245,17 @@ pub fn claim_path(root: &Path, session: u32) -> PathBuf {
     root.join(SESSIONS_DIR).join(format!("{session}.json"))
 }
 
+/// Slurm's log of one task, `slurm/logs/b<block>.j<array job>.log` under `root`.
+pub fn task_log_path(root: &Path, block: u32, job: &str) -> PathBuf {
+    root.join(LOGS_DIR).join(format!("b{block}.j{job}.log"))
+}
+
+/// [`task_log_path`] as the batch script asks Slurm for it (`%a`: the array index,
+/// the block; `%A`: the array job), relative to the evidence root.
+pub fn task_log_pattern() -> String {
+    format!("{LOGS_DIR}/b%a.j%A.log")
+}
+
 /// `slurm/submissions/<n>.json` under `root`.
 pub fn submission_path(root: &Path, n: u32) -> PathBuf {
     root.join(SUBMISSIONS_DIR).join(format!("{n}.json"))

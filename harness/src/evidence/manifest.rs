@@ -90,7 +90,7 @@ pub fn write_manifest(root: &Path, study: &str, plan_sha256: &str, git: GitInfo)
         git,
         files: manifest_files(root)?,
     };
-    write_json(&root.join("manifest.json"), &manifest)?;
+    write_json(&root.join(super::MANIFEST_FILE), &manifest)?;
     Ok(manifest)
 }
 

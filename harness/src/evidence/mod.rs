@@ -8,8 +8,9 @@
 //! every file listed with its sealed size and hash, regular files only), and the typed
 //! records of the JSON files below (`run_record`, `unit_record`, `server_records`,
 //! `compare_record`, `pilots_record`, `request_record`: one definition each for the
-//! writer and every reader). Owns paths, write
-//! discipline and those formats. Must not decide what the files contain (the
+//! writer and every reader). Owns paths (every file and folder name in the tree
+//! below, defined once: beside its record, or in `layout` for the files no record
+//! owns; nothing outside `evidence/` spells one), write discipline and those formats. Must not decide what the files contain (the
 //! runner, `trace`, `arm` and `load` do) and must not delete anything except an
 //! earlier evidence directory the caller explicitly asked to replace (`--force`).
 //!
@@ -31,6 +32,7 @@ mod dispatch_record;
 mod durable;
 mod floor_record;
 mod jsonl;
+mod layout;
 mod manifest;
 mod open;
 mod pilots_record;
@@ -54,11 +56,12 @@ pub use dispatch_record::{
     DISPATCH_FILE, DISPATCH_FORMAT, DispatchRecord, ExecutorRecord, FAILURES_DIR, GpuFacts, LOGS_DIR, SBATCH_FILE,
     SESSIONS_DIR, SLURM_DIR, SUBMISSIONS_DIR, SessionClaim, SessionRole, SubmissionRecord, TaskFailure, TaskOutcome,
     TaskPlacement, claim_path, claim_session, read_claims, read_dispatch, read_failures, read_submissions,
-    submission_path, write_claim, write_failure,
+    submission_path, task_log_path, task_log_pattern, write_claim, write_failure,
 };
 pub use durable::{commit_rename, hex, sha256_hex, sync_parent, write_atomic};
 pub use floor_record::{FLOOR_MARGIN, MeasurementFloor, Spread};
 pub use jsonl::JsonlStream;
+pub use layout::*;
 pub use manifest::{
     GitInfo, MANIFEST_FORMAT, Manifest, ManifestFile, git_info, manifest_files, verify_manifest, write_manifest,
 };
@@ -77,8 +80,8 @@ pub use sealed::{
 };
 pub use secrets::{REDACTED, Secrets};
 pub use server_records::{
-    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, LogKept, OversizedAnswer, STARTUP_FILE, ServerIdentity,
-    ServerRecord, StartupRecord, StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
+    ARM_OUTCOME_FILE, CellOutcome, CheckResult, ExitInfo, LogKept, OversizedAnswer, STARTUP_FILE, STOP_FILE,
+    ServerIdentity, ServerRecord, StartupRecord, StopRecord, UnitOutcome, WARMUP_FILE, WarmupRecord,
 };
 pub use unit_record::{
     Completion, QUALIFICATION_UNIT, RecordCheck, UNIT_FILE, UNIT_FORMAT, UnitRecord, check_record, files_under,
@@ -134,7 +137,7 @@ impl Evidence {
                 if !force {
                     return Err(EvidenceError::NotEmpty { path: dir.to_path_buf() });
                 }
-                if !dir.join("plan.toml").is_file() && !dir.join("manifest.json").is_file() {
+                if !dir.join(PLAN_FILE).is_file() && !dir.join(MANIFEST_FILE).is_file() {
                     return Err(EvidenceError::NotEvidence { path: dir.to_path_buf() });
                 }
                 std::fs::remove_dir_all(dir).map_err(io_err(dir))?;
@@ -155,28 +158,28 @@ impl Evidence {
     }
 
     pub fn plan_path(&self) -> PathBuf {
-        self.root.join("plan.toml")
+        self.root.join(PLAN_FILE)
     }
 
     pub fn inputs_dir(&self) -> PathBuf {
-        self.root.join("inputs")
+        self.root.join(INPUTS_DIR)
     }
 
     /// `raw/b<block>/<arm>/`: one server invocation.
     pub fn unit_dir(&self, block: u32, arm: &str) -> PathBuf {
-        self.root.join("raw").join(format!("b{block}")).join(arm)
+        self.root.join(unit_path(block, arm))
     }
 
     pub fn requests_path(&self, block: u32, arm: &str, cell: &str) -> PathBuf {
-        self.unit_dir(block, arm).join(format!("{cell}.requests.jsonl"))
+        self.unit_dir(block, arm).join(requests_file(cell))
     }
 
     pub fn results_dir(&self) -> PathBuf {
-        self.root.join("results")
+        self.root.join(RESULTS_DIR)
     }
 
     pub fn cell_summary_path(&self, block: u32, arm: &str, cell: &str) -> PathBuf {
-        self.results_dir().join("cells").join(format!("b{block}-{arm}-{cell}.summary.json"))
+        self.root.join(layout::cell_summary_path(block, arm, cell))
     }
 
     /// Creates a directory inside the evidence tree.

@@ -161,7 +161,8 @@ fn check_root(root: &Path) -> Result<(), SealError> {
 pub fn read_manifest(root: &Path) -> Result<Manifest, SealError> {
     check_root(root)?;
     if root.join(MANIFEST_FILE).symlink_metadata().is_err() {
-        let started = ["plan.toml", RUN_FILE, "raw"].iter().any(|f| root.join(f).symlink_metadata().is_ok());
+        let started =
+            [super::PLAN_FILE, RUN_FILE, super::RAW_DIR].iter().any(|f| root.join(f).symlink_metadata().is_ok());
         return Err(if started {
             SealError::Unfinished { dir: root.to_path_buf() }
         } else {
@@ -382,12 +383,12 @@ impl Sealed {
         }
         let (mut listed, unlisted) = findings(&manifest, &digests, &unread);
         listed.retain(|f| !(f.field == "sha256" && f.found == "(not read)"));
-        if let Some(plan) = digests.get("plan.toml")
+        if let Some(plan) = digests.get(super::PLAN_FILE)
             && plan.sha256 != manifest.plan_sha256
             && plan.sha256 != "(not read)"
-            && sizes.contains_key("plan.toml")
+            && sizes.contains_key(super::PLAN_FILE)
         {
-            listed.push(Finding::new("plan.toml", "plan_sha256", &manifest.plan_sha256, &plan.sha256));
+            listed.push(Finding::new(super::PLAN_FILE, "plan_sha256", &manifest.plan_sha256, &plan.sha256));
         }
         listed.extend(unlisted);
         if !listed.is_empty() {

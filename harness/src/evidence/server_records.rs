@@ -23,6 +23,8 @@ pub const STARTUP_FILE: &str = "startup.json";
 pub const WARMUP_FILE: &str = "warmup.json";
 /// A unit's outcome file, in its unit directory.
 pub const ARM_OUTCOME_FILE: &str = "arm_outcome.json";
+/// How a spawned qualification server stopped ([`StopRecord`]), in `qualification/<arm>/`.
+pub const STOP_FILE: &str = "stop.json";
 
 /// `startup.json`: how a study unit's server started and what it said it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -480,7 +480,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
                 "confidence": null,
                 "slo": goodput_slo(plan.slo.as_ref()),
                 "profile": {"harness_cell": c.cell, "harness_block": c.block, "count": rc.count},
-                "requests": {"panel": "inputs/prompts.jsonl", "requests": c.records.len()},
+                "requests": {"panel": crate::evidence::PROMPTS_PATH, "requests": c.records.len()},
                 "backend": {
                     "kind": "openai_http", "target": arm.map(|a| a.base_url()), "model": plan.request.model,
                     "request_type": request_type(rc.body.endpoint),
@@ -530,7 +530,7 @@ pub fn guidellm_report(plan: &Plan, plan_sha256: &str, cells: &[CellRecords], st
             "spec": {
                 "backend": {"kind": "openai_http", "target": target, "model": plan.request.model},
                 "profile": profile(&loads),
-                "data": [{"kind": "json_file", "path": "inputs/prompts.jsonl"}],
+                "data": [{"kind": "json_file", "path": crate::evidence::PROMPTS_PATH}],
             },
         },
         "benchmarks": benchmarks,

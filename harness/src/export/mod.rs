@@ -23,7 +23,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 use crate::evidence::request_record::RequestRecord;
-use crate::evidence::{Evidence, SealError, Sealed};
+use crate::evidence::{Evidence, PLAN_FILE, SealError, Sealed};
 use crate::plan::{FrozenPlan, freeze};
 
 pub use aiperf::{
@@ -76,7 +76,7 @@ pub fn read_plan(dir: &Path) -> Result<FrozenPlan, ExportError> {
 /// derived (`pilots/derived.json`) and the blocks a sequential study ran.
 pub fn plan_of(ev: &Sealed) -> Result<FrozenPlan, ExportError> {
     let dir = ev.root();
-    let frozen = freeze(ev.read("plan.toml")?)
+    let frozen = freeze(ev.read(PLAN_FILE)?)
         .map_err(|e| ExportError::Plan { dir: dir.to_path_buf(), message: e.to_string() })?;
     crate::analysis::pilot::evidence_plan(dir, frozen)
         .map_err(|message| ExportError::Plan { dir: dir.to_path_buf(), message })
@@ -96,7 +96,7 @@ pub fn cells_of(ev: &Sealed, plan: &FrozenPlan) -> Result<Vec<CellRecords>, Expo
         for arm in &block.arms {
             for cell in &block.cells {
                 let path = layout.requests_path(block.index, arm, cell);
-                let rel = format!("raw/b{}/{arm}/{cell}.requests.jsonl", block.index);
+                let rel = crate::evidence::requests_path(block.index, arm, cell);
                 let Some(bytes) = ev.read_opt(&rel)? else { continue };
                 let text = String::from_utf8_lossy(&bytes);
                 let mut records = Vec::new();

@@ -15,7 +15,7 @@ use axum::body::Bytes;
 
 use std::path::PathBuf;
 
-use crate::evidence::sha256_hex;
+use crate::evidence::{PROMPTS_FILE, sha256_hex};
 use crate::load::LoadError;
 use crate::load::{PreparedRequest, SessionScript, prepare as prepare_request, stream_body_with};
 use crate::plan::PlanError;
@@ -156,7 +156,7 @@ pub fn generate(plan: &Plan, plan_sha256: &str, base: &Path, inputs_dir: &Path) 
 /// the files in inputs/ count.
 pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, InputsError> {
     trace::verify_catalog(inputs_dir)?;
-    let path = inputs_dir.join("prompts.jsonl");
+    let path = inputs_dir.join(PROMPTS_FILE);
     let text = std::fs::read_to_string(&path).map_err(|error| InputsError::Io { path, error })?;
     let panel = Panel::from_jsonl(&text)?;
     panel.check(plan)?;
@@ -176,7 +176,7 @@ pub fn load(plan: &Plan, inputs_dir: &Path) -> Result<Inputs, InputsError> {
                 .iter()
                 .map(|p| {
                     SessionScript::new(plan, p).map(std::sync::Arc::new).ok_or_else(|| trace::TraceError::Malformed {
-                        what: "prompts.jsonl".into(),
+                        what: PROMPTS_FILE.into(),
                         message: format!("prompt {} is not a chat session", p.index),
                     })
                 })

@@ -32,7 +32,10 @@ use super::parity::{ParityPrompt, ParityResult};
 use super::retrieval::PasskeyItem;
 use super::{QualityError, gsm, nll, parity, retrieval};
 use crate::arm::Invocation;
-use crate::evidence::{write_json, write_jsonl};
+use crate::evidence::{
+    ARM_FILE, GSM_SET_FILE, INPUTS_DIR, PARITY_REFERENCE_FILE, SERVER_LOG_FILE, STOP_FILE, items_file, responses_file,
+    scores_file, write_json, write_jsonl,
+};
 use crate::load::StudyClock;
 use crate::plan::{Arm, ArmRole, Plan, Qualification, Vars, expand};
 
@@ -149,19 +152,19 @@ pub fn build_inputs(q: &Qualification, base: &Path) -> Result<QualityInputs, Qua
 }
 
 pub fn write_inputs(inputs: &QualityInputs, dir: &Path) -> Result<(), QualityError> {
-    let d = dir.join("inputs");
+    let d = dir.join(INPUTS_DIR);
     if let Some((items, set)) = &inputs.gsm {
-        write_jsonl(&d.join("gsm.items.jsonl"), items)?;
-        write_json(&d.join("gsm.set.json"), set)?;
+        write_jsonl(&d.join(items_file("gsm")), items)?;
+        write_json(&d.join(GSM_SET_FILE), set)?;
     }
     if let Some(docs) = &inputs.nll {
-        write_jsonl(&d.join("nll.items.jsonl"), docs)?;
+        write_jsonl(&d.join(items_file("nll")), docs)?;
     }
     if let Some(items) = &inputs.retrieval {
-        write_jsonl(&d.join("retrieval.items.jsonl"), items)?;
+        write_jsonl(&d.join(items_file("retrieval")), items)?;
     }
     if let Some(p) = &inputs.parity {
-        write_jsonl(&d.join("parity.items.jsonl"), p)?;
+        write_jsonl(&d.join(items_file("parity")), p)?;
     }
     Ok(())
 }
@@ -204,7 +207,7 @@ pub async fn qualify_arm(
     super::client::require_loopback(&base_url)?;
     let cmd = plan.arm_command(arm, 0, &arm_dir)?;
     let spawned = cmd.is_some();
-    let mut server = Invocation::new(arm, cmd, arm_dir.join("server.log"), StudyClock::start())?;
+    let mut server = Invocation::new(arm, cmd, arm_dir.join(SERVER_LOG_FILE), StudyClock::start())?;
     if spawned {
         progress.line(&format!("{}: starting a fresh server", arm.name));
     }
@@ -249,11 +252,11 @@ pub async fn qualify_arm(
         }
     }
     if let Some(stop) = server.stop().await?.stop {
-        write_json(&arm_dir.join("stop.json"), &stop)?;
+        write_json(&arm_dir.join(STOP_FILE), &stop)?;
     }
     for g in &run.gates {
-        write_jsonl(&arm_dir.join(format!("{}.responses.jsonl", g.gate)), &g.records)?;
-        write_json(&arm_dir.join(format!("{}.scores.json", g.gate)), &g.summary)?;
+        write_jsonl(&arm_dir.join(responses_file(g.gate)), &g.records)?;
+        write_json(&arm_dir.join(scores_file(g.gate)), &g.summary)?;
     }
     if let (Some(spec), Some(prompts), Some(http)) = (&q.parity, &inputs.parity, http_parity) {
         let raw = spec.reference.get(&arm.name).cloned().unwrap_or_default();
@@ -277,13 +280,13 @@ pub async fn qualify_arm(
         let timeout = Duration::from_secs_f64(q.request_timeout_s);
         let serial = parity::run_serial(&argv, spec, prompts, timeout, &report).await;
         let result = parity::compare(&arm.name, spec, &argv, &http, &serial);
-        write_jsonl(&arm_dir.join("parity.responses.jsonl"), &http)?;
-        write_jsonl(&arm_dir.join("parity.reference.jsonl"), &serial)?;
-        write_json(&arm_dir.join("parity.scores.json"), &result)?;
+        write_jsonl(&arm_dir.join(responses_file("parity")), &http)?;
+        write_jsonl(&arm_dir.join(PARITY_REFERENCE_FILE), &serial)?;
+        write_json(&arm_dir.join(scores_file("parity")), &result)?;
         run.parity = Some(result);
     }
     write_json(
-        &arm_dir.join("arm.json"),
+        &arm_dir.join(ARM_FILE),
         &json!({"arm": run.arm, "role": run.role, "startup_s": run.startup_s, "error": run.error}),
     )?;
     Ok(run)

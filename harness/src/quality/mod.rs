@@ -99,6 +99,6 @@ pub async fn qualify_plan(
         runs.push(qualify_arm(plan, arm, &inputs, dir, progress).await?);
     }
     let outcome = verdict(plan, q, &runs, inputs.gsm.as_ref().map(|(_, s)| s.clone()));
-    write_json(&dir.join("qualification.json"), &outcome)?;
+    write_json(&dir.join(crate::evidence::QUALIFICATION_FILE), &outcome)?;
     Ok(outcome)
 }

@@ -56,8 +56,9 @@ pub use units::metric_unit;
 
 use crate::analysis::{Analysis, AnalysisError, FailedRequest, Loaded, UnitRow};
 use crate::evidence::{
-    EvidenceError, GitInfo, MANIFEST_FILE, Manifest, ManifestFile, SealError, Sealed, hash_regular, listing,
-    write_bytes, write_json,
+    EVIDENCE_FILE, EvidenceError, FIGURES_DIR, GitInfo, MANIFEST_FILE, MATRIX_CSV_FILE, MATRIX_PARQUET_FILE, Manifest,
+    ManifestFile, REPORT_HTML_FILE, REPORT_MD_FILE, REQUESTS_CSV_FILE, REQUESTS_PARQUET_FILE, SealError, Sealed,
+    hash_regular, listing, write_bytes, write_json,
 };
 use crate::metrics::PERCENTILE_METHOD;
 
@@ -195,26 +196,26 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
         }
     }
     let results = crate::analysis::study::results_dir(root);
-    let fig_dir = results.join("figures");
+    let fig_dir = root.join(FIGURES_DIR);
     if fig_dir.exists() {
         std::fs::remove_dir_all(&fig_dir).map_err(|error| ReportError::Io { path: fig_dir.clone(), error })?;
     }
     std::fs::create_dir_all(&fig_dir).map_err(|error| ReportError::Io { path: fig_dir.clone(), error })?;
     let mut files = Vec::new();
     let mut df = matrix::dataframe(&l)?;
-    write_bytes(&results.join("matrix.csv"), &matrix::csv_bytes(&mut df)?)?;
-    write_bytes(&results.join("matrix.parquet"), &matrix::parquet_bytes(&mut df)?)?;
-    files.extend(["results/matrix.csv".to_string(), "results/matrix.parquet".to_string()]);
+    write_bytes(&root.join(MATRIX_CSV_FILE), &matrix::csv_bytes(&mut df)?)?;
+    write_bytes(&root.join(MATRIX_PARQUET_FILE), &matrix::parquet_bytes(&mut df)?)?;
+    files.extend([MATRIX_CSV_FILE.to_string(), MATRIX_PARQUET_FILE.to_string()]);
     files.extend(requests::write(root, &l)?);
     let figures = figures::write_all(&l, &a, &fig_dir)?;
-    files.extend(figures.iter().map(|f| format!("results/figures/{f}")));
-    write_json(&results.join("evidence.json"), &evidence_json(&l, &a, &figures))?;
-    let report = results.join("report.md");
+    files.extend(figures.iter().map(|f| format!("{FIGURES_DIR}/{f}")));
+    write_json(&root.join(EVIDENCE_FILE), &evidence_json(&l, &a, &figures))?;
+    let report = root.join(REPORT_MD_FILE);
     let md = markdown::render(&l, &a, &figures);
     write_bytes(&report, md.as_bytes())?;
-    write_bytes(&results.join("report.html"), html::render(&md, &results).as_bytes())?;
-    files.extend(["results/evidence.json".to_string(), "results/report.md".to_string()]);
-    files.push("results/report.html".to_string());
+    write_bytes(&root.join(REPORT_HTML_FILE), html::render(&md, &results).as_bytes())?;
+    files.extend([EVIDENCE_FILE.to_string(), REPORT_MD_FILE.to_string()]);
+    files.push(REPORT_HTML_FILE.to_string());
     let mut claims = claims_terminal(&a);
     claims.push_str(&tuning::terminal_line(&l.frozen.plan, &a));
     let mut warnings = l.summary_mismatches.clone();
@@ -228,17 +229,17 @@ pub fn build(root: &Path) -> Result<ReportOutcome, ReportError> {
 
 /// The report's own files (besides `results/figures/*`), relative to the evidence root.
 pub const REPORT_FILES: [&str; 7] = [
-    "results/matrix.csv",
-    "results/matrix.parquet",
-    "results/evidence.json",
-    "results/report.md",
-    "results/requests.csv",
-    "results/requests.parquet",
-    "results/report.html",
+    MATRIX_CSV_FILE,
+    MATRIX_PARQUET_FILE,
+    EVIDENCE_FILE,
+    REPORT_MD_FILE,
+    REQUESTS_CSV_FILE,
+    REQUESTS_PARQUET_FILE,
+    REPORT_HTML_FILE,
 ];
 
 fn report_owned(path: &str) -> bool {
-    path.starts_with("results/figures/") || REPORT_FILES.contains(&path)
+    path.strip_prefix(FIGURES_DIR).is_some_and(|f| f.starts_with('/')) || REPORT_FILES.contains(&path)
 }
 
 /// `harness report DIR`: opens the finished study through [`Sealed`] first (every

@@ -22,7 +22,7 @@ use polars::prelude::{Column, DataFrame};
 use super::ReportError;
 use crate::analysis::study::{Loaded, read_records};
 use crate::evidence::request_record::RequestRecord;
-use crate::evidence::{Evidence, RequestStatus, write_bytes};
+use crate::evidence::{Evidence, REQUESTS_CSV_FILE, REQUESTS_PARQUET_FILE, RequestStatus, write_bytes};
 use crate::metrics::{INCOMPLETE_CLASS, RequestMeasures, measure_request};
 use crate::stats::percentile_u64;
 
@@ -186,10 +186,9 @@ pub fn read_rows(root: &Path, l: &Loaded) -> Result<Vec<RequestRow>, ReportError
 pub fn write(root: &Path, l: &Loaded) -> Result<[String; 2], ReportError> {
     let rows = read_rows(root, l)?;
     let mut df = dataframe(&l.frozen.plan.study.name, &l.frozen.sha256, &rows)?;
-    let results = crate::analysis::study::results_dir(root);
-    write_bytes(&results.join("requests.csv"), &super::matrix::csv_bytes(&mut df)?)?;
-    write_bytes(&results.join("requests.parquet"), &super::matrix::parquet_bytes(&mut df)?)?;
-    Ok(["results/requests.csv".to_string(), "results/requests.parquet".to_string()])
+    write_bytes(&root.join(REQUESTS_CSV_FILE), &super::matrix::csv_bytes(&mut df)?)?;
+    write_bytes(&root.join(REQUESTS_PARQUET_FILE), &super::matrix::parquet_bytes(&mut df)?)?;
+    Ok([REQUESTS_CSV_FILE.to_string(), REQUESTS_PARQUET_FILE.to_string()])
 }
 
 fn int(v: u64) -> i64 {

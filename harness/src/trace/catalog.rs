@@ -14,7 +14,7 @@ use super::arrivals::{Trace, cell_trace_from};
 use super::panel::Panel;
 use super::replayed::{arrival_copy_path, read_arrival_file};
 use super::{CatalogProblem, TraceError};
-use crate::evidence::{hex, sha256_hex, write_atomic};
+use crate::evidence::{CATALOG_FILE, PROMPTS_FILE, hex, sha256_hex, trace_file, write_atomic};
 use crate::plan::seed::cell_seed;
 use crate::plan::{Load, Plan};
 
@@ -76,7 +76,7 @@ pub struct CatalogSource {
 
 /// Relative path of a cell's trace file.
 pub fn trace_path(cell: &str) -> String {
-    format!("traces/{cell}.trace.jsonl")
+    trace_file(cell)
 }
 
 fn write(dir: &Path, rel: &str, bytes: &[u8]) -> Result<CatalogFile, TraceError> {
@@ -134,7 +134,7 @@ pub fn write_inputs_in(
     let mut files = Vec::new();
     if let Some(panel) = panel {
         panel.check(plan)?;
-        files.push(write(dir, "prompts.jsonl", panel.to_jsonl().as_bytes())?);
+        files.push(write(dir, PROMPTS_FILE, panel.to_jsonl().as_bytes())?);
     }
     let mut entries = Vec::new();
     for (t, source) in &traces {
@@ -172,9 +172,9 @@ pub fn write_inputs_in(
         traces: entries,
     };
     let mut json = serde_json::to_string_pretty(&catalog)
-        .map_err(|e| TraceError::Malformed { what: "catalog.json".into(), message: e.to_string() })?;
+        .map_err(|e| TraceError::Malformed { what: CATALOG_FILE.into(), message: e.to_string() })?;
     json.push('\n');
-    write(dir, "catalog.json", json.as_bytes())?;
+    write(dir, CATALOG_FILE, json.as_bytes())?;
     Ok(catalog)
 }
 
@@ -186,7 +186,7 @@ fn safe_relative(path: &str) -> bool {
 /// Reads `dir/catalog.json` and checks every listed file's size and SHA-256. Names
 /// every missing or changed file; returns the catalog when all match.
 pub fn verify_catalog(dir: &Path) -> Result<Catalog, TraceError> {
-    let path = dir.join("catalog.json");
+    let path = dir.join(CATALOG_FILE);
     let text = std::fs::read_to_string(&path).map_err(|error| TraceError::Io { path: path.clone(), error })?;
     let catalog: Catalog = serde_json::from_str(&text)
         .map_err(|e| TraceError::Malformed { what: path.display().to_string(), message: e.to_string() })?;

@@ -371,7 +371,7 @@ impl Panel {
         let spec = &plan.prompts;
         let dataset = spec.source.is_dataset();
         let want = if dataset { spec.documents as usize } else { spec.lengths.len() * spec.documents as usize };
-        let bad = |message: String| TraceError::Malformed { what: "prompts.jsonl".into(), message };
+        let bad = |message: String| TraceError::Malformed { what: crate::evidence::PROMPTS_FILE.into(), message };
         if self.prompts.len() != want {
             return Err(bad(format!("{} prompts, the plan needs {want}", self.prompts.len())));
         }

@@ -26,7 +26,7 @@ use crate::plan::{Issue, Load, Plan, PlanError, ResolvedCell};
 /// Relative path (under `inputs/`) of the copy of a cell's trace file.
 pub fn arrival_copy_path(cell: &str, source: &str) -> String {
     let ext = if source.ends_with(".csv") { "csv" } else { "jsonl" };
-    format!("arrivals/{cell}.{ext}")
+    crate::evidence::arrivals_file(cell, ext)
 }
 
 /// The bytes and parsed rows of the trace file at `base/path`.

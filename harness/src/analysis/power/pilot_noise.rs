@@ -18,7 +18,7 @@ use crate::plan::FrozenPlan;
 
 use super::{NoiseEstimate, NoiseStudy, PowerError, noise::spread};
 use crate::evidence::request_record::RequestRecord;
-use crate::evidence::{PilotRun, read_pilots_record};
+use crate::evidence::{PILOTS_DIR, PLAN_FILE, PilotRun, read_pilots_record};
 use crate::plan::{Load, Metric, Plan};
 
 /// The model's noise assumption when the noise comes from pilots (it replaces the
@@ -44,8 +44,8 @@ pub const MIN_RUNS: usize = 2;
 /// `root` is a study's evidence directory (its `plan.toml` says how the pilots ran).
 pub fn read(root: &Path, plan: &Plan) -> Result<NoiseStudy, PowerError> {
     let rec = read_pilots_record(root).map_err(PowerError::Args)?;
-    let bytes = std::fs::read(root.join("plan.toml"))
-        .map_err(|e| PowerError::Args(format!("{}: {e}", root.join("plan.toml").display())))?;
+    let bytes = std::fs::read(root.join(PLAN_FILE))
+        .map_err(|e| PowerError::Args(format!("{}: {e}", root.join(PLAN_FILE).display())))?;
     let own = crate::plan::freeze(bytes)?;
     let concurrency = own.plan.pilots.as_ref().map_or(0, |p| p.concurrency);
     let mut estimates = Vec::new();
@@ -135,7 +135,7 @@ pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<super::P
         return None;
     }
     let opts = super::PowerOptions {
-        plan: root.join("plan.toml"),
+        plan: root.join(PLAN_FILE),
         noise: root.to_path_buf(),
         target_effect: None,
         target_power: 0.8,
@@ -149,7 +149,7 @@ pub fn power_summary(root: &Path, frozen: &FrozenPlan) -> Option<Result<super::P
     if let Some(Err(why)) = noise.estimates.iter().find(|e| e.is_err()) {
         return Some(Err(why.clone()));
     }
-    let mut report = match super::compute(frozen, &noise, Path::new("pilots/"), &opts) {
+    let mut report = match super::compute(frozen, &noise, Path::new(&format!("{PILOTS_DIR}/")), &opts) {
         Ok(r) => r,
         Err(e) => return Some(Err(e.to_string())),
     };

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::AcceptError;
 use crate::arm::Invocation;
-use crate::evidence::StopRecord;
+use crate::evidence::{SERVER_LOG_FILE, StopRecord};
 use crate::load::StudyClock;
 
 /// A healthy arm.
@@ -46,8 +46,8 @@ impl ArmServer {
         std::fs::create_dir_all(&dir).map_err(|error| AcceptError::Io { path: dir.clone(), error })?;
         let dir = std::fs::canonicalize(&dir).map_err(|error| AcceptError::Io { path: dir.clone(), error })?;
         let cmd = plan.arm_command(arm, 0, &dir)?;
-        let log = cmd.as_ref().map(|_| dir.join("server.log"));
-        let mut inv = Invocation::new(arm, cmd, dir.join("server.log"), StudyClock::start())?;
+        let log = cmd.as_ref().map(|_| dir.join(SERVER_LOG_FILE));
+        let mut inv = Invocation::new(arm, cmd, dir.join(SERVER_LOG_FILE), StudyClock::start())?;
         inv.spawn()?;
         let mut server = ArmServer {
             name: arm.name.clone(),

@@ -773,7 +773,7 @@ pub fn write_plan(plan: &BenchPlan, dir: &Path) -> Result<PathBuf, BenchError> {
 
 /// The cell summaries of a finished study (`results/summaries.json`), in run order.
 pub fn summaries(evidence: &Path) -> Result<Vec<CellSummary>, BenchError> {
-    let path = evidence.join("results").join("summaries.json");
+    let path = evidence.join(crate::evidence::SUMMARIES_FILE);
     let bytes = std::fs::read(&path).map_err(|error| BenchError::Io { path: path.clone(), error })?;
     serde_json::from_slice(&bytes).map_err(|e| BenchError::Summaries { path, why: e.to_string() })
 }

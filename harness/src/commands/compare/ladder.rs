@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::CompareError;
 use super::server::Running;
-use crate::evidence::{Evidence, write_json, write_jsonl};
+use crate::evidence::{Evidence, requests_file, summary_path, write_json, write_jsonl};
 use crate::inputs::Inputs;
 use crate::load::{
     CellDrive, Connections, Counters, RequestCtx, StudyClock, drive_cell, exited, prewarm, warm_connections,
@@ -92,14 +92,13 @@ impl Ladder<'_> {
             };
             let records = drive_cell(&drive, &ctx, &Arc::new(Counters::default())).await?;
             let _ = server.phase().send("idle".into());
-            write_jsonl(&server.dir.join(format!("{}.requests.jsonl", cell.name)), &records)?;
+            write_jsonl(&server.dir.join(requests_file(&cell.name)), &records)?;
             let failed = records.iter().filter(|r| !r.is_valid()).count() as u64;
             let (summary, error) = match summarize_cell(&records) {
                 Ok(s) => (Some(s), None),
                 Err(e) => (None, Some(e.to_string())),
             };
-            let name = format!("{}-{}-{}.summary.json", self.tag, self.label, cell.name);
-            let path = self.ev.results_dir().join("cells").join(name);
+            let path = self.ev.root().join(summary_path(&format!("{}-{}-{}", self.tag, self.label, cell.name)));
             match &summary {
                 Some(s) => write_json(&path, s)?,
                 None => write_json(&path, &serde_json::json!({"cell": cell.name, "error": error}))?,

@@ -37,7 +37,10 @@ pub use ladder::CellResult;
 pub use parity::Answer;
 
 use crate::arm::{ArmError, find_nvidia_smi};
-use crate::evidence::{COMPARE_FILE, Evidence, EvidenceError, git_info, write_bytes, write_manifest};
+use crate::evidence::{
+    COMPARE_FILE, COMPARE_REPORT_FILE, Evidence, EvidenceError, PARITY_PHASE, RAW_DIR, git_info, write_bytes,
+    write_manifest,
+};
 use crate::load::{LoadError, StudyClock};
 use crate::plan::{PlanError, ResolvedCell, freeze_file};
 
@@ -188,7 +191,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
     let mut dialects = BTreeMap::new();
     for name in [&spec.reference, &spec.candidate] {
         say(format!("parity: {name}: {} prompts on a fresh server", prompts.len()));
-        let dir = ev.root().join("raw").join("parity").join(name);
+        let dir = ev.root().join(RAW_DIR).join(PARITY_PHASE).join(name);
         let running = server::start(&sh, arm_of(name)?, ("parity", 0, name), &dir, false).await?;
         let d = parity::detect(&running, spec.dialects.get(name.as_str()).copied()).await;
         let got = parity::collect(&running, d.kind, &plan.request.model, &prompts, spec.parity_output_tokens, timeout);
@@ -209,7 +212,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
             for second in [false, true] {
                 for name in spec.noise_arm_names() {
                     let label = format!("{name}.{}", if second { "b" } else { "a" });
-                    let dir = ev.root().join("raw").join(format!("noise{r}")).join(&label);
+                    let dir = ev.root().join(RAW_DIR).join(format!("noise{r}")).join(&label);
                     let (phase, tag) = (Phase::Noise, format!("noise{r}"));
                     steps.push((Step { phase, round: r, second, arm: name, label, dir, tag }, None));
                 }
@@ -283,7 +286,7 @@ pub async fn run(args: CompareArgs) -> Result<CompareOutcome, CompareError> {
         definitions: report::DEFINITIONS.iter().map(|d| d.to_string()).collect(),
     };
     write_bytes(&ev.root().join(COMPARE_FILE), report::to_json(&report).as_bytes())?;
-    write_bytes(&ev.root().join("compare.md"), report::markdown(&report).as_bytes())?;
+    write_bytes(&ev.root().join(COMPARE_REPORT_FILE), report::markdown(&report).as_bytes())?;
     let manifest = write_manifest(ev.root(), &plan.study.name, &frozen.sha256, git)?;
     Ok(CompareOutcome { dir: ev.root().to_path_buf(), report, manifest_files: manifest.files.len() })
 }

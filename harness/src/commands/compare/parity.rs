@@ -126,7 +126,7 @@ pub async fn collect(
         }
         out.push(a);
     }
-    write_jsonl(&run.dir.join("parity.jsonl"), &out)?;
+    write_jsonl(&run.dir.join(crate::evidence::PARITY_FILE), &out)?;
     Ok(out)
 }
 

@@ -14,7 +14,10 @@ use tokio::sync::watch;
 
 use super::CompareError;
 use crate::arm::Invocation;
-use crate::evidence::{STARTUP_FILE, ServerRecord, UNIT_FILE, UnitStatus, WARMUP_FILE, write_json};
+use crate::evidence::{
+    MEMORY_FILE, SCRAPES_FILE, SERVER_LOG_FILE, STARTUP_FILE, ServerRecord, UNIT_FILE, UnitStatus, WARMUP_FILE,
+    write_json,
+};
 use crate::load::StudyClock;
 use crate::plan::{Arm, Plan};
 use crate::trace::Panel;
@@ -56,7 +59,7 @@ pub async fn start(
     std::fs::create_dir_all(dir).map_err(|error| CompareError::Io { path: dir.to_path_buf(), error })?;
     let cmd = sh.plan.arm_command(arm, round, dir)?.ok_or_else(|| fault(label, "an external arm cannot be started"))?;
     let argv = cmd.argv.clone();
-    let mut server = Invocation::new(arm, Some(cmd), dir.join("server.log"), sh.clock)?;
+    let mut server = Invocation::new(arm, Some(cmd), dir.join(SERVER_LOG_FILE), sh.clock)?;
     server.spawn()?;
     let mut record = ServerRecord {
         phase: phase.to_string(),
@@ -94,10 +97,10 @@ pub async fn start(
             return Err(fault(label, e.to_string()));
         }
     }
-    let scrapes = dir.join("scrapes.jsonl");
+    let scrapes = dir.join(SCRAPES_FILE);
     server.start_sampling(
         scrapes,
-        dir.join("memory.jsonl"),
+        dir.join(MEMORY_FILE),
         if warm { "warmup" } else { "idle" },
         sh.nvidia_smi.clone(),
     )?;

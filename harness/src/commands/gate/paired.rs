@@ -80,7 +80,8 @@ fn identities(ev: &Sealed, record: &SequentialRecord) -> Result<Vec<ArmIdentity>
     }
     arms.into_iter()
         .map(|arm| {
-            let bytes = ev.read_opt(&format!("raw/b0/{arm}/{}", crate::evidence::STARTUP_FILE))?;
+            let bytes =
+                ev.read_opt(&format!("{}/{}", crate::evidence::unit_path(0, &arm), crate::evidence::STARTUP_FILE))?;
             let v: Option<Value> = bytes.and_then(|b| serde_json::from_slice(&b).ok());
             let s = |k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(Value::as_str).map(String::from);
             let program = v.as_ref().and_then(|v| v.pointer("/argv/0")).and_then(Value::as_str).map(String::from);

@@ -122,10 +122,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> GateError + '_ {
 }
 
 /// `results/matrix.csv`, relative to the evidence directory.
-const MATRIX: &str = "results/matrix.csv";
+const MATRIX: &str = crate::evidence::MATRIX_CSV_FILE;
 
 /// Where a study's own qualification may be, after `results/evidence.json`'s.
-const QUALIFICATION_FILES: [&str; 2] = ["results/qualification.json", "qualification/qualification.json"];
+const QUALIFICATION_FILES: [&str; 2] =
+    [crate::evidence::QUALIFICATION_RESULT_FILE, crate::evidence::QUALIFICATION_OUTCOME_PATH];
 
 /// The listed JSON file `rel` of `ev` (`None`: not in the manifest).
 fn sealed_json(ev: &Sealed, rel: &str) -> Result<Option<Value>, GateError> {
@@ -191,13 +192,17 @@ impl Side {
             Some(bytes) => Some(parse_matrix(&dir.join(MATRIX), &bytes)?),
             None => None,
         };
-        let evidence = sealed_json(ev, "results/evidence.json")?;
+        let evidence = sealed_json(ev, crate::evidence::EVIDENCE_FILE)?;
         let manifest = serde_json::to_value(ev.manifest()).ok();
         let meta = evidence.as_ref().or(manifest.as_ref());
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).map(str::to_string);
         let mut qualification = None;
         if let Some(q) = evidence.as_ref().and_then(|e| e.get("qualification")).filter(|q| !q.is_null()) {
-            qualification = Some(trim_qualification(q, "results/evidence.json#qualification", &dir.join("results"))?);
+            qualification = Some(trim_qualification(
+                q,
+                &format!("{}#qualification", crate::evidence::EVIDENCE_FILE),
+                &dir.join(crate::evidence::RESULTS_DIR),
+            )?);
         }
         for rel in QUALIFICATION_FILES {
             if qualification.is_none()
@@ -243,7 +248,8 @@ impl Side {
 fn read_qualification_override(path: &Path) -> Result<Qualification, GateError> {
     if path.is_dir() {
         let ev = Sealed::open(path)?;
-        for rel in std::iter::once("qualification.json").chain(QUALIFICATION_FILES.iter().rev().copied()) {
+        for rel in std::iter::once(crate::evidence::QUALIFICATION_FILE).chain(QUALIFICATION_FILES.iter().rev().copied())
+        {
             if let Some(value) = sealed_json(&ev, rel)? {
                 let file = path.join(rel);
                 return trim_qualification(&value, &file.display().to_string(), &file);

@@ -129,7 +129,7 @@ async fn probe_all(
         let arm_dir =
             std::fs::canonicalize(&arm_dir).map_err(|error| PlanCommandError::Io { path: arm_dir.clone(), error })?;
         let cmd = plan.arm_command(arm, 0, &arm_dir)?;
-        let log = arm_dir.join("server.log");
+        let log = arm_dir.join(crate::evidence::SERVER_LOG_FILE);
         let kind = if cmd.is_some() { "spawn" } else { "external" };
         let spawned = cmd.is_some();
         let mut inv = Invocation::new(arm, cmd, log.clone(), StudyClock::start())?;

@@ -22,7 +22,7 @@ use crate::trace::Prompt;
 pub const NAME: &str = "request bodies: run.json hashes rebuilt from the frozen panel, per cell endpoint";
 
 const RUN: &str = crate::evidence::RUN_FILE;
-const PANEL: &str = "inputs/prompts.jsonl";
+const PANEL: &str = crate::evidence::PROMPTS_PATH;
 
 /// `run.json`'s body hashes by endpoint name (an older array: the study endpoint's).
 fn recorded(root: &Path, plan: &Plan) -> Result<BTreeMap<String, Vec<String>>, String> {

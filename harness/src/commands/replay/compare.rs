@@ -32,6 +32,10 @@ use super::read::{read_json, stream_lines};
 use super::records::Rec;
 use super::tables::compare_summary;
 use super::{Check, Mismatch, close, num};
+use crate::evidence::{
+    CELLS_DIR, DISCARDED_DIR, PARITY_FILE, PARITY_PHASE, RAW_DIR, REQUESTS_SUFFIX, RESULTS_DIR, RUN_FILE,
+    SUMMARY_SUFFIX, UNIT_FILE, requests_file, summary_path,
+};
 use crate::evidence::{COMPARE_FILE as FILE, CompareRecord, CompareStatus, Measure, NoiseArms, Obs, Phase};
 use crate::metrics::FIELD_NAMES;
 use crate::plan::{Plan, ResolvedLoad};
@@ -43,7 +47,7 @@ const FORMAT_PREFIX: &str = "harness-compare/";
 
 /// Why this is a compare evidence directory (`None`: it is not one).
 pub fn layout(root: &Path, scan: &Scan) -> Option<String> {
-    let run_json = scan.files.contains_key("run.json") || root.join("run.json").symlink_metadata().is_ok();
+    let run_json = scan.files.contains_key(RUN_FILE) || root.join(RUN_FILE).symlink_metadata().is_ok();
     if run_json || !scan.files.contains_key(FILE) {
         return None;
     }
@@ -70,9 +74,9 @@ type Server = (Phase, u32, bool, String);
 fn where_of((phase, round, second, arm): &Server) -> (String, String, String) {
     if *phase == Phase::Noise {
         let label = format!("{arm}.{}", if *second { "b" } else { "a" });
-        (label.clone(), format!("raw/noise{round}/{label}"), format!("noise{round}"))
+        (label.clone(), format!("{RAW_DIR}/noise{round}/{label}"), format!("noise{round}"))
     } else {
-        (arm.clone(), format!("raw/b{round}/{arm}"), format!("b{round}"))
+        (arm.clone(), crate::evidence::unit_path(*round, arm), format!("b{round}"))
     }
 }
 
@@ -136,7 +140,7 @@ fn first_difference(a: &[u32], b: &[u32], limit: Option<usize>) -> Option<usize>
 /// Recounts parity; returns the number of prompts compared.
 fn parity(m: &mut Vec<Mismatch>, root: &Path, scan: &Scan, r: &CompareRecord) -> usize {
     let s = &r.spec;
-    let rel = |arm: &str| format!("raw/parity/{arm}/parity.jsonl");
+    let rel = |arm: &str| format!("{RAW_DIR}/{PARITY_PHASE}/{arm}/{PARITY_FILE}");
     let (ref_rel, cand_rel) = (rel(&s.reference), rel(&s.candidate));
     let (refs, cands) = match (answers(root, scan, &ref_rel), answers(root, scan, &cand_rel)) {
         (Ok(a), Ok(b)) => (a, b),
@@ -196,7 +200,7 @@ fn parity(m: &mut Vec<Mismatch>, root: &Path, scan: &Scan, r: &CompareRecord) ->
 
 /// Compare's `unit.json` of `dir`.
 fn unit_json(root: &Path, scan: &Scan, dir: &str) -> Result<Value, String> {
-    let rel = format!("{dir}/unit.json");
+    let rel = format!("{dir}/{UNIT_FILE}");
     if !scan.files.contains_key(&rel) {
         return Err("missing".into());
     }
@@ -236,7 +240,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         let dir = unit.dir.as_str();
         unit_status.insert(dir.to_string(), unit.status);
         match unit_json(root, scan, dir) {
-            Err(e) => m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, format!("{FILE} units[{i}]"))),
+            Err(e) => m.push(Mismatch::new(format!("{dir}/{UNIT_FILE}"), "file", e, format!("{FILE} units[{i}]"))),
             Ok(v) if v != *u => {
                 let keys: BTreeSet<&String> =
                     u.as_object().into_iter().chain(v.as_object()).flat_map(|o| o.keys()).collect();
@@ -282,7 +286,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             let (cold, rss) = match unit_json(root, scan, &dir) {
                 Ok(u) => server_values(&u),
                 Err(e) => {
-                    m.push(Mismatch::new(format!("{dir}/unit.json"), "file", e, "the server record"));
+                    m.push(Mismatch::new(format!("{dir}/{UNIT_FILE}"), "file", e, "the server record"));
                     continue;
                 }
             };
@@ -299,7 +303,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             continue;
         }
         cells += 1;
-        let rel = format!("{dir}/{key}.requests.jsonl");
+        let rel = format!("{dir}/{}", requests_file(key));
         seen_files.insert(rel.clone());
         let recs = match records(root, scan, &rel) {
             Ok(v) => v,
@@ -347,7 +351,7 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
                 m.push(Mismatch::new(FILE, format!("{at} {measure}"), opt(o.value), opt(mine)));
             }
         }
-        let summary = format!("results/cells/{tag}-{label}-{key}.summary.json");
+        let summary = summary_path(&format!("{tag}-{label}-{key}"));
         seen_files.insert(summary.clone());
         if !scan.files.contains_key(&summary) {
             m.push(Mismatch::new(&summary, "file", "missing", "a stored summary"));
@@ -363,8 +367,8 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
     for p in scan.files.keys() {
         let parts: Vec<&str> = p.split('/').collect();
         let cell_file = match parts.as_slice() {
-            ["raw", phase, _, name] => *phase != "parity" && name.ends_with(".requests.jsonl"),
-            ["results", "cells", name] => name.ends_with(".summary.json"),
+            [RAW_DIR, phase, _, name] => *phase != PARITY_PHASE && name.ends_with(REQUESTS_SUFFIX),
+            [RESULTS_DIR, CELLS_DIR, name] => name.ends_with(SUMMARY_SUFFIX),
             _ => false,
         };
         if cell_file && !seen_files.contains(p) {
@@ -427,7 +431,7 @@ pub fn discarded_check(scan: &Scan, name: &str, why: &str) -> Check {
     let m: Vec<Mismatch> = scan
         .files
         .keys()
-        .filter(|p| p.starts_with("discarded/"))
+        .filter(|p| p.strip_prefix(DISCARDED_DIR).is_some_and(|r| r.starts_with('/')))
         .map(|p| Mismatch::new(p, "file", "present", "nothing discarded (harness compare does not resume)"))
         .collect();
     if m.is_empty() {

@@ -69,7 +69,7 @@ impl<'a> Study<'a> {
     pub fn new(root: &Path, plan: &'a Plan, scan: &'a Scan) -> Study<'a> {
         let mut problems = Vec::new();
         let resolved = plan.resolved_cells().unwrap_or_else(|e| {
-            problems.push(Mismatch::new("plan.toml", "cells", "not resolved", e.to_string()));
+            problems.push(Mismatch::new(crate::evidence::PLAN_FILE, "cells", "not resolved", e.to_string()));
             Vec::new()
         });
         let traces = read_traces(root, plan);
@@ -87,7 +87,7 @@ impl<'a> Study<'a> {
         let mut cells = Vec::new();
         for b in &plan.schedule().blocks {
             for arm in &b.arms {
-                let rel = format!("raw/b{}/{arm}/{ARM_OUTCOME_FILE}", b.index);
+                let rel = format!("{}/{ARM_OUTCOME_FILE}", crate::evidence::unit_path(b.index, arm));
                 let (status, detail, session) = if root.join(&rel).symlink_metadata().is_ok() {
                     match read_json::<UnitOutcome>(root, &rel) {
                         Ok(o) => (UnitState::Ended(o.status), o.detail, Some(o.session)),
@@ -102,7 +102,7 @@ impl<'a> Study<'a> {
                 units.push(Unit { block: b.index, arm: arm.clone(), status, detail, session });
                 for cell in &b.cells {
                     let Some(rc) = resolved.iter().find(|c| &c.name == cell) else { continue };
-                    let path = format!("raw/b{}/{arm}/{cell}.requests.jsonl", b.index);
+                    let path = crate::evidence::requests_path(b.index, arm, cell);
                     let broken = scan.parse_errors.iter().find(|(p, _)| p == &path).map(|(_, e)| e.clone());
                     let records = if broken.is_some() { None } else { scan.requests.get(&path).map(Vec::as_slice) };
                     cells.push(CellRun {
@@ -249,14 +249,14 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
     let lengths = match &s.prompt_lengths {
         Ok(l) => Some(l),
         Err(e) => {
-            m.push(Mismatch::new("inputs/prompts.jsonl", "parse", "malformed", e.clone()));
+            m.push(Mismatch::new(crate::evidence::PROMPTS_PATH, "parse", "malformed", e.clone()));
             None
         }
     };
     let outputs = match &s.prompt_outputs {
         Ok(o) => Some(o),
         Err(e) => {
-            m.push(Mismatch::new("inputs/prompts.jsonl", "max_tokens", "as the plan gives", e.clone()));
+            m.push(Mismatch::new(crate::evidence::PROMPTS_PATH, "max_tokens", "as the plan gives", e.clone()));
             None
         }
     };
@@ -266,7 +266,7 @@ pub fn trace_check(_root: &Path, s: &Study<'_>) -> Check {
         let entries = match s.traces.get(&c.cell) {
             Some(Ok(e)) => e,
             Some(Err(e)) => {
-                m.push(Mismatch::new(format!("inputs/traces/{}.trace.jsonl", c.cell), "parse", "malformed", e.clone()));
+                m.push(Mismatch::new(crate::evidence::trace_path(&c.cell), "parse", "malformed", e.clone()));
                 continue;
             }
             None => continue,

@@ -42,7 +42,10 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
         }
     }
     let mut units = 0;
-    for (prefix, count) in [("raw", plan.blocks.count + plan.blocks.descriptive), ("pilots/raw", pilot_blocks(plan))] {
+    for (prefix, count) in [
+        (crate::evidence::RAW_DIR.to_string(), plan.blocks.count + plan.blocks.descriptive),
+        (format!("{}/{}", crate::evidence::PILOTS_DIR, crate::evidence::RAW_DIR), pilot_blocks(plan)),
+    ] {
         for b in 0..count {
             for arm in &plan.arms {
                 let dir = format!("{prefix}/b{b}/{}", arm.name);

@@ -28,7 +28,7 @@ use crate::trace::Prompt;
 pub const NAME: &str = "entry bodies: run.json hashes rebuilt per trace entry of trace_lengths cells";
 
 const RUN: &str = crate::evidence::RUN_FILE;
-const PANEL: &str = "inputs/prompts.jsonl";
+const PANEL: &str = crate::evidence::PROMPTS_PATH;
 const KEY: &str = "entry_body_sha256";
 
 /// `run.json`'s per-entry body hashes by cell; `None` when the key is absent.
@@ -112,7 +112,7 @@ pub fn check(root: &Path, plan: &Plan, traces: &HashMap<String, Result<Vec<Entry
     let mut bodies = 0usize;
     for &cell in &cells {
         let key = format!("{KEY}.{cell}");
-        let trace = format!("inputs/traces/{cell}.trace.jsonl");
+        let trace = crate::evidence::trace_path(cell);
         let entries = match traces.get(cell) {
             Some(Ok(e)) => e,
             Some(Err(e)) => {

@@ -26,7 +26,7 @@ use crate::plan::{Blocking, CellKind, FrozenPlan, Metric, MetricKind};
 
 pub const NAME: &str = "evidence.json: effects, sign tests, Holm, medians, intervals, claims";
 pub const CELLS_NAME: &str = "evidence.json: cell medians across blocks";
-const FILE: &str = "results/evidence.json";
+const FILE: &str = crate::evidence::EVIDENCE_FILE;
 const INTERVAL_TARGET: f64 = 0.95;
 
 struct Cmp<'a> {
@@ -58,7 +58,7 @@ fn metric_unit(metric: Metric) -> &'static str {
 }
 
 fn unqualified(root: &Path) -> (Vec<String>, Option<Value>) {
-    let q: Option<Value> = read_json(root, "results/qualification.json").ok();
+    let q: Option<Value> = read_json(root, crate::evidence::QUALIFICATION_RESULT_FILE).ok();
     let arms = q.as_ref().and_then(|q| q.get("arms")).and_then(Value::as_array).cloned().unwrap_or_default();
     let names = arms
         .iter()

@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::read::{FileDigest, hash_file, stream_lines};
 use super::records::{Rec, Receipt};
 use super::{Check, Mismatch, ReplayError};
-use crate::evidence::{Digest256, EntryKind, Finding, Manifest, SealError, findings, kind_in_words};
+use crate::evidence::{
+    Digest256, EntryKind, Finding, Manifest, RAW_DIR, RECEIPTS_FILE, REQUESTS_SUFFIX, SealError, findings,
+    kind_in_words,
+};
 
 /// Per request id of one server invocation: times admitted fresh, resumed, preempted.
 #[derive(Debug, Clone, Default)]
@@ -82,8 +85,8 @@ enum Kind {
 fn kind_of(rel: &str) -> Kind {
     let parts: Vec<&str> = rel.split('/').collect();
     match parts.as_slice() {
-        ["raw", b, _, name] if b.starts_with('b') && name.ends_with(".requests.jsonl") => Kind::Requests,
-        ["raw", b, arm, "receipts.jsonl"] if b.starts_with('b') => Kind::Receipts(format!("raw/{b}/{arm}")),
+        [RAW_DIR, b, _, name] if b.starts_with('b') && name.ends_with(REQUESTS_SUFFIX) => Kind::Requests,
+        [RAW_DIR, b, arm, RECEIPTS_FILE] if b.starts_with('b') => Kind::Receipts(format!("{RAW_DIR}/{b}/{arm}")),
         _ => Kind::Other,
     }
 }

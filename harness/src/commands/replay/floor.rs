@@ -18,7 +18,7 @@ use crate::plan::{Plan, ResolvedLoad};
 pub const NAME: &str = "measurement floor: present, consistent, stated in the report";
 
 const DEFAULT_RATE: f64 = 100.0;
-const REPORT: &str = "results/report.md";
+const REPORT: &str = crate::evidence::REPORT_MD_FILE;
 
 fn planned_rate(plan: &Plan) -> Option<f64> {
     let cells = plan.resolved_cells().ok()?;

@@ -20,8 +20,8 @@ use super::read::read_json;
 use super::{Check, Mismatch};
 use crate::arm::identity::{Observed, evaluate, log_facts, planned, reads_log};
 use crate::arm::log_scan::scan_reader;
-use crate::evidence::open_regular;
 use crate::evidence::{ARM_OUTCOME_FILE, CheckResult, STARTUP_FILE, StartupRecord, UnitOutcome, UnitStatus};
+use crate::evidence::{PILOTS_DIR, RAW_DIR, SERVER_LOG_FILE, open_regular};
 use crate::plan::Plan;
 
 pub const NAME: &str = "arm identity: each server's checks judged again";
@@ -29,8 +29,8 @@ pub const NAME: &str = "arm identity: each server's checks judged again";
 /// The unit directories (`raw/` and the pilots' `pilots/raw/`) of `arm`.
 fn unit_dirs(root: &Path, arm: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for base in ["raw", "pilots/raw"] {
-        let Ok(entries) = std::fs::read_dir(root.join(base)) else { continue };
+    for base in [RAW_DIR.to_string(), format!("{PILOTS_DIR}/{RAW_DIR}")] {
+        let Ok(entries) = std::fs::read_dir(root.join(&base)) else { continue };
         let mut blocks: Vec<String> = entries
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().to_str().map(str::to_string))
@@ -90,7 +90,7 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
             let (facts, cut) = match (spawned, seen.log_bytes) {
                 (false, _) => (empty, false),
                 (true, Some(n)) => {
-                    let log = format!("{dir}/server.log");
+                    let log = format!("{dir}/{SERVER_LOG_FILE}");
                     let cut = kept.is_some_and(|k| k.kept_bytes < k.bytes && k.kept_bytes < n);
                     let want = if cut { kept.map_or(n, |k| k.kept_bytes) } else { n };
                     match open_regular(root, Path::new(&log)).and_then(|f| scan_reader(empty, f.take(want))) {

@@ -13,7 +13,9 @@ use serde::Deserialize;
 use super::files::Scan;
 use super::read::{read_doc, read_json, stream_lines};
 use super::{Check, Mismatch};
-use crate::evidence::Manifest;
+use crate::evidence::{
+    CATALOG_PATH, EVIDENCE_FILE, INPUTS_DIR, MANIFEST_FILE, Manifest, PLAN_FILE, PROMPTS_PATH, RUN_FILE, trace_path,
+};
 use crate::plan::{FrozenPlan, Plan, freeze};
 use crate::trace::Catalog;
 
@@ -22,8 +24,8 @@ pub const CATALOG_NAME: &str = "inputs: traces and prompt panel against catalog.
 
 /// Parses `plan.toml`; `Err` says why it is not a valid plan.
 pub fn read_plan(root: &Path, _scan: &Scan) -> Result<FrozenPlan, String> {
-    let bytes = read_doc(root, "plan.toml").map_err(|e| format!("plan.toml: {e}"))?;
-    let frozen = freeze(bytes).map_err(|e| format!("plan.toml: {e}"))?;
+    let bytes = read_doc(root, PLAN_FILE).map_err(|e| format!("{PLAN_FILE}: {e}"))?;
+    let frozen = freeze(bytes).map_err(|e| format!("{PLAN_FILE}: {e}"))?;
     // A plan with [pilots]: the loads recorded in pilots/derived.json, which the
     // pilots check (`pilots`) recomputes from the pilots' raw records.
     crate::analysis::pilot::evidence_plan(root, frozen)
@@ -37,24 +39,24 @@ struct PlanSha {
 /// Every recorded plan hash equals the SHA-256 of `plan.toml`.
 pub fn plan_hash_check(root: &Path, manifest: &Manifest, plan: &Result<FrozenPlan, String>, scan: &Scan) -> Check {
     let mut m = Vec::new();
-    let Some(actual) = scan.files.get("plan.toml").map(|d| d.sha256.clone()) else {
-        let why = scan.unreadable.iter().find(|(p, _)| p == "plan.toml").map_or("missing", |(_, w)| w.as_str());
-        m.push(Mismatch::new("plan.toml", "file", why, "the frozen plan"));
+    let Some(actual) = scan.files.get(PLAN_FILE).map(|d| d.sha256.clone()) else {
+        let why = scan.unreadable.iter().find(|(p, _)| p == PLAN_FILE).map_or("missing", |(_, w)| w.as_str());
+        m.push(Mismatch::new(PLAN_FILE, "file", why, "the frozen plan"));
         return Check::of(PLAN_NAME, "no plan.toml".into(), m);
     };
     if let Err(why) = plan {
-        m.push(Mismatch::new("plan.toml", "plan", "not a valid plan", why.clone()));
+        m.push(Mismatch::new(PLAN_FILE, "plan", "not a valid plan", why.clone()));
     }
     if manifest.plan_sha256 != actual {
-        m.push(Mismatch::new("manifest.json", "plan_sha256", &manifest.plan_sha256, &actual));
+        m.push(Mismatch::new(MANIFEST_FILE, "plan_sha256", &manifest.plan_sha256, &actual));
     }
     if let Ok(p) = plan
         && manifest.study != p.plan.study.name
     {
-        m.push(Mismatch::new("manifest.json", "study", &manifest.study, &p.plan.study.name));
+        m.push(Mismatch::new(MANIFEST_FILE, "study", &manifest.study, &p.plan.study.name));
     }
-    let mut seen = vec!["manifest.json"];
-    for rel in ["run.json", "inputs/catalog.json", "results/evidence.json"] {
+    let mut seen = vec![MANIFEST_FILE];
+    for rel in [RUN_FILE, CATALOG_PATH, EVIDENCE_FILE] {
         if root.join(rel).symlink_metadata().is_err() {
             continue;
         }
@@ -75,7 +77,7 @@ fn safe_relative(path: &str) -> bool {
 /// `inputs/` against its catalog; with a plan, trace lengths against its counts.
 pub fn catalog_check(root: &Path, scan: &Scan, plan: Option<&FrozenPlan>) -> Check {
     let mut m = Vec::new();
-    let cat_rel = "inputs/catalog.json";
+    let cat_rel = CATALOG_PATH;
     let catalog: Catalog = match read_json(root, cat_rel) {
         Ok(c) => c,
         Err(e) => {
@@ -88,7 +90,7 @@ pub fn catalog_check(root: &Path, scan: &Scan, plan: Option<&FrozenPlan>) -> Che
             m.push(Mismatch::new(cat_rel, "path", &f.path, "a relative path inside inputs/"));
             continue;
         }
-        let rel = format!("inputs/{}", f.path);
+        let rel = format!("{INPUTS_DIR}/{}", f.path);
         match scan.files.get(&rel) {
             None => m.push(Mismatch::new(&rel, "file", "listed in catalog.json", "missing")),
             Some(d) => {
@@ -101,8 +103,12 @@ pub fn catalog_check(root: &Path, scan: &Scan, plan: Option<&FrozenPlan>) -> Che
             }
         }
     }
-    for rel in scan.files.keys().filter(|p| p.starts_with("inputs/") && p.as_str() != cat_rel) {
-        if !catalog.files.iter().any(|f| format!("inputs/{}", f.path) == *rel) {
+    for rel in scan
+        .files
+        .keys()
+        .filter(|p| p.strip_prefix(INPUTS_DIR).is_some_and(|r| r.starts_with('/')) && p.as_str() != cat_rel)
+    {
+        if !catalog.files.iter().any(|f| format!("{INPUTS_DIR}/{}", f.path) == *rel) {
             m.push(Mismatch::new(rel, "file", "not in catalog.json", "present"));
         }
     }
@@ -151,7 +157,7 @@ struct PromptLine {
 pub fn read_traces(root: &Path, plan: &Plan) -> HashMap<String, Result<Vec<Entry>, String>> {
     let mut out = HashMap::new();
     for c in &plan.cells {
-        let rel = format!("inputs/traces/{}.trace.jsonl", c.name);
+        let rel = trace_path(&c.name);
         let mut entries = Vec::new();
         let r = stream_lines(root, &rel, |_, l| {
             let e: Entry = serde_json::from_slice(l).map_err(|e| e.to_string())?;
@@ -170,7 +176,7 @@ pub fn read_traces(root: &Path, plan: &Plan) -> HashMap<String, Result<Vec<Entry
 
 /// The exact length of every panel prompt, by index; checks `length == tokens.len()`.
 pub fn read_prompt_lengths(root: &Path) -> Result<Vec<u32>, String> {
-    let rel = "inputs/prompts.jsonl";
+    let rel = PROMPTS_PATH;
     let mut lengths = Vec::new();
     let r = stream_lines(root, rel, |_, l| {
         let p: PromptLine = serde_json::from_slice(l).map_err(|e| e.to_string())?;
@@ -206,7 +212,7 @@ struct PromptOutput {
 /// the line's own output length; a fixed-length panel's line states neither and
 /// sends the plan's `request.output_tokens`.
 pub fn read_prompt_outputs(root: &Path, plan: &Plan) -> Result<Vec<u32>, String> {
-    let rel = "inputs/prompts.jsonl";
+    let rel = PROMPTS_PATH;
     let r = &plan.request;
     let dataset = plan.prompts.source.is_dataset();
     let mut out = Vec::new();
@@ -241,7 +247,7 @@ struct PromptTurns {
 
 /// Requests each panel entry sends: 1, or 1 + its later turns for a session.
 pub fn read_prompt_turns(root: &Path) -> Result<Vec<u32>, String> {
-    let rel = "inputs/prompts.jsonl";
+    let rel = PROMPTS_PATH;
     let mut out = Vec::new();
     let read = stream_lines(root, rel, |_, l| {
         let p: PromptTurns = serde_json::from_slice(l).map_err(|e| e.to_string())?;

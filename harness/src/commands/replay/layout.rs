@@ -16,10 +16,10 @@ use super::compare;
 use super::files::Scan;
 
 /// The qualification outcome `harness qualify` writes.
-const QUALIFY_OUTCOME: &str = "qualification/qualification.json";
+const QUALIFY_OUTCOME: &str = crate::evidence::QUALIFICATION_OUTCOME_PATH;
 
 /// A timing study writes under these; `harness qualify` never does.
-const TIMING_DIRS: [&str; 3] = ["raw/", "inputs/", "results/"];
+const TIMING_DIRS: [&str; 3] = [crate::evidence::RAW_DIR, crate::evidence::INPUTS_DIR, crate::evidence::RESULTS_DIR];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {
@@ -39,8 +39,12 @@ pub fn detect(root: &Path, scan: &Scan) -> Layout {
         .files
         .keys()
         .chain(scan.unreadable.iter().map(|(p, _)| p))
-        .any(|p| TIMING_DIRS.iter().any(|d| p.starts_with(d)));
-    if present("run.json") || present("compare.json") || timing || !scan.files.contains_key(QUALIFY_OUTCOME) {
+        .any(|p| TIMING_DIRS.iter().any(|d| p.strip_prefix(d).is_some_and(|r| r.starts_with('/'))));
+    if present(crate::evidence::RUN_FILE)
+        || present(crate::evidence::COMPARE_FILE)
+        || timing
+        || !scan.files.contains_key(QUALIFY_OUTCOME)
+    {
         return Layout::Run;
     }
     Layout::Qualify(format!(

@@ -43,7 +43,7 @@ fn expected(root: &Path, plan: &Plan, cell: &str, load: ResolvedLoad, count: u64
         ResolvedLoad::Trace { time_scale, lengths } => {
             let Some(Load::Trace { path, .. }) = plan.cell(cell).map(|c| &c.load) else { return Ok(None) };
             let ext = if path.ends_with(".csv") { "csv" } else { "jsonl" };
-            let rel = format!("inputs/arrivals/{cell}.{ext}");
+            let rel = crate::evidence::arrivals_path(cell, ext);
             let bytes = read_doc(root, &rel).map_err(|e| format!("{rel}: {e}"))?;
             let text = String::from_utf8(bytes).map_err(|e| format!("{rel}: {e}"))?;
             let format = ArrivalFormat::of_path(path).ok_or_else(|| format!("{path}: not a trace file"))?;
@@ -70,7 +70,7 @@ pub fn check(root: &Path, plan: &Plan) -> Check {
     let mut m = Vec::new();
     let mut checked = 0u64;
     for cell in plan.resolved_cells().unwrap_or_default() {
-        let rel = format!("inputs/traces/{}.trace.jsonl", cell.name);
+        let rel = crate::evidence::trace_path(&cell.name);
         let want = match expected(root, plan, &cell.name, cell.load, cell.count) {
             Ok(Some(w)) => w,
             Ok(None) => continue,

@@ -337,7 +337,8 @@ pub fn recompute(s: &Study<'_>) -> Vec<CellMeasures> {
                 failures.push(Failed { index: r.index, id: r.id.clone(), class: r.failure_class().to_string() });
             }
             let mut values = summarize(records, s.plan.slo.as_ref());
-            let receipts = s.scan.receipts.get(&format!("raw/b{}/{}", c.block, c.arm)).filter(|_| s.engine_measures);
+            let receipts =
+                s.scan.receipts.get(&crate::evidence::unit_path(c.block, &c.arm)).filter(|_| s.engine_measures);
             if let (Ok(v), Some(idx)) = (values.as_mut(), receipts) {
                 let ids: HashSet<&str> = records.iter().filter_map(|r| r.server_request_id.as_deref()).collect();
                 let (steps, tpot) = super::engine_decode::measure(&idx.timeline, &ids);

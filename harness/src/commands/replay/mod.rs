@@ -293,7 +293,7 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
                 checks.push(Check::of(
                     name,
                     format!("no valid plan: {why}"),
-                    vec![Mismatch::new("plan.toml", "plan", "unparseable", "a valid plan")],
+                    vec![Mismatch::new(crate::evidence::PLAN_FILE, "plan", "unparseable", "a valid plan")],
                 ));
             }
         }
@@ -342,9 +342,15 @@ pub fn replay_dir(root: &Path) -> Result<ReplayOutcome, ReplayError> {
             let cells = measures::recompute(&study);
             checks.push(tables::summaries_check(root, &study, &cells));
             let listed = |rel: &str| manifest.files.iter().any(|f| f.path == rel);
-            checks.push(tables::matrix_check(root, &study, &cells, &frozen.sha256, listed("results/matrix.csv")));
-            checks.push(requests::check(root, &study, &frozen.sha256, listed("results/requests.csv")));
-            let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed("results/evidence.json"));
+            checks.push(tables::matrix_check(
+                root,
+                &study,
+                &cells,
+                &frozen.sha256,
+                listed(crate::evidence::MATRIX_CSV_FILE),
+            ));
+            checks.push(requests::check(root, &study, &frozen.sha256, listed(crate::evidence::REQUESTS_CSV_FILE)));
+            let (hyp, med) = evidence::checks(root, &study, &cells, frozen, listed(crate::evidence::EVIDENCE_FILE));
             checks.push(hyp);
             checks.push(med);
             checks.extend(tuning::check(root, &frozen.plan));

@@ -30,7 +30,7 @@ use crate::metrics::metric_field;
 use crate::plan::{CellKind, Metric, Plan};
 
 pub const NAME: &str = "evidence.json: the noise decomposition (analysis.noise)";
-const FILE: &str = "results/evidence.json";
+const FILE: &str = crate::evidence::EVIDENCE_FILE;
 const COVERAGE: f64 = 0.9;
 
 /// One level as replay computes it.

@@ -17,7 +17,9 @@ use super::read::read_doc;
 use super::records::Rec;
 use super::{Check, Mismatch, close, num};
 use crate::evidence::sha256_hex;
-use crate::evidence::{DERIVED_PATH, PILOTS_DIR, read_pilots_record as read_record};
+use crate::evidence::{
+    CATALOG_FILE, DERIVED_PATH, INPUTS_DIR, PILOTS_DIR, PLAN_FILE, read_pilots_record as read_record, requests_path,
+};
 use crate::metrics::FIELD_NAMES;
 use crate::plan::{PILOT_CELL, freeze, tenths_str};
 
@@ -41,7 +43,7 @@ fn records(bytes: &[u8], rel: &str) -> Result<Vec<Rec>, String> {
 }
 
 pub fn check(root: &Path) -> Check {
-    let frozen = match read_doc(root, "plan.toml").and_then(|b| freeze(b).map_err(|e| e.to_string())) {
+    let frozen = match read_doc(root, PLAN_FILE).and_then(|b| freeze(b).map_err(|e| e.to_string())) {
         Ok(f) => f,
         Err(_) => return Check::skip(NAME, "no valid plan (the plan check says why)"),
     };
@@ -65,8 +67,13 @@ pub fn check(root: &Path) -> Check {
     if rec.plan_sha256 != frozen.sha256 {
         m.push(Mismatch::new(DERIVED_PATH, "plan_sha256", &rec.plan_sha256, &frozen.sha256));
     }
-    if let Err(e) = crate::trace::verify_catalog(&root.join(PILOTS_DIR).join("inputs")) {
-        m.push(Mismatch::new("pilots/inputs/catalog.json", "catalog", "every file as listed", e.to_string()));
+    if let Err(e) = crate::trace::verify_catalog(&root.join(PILOTS_DIR).join(INPUTS_DIR)) {
+        m.push(Mismatch::new(
+            format!("{PILOTS_DIR}/{INPUTS_DIR}/{CATALOG_FILE}"),
+            "catalog",
+            "every file as listed",
+            e.to_string(),
+        ));
     }
     let want_count = plan.pilots.as_ref().map_or(0, |p| p.count);
     let schedule = pilot_plan.schedule();
@@ -75,7 +82,7 @@ pub fn check(root: &Path) -> Check {
     for block in &schedule.blocks {
         for arm in &block.arms {
             expected += 1;
-            let rel = format!("{PILOTS_DIR}/raw/b{}/{arm}/{PILOT_CELL}.requests.jsonl", block.index);
+            let rel = format!("{PILOTS_DIR}/{}", requests_path(block.index, arm, PILOT_CELL));
             let Some(p) = rec.pilots.iter().find(|p| p.run == block.index && &p.arm == arm) else {
                 m.push(Mismatch::new(DERIVED_PATH, format!("pilots b{}/{arm}", block.index), "missing", "a pilot run"));
                 continue;

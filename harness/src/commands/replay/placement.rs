@@ -37,7 +37,7 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Option<Check> {
         let kept: Vec<&TaskPlacement> = exec.tasks.iter().filter(|t| t.block == b && t.kept).collect();
         let [t] = kept.as_slice() else {
             m.push(Mismatch::new(
-                "run.json",
+                crate::evidence::RUN_FILE,
                 format!("executor.tasks (block {b}, kept)"),
                 kept.len().to_string(),
                 "exactly one",
@@ -48,7 +48,7 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Option<Check> {
             format!("block {b} (task {}_{} on {}, session {})", t.array_job_id, t.array_task, t.hostname, t.session);
         if t.outcome != TaskOutcome::Finished {
             m.push(Mismatch::new(
-                "run.json",
+                crate::evidence::RUN_FILE,
                 format!("executor.tasks {label} outcome"),
                 t.outcome.as_str(),
                 "finished",
@@ -100,20 +100,25 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Option<Check> {
         match run.sessions.get(t.session as usize) {
             Some(ses) if ses.session == t.session && ses.host.as_ref() == Some(&t.host) => {}
             _ => m.push(Mismatch::new(
-                "run.json",
+                crate::evidence::RUN_FILE,
                 format!("sessions[{}] ({label})", t.session),
                 "absent or another machine",
                 "the worker's session",
             )),
         }
         if !blocks.contains(&t.block) {
-            m.push(Mismatch::new("run.json", format!("executor.tasks {label}"), "present", "a scheduled block"));
+            m.push(Mismatch::new(
+                crate::evidence::RUN_FILE,
+                format!("executor.tasks {label}"),
+                "present",
+                "a scheduled block",
+            ));
         }
     }
     for sub in &exec.submissions {
         for b in sub.blocks.iter().filter(|b| !blocks.contains(b)) {
             m.push(Mismatch::new(
-                "run.json",
+                crate::evidence::RUN_FILE,
                 format!("executor.submissions[{}]", sub.submission),
                 format!("block {b}"),
                 "scheduled blocks only",

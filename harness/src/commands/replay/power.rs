@@ -29,7 +29,7 @@ use crate::metrics::{FIELD_NAMES, metric_field};
 use crate::plan::{FrozenPlan, Load, MetricKind, Plan};
 
 pub const NAME: &str = "evidence.json: power from the pilots' noise";
-const FILE: &str = "results/evidence.json";
+const FILE: &str = crate::evidence::EVIDENCE_FILE;
 /// Draws per simulated point (the report's default).
 const DRAWS: usize = 10_000;
 const SD_UPPER_CONFIDENCE: f64 = 0.9;
@@ -90,9 +90,7 @@ fn noise(root: &Path, plan: &Plan, arm: &str, field: &str) -> Result<Noise, Stri
 /// blocks or without spread.
 fn realised(root: &Path, plan: &Plan, h: &crate::plan::Hypothesis, field: &str) -> Option<(f64, usize)> {
     let of = |b: u32, arm: &str| {
-        read_doc(root, format!("raw/b{b}/{arm}/{}.requests.jsonl", h.cell))
-            .ok()
-            .and_then(|x| value(&x, field, plan).ok())
+        read_doc(root, crate::evidence::requests_path(b, arm, &h.cell)).ok().and_then(|x| value(&x, field, plan).ok())
     };
     let logs: Vec<f64> =
         (0..plan.blocks.count).filter_map(|b| Some((of(b, &h.candidate)? / of(b, &h.control)?).ln())).collect();

@@ -21,12 +21,15 @@ use statrs::function::beta::checked_beta_reg;
 use super::quality::{Arm, Cmp, rescore};
 use super::read::read_json;
 use super::{Check, Mismatch};
+use crate::evidence::{
+    GSM_SET_FILE, INPUTS_DIR, PLAN_FILE, QUALIFICATION_DIR, QUALIFICATION_OUTCOME_PATH, QUALIFICATION_RESULT_FILE,
+};
 use crate::plan::{ArmRole, FrozenPlan, Qualification};
 use crate::quality::QUALIFICATION_FORMAT;
 
 pub const NAME: &str = "quality gates: rescored answers, scores, bounds, verdicts";
-const RESULTS: &str = "results/qualification.json";
-const TWIN: &str = "qualification/qualification.json";
+const RESULTS: &str = QUALIFICATION_RESULT_FILE;
+const TWIN: &str = QUALIFICATION_OUTCOME_PATH;
 
 /// One-sided Clopper-Pearson upper bound of x / n.
 pub fn cp_upper(x: u64, n: u64, confidence: f64) -> Option<f64> {
@@ -131,7 +134,10 @@ fn outcome(
     c.exact("study", archived.get("study"), Value::from(plan.study.name.clone()));
     c.exact("required", archived.get("required"), Value::from(q.required));
     c.num("confidence", archived.get("confidence"), Some(q.confidence));
-    let set = q.gsm.as_ref().and_then(|_| read_json::<Value>(root, "qualification/inputs/gsm.set.json").ok());
+    let set = q
+        .gsm
+        .as_ref()
+        .and_then(|_| read_json::<Value>(root, &format!("{QUALIFICATION_DIR}/{INPUTS_DIR}/{GSM_SET_FILE}")).ok());
     c.exact("gsm_set", archived.get("gsm_set"), set.unwrap_or(Value::Null));
     let gates: Vec<&str> = [("gsm", q.gsm.is_some()), ("nll", q.nll.is_some()), ("retrieval", q.retrieval.is_some())]
         .into_iter()
@@ -221,18 +227,19 @@ fn outcome(
 
 /// Rescores `qualification/` and compares its outcome; skips when the study has none.
 pub fn check(root: &Path, plan: Option<&FrozenPlan>) -> Check {
-    let dir = root.join("qualification");
+    let dir = root.join(QUALIFICATION_DIR);
     let spec = plan.and_then(|p| p.plan.qualification.as_ref());
     let required = spec.is_some_and(|q| q.required);
     if dir.symlink_metadata().is_err() && root.join(RESULTS).symlink_metadata().is_err() {
         if required {
-            let m = vec![Mismatch::new("qualification/", "directory", "missing", "required by the plan")];
+            let m =
+                vec![Mismatch::new(format!("{QUALIFICATION_DIR}/"), "directory", "missing", "required by the plan")];
             return Check::of(NAME, "no qualification".into(), m);
         }
         return Check::skip(NAME, "no qualification/ in this evidence directory (not required by the plan)");
     }
     let (Some(fp), Some(q)) = (plan, spec) else {
-        let m = vec![Mismatch::new("plan.toml", "[qualification]", "absent or invalid", "the gates' definition")];
+        let m = vec![Mismatch::new(PLAN_FILE, "[qualification]", "absent or invalid", "the gates' definition")];
         return Check::of(NAME, "qualification/ without a plan to rescore it by".into(), m);
     };
     let mut m = Vec::new();

@@ -17,6 +17,10 @@ use serde_json::Value;
 
 use super::read::stream_lines;
 use super::{Mismatch, close};
+use crate::evidence::{
+    ARM_FILE, GSM_SET_FILE, INPUTS_DIR, PARITY_REFERENCE_FILE, QUALIFICATION_DIR, items_file, responses_file,
+    scores_file,
+};
 use crate::plan::Qualification;
 use crate::quality::extract::{lm_eval_v3_equal, strict_answer, strict_correct};
 use crate::quality::first_digits;
@@ -98,10 +102,10 @@ fn s(v: &Value, k: &str) -> Option<String> {
 
 /// Rescores one gate of one arm; mismatches name the responses or scores file.
 fn gate(root: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[Value], m: &mut Vec<Mismatch>) -> Gate {
-    let dir = root.join("qualification");
-    let rel = format!("{arm}/{name}.responses.jsonl");
+    let dir = root.join(QUALIFICATION_DIR);
+    let rel = format!("{arm}/{}", responses_file(name));
     let mut g = Gate::default();
-    let mut c = Cmp { m, file: format!("qualification/{rel}") };
+    let mut c = Cmp { m, file: format!("{QUALIFICATION_DIR}/{rel}") };
     let answers = match lines(root, &dir.join(&rel)) {
         Ok(a) => a,
         Err(e) => {
@@ -167,10 +171,10 @@ fn gate(root: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[
         }
     }
     // The arm's own scores.
-    let srel = format!("{arm}/{name}.scores.json");
+    let srel = format!("{arm}/{}", scores_file(name));
     g.scores = doc(root, &dir.join(&srel));
     let sc = g.scores.clone();
-    let mut c = Cmp { m: c.m, file: format!("qualification/{srel}") };
+    let mut c = Cmp { m: c.m, file: format!("{QUALIFICATION_DIR}/{srel}") };
     let n = answers.len();
     c.exact("failed", sc.get("failed"), Value::from(g.failed));
     match name {
@@ -196,7 +200,7 @@ fn gate(root: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[
                 c.num("accuracy", sc.get("accuracy"), Some(acc));
                 let v3 = answers.iter().filter(|a| a.get("lm_eval_v3_correct") == Some(&Value::Bool(true))).count();
                 c.exact("lm_eval_v3_correct", sc.get("lm_eval_v3_correct"), Value::from(v3));
-                c.exact("set", sc.get("set"), doc(root, &dir.join("inputs/gsm.set.json")));
+                c.exact("set", sc.get("set"), doc(root, &dir.join(INPUTS_DIR).join(GSM_SET_FILE)));
             } else if let Some(r) = &q.retrieval {
                 c.exact("context_tokens", sc.get("context_tokens"), Value::from(r.context_tokens));
                 c.exact("max_tokens", sc.get("max_tokens"), Value::from(r.max_tokens));
@@ -208,20 +212,20 @@ fn gate(root: &Path, arm: &str, name: &'static str, q: &Qualification, items: &[
 
 /// Parity of one arm: HTTP answers against the serial reference, both orders.
 fn parity(root: &Path, arm: &str, m: &mut Vec<Mismatch>) -> Option<(Vec<ParityRow>, Value)> {
-    let dir = root.join("qualification");
-    let srel = format!("{arm}/parity.scores.json");
+    let dir = root.join(QUALIFICATION_DIR);
+    let srel = format!("{arm}/{}", scores_file("parity"));
     if dir.join(&srel).symlink_metadata().is_err() {
         return None;
     }
     let mut rows = Vec::new();
     let read = |m: &mut Vec<Mismatch>, rel: String| {
         lines(root, &dir.join(&rel)).unwrap_or_else(|e| {
-            m.push(Mismatch::new(format!("qualification/{rel}"), "file", "unreadable or malformed", e));
+            m.push(Mismatch::new(format!("{QUALIFICATION_DIR}/{rel}"), "file", "unreadable or malformed", e));
             Vec::new()
         })
     };
-    let http = read(m, format!("{arm}/parity.responses.jsonl"));
-    let serial = read(m, format!("{arm}/parity.reference.jsonl"));
+    let http = read(m, format!("{arm}/{}", responses_file("parity")));
+    let serial = read(m, format!("{arm}/{PARITY_REFERENCE_FILE}"));
     let ids = |v: &Value, k: &str| -> Vec<u64> {
         v.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()
     };
@@ -263,25 +267,25 @@ pub fn rescore(
     q: &Qualification,
     m: &mut Vec<Mismatch>,
 ) -> BTreeMap<String, Arm> {
-    let dir = root.join("qualification");
+    let dir = root.join(QUALIFICATION_DIR);
     let mut items: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
     let enabled = [("gsm", q.gsm.is_some()), ("nll", q.nll.is_some()), ("retrieval", q.retrieval.is_some())];
     for (name, _) in enabled.iter().filter(|(_, on)| *on) {
-        let rel = format!("inputs/{name}.items.jsonl");
+        let rel = format!("{INPUTS_DIR}/{}", items_file(name));
         match lines(root, &dir.join(&rel)) {
             Ok(v) => {
                 items.insert(name, v);
             }
-            Err(e) => m.push(Mismatch::new(format!("qualification/{rel}"), "file", "unreadable or malformed", e)),
+            Err(e) => m.push(Mismatch::new(format!("{QUALIFICATION_DIR}/{rel}"), "file", "unreadable or malformed", e)),
         }
     }
     let mut out = BTreeMap::new();
     for arm in &plan.arms {
-        let mut a = Arm { arm_json: doc(root, &dir.join(&arm.name).join("arm.json")), ..Arm::default() };
+        let mut a = Arm { arm_json: doc(root, &dir.join(&arm.name).join(ARM_FILE)), ..Arm::default() };
         let server_ran = a.arm_json.get("error").is_some_and(Value::is_null);
         if !a.arm_json.is_object() {
             m.push(Mismatch::new(
-                format!("qualification/{}/arm.json", arm.name),
+                format!("{QUALIFICATION_DIR}/{}/{ARM_FILE}", arm.name),
                 "file",
                 "missing or malformed",
                 "the arm's record",

@@ -37,11 +37,16 @@ pub fn check(s: &Study<'_>, scan: &Scan) -> (Check, Vec<CellReceipts>) {
     let mut per_cell = Vec::new();
     let (mut with, mut without, mut other_admissions, mut steps) = (Vec::new(), Vec::new(), 0u64, 0u64);
     for u in &s.units {
-        let dir = format!("raw/b{}/{}", u.block, u.arm);
+        let dir = crate::evidence::unit_path(u.block, &u.arm);
         let declared = s.plan.arm(&u.arm).is_some_and(|a| a.receipts.is_some());
         let Some(idx) = scan.receipts.get(&dir) else {
             if declared && u.status.is_completed() && !scan.parse_errors.iter().any(|(p, _)| p.starts_with(&dir)) {
-                m.push(Mismatch::new(format!("{dir}/receipts.jsonl"), "file", "missing", "the arm declares receipts"));
+                m.push(Mismatch::new(
+                    format!("{dir}/{}", crate::evidence::RECEIPTS_FILE),
+                    "file",
+                    "missing",
+                    "the arm declares receipts",
+                ));
             }
             without.push(format!("b{}/{}", u.block, u.arm));
             continue;

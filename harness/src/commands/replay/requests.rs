@@ -22,7 +22,7 @@ use crate::evidence::{RUN_FILE, RunRecord};
 type RowKey = (String, String, String, String);
 
 pub const NAME: &str = "per-request table: results/requests.csv";
-const FILE: &str = "results/requests.csv";
+const FILE: &str = crate::evidence::REQUESTS_CSV_FILE;
 
 /// The columns the report writes, in order.
 const COLUMNS: [&str; 35] = [

@@ -21,7 +21,7 @@ use crate::metrics::metric_field;
 use crate::plan::{FrozenPlan, MetricKind};
 
 pub const NAME: &str = "sequential.json: looks, intervals, verdicts, stop";
-const FILE: &str = "sequential.json";
+const FILE: &str = crate::evidence::SEQUENTIAL_FILE;
 
 /// One hypothesis at one look, by the rule's definition.
 struct Mine {

@@ -28,7 +28,9 @@ use super::complete::Study;
 use super::read::read_json;
 use super::units::{QUALIFICATION, Records};
 use super::{Check, Mismatch};
-use crate::evidence::{Discard, RunUnit, Session, SessionState};
+use crate::evidence::{
+    ARM_OUTCOME_FILE, DISCARD_FILE, DISCARDED_DIR, Discard, RUN_FILE, RunUnit, Session, SessionState, unit_path,
+};
 
 pub const NAME: &str = "sessions: run.json, unit.json and arm_outcome.json agree";
 pub const DISCARDED_NAME: &str = "discarded: partial units kept aside (manifest only, not evidence)";
@@ -49,7 +51,7 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
     let mut m = Vec::new();
     let sessions = match sessions_of(r) {
         Ok(v) => v,
-        Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new("run.json", "sessions", "malformed", e)]),
+        Err(e) => return Check::of(NAME, String::new(), vec![Mismatch::new(RUN_FILE, "sessions", "malformed", e)]),
     };
     // A dispatched study's worker sessions (and those whose units are the evidence).
     let executor = r.run.as_ref().ok().and_then(|run| run.executor.as_ref());
@@ -58,22 +60,22 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
     let coordinators: Vec<usize> = (0..sessions.len()).filter(|&i| !worker(i as u32)).collect();
     let (first, last) = (coordinators.first().copied().unwrap_or(0), coordinators.last().copied().unwrap_or(0));
     if sessions.is_empty() {
-        m.push(Mismatch::new("run.json", "sessions", "none", "at least one session"));
+        m.push(Mismatch::new(RUN_FILE, "sessions", "none", "at least one session"));
     }
     for (i, ses) in sessions.iter().enumerate() {
         let f = |k: &str| format!("sessions[{i}].{k}");
         if ses.session as usize != i {
-            m.push(Mismatch::new("run.json", f("session"), ses.session.to_string(), i.to_string()));
+            m.push(Mismatch::new(RUN_FILE, f("session"), ses.session.to_string(), i.to_string()));
         }
         if worker(i as u32) {
             let ok =
                 if kept(i as u32) { ses.state == SessionState::Finished } else { ses.state != SessionState::Running };
             if !ok {
                 let want = if kept(i as u32) { "finished (its block's units are kept)" } else { "not running" };
-                m.push(Mismatch::new("run.json", f("state"), ses.state.as_str(), want));
+                m.push(Mismatch::new(RUN_FILE, f("state"), ses.state.as_str(), want));
             }
             if ses.resumed {
-                m.push(Mismatch::new("run.json", f("resumed"), "true", "false (a worker)"));
+                m.push(Mismatch::new(RUN_FILE, f("resumed"), "true", "false (a worker)"));
             }
             continue;
         }
@@ -81,10 +83,10 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
         // A session that stopped itself (an arm's max_start_failures) and was resumed.
         let stopped = i != last && ses.state == SessionState::Stopped;
         if ses.state != want_state && !stopped {
-            m.push(Mismatch::new("run.json", f("state"), ses.state.as_str(), want_state.as_str()));
+            m.push(Mismatch::new(RUN_FILE, f("state"), ses.state.as_str(), want_state.as_str()));
         }
         if ses.resumed != (i > first) {
-            m.push(Mismatch::new("run.json", f("resumed"), ses.resumed.to_string(), (i > first).to_string()));
+            m.push(Mismatch::new(RUN_FILE, f("resumed"), ses.resumed.to_string(), (i > first).to_string()));
         }
     }
     // Which session ran each unit, by run.json's units_run.
@@ -99,7 +101,7 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
     }
     let run_units: &[RunUnit] = r.run.as_ref().map_or(&[], |run| &run.units);
     if run_units.len() != s.units.len() {
-        m.push(Mismatch::new("run.json", "units (count)", run_units.len().to_string(), s.units.len().to_string()));
+        m.push(Mismatch::new(RUN_FILE, "units (count)", run_units.len().to_string(), s.units.len().to_string()));
     }
     for (name, rel, rec) in &r.units {
         let Ok(rec) = rec else { continue };
@@ -108,11 +110,11 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
         let session = match by.as_slice() {
             [one] => *one,
             [] => {
-                m.push(Mismatch::new("run.json", format!("units_run {name}"), "in no session", "in exactly one"));
+                m.push(Mismatch::new(RUN_FILE, format!("units_run {name}"), "in no session", "in exactly one"));
                 rec.session
             }
             many => {
-                m.push(Mismatch::new("run.json", format!("units_run {name}"), format!("sessions {many:?}"), "one"));
+                m.push(Mismatch::new(RUN_FILE, format!("units_run {name}"), format!("sessions {many:?}"), "one"));
                 rec.session
             }
         };
@@ -126,14 +128,14 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
         let Some((i, u)) = s.units.iter().enumerate().find(|(_, u)| format!("b{}/{}", u.block, u.arm) == *name) else {
             continue;
         };
-        let outcome = format!("raw/b{}/{}/arm_outcome.json", u.block, u.arm);
+        let outcome = format!("{}/{ARM_OUTCOME_FILE}", unit_path(u.block, &u.arm));
         if u.session != Some(session) {
             let got = u.session.map_or("absent".into(), |x| x.to_string());
             m.push(Mismatch::new(outcome, "session", got, format!("{session} (run.json units_run)")));
         }
         let f = |k: &str| format!("units[{i}].{k}");
         let Some(e) = run_units.get(i) else {
-            m.push(Mismatch::new("run.json", format!("units[{i}]"), "absent", format!("b{}/{}", u.block, u.arm)));
+            m.push(Mismatch::new(RUN_FILE, format!("units[{i}]"), "absent", format!("b{}/{}", u.block, u.arm)));
             continue;
         };
         let quoted = |s: &str| format!("{s:?}");
@@ -147,12 +149,12 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
         ];
         for (k, got, want) in fields {
             if got != want {
-                m.push(Mismatch::new("run.json", f(k), got, want));
+                m.push(Mismatch::new(RUN_FILE, f(k), got, want));
             }
         }
     }
     for (name, by) in ran.into_iter().filter(|(n, _)| !r.units.iter().any(|(u, _, _)| u == n)) {
-        m.push(Mismatch::new("run.json", format!("units_run {name}"), format!("sessions {by:?}"), "a scheduled unit"));
+        m.push(Mismatch::new(RUN_FILE, format!("units_run {name}"), format!("sessions {by:?}"), "a scheduled unit"));
     }
     let resumed = coordinators.len().saturating_sub(1);
     let workers = sessions.len() - coordinators.len();
@@ -172,9 +174,9 @@ pub fn check(s: &Study<'_>, r: &Records) -> Check {
 pub fn discarded_check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
     let mut on_disk: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for p in s.scan.files.keys().chain(s.scan.unreadable.iter().map(|(p, _)| p)) {
-        if let Some(rest) = p.strip_prefix("discarded/") {
+        if let Some(rest) = p.strip_prefix(DISCARDED_DIR).and_then(|r| r.strip_prefix('/')) {
             let (dir, file) = rest.split_once('/').unwrap_or((rest, ""));
-            on_disk.entry(format!("discarded/{dir}")).or_default().insert(file.to_string());
+            on_disk.entry(format!("{DISCARDED_DIR}/{dir}")).or_default().insert(file.to_string());
         }
     }
     let sessions = sessions_of(r).unwrap_or_default();
@@ -186,25 +188,35 @@ pub fn discarded_check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
     let mut m = Vec::new();
     let mut numbers = BTreeSet::new();
     for (session, d) in &named {
-        let n = d.dir.strip_prefix("discarded/").and_then(|x| x.split_once('-')).map(|(n, u)| (n.parse::<u32>(), u));
+        let n = d
+            .dir
+            .strip_prefix(DISCARDED_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+            .and_then(|x| x.split_once('-'))
+            .map(|(n, u)| (n.parse::<u32>(), u));
         match n {
             Some((Ok(n), unit)) if unit == d.unit.replace('/', "-") => {
                 if !numbers.insert(n) {
-                    m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), "a repeated number", "unique"));
+                    m.push(Mismatch::new(RUN_FILE, format!("discarded {}", d.dir), "a repeated number", "unique"));
                 }
             }
-            _ => m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), &d.dir, "discarded/<n>-<unit>")),
+            _ => m.push(Mismatch::new(
+                RUN_FILE,
+                format!("discarded {}", d.dir),
+                &d.dir,
+                format!("{DISCARDED_DIR}/<n>-<unit>"),
+            )),
         }
         // A dispatched study's first coordinator discards a failed task's files.
         let dispatched = r.run.as_ref().is_ok_and(|run| run.executor.is_some());
         if *session == 0 && !dispatched {
-            m.push(Mismatch::new("run.json", format!("discarded {}", d.dir), "by session 0", "by a resuming session"));
+            m.push(Mismatch::new(RUN_FILE, format!("discarded {}", d.dir), "by session 0", "by a resuming session"));
         }
         let Some(files) = on_disk.remove(&d.dir) else {
             m.push(Mismatch::new(&d.dir, "directory", "named in run.json", "missing"));
             continue;
         };
-        let rel = format!("{}/discard.json", d.dir);
+        let rel = format!("{}/{DISCARD_FILE}", d.dir);
         match read_json::<Value>(root, &rel) {
             Err(e) => m.push(Mismatch::new(&rel, "parse", "malformed or missing", e)),
             Ok(v) => {
@@ -217,7 +229,7 @@ pub fn discarded_check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
                 }
             }
         }
-        let listed: BTreeSet<String> = d.files.iter().cloned().chain(["discard.json".to_string()]).collect();
+        let listed: BTreeSet<String> = d.files.iter().cloned().chain([DISCARD_FILE.to_string()]).collect();
         for f in files.symmetric_difference(&listed) {
             let (a, b) = if files.contains(f) { ("on disk", "not listed") } else { ("listed", "missing") };
             m.push(Mismatch::new(format!("{}/{f}", d.dir), "file (discard.json)", a, b));

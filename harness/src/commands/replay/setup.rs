@@ -33,7 +33,7 @@ pub fn check(root: &Path, plan: &Plan) -> Option<Check> {
     let mut any_pad = false;
     for b in 0..plan.blocks.count + plan.blocks.descriptive {
         for arm in &plan.arms {
-            let rel = format!("raw/b{b}/{}/{STARTUP_FILE}", arm.name);
+            let rel = format!("{}/{STARTUP_FILE}", crate::evidence::unit_path(b, &arm.name));
             let Ok(v) = read_json::<StartupRecord>(root, &rel) else { continue };
             if v.kind != "spawn" {
                 continue;

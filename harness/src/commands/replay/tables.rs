@@ -97,7 +97,7 @@ fn key_of(v: &Value) -> Option<(u32, String, String)> {
 /// `results/summaries.json` and each `results/cells/b<block>-<arm>-<cell>.summary.json`.
 pub fn summaries_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures]) -> Check {
     let mut m = Vec::new();
-    let file = "results/summaries.json";
+    let file = crate::evidence::SUMMARIES_FILE;
     let path = root.join(file);
     let mut compared = 0usize;
     if path.symlink_metadata().is_err() {
@@ -134,7 +134,7 @@ pub fn summaries_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures]) -> Ch
         }
     }
     for c in cells {
-        let rel = format!("results/cells/b{}-{}-{}.summary.json", c.block, c.arm, c.cell);
+        let rel = crate::evidence::cell_summary_path(c.block, &c.arm, &c.cell);
         if root.join(&rel).symlink_metadata().is_err() {
             m.push(Mismatch::new(&rel, "file", "missing", "a stored summary"));
             continue;
@@ -218,7 +218,7 @@ fn load_text(rc: &ResolvedCell) -> (String, Option<f64>, Option<u32>) {
 /// `results/matrix.csv`: one row per scheduled (block, arm, cell), every column.
 /// `listed`: whether the manifest lists the matrix (then it must be there).
 pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha256: &str, listed: bool) -> Check {
-    let file = "results/matrix.csv";
+    let file = crate::evidence::MATRIX_CSV_FILE;
     let mut m = Vec::new();
     if root.join(file).symlink_metadata().is_err() {
         if listed {

@@ -17,7 +17,7 @@ use super::{Check, Mismatch, close, num};
 use crate::plan::{Plan, Tuning};
 
 pub const NAME: &str = "evidence.json: tuning recommendation";
-const FILE: &str = "results/evidence.json";
+const FILE: &str = crate::evidence::EVIDENCE_FILE;
 
 /// `None` when the plan has no `[tuning]` (no check).
 pub fn check(root: &Path, plan: &Plan) -> Option<Check> {

@@ -23,7 +23,7 @@ pub const NAME: &str = "session turns: bodies rebuilt from the frozen turns and 
 
 /// Each panel entry's session script (`Err`: why the panel cannot be read).
 fn scripts(root: &Path, s: &Study<'_>) -> Result<Vec<Option<SessionScript>>, String> {
-    let rel = "inputs/prompts.jsonl";
+    let rel = crate::evidence::PROMPTS_PATH;
     let mut out = Vec::new();
     let read = stream_lines(root, rel, |_, l| {
         let p: Prompt = serde_json::from_slice(l).map_err(|e| e.to_string())?;
@@ -43,7 +43,7 @@ pub fn check(root: &Path, s: &Study<'_>) -> Check {
     let scripts = match scripts(root, s) {
         Ok(v) => v,
         Err(e) => {
-            m.push(Mismatch::new("inputs/prompts.jsonl", "parse", "malformed", e));
+            m.push(Mismatch::new(crate::evidence::PROMPTS_PATH, "parse", "malformed", e));
             return Check::of(NAME, "no readable panel".into(), m);
         }
     };

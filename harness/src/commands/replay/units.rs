@@ -18,7 +18,9 @@ use super::files::Scan;
 use super::read::read_json;
 use super::{Check, Mismatch};
 use crate::evidence::{
-    QualificationVerdict, RUN_FILE, RUN_FORMAT, RecordStatus, RunRecord, SESSION_FORMATS, UNIT_FORMAT, UnitRecord,
+    QUALIFICATION_DIR, QUALIFICATION_RESULT_FILE, QUALIFICATION_UNIT_PATH, QualificationVerdict, RAW_DIR, RUN_FILE,
+    RUN_FORMAT, RecordStatus, RunRecord, SESSION_FORMATS, UNIT_FILE, UNIT_FORMAT, UnitRecord, cell_summary_path,
+    unit_path,
 };
 
 pub const NAME: &str = "unit records: unit.json of every unit against its files";
@@ -53,7 +55,7 @@ impl Records {
     pub fn read(root: &Path, s: &Study<'_>) -> Records {
         let present = root.join(RUN_FILE).symlink_metadata().is_ok();
         let run = if present { read_json::<RunRecord>(root, RUN_FILE) } else { Err("missing".to_string()) };
-        let any_record = s.scan.files.keys().any(|p| p == "qualification/unit.json" || is_raw_record(p));
+        let any_record = s.scan.files.keys().any(|p| p == QUALIFICATION_UNIT_PATH || is_raw_record(p));
         let format = match &run {
             Ok(r) => Some(r.format.clone()),
             Err(_) => read_json::<FormatOnly>(root, RUN_FILE).ok().map(|f| f.format),
@@ -70,10 +72,10 @@ impl Records {
             units.push((name, rel, r));
         };
         if qualification {
-            read(QUALIFICATION.into(), "qualification/unit.json".into());
+            read(QUALIFICATION.into(), QUALIFICATION_UNIT_PATH.into());
         }
         for u in &s.units {
-            read(format!("b{}/{}", u.block, u.arm), format!("raw/b{}/{}/unit.json", u.block, u.arm));
+            read(format!("b{}/{}", u.block, u.arm), format!("{}/{UNIT_FILE}", unit_path(u.block, &u.arm)));
         }
         Records { run, expected, units }
     }
@@ -81,12 +83,12 @@ impl Records {
 
 /// `raw/b<k>/<arm>/unit.json`.
 fn is_raw_record(p: &str) -> bool {
-    matches!(p.split('/').collect::<Vec<_>>().as_slice(), ["raw", b, _, "unit.json"] if b.starts_with('b'))
+    matches!(p.split('/').collect::<Vec<_>>().as_slice(), [RAW_DIR, b, _, UNIT_FILE] if b.starts_with('b'))
 }
 
 /// Every file of `prefix` (a directory, with its trailing `/`) except the record.
 fn files_under<'a>(scan: &'a Scan, prefix: &str) -> impl Iterator<Item = &'a String> {
-    let record = format!("{prefix}unit.json");
+    let record = format!("{prefix}{UNIT_FILE}");
     let listed = scan.files.range(prefix.to_string()..).map(|(p, _)| p).take_while(move |p| p.starts_with(prefix));
     let odd = scan.unreadable.iter().map(|(p, _)| p).filter(move |p| p.starts_with(prefix));
     listed.chain(odd).filter(move |p| **p != record)
@@ -134,7 +136,7 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
     }
     let mut m = Vec::new();
     let mut files = 0usize;
-    let archived_qualified: Option<bool> = read_json::<Value>(root, "results/qualification.json")
+    let archived_qualified: Option<bool> = read_json::<Value>(root, QUALIFICATION_RESULT_FILE)
         .ok()
         .and_then(|q| q.get("arms")?.as_array().map(|a| a.iter().all(|x| x["qualified"] == true)));
     for (name, rel, rec) in &r.units {
@@ -163,17 +165,17 @@ pub fn check(root: &Path, s: &Study<'_>, r: &Records) -> Check {
                 None => "(no results/qualification.json)".to_string(),
             };
             field("status", rec.status.to_string(), want);
-            owned = files_under(s.scan, "qualification/").cloned().collect();
-            owned.extend(s.scan.files.keys().filter(|p| *p == "results/qualification.json").cloned());
+            owned = files_under(s.scan, &format!("{QUALIFICATION_DIR}/")).cloned().collect();
+            owned.extend(s.scan.files.keys().filter(|p| *p == QUALIFICATION_RESULT_FILE).cloned());
         } else {
             let Some(u) = s.units.iter().find(|u| format!("b{}/{}", u.block, u.arm) == *name) else { continue };
             field("block", format!("{:?}", rec.block), format!("{:?}", Some(u.block)));
             field("status", rec.status.to_string(), u.status.to_string());
-            owned = files_under(s.scan, &format!("raw/b{}/{}/", u.block, u.arm)).cloned().collect();
+            owned = files_under(s.scan, &format!("{}/", unit_path(u.block, &u.arm))).cloned().collect();
             let cells: BTreeSet<&str> =
                 s.cells.iter().filter(|c| c.block == u.block && c.arm == u.arm).map(|c| c.cell.as_str()).collect();
             for c in cells {
-                let p = format!("results/cells/b{}-{}-{c}.summary.json", u.block, u.arm);
+                let p = cell_summary_path(u.block, &u.arm, c);
                 if s.scan.files.contains_key(&p) {
                     owned.insert(p);
                 }

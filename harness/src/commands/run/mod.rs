@@ -315,7 +315,8 @@ fn open(
             let ev = Evidence::open(&root);
             let mut pilot_state = pilots::PilotResume::default();
             let mut effective = None;
-            if plan.pilots.is_some() && ev.plan_path().is_file() && !root.join("manifest.json").is_file() {
+            if plan.pilots.is_some() && ev.plan_path().is_file() && !root.join(crate::evidence::MANIFEST_FILE).is_file()
+            {
                 pilot_state = pilots::resume_check(&ev, frozen)?;
                 if let Some(rec) = &pilot_state.done {
                     let (with, _) = plan.with_pilot_rates(&rec.pilot_rates)?;
@@ -741,7 +742,7 @@ async fn run_study_in(opts: &RunOptions, at: &Interruptible) -> Result<StudyOutc
         return Err(stop);
     }
     progress.finish();
-    write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
+    write_json(&ev.root().join(crate::evidence::SUMMARIES_FILE), &ledger.summaries)?;
     ledger.end_session(SessionState::Finished);
     run_json.write(&ledger.sessions, &ledger.units, true)?;
     // The report reads only what is written by now, so the manifest covers its files.
@@ -780,7 +781,7 @@ async fn run_dispatched(
         return Err(stop);
     }
     let merge = std::time::Instant::now();
-    write_json(&ev.results_dir().join("summaries.json"), &ledger.summaries)?;
+    write_json(&ev.root().join(crate::evidence::SUMMARIES_FILE), &ledger.summaries)?;
     ledger.end_session(SessionState::Finished);
     let sessions = slurm::merge_sessions(ev.root(), &ledger.sessions);
     run_json.write_with(&sessions, &ledger.units, true, Some(&dispatched.record))?;

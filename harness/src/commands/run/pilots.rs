@@ -62,13 +62,17 @@ pub fn resume_check(ev: &Evidence, frozen: &FrozenPlan) -> Result<PilotResume, R
     let Some(pf) = pilot_frozen(frozen) else { return Ok(out) };
     let root = ev.root();
     let pev = pilot::pilots_evidence(root);
-    if pev.inputs_dir().join("catalog.json").is_file() {
+    if pev.root().join(crate::evidence::CATALOG_PATH).is_file() {
         crate::trace::verify_catalog(&pev.inputs_dir())
             .map_err(|e| refuse(root, format!("pilots/inputs/ differ from their catalog: {e}")))?;
         out.inputs_ok = true;
     } else if pev.inputs_dir().exists() {
         let files = files_under(&pev.inputs_dir())?;
-        out.partial.push(("pilots/inputs".into(), files, "incomplete pilot inputs (no catalog.json)".into()));
+        out.partial.push((
+            format!("{}/{}", crate::evidence::PILOTS_DIR, crate::evidence::INPUTS_DIR),
+            files,
+            "incomplete pilot inputs (no catalog.json)".into(),
+        ));
     }
     for block in &pf.plan.schedule().blocks {
         for arm in &block.arms {

@@ -18,12 +18,12 @@ use crate::quality::{self, QualifyOutcome};
 
 /// `qualification/` of the evidence directory.
 pub fn qualification_dir(ev: &Evidence) -> std::path::PathBuf {
-    ev.root().join("qualification")
+    ev.root().join(crate::evidence::QUALIFICATION_DIR)
 }
 
 /// `results/qualification.json` of the evidence directory.
 pub fn outcome_path(ev: &Evidence) -> std::path::PathBuf {
-    ev.results_dir().join("qualification.json")
+    ev.root().join(crate::evidence::QUALIFICATION_RESULT_FILE)
 }
 
 /// Whether the plan asks `harness run` to qualify its arms first.

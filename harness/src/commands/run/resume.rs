@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use super::session::{live_harness, read_previous};
 use super::{RunError, qualify};
 use crate::evidence::{
-    Discard, Evidence, QUALIFICATION_UNIT, RUN_FORMAT, RecordCheck, Session, SessionState, UNIT_FILE, UnitRecord,
-    UnitStatus, check_record, files_under, sha256_hex, unit_name, write_json,
+    CATALOG_PATH, CELLS_DIR, DISCARD_FILE, DISCARDED_DIR, Discard, Evidence, MANIFEST_FILE, QUALIFICATION_UNIT,
+    RAW_DIR, RESULTS_DIR, RUN_FORMAT, RecordCheck, Session, SessionState, UNIT_FILE, UnitRecord, UnitStatus,
+    check_record, files_under, sha256_hex, unit_name, write_json,
 };
 use crate::plan::{FrozenPlan, Schedule, ScheduledBlock};
 
@@ -105,7 +106,7 @@ fn compare_inputs(ev: &Evidence, frozen: &FrozenPlan, base: &Path) -> Result<(),
 /// Everything `--resume` verifies before it touches the directory.
 pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Path) -> Result<ResumeState, RunError> {
     let root = ev.root();
-    if root.join("manifest.json").is_file() {
+    if root.join(MANIFEST_FILE).is_file() {
         return Err(refuse(root, "the study is complete (manifest.json is present): there is nothing to resume"));
     }
     let frozen_bytes = std::fs::read(ev.plan_path())
@@ -167,7 +168,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     }
 
     // Inputs: complete (catalog written) and unchanged, or never finished.
-    if ev.inputs_dir().join("catalog.json").is_file() {
+    if ev.root().join(CATALOG_PATH).is_file() {
         compare_inputs(ev, frozen, base)?;
         state.inputs_ok = true;
     } else if ev.inputs_dir().exists() {
@@ -293,10 +294,12 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     let moving: Vec<PathBuf> = state.partial.iter().flat_map(|(_, f, _)| f.clone()).collect();
     let stray: Vec<PathBuf> = files_under(root)?
         .into_iter()
-        .filter(|p| !p.starts_with(root.join("discarded")) && !moving.contains(p))
+        .filter(|p| !p.starts_with(root.join(DISCARDED_DIR)) && !moving.contains(p))
         .filter(|p| {
             !dispatched
-                || !["raw", "results/cells", crate::evidence::SLURM_DIR].iter().any(|d| p.starts_with(root.join(d)))
+                || ![root.join(RAW_DIR), root.join(RESULTS_DIR).join(CELLS_DIR), root.join(crate::evidence::SLURM_DIR)]
+                    .iter()
+                    .any(|d| p.starts_with(d))
         })
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -323,7 +326,7 @@ impl ResumeState {
 /// on from the discards already there) and writes its `discard.json`.
 pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<Discard>, RunError> {
     let root = ev.root();
-    let base = root.join("discarded");
+    let base = root.join(DISCARDED_DIR);
     let mut n = std::fs::read_dir(&base)
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_string_lossy().split('-').next()?.parse::<u32>().ok())
@@ -349,8 +352,13 @@ pub fn discard(ev: &Evidence, state: &ResumeState, session: u32) -> Result<Vec<D
             moved.push(r);
         }
         moved.sort();
-        let d = Discard { dir: format!("discarded/{name}"), unit: unit.clone(), reason: reason.clone(), files: moved };
-        write_json(&dest.join("discard.json"), &serde_json::json!({"session": session, "discard": &d}))?;
+        let d = Discard {
+            dir: format!("{DISCARDED_DIR}/{name}"),
+            unit: unit.clone(),
+            reason: reason.clone(),
+            files: moved,
+        };
+        write_json(&dest.join(DISCARD_FILE), &serde_json::json!({"session": session, "discard": &d}))?;
         println!("resume: discarded {unit} to {}/ ({reason})", d.dir);
         out.push(d);
     }

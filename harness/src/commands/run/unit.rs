@@ -17,8 +17,8 @@ use super::{RunError, Study};
 use crate::arm::{ArmError, Invocation};
 use crate::evidence::sha256_hex;
 use crate::evidence::{
-    ARM_OUTCOME_FILE, CellOutcome, STARTUP_FILE, StartupRecord, UnitOutcome, UnitStatus, WARMUP_FILE, write_bytes,
-    write_json,
+    ARM_OUTCOME_FILE, CellOutcome, MEMORY_FILE, RECEIPTS_FILE, SCRAPES_FILE, SERVER_LOG_FILE, STARTUP_FILE,
+    StartupRecord, UnitOutcome, UnitStatus, WARMUP_FILE, write_bytes, write_json,
 };
 use crate::load::RequestCtx;
 use crate::plan::{Arm, ScheduledBlock};
@@ -133,7 +133,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
     let mut out = UnitOutcome::new(b, &arm.name, s.session);
     // Start and health.
     s.progress.status(&label, "starting server");
-    let log = dir.join("server.log");
+    let log = dir.join(SERVER_LOG_FILE);
     // Hashed before the spawn, so that it does not delay the first health poll.
     let program_sha256 = cmd.as_ref().and_then(|c| c.argv.first()).and_then(|p| program_sha256(p, s.base_dir));
     let mut startup = StartupRecord {
@@ -208,7 +208,7 @@ pub(super) async fn start_unit(s: &Study<'_>, block: &ScheduledBlock, arm: &Arm)
     }
 
     // Sampling runs from here to the stop.
-    server.start_sampling(dir.join("scrapes.jsonl"), dir.join("memory.jsonl"), "warmup", s.nvidia_smi.clone())?;
+    server.start_sampling(dir.join(SCRAPES_FILE), dir.join(MEMORY_FILE), "warmup", s.nvidia_smi.clone())?;
     let request_timeout = Duration::from_secs_f64(plan.timing.request_timeout_s);
 
     // Warmup: one batched non-streaming call.
@@ -298,7 +298,7 @@ async fn stop_and_keep(
         out.stop = stopped.stop;
     }
     if let Some(src) = receipts_source(s, arm, receipts) {
-        let dest = dir.join("receipts.jsonl");
+        let dest = dir.join(RECEIPTS_FILE);
         out.receipts_source = Some(src.display().to_string());
         let same = std::fs::canonicalize(&src).ok().is_some_and(|a| std::fs::canonicalize(&dest).ok() == Some(a));
         out.receipts_kept = if same {

@@ -192,7 +192,7 @@ async fn ensure_dispatch(cx: &Coordinator<'_>, schedule: &Schedule) -> Result<Di
     } else {
         None
     };
-    let catalog = cx.ev.inputs_dir().join("catalog.json");
+    let catalog = cx.ev.root().join(crate::evidence::CATALOG_PATH);
     let catalog = sha256_hex(&std::fs::read(&catalog).map_err(|error| RunError::Io { path: catalog, error })?);
     let d = DispatchRecord {
         format: DISPATCH_FORMAT.into(),
@@ -239,7 +239,7 @@ async fn submit(cx: &Coordinator<'_>, blocks: &[u32]) -> Result<String, RunError
 
 /// The last lines of a task's Slurm log.
 fn log_tail(root: &Path, block: u32, job: &str) -> String {
-    let path = root.join(LOGS_DIR).join(format!("b{block}.j{job}.log"));
+    let path = crate::evidence::task_log_path(root, block, job);
     match std::fs::read_to_string(&path) {
         Ok(t) => {
             let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();

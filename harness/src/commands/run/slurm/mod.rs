@@ -33,7 +33,7 @@ pub use coordinator::{Coordinator, claim, merge_sessions, run_blocks};
 pub use worker::{WorkerOptions, WorkerOutcome, run_worker};
 
 use super::RunError;
-use crate::evidence::{DispatchRecord, sha256_hex};
+use crate::evidence::{DispatchRecord, PLAN_FILE, RAW_DIR, sha256_hex};
 use crate::plan::{Executor, FrozenPlan};
 
 /// What stops a dispatched study, or one of its tasks.
@@ -192,13 +192,13 @@ pub async fn preflight(frozen: &FrozenPlan, study_dir: &Path, base: &Path) -> Re
 /// against the dispatch, with the pilots' derived loads (`pilots/derived.json`,
 /// checked against the dispatch) when the plan has `[pilots]`.
 pub fn dispatched_frozen(root: &Path, d: &DispatchRecord) -> Result<FrozenPlan, RunError> {
-    let frozen = crate::plan::freeze_file(&root.join("plan.toml"))?;
+    let frozen = crate::plan::freeze_file(&root.join(PLAN_FILE))?;
     let mismatch = |what: &str| SlurmError::Worker {
         block: u32::MAX,
         why: format!("{what} differs from the one dispatched ({})", crate::evidence::DISPATCH_FILE),
     };
     if frozen.sha256 != d.plan_sha256 {
-        return Err(mismatch("plan.toml").into());
+        return Err(mismatch(PLAN_FILE).into());
     }
     if frozen.plan.pilots.is_none() {
         return Ok(frozen);
@@ -236,7 +236,7 @@ pub fn check_resume_executor(ev: &crate::evidence::Evidence, dispatch: bool, res
     }
     let began_here = resumed
         && !dispatched
-        && crate::evidence::files_under(&root.join("raw"))
+        && crate::evidence::files_under(&root.join(RAW_DIR))
             .is_ok_and(|f| f.iter().any(|p| p.ends_with(crate::evidence::UNIT_FILE)));
     if dispatch && began_here {
         return Err(RunError::Resume {

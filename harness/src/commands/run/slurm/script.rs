@@ -101,7 +101,7 @@ pub fn render(plan: &Plan, plan_sha256: &str, p: &ScriptPaths<'_>) -> String {
         plan.study.name, plan_sha256, dir
     ));
     t.push_str(&format!("#SBATCH --job-name={}\n", p.job_name));
-    t.push_str(&format!("#SBATCH --output={dir}/slurm/logs/b%a.j%A.log\n"));
+    t.push_str(&format!("#SBATCH --output={dir}/{}\n", crate::evidence::task_log_pattern()));
     t.push_str(&format!("#SBATCH --chdir={}\n", p.working_dir.display()));
     // The coordinator resubmits failed tasks itself (discarding their partial units
     // first); Slurm must not requeue one onto a block's half-written files.

@@ -65,7 +65,11 @@ fn check_visible(opts: &WorkerOptions, node: &str) -> Result<(), SlurmError> {
             ),
         });
     }
-    for p in [opts.study.clone(), opts.study.join("plan.toml"), opts.study.join(crate::evidence::DISPATCH_FILE)] {
+    for p in [
+        opts.study.clone(),
+        opts.study.join(crate::evidence::PLAN_FILE),
+        opts.study.join(crate::evidence::DISPATCH_FILE),
+    ] {
         if let Err(e) = std::fs::metadata(&p) {
             return Err(not_visible(&p, e.to_string()));
         }
@@ -108,8 +112,8 @@ pub fn run_worker(opts: &WorkerOptions) -> Result<WorkerOutcome, RunError> {
         }
         .into());
     };
-    let catalog = std::fs::read(ev.inputs_dir().join("catalog.json"))
-        .map_err(|error| RunError::Io { path: ev.inputs_dir().join("catalog.json"), error })?;
+    let catalog = std::fs::read(ev.root().join(crate::evidence::CATALOG_PATH))
+        .map_err(|error| RunError::Io { path: ev.root().join(crate::evidence::CATALOG_PATH), error })?;
     if sha256_hex(&catalog) != dispatch.catalog_sha256 {
         return Err(SlurmError::Worker {
             block: opts.block,
