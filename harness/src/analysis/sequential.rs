@@ -33,6 +33,17 @@ pub enum StopReason {
     Time,
 }
 
+impl StopReason {
+    /// The spelling in `sequential.json` (`reason`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Decided => "decided",
+            StopReason::Cap => "cap",
+            StopReason::Time => "time",
+        }
+    }
+}
+
 /// One hypothesis at one look.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HypothesisLook {
@@ -229,6 +240,13 @@ pub fn apply(root: &Path, mut plan: Plan) -> Result<Plan, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_stop_reason_is_spelled_as_sequential_json_writes_it() {
+        for r in [StopReason::Decided, StopReason::Cap, StopReason::Time] {
+            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{}\"", r.as_str()));
+        }
+    }
 
     fn summary(block: u32, arm: &str, cell: &str, rps: f64) -> CellSummary {
         CellSummary { block, arm: arm.into(), cell: cell.into(), request_throughput_rps: rps, ..CellSummary::default() }

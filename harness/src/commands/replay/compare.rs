@@ -38,7 +38,7 @@ use crate::evidence::{
 };
 use crate::evidence::{COMPARE_FILE as FILE, CompareRecord, CompareStatus, Measure, NoiseArms, Obs, Phase};
 use crate::metrics::FIELD_NAMES;
-use crate::plan::{Plan, ResolvedLoad};
+use crate::plan::{Plan, ResolvedCell, ResolvedLoad};
 
 pub const NAME: &str = "compare.json: per-cell measures recomputed";
 
@@ -226,36 +226,10 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         m.push(Mismatch::new(FILE, "format", &r.format, crate::evidence::COMPARE_FORMAT));
     }
     let prompts = parity(&mut m, root, scan, &r);
-
-    // compare.json units[] against each server's unit.json.
-    let mut unit_status: BTreeMap<String, crate::evidence::UnitStatus> = BTreeMap::new();
-    // As written (not through the typed record, which would drop an extra key and
-    // fill an absent optional one), so that every differing key is named.
-    #[derive(Deserialize)]
-    struct WrittenUnits {
-        units: Vec<Value>,
-    }
-    let written = read_json::<WrittenUnits>(root, FILE).map(|w| w.units).unwrap_or_default();
-    for (i, (unit, u)) in r.units.iter().zip(&written).enumerate() {
-        let dir = unit.dir.as_str();
-        unit_status.insert(dir.to_string(), unit.status);
-        match unit_json(root, scan, dir) {
-            Err(e) => m.push(Mismatch::new(format!("{dir}/{UNIT_FILE}"), "file", e, format!("{FILE} units[{i}]"))),
-            Ok(v) if v != *u => {
-                let keys: BTreeSet<&String> =
-                    u.as_object().into_iter().chain(v.as_object()).flat_map(|o| o.keys()).collect();
-                for k in keys.into_iter().filter(|k| u.get(k.as_str()) != v.get(k.as_str())) {
-                    let t = |x: Option<&Value>| x.map_or("absent".into(), Value::to_string);
-                    let field = format!("units[{i}].{k} (against {dir}/unit.json)");
-                    m.push(Mismatch::new(FILE, field, t(u.get(k.as_str())), t(v.get(k.as_str()))));
-                }
-            }
-            Ok(_) => {}
-        }
-    }
+    let unit_status = check_units(&mut m, root, scan, &r);
 
     // Observations grouped by server start and key.
-    let mut groups: BTreeMap<(Server, String), Vec<&Obs>> = BTreeMap::new();
+    let mut groups: Groups<'_> = BTreeMap::new();
     for o in &r.observations {
         let server = (o.phase, o.round, o.second, o.arm.clone());
         groups.entry((server, o.key.clone())).or_default().push(o);
@@ -283,87 +257,186 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
         }
         if key == "server" {
             servers += 1;
-            let (cold, rss) = match unit_json(root, scan, &dir) {
-                Ok(u) => server_values(&u),
-                Err(e) => {
-                    m.push(Mismatch::new(format!("{dir}/{UNIT_FILE}"), "file", e, "the server record"));
-                    continue;
-                }
-            };
-            for (measure, mine) in [(Measure::ColdStartS, cold), (Measure::PeakRssMib, rss)] {
-                let name = measure.name();
-                if let Some(o) = by_measure.get(&measure) {
-                    values += 1;
-                    if !same(o.value, mine) || o.failed != 0 {
-                        let a = format!("{} (failed {})", opt(o.value), o.failed);
-                        m.push(Mismatch::new(FILE, format!("{at} {name}"), a, format!("{} (failed 0)", opt(mine))));
-                    }
-                }
-            }
-            continue;
-        }
-        cells += 1;
-        let rel = format!("{dir}/{}", requests_file(key));
-        seen_files.insert(rel.clone());
-        let recs = match records(root, scan, &rel) {
-            Ok(v) => v,
-            Err(e) => {
-                m.push(Mismatch::new(&rel, "records", e, format!("the records of {FILE} {at}")));
-                continue;
-            }
-        };
-        let strays = recs.iter().filter(|x| x.block != server.1 || x.arm != label || x.cell != *key).count();
-        if strays > 0 {
-            let want = format!("block {}, arm {label}, cell {key}", server.1);
-            m.push(Mismatch::new(&rel, "block/arm/cell", format!("{strays} records of another"), want));
-        }
-        if let Some(rc) = resolved.iter().find(|c| c.name == *key) {
-            if rc.count != recs.len() as u64 {
-                let a = format!("{} planned (plan.toml)", rc.count);
-                m.push(Mismatch::new(&rel, "requests", a, recs.len().to_string()));
-            }
+            values += check_server(&mut m, root, scan, &dir, &at, &by_measure);
         } else {
-            m.push(Mismatch::new(FILE, at.clone(), "observed", "not a cell of plan.toml"));
+            cells += 1;
+            let cell = CellAt { server, key, label: &label, dir: &dir, tag: &tag, at: &at };
+            values += check_cell(&mut m, root, scan, &resolved, &cell, &by_measure, &mut seen_files);
         }
-        let mut failed_by_class = BTreeMap::new();
-        for x in recs.iter().filter(|x| !x.valid()) {
-            *failed_by_class.entry(x.failure_class().to_string()).or_insert(0u64) += 1;
+    }
+    check_every_file_observed(&mut m, scan, &seen_files);
+    if r.status == CompareStatus::Complete {
+        check_every_planned_cell_observed(&mut m, &r, plan, &resolved, &groups, &unit_status);
+    }
+    let detail = format!(
+        "{} ({}): parity recounted from {prompts} prompts; {cells} cells recomputed from raw records \
+         (failed, total and output tok/s, TTFT and ITL p50/p99, record count; results/cells summaries x {} fields); \
+         {servers} servers (cold start, peak RSS from unit.json); {values} observations compared; \
+         rows (medians, ratios, noise band, verdicts) not recomputed",
+        FILE,
+        r.status.name(),
+        FIELD_NAMES.len()
+    );
+    Check::of(NAME, detail, m)
+}
+
+/// compare.json's observations by server start and key.
+type Groups<'a> = BTreeMap<(Server, String), Vec<&'a Obs>>;
+
+/// Where one cell's observations belong.
+struct CellAt<'a> {
+    server: &'a Server,
+    key: &'a str,
+    label: &'a str,
+    dir: &'a str,
+    tag: &'a str,
+    /// How mismatches name it.
+    at: &'a str,
+}
+
+/// compare.json `units[]` against each server's unit.json, key by key; returns each
+/// server directory's status.
+fn check_units(
+    m: &mut Vec<Mismatch>,
+    root: &Path,
+    scan: &Scan,
+    r: &CompareRecord,
+) -> BTreeMap<String, crate::evidence::UnitStatus> {
+    let mut unit_status: BTreeMap<String, crate::evidence::UnitStatus> = BTreeMap::new();
+    // As written (not through the typed record, which would drop an extra key and
+    // fill an absent optional one), so that every differing key is named.
+    #[derive(Deserialize)]
+    struct WrittenUnits {
+        units: Vec<Value>,
+    }
+    let written = read_json::<WrittenUnits>(root, FILE).map(|w| w.units).unwrap_or_default();
+    for (i, (unit, u)) in r.units.iter().zip(&written).enumerate() {
+        let dir = unit.dir.as_str();
+        unit_status.insert(dir.to_string(), unit.status);
+        match unit_json(root, scan, dir) {
+            Err(e) => m.push(Mismatch::new(format!("{dir}/{UNIT_FILE}"), "file", e, format!("{FILE} units[{i}]"))),
+            Ok(v) if v != *u => {
+                let keys: BTreeSet<&String> =
+                    u.as_object().into_iter().chain(v.as_object()).flat_map(|o| o.keys()).collect();
+                for k in keys.into_iter().filter(|k| u.get(k.as_str()) != v.get(k.as_str())) {
+                    let t = |x: Option<&Value>| x.map_or("absent".into(), Value::to_string);
+                    let field = format!("units[{i}].{k} (against {dir}/unit.json)");
+                    m.push(Mismatch::new(FILE, field, t(u.get(k.as_str())), t(v.get(k.as_str()))));
+                }
+            }
+            Ok(_) => {}
         }
-        let failed = recs.iter().filter(|x| !x.valid()).count() as u64;
-        let c = CellMeasures {
-            block: server.1,
-            arm: label.clone(),
-            cell: key.clone(),
-            values: summarize(&recs, None),
-            failed_by_class,
-            failures: Vec::new(),
-            turns: super::turn_rows::rows(&recs),
-        };
-        for (measure, o) in &by_measure {
-            let Some(field) = measure.summary_field() else { continue };
-            let measure = measure.name();
+    }
+    unit_status
+}
+
+/// A server's observations (cold start, peak RSS) against its unit.json; returns
+/// how many values were compared.
+fn check_server(
+    m: &mut Vec<Mismatch>,
+    root: &Path,
+    scan: &Scan,
+    dir: &str,
+    at: &str,
+    by_measure: &BTreeMap<Measure, &Obs>,
+) -> usize {
+    let mut values = 0;
+    let (cold, rss) = match unit_json(root, scan, dir) {
+        Ok(u) => server_values(&u),
+        Err(e) => {
+            m.push(Mismatch::new(format!("{dir}/{UNIT_FILE}"), "file", e, "the server record"));
+            return 0;
+        }
+    };
+    for (measure, mine) in [(Measure::ColdStartS, cold), (Measure::PeakRssMib, rss)] {
+        let name = measure.name();
+        if let Some(o) = by_measure.get(&measure) {
             values += 1;
-            if o.failed != failed {
-                m.push(Mismatch::new(FILE, format!("{at} {measure} failed"), o.failed.to_string(), failed.to_string()));
-            }
-            let mine = c.float(field);
-            if !same(o.value, mine) {
-                m.push(Mismatch::new(FILE, format!("{at} {measure}"), opt(o.value), opt(mine)));
-            }
-        }
-        let summary = summary_path(&format!("{tag}-{label}-{key}"));
-        seen_files.insert(summary.clone());
-        if !scan.files.contains_key(&summary) {
-            m.push(Mismatch::new(&summary, "file", "missing", "a stored summary"));
-        } else {
-            match read_json::<Value>(root, &summary) {
-                Ok(v) => compare_summary(&mut m, &summary, "summary", &v, &c),
-                Err(e) => m.push(Mismatch::new(&summary, "parse", "malformed", e)),
+            if !same(o.value, mine) || o.failed != 0 {
+                let a = format!("{} (failed {})", opt(o.value), o.failed);
+                m.push(Mismatch::new(FILE, format!("{at} {name}"), a, format!("{} (failed 0)", opt(mine))));
             }
         }
     }
+    values
+}
 
-    // Every request file and per-cell summary is observed.
+/// A cell's observations against its raw records, recomputed, and its stored
+/// summary; returns how many values were compared.
+fn check_cell(
+    m: &mut Vec<Mismatch>,
+    root: &Path,
+    scan: &Scan,
+    resolved: &[ResolvedCell],
+    cell: &CellAt<'_>,
+    by_measure: &BTreeMap<Measure, &Obs>,
+    seen_files: &mut BTreeSet<String>,
+) -> usize {
+    let CellAt { server, key, label, dir, tag, at } = *cell;
+    let mut values = 0;
+    let rel = format!("{dir}/{}", requests_file(key));
+    seen_files.insert(rel.clone());
+    let recs = match records(root, scan, &rel) {
+        Ok(v) => v,
+        Err(e) => {
+            m.push(Mismatch::new(&rel, "records", e, format!("the records of {FILE} {at}")));
+            return 0;
+        }
+    };
+    let strays = recs.iter().filter(|x| x.block != server.1 || x.arm != label || x.cell != key).count();
+    if strays > 0 {
+        let want = format!("block {}, arm {label}, cell {key}", server.1);
+        m.push(Mismatch::new(&rel, "block/arm/cell", format!("{strays} records of another"), want));
+    }
+    if let Some(rc) = resolved.iter().find(|c| c.name == key) {
+        if rc.count != recs.len() as u64 {
+            let a = format!("{} planned (plan.toml)", rc.count);
+            m.push(Mismatch::new(&rel, "requests", a, recs.len().to_string()));
+        }
+    } else {
+        m.push(Mismatch::new(FILE, at, "observed", "not a cell of plan.toml"));
+    }
+    let mut failed_by_class = BTreeMap::new();
+    for x in recs.iter().filter(|x| !x.valid()) {
+        *failed_by_class.entry(x.failure_class().to_string()).or_insert(0u64) += 1;
+    }
+    let failed = recs.iter().filter(|x| !x.valid()).count() as u64;
+    let c = CellMeasures {
+        block: server.1,
+        arm: label.to_string(),
+        cell: key.to_string(),
+        values: summarize(&recs, None),
+        failed_by_class,
+        failures: Vec::new(),
+        turns: super::turn_rows::rows(&recs),
+    };
+    for (measure, o) in by_measure {
+        let Some(field) = measure.summary_field() else { continue };
+        let measure = measure.name();
+        values += 1;
+        if o.failed != failed {
+            m.push(Mismatch::new(FILE, format!("{at} {measure} failed"), o.failed.to_string(), failed.to_string()));
+        }
+        let mine = c.float(field);
+        if !same(o.value, mine) {
+            m.push(Mismatch::new(FILE, format!("{at} {measure}"), opt(o.value), opt(mine)));
+        }
+    }
+    let summary = summary_path(&format!("{tag}-{label}-{key}"));
+    seen_files.insert(summary.clone());
+    if !scan.files.contains_key(&summary) {
+        m.push(Mismatch::new(&summary, "file", "missing", "a stored summary"));
+    } else {
+        match read_json::<Value>(root, &summary) {
+            Ok(v) => compare_summary(m, &summary, "summary", &v, &c),
+            Err(e) => m.push(Mismatch::new(&summary, "parse", "malformed", e)),
+        }
+    }
+    values
+}
+
+/// Every request file and per-cell summary is observed.
+fn check_every_file_observed(m: &mut Vec<Mismatch>, scan: &Scan, seen_files: &BTreeSet<String>) {
     for p in scan.files.keys() {
         let parts: Vec<&str> = p.split('/').collect();
         let cell_file = match parts.as_slice() {
@@ -375,55 +448,48 @@ pub fn check(root: &Path, scan: &Scan, plan: &Plan) -> Check {
             m.push(Mismatch::new(p, "file", "present", format!("no observation in {FILE}")));
         }
     }
+}
 
-    // With parity passed, every planned cell of every completed server is observed.
-    if r.status == CompareStatus::Complete {
-        let closed: Vec<&str> = resolved
-            .iter()
-            .filter(|c| matches!(c.load, ResolvedLoad::Closed { .. }))
-            .map(|c| c.name.as_str())
-            .collect();
-        let noise_arms: Vec<&str> = match r.spec.noise_arms {
-            NoiseArms::Both => vec![&r.spec.reference, &r.spec.candidate],
-            NoiseArms::Reference => vec![&r.spec.reference],
-        };
-        let mut expected: Vec<(Server, Vec<&str>)> = Vec::new();
-        for round in 0..r.spec.noise_rounds {
-            for second in [false, true] {
-                for arm in &noise_arms {
-                    expected.push(((Phase::Noise, round, second, arm.to_string()), closed.clone()));
-                }
-            }
-        }
-        let schedule = plan.schedule();
-        for b in &schedule.blocks {
-            for arm in b.arms.iter().filter(|a| **a == r.spec.reference || **a == r.spec.candidate) {
-                let cs: Vec<&str> = b.cells.iter().map(String::as_str).filter(|c| closed.contains(c)).collect();
-                expected.push(((Phase::Round, b.index, false, arm.clone()), cs));
-            }
-        }
-        for (server, cs) in expected {
-            let (label, dir, _) = where_of(&server);
-            let completed = unit_status.get(&dir).is_none_or(|s| *s == crate::evidence::UnitStatus::Completed);
-            for key in std::iter::once("server").chain(cs.iter().copied().filter(|_| completed)) {
-                if !groups.contains_key(&(server.clone(), key.to_string())) {
-                    let at = format!("{}{} {label} {key}", server.0.name(), server.1);
-                    m.push(Mismatch::new(FILE, at, "no observations", "planned (plan.toml, [compare])"));
-                }
+/// With parity passed, every planned cell of every completed server is observed.
+fn check_every_planned_cell_observed(
+    m: &mut Vec<Mismatch>,
+    r: &CompareRecord,
+    plan: &Plan,
+    resolved: &[ResolvedCell],
+    groups: &Groups<'_>,
+    unit_status: &BTreeMap<String, crate::evidence::UnitStatus>,
+) {
+    let closed: Vec<&str> =
+        resolved.iter().filter(|c| matches!(c.load, ResolvedLoad::Closed { .. })).map(|c| c.name.as_str()).collect();
+    let noise_arms: Vec<&str> = match r.spec.noise_arms {
+        NoiseArms::Both => vec![&r.spec.reference, &r.spec.candidate],
+        NoiseArms::Reference => vec![&r.spec.reference],
+    };
+    let mut expected: Vec<(Server, Vec<&str>)> = Vec::new();
+    for round in 0..r.spec.noise_rounds {
+        for second in [false, true] {
+            for arm in &noise_arms {
+                expected.push(((Phase::Noise, round, second, arm.to_string()), closed.clone()));
             }
         }
     }
-
-    let detail = format!(
-        "{} ({}): parity recounted from {prompts} prompts; {cells} cells recomputed from raw records \
-         (failed, total and output tok/s, TTFT and ITL p50/p99, record count; results/cells summaries x {} fields); \
-         {servers} servers (cold start, peak RSS from unit.json); {values} observations compared; \
-         rows (medians, ratios, noise band, verdicts) not recomputed",
-        FILE,
-        r.status.name(),
-        FIELD_NAMES.len()
-    );
-    Check::of(NAME, detail, m)
+    let schedule = plan.schedule();
+    for b in &schedule.blocks {
+        for arm in b.arms.iter().filter(|a| **a == r.spec.reference || **a == r.spec.candidate) {
+            let cs: Vec<&str> = b.cells.iter().map(String::as_str).filter(|c| closed.contains(c)).collect();
+            expected.push(((Phase::Round, b.index, false, arm.clone()), cs));
+        }
+    }
+    for (server, cs) in expected {
+        let (label, dir, _) = where_of(&server);
+        let completed = unit_status.get(&dir).is_none_or(|s| *s == crate::evidence::UnitStatus::Completed);
+        for key in std::iter::once("server").chain(cs.iter().copied().filter(|_| completed)) {
+            if !groups.contains_key(&(server.clone(), key.to_string())) {
+                let at = format!("{}{} {label} {key}", server.0.name(), server.1);
+                m.push(Mismatch::new(FILE, at, "no observations", "planned (plan.toml, [compare])"));
+            }
+        }
+    }
 }
 
 /// `harness compare` never moves anything aside: a `discarded/` there fails.

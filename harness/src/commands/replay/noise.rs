@@ -168,7 +168,35 @@ pub fn check(root: &Path, plan: &Plan, cells: &[CellMeasures]) -> Option<Check> 
     let Some(recorded) = recorded else {
         return Some(Check::of(NAME, "analysis.noise".into(), vec![Mismatch::new(FILE, "noise", "absent", "present")]));
     };
-    // The groups: confirmation cells by shape, in plan order.
+    let groups = shape_groups(plan);
+    let got_groups = recorded.get("groups").and_then(Value::as_array).cloned().unwrap_or_default();
+    let want_count = groups.len() * plan.noise.len();
+    if got_groups.len() != want_count {
+        m.push(Mismatch::new(FILE, "noise.groups", got_groups.len().to_string(), want_count.to_string()));
+        return Some(Check::of(NAME, format!("{want_count} groups"), m));
+    }
+    let inputs = Inputs { plan, cells, machines: &machines };
+    let mut i = 0;
+    for g in &groups {
+        for &metric in &plan.noise {
+            let k = format!("noise.groups[{i}]");
+            check_group(&mut m, &k, &got_groups[i], g, metric, &inputs);
+            i += 1;
+        }
+    }
+    Some(Check::of(NAME, format!("{want_count} groups of {} measure(s)", plan.noise.len()), m))
+}
+
+/// What every group's check reads: the plan, replay's cell measures and the
+/// machine each block ran on.
+struct Inputs<'a> {
+    plan: &'a Plan,
+    cells: &'a [CellMeasures],
+    machines: &'a BTreeMap<u32, String>,
+}
+
+/// The groups: confirmation cells by shape, in plan order.
+fn shape_groups(plan: &Plan) -> Vec<Vec<&crate::plan::Cell>> {
     let mut groups: Vec<Vec<&crate::plan::Cell>> = Vec::new();
     for c in plan.cells.iter().filter(|c| c.kind == CellKind::Confirmation) {
         match groups.iter_mut().find(|g| same_shape(g[0], c)) {
@@ -176,12 +204,20 @@ pub fn check(root: &Path, plan: &Plan, cells: &[CellMeasures]) -> Option<Check> 
             None => groups.push(vec![c]),
         }
     }
-    let got_groups = recorded.get("groups").and_then(Value::as_array).cloned().unwrap_or_default();
-    let want_count = groups.len() * plan.noise.len();
-    if got_groups.len() != want_count {
-        m.push(Mismatch::new(FILE, "noise.groups", got_groups.len().to_string(), want_count.to_string()));
-        return Some(Check::of(NAME, format!("{want_count} groups"), m));
-    }
+    groups
+}
+
+/// One group and measure: its cells, the blocks with every value, and replay's own
+/// decomposition (with a machine level when the blocks ran on several machines).
+fn check_group(
+    m: &mut Vec<Mismatch>,
+    k: &str,
+    got: &Value,
+    g: &[&crate::plan::Cell],
+    metric: Metric,
+    study: &Inputs<'_>,
+) {
+    let Inputs { plan, cells, machines } = *study;
     let value = |b: u32, arm: &str, cell: &str, metric: Metric| {
         cells
             .iter()
@@ -190,122 +226,99 @@ pub fn check(root: &Path, plan: &Plan, cells: &[CellMeasures]) -> Option<Check> 
             .filter(|v| *v > 0.0)
             .map(f64::ln)
     };
-    let mut i = 0;
-    for g in &groups {
-        for &metric in &plan.noise {
-            let got = &got_groups[i];
-            let k = format!("noise.groups[{i}]");
-            i += 1;
-            let names: Vec<&str> = g.iter().map(|c| c.name.as_str()).collect();
-            let got_cells: Vec<&str> =
-                got.get("cells").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-            if got_cells != names || got.get("metric").and_then(Value::as_str) != Some(metric.as_str()) {
-                m.push(Mismatch::new(
-                    FILE,
-                    format!("{k}.cells/metric"),
-                    format!("{got_cells:?} {}", got.get("metric").map_or("absent".into(), Value::to_string)),
-                    format!("{names:?} {:?}", metric.as_str()),
-                ));
-                continue;
+    let names: Vec<&str> = g.iter().map(|c| c.name.as_str()).collect();
+    let got_cells: Vec<&str> =
+        got.get("cells").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    if got_cells != names || got.get("metric").and_then(Value::as_str) != Some(metric.as_str()) {
+        m.push(Mismatch::new(
+            FILE,
+            format!("{k}.cells/metric"),
+            format!("{got_cells:?} {}", got.get("metric").map_or("absent".into(), Value::to_string)),
+            format!("{names:?} {:?}", metric.as_str()),
+        ));
+        return;
+    }
+    let (mut y, mut used, mut left) = (Vec::new(), Vec::new(), Vec::new());
+    for b in 0..plan.blocks.count {
+        let blk: Option<Vec<Vec<f64>>> =
+            plan.arms.iter().map(|a| names.iter().map(|c| value(b, &a.name, c, metric)).collect()).collect();
+        match blk {
+            Some(v) => {
+                y.push(v);
+                used.push(b);
             }
-            let (mut y, mut used, mut left) = (Vec::new(), Vec::new(), Vec::new());
-            for b in 0..plan.blocks.count {
-                let blk: Option<Vec<Vec<f64>>> =
-                    plan.arms.iter().map(|a| names.iter().map(|c| value(b, &a.name, c, metric)).collect()).collect();
-                match blk {
-                    Some(v) => {
-                        y.push(v);
-                        used.push(b);
-                    }
-                    None => left.push(b),
-                }
-            }
-            let as_u32s = |key: &str| -> Vec<u64> {
-                got.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_u64).collect()
-            };
-            let want_used: Vec<u64> = used.iter().map(|&b| u64::from(b)).collect();
-            let want_left: Vec<u64> = left.iter().map(|&b| u64::from(b)).collect();
-            if as_u32s("blocks_used") != want_used || as_u32s("blocks_left_out") != want_left {
-                m.push(Mismatch::new(
-                    FILE,
-                    format!("{k}.blocks_used"),
-                    format!("{:?}", as_u32s("blocks_used")),
-                    format!("{want_used:?}"),
-                ));
-                continue;
-            }
-            if y.len() < 2 {
-                m.push(Mismatch::new(
-                    FILE,
-                    k.clone(),
-                    "a decomposition",
-                    format!("none: {} blocks with every value", y.len()),
-                ));
-                continue;
-            }
-            // The machine of each block used, when the blocks ran on several.
-            let labels: Vec<Option<&String>> = used.iter().map(|b| machines.get(b)).collect();
-            let distinct: BTreeSet<&String> = labels.iter().flatten().copied().collect();
-            let index: Option<Vec<usize>> = (distinct.len() > 1)
-                .then(|| labels.iter().map(|l| l.and_then(|l| distinct.iter().position(|d| *d == l))).collect())
-                .flatten();
-            let mine = levels(&y, index.as_deref());
-            let d = got.get("decomposition");
-            let comps = d.and_then(|d| d.get("components")).and_then(Value::as_array).cloned().unwrap_or_default();
-            if comps.len() != mine.len() {
-                m.push(Mismatch::new(
-                    FILE,
-                    format!("{k}.decomposition.components"),
-                    comps.len().to_string(),
-                    mine.len().to_string(),
-                ));
-                continue;
-            }
-            for (j, (c, l)) in comps.iter().zip(&mine).enumerate() {
-                let ck = format!("{k}.decomposition.components[{j}]");
-                if c.get("level").and_then(Value::as_str) != Some(l.name)
-                    || c.get("df").and_then(Value::as_u64) != Some(l.df as u64)
-                {
-                    m.push(Mismatch::new(
-                        FILE,
-                        format!("{ck}.level/df"),
-                        c.to_string(),
-                        format!("{} df {}", l.name, l.df),
-                    ));
-                    continue;
-                }
-                let f = |key: &str| c.get(key).and_then(Value::as_f64);
-                let lo = c.get("sd_interval").and_then(|v| v.get(0)).and_then(Value::as_f64);
-                let hi = c.get("sd_interval").and_then(|v| v.get(1)).and_then(Value::as_f64);
-                for (key, got, want) in [
-                    ("mean_square", f("mean_square"), l.mean_square),
-                    ("variance", f("variance"), l.variance),
-                    ("sd", f("sd"), l.variance.sqrt()),
-                    ("sd_interval[0]", lo, l.interval.0.sqrt()),
-                    ("sd_interval[1]", hi, l.interval.1.sqrt()),
-                ] {
-                    if !got.is_some_and(|g| close(g, want)) {
-                        m.push(Mismatch::new(FILE, format!("{ck}.{key}"), num(got), num(Some(want))));
-                    }
-                }
-                if c.get("clamped").and_then(Value::as_bool) != Some(l.clamped) {
-                    m.push(Mismatch::new(
-                        FILE,
-                        format!("{ck}.clamped"),
-                        c.get("clamped").map_or("absent".into(), Value::to_string),
-                        l.clamped.to_string(),
-                    ));
-                }
-            }
-            let var = |name: &str| mine.iter().find(|l| l.name == name).map_or(0.0, |l| l.variance);
-            let paired = (2.0 * (var("server") + var("repeat"))).sqrt();
-            let got_paired = got.get("paired_sd_one_cell").and_then(Value::as_f64);
-            if !got_paired.is_some_and(|g| close(g, paired)) {
-                m.push(Mismatch::new(FILE, format!("{k}.paired_sd_one_cell"), num(got_paired), num(Some(paired))));
-            }
+            None => left.push(b),
         }
     }
-    Some(Check::of(NAME, format!("{want_count} groups of {} measure(s)", plan.noise.len()), m))
+    let as_u32s = |key: &str| -> Vec<u64> {
+        got.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_u64).collect()
+    };
+    let want_used: Vec<u64> = used.iter().map(|&b| u64::from(b)).collect();
+    let want_left: Vec<u64> = left.iter().map(|&b| u64::from(b)).collect();
+    if as_u32s("blocks_used") != want_used || as_u32s("blocks_left_out") != want_left {
+        m.push(Mismatch::new(
+            FILE,
+            format!("{k}.blocks_used"),
+            format!("{:?}", as_u32s("blocks_used")),
+            format!("{want_used:?}"),
+        ));
+        return;
+    }
+    if y.len() < 2 {
+        m.push(Mismatch::new(FILE, k, "a decomposition", format!("none: {} blocks with every value", y.len())));
+        return;
+    }
+    // The machine of each block used, when the blocks ran on several.
+    let labels: Vec<Option<&String>> = used.iter().map(|b| machines.get(b)).collect();
+    let distinct: BTreeSet<&String> = labels.iter().flatten().copied().collect();
+    let index: Option<Vec<usize>> = (distinct.len() > 1)
+        .then(|| labels.iter().map(|l| l.and_then(|l| distinct.iter().position(|d| *d == l))).collect())
+        .flatten();
+    let mine = levels(&y, index.as_deref());
+    let d = got.get("decomposition");
+    let comps = d.and_then(|d| d.get("components")).and_then(Value::as_array).cloned().unwrap_or_default();
+    if comps.len() != mine.len() {
+        let at = format!("{k}.decomposition.components");
+        m.push(Mismatch::new(FILE, at, comps.len().to_string(), mine.len().to_string()));
+        return;
+    }
+    for (j, (c, l)) in comps.iter().zip(&mine).enumerate() {
+        let ck = format!("{k}.decomposition.components[{j}]");
+        if c.get("level").and_then(Value::as_str) != Some(l.name)
+            || c.get("df").and_then(Value::as_u64) != Some(l.df as u64)
+        {
+            m.push(Mismatch::new(FILE, format!("{ck}.level/df"), c.to_string(), format!("{} df {}", l.name, l.df)));
+            continue;
+        }
+        let f = |key: &str| c.get(key).and_then(Value::as_f64);
+        let lo = c.get("sd_interval").and_then(|v| v.get(0)).and_then(Value::as_f64);
+        let hi = c.get("sd_interval").and_then(|v| v.get(1)).and_then(Value::as_f64);
+        for (key, got, want) in [
+            ("mean_square", f("mean_square"), l.mean_square),
+            ("variance", f("variance"), l.variance),
+            ("sd", f("sd"), l.variance.sqrt()),
+            ("sd_interval[0]", lo, l.interval.0.sqrt()),
+            ("sd_interval[1]", hi, l.interval.1.sqrt()),
+        ] {
+            if !got.is_some_and(|g| close(g, want)) {
+                m.push(Mismatch::new(FILE, format!("{ck}.{key}"), num(got), num(Some(want))));
+            }
+        }
+        if c.get("clamped").and_then(Value::as_bool) != Some(l.clamped) {
+            m.push(Mismatch::new(
+                FILE,
+                format!("{ck}.clamped"),
+                c.get("clamped").map_or("absent".into(), Value::to_string),
+                l.clamped.to_string(),
+            ));
+        }
+    }
+    let var = |name: &str| mine.iter().find(|l| l.name == name).map_or(0.0, |l| l.variance);
+    let paired = (2.0 * (var("server") + var("repeat"))).sqrt();
+    let got_paired = got.get("paired_sd_one_cell").and_then(Value::as_f64);
+    if !got_paired.is_some_and(|g| close(g, paired)) {
+        m.push(Mismatch::new(FILE, format!("{k}.paired_sd_one_cell"), num(got_paired), num(Some(paired))));
+    }
 }
 
 #[cfg(test)]

@@ -18,10 +18,11 @@ use super::records::Rec;
 use super::{Check, Mismatch, close, num};
 use crate::evidence::sha256_hex;
 use crate::evidence::{
-    CATALOG_FILE, DERIVED_PATH, INPUTS_DIR, PILOTS_DIR, PLAN_FILE, read_pilots_record as read_record, requests_path,
+    CATALOG_FILE, DERIVED_PATH, INPUTS_DIR, PILOTS_DIR, PLAN_FILE, PilotRun, PilotsRecord,
+    read_pilots_record as read_record, requests_path,
 };
 use crate::metrics::FIELD_NAMES;
-use crate::plan::{PILOT_CELL, freeze, tenths_str};
+use crate::plan::{PILOT_CELL, Plan, freeze, tenths_str};
 
 pub const NAME: &str = "pilots: rates from pilots/ raw records, derived loads by the formula";
 
@@ -87,50 +88,9 @@ pub fn check(root: &Path) -> Check {
                 m.push(Mismatch::new(DERIVED_PATH, format!("pilots b{}/{arm}", block.index), "missing", "a pilot run"));
                 continue;
             };
-            if p.records != rel {
-                m.push(Mismatch::new(DERIVED_PATH, format!("pilots b{}/{arm} records", block.index), &p.records, &rel));
+            if let Some(rate) = check_pilot_run(&mut m, root, p, &rel, plan, want_count) {
+                rates.push(rate);
             }
-            let bytes = match read_doc(root, &rel) {
-                Ok(b) => b,
-                Err(e) => {
-                    m.push(Mismatch::new(&rel, "file", "the pilot's raw records", e));
-                    continue;
-                }
-            };
-            let sha = sha256_hex(&bytes);
-            if sha != p.sha256 || bytes.len() as u64 != p.bytes {
-                m.push(Mismatch::new(
-                    &rel,
-                    "sha256",
-                    format!("{} ({} bytes) in {DERIVED_PATH}", p.sha256, p.bytes),
-                    format!("{sha} ({} bytes)", bytes.len()),
-                ));
-            }
-            let values = match records(&bytes, &rel).and_then(|r| summarize(&r, plan.slo.as_ref())) {
-                Ok(v) => v,
-                Err(e) => {
-                    m.push(Mismatch::new(&rel, "records", "a pilot cell", e));
-                    continue;
-                }
-            };
-            let rate = field(&values, "request_throughput_rps");
-            let failed = field(&values, "failed").unwrap_or(0.0);
-            let requests = field(&values, "requests").unwrap_or(0.0);
-            if !rate.is_some_and(|r| close(r, p.rate_rps)) {
-                m.push(Mismatch::new(&rel, "rate_rps", num(Some(p.rate_rps)), num(rate)));
-            }
-            if failed > 0.0 {
-                m.push(Mismatch::new(
-                    &rel,
-                    "failed",
-                    "0 (a pilot gives a rate only without failures)",
-                    num(Some(failed)),
-                ));
-            }
-            if requests != want_count as f64 {
-                m.push(Mismatch::new(&rel, "requests", num(Some(requests)), want_count.to_string()));
-            }
-            rates.push(rate.unwrap_or(0.0));
         }
     }
     if rec.pilots.len() != expected {
@@ -145,7 +105,73 @@ pub fn check(root: &Path) -> Check {
     if recorded.len() != rec.pilot_rates.len() || recorded.iter().zip(&rec.pilot_rates).any(|(a, b)| a != b) {
         m.push(Mismatch::new(DERIVED_PATH, "pilot_rates", format!("{:?}", rec.pilot_rates), format!("{recorded:?}")));
     }
-    match plan.with_pilot_rates(&rates) {
+    check_derived(&mut m, plan, &rec, &rates);
+    let loads: Vec<String> = rec.rates_rps.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let detail = format!(
+        "{expected} pilot run(s), rates {:?} req/s -> {}{}",
+        rates.iter().map(|r| (r * 1e4).round() / 1e4).collect::<Vec<_>>(),
+        loads.join(", "),
+        rec.count.map(|c| format!(", count {c}")).unwrap_or_default()
+    );
+    Check::of(NAME, detail, m)
+}
+
+/// One pilot run: its records file as recorded (path, size, SHA-256), recomputed
+/// into its rate, with no failure and the planned count; returns the rate replay
+/// computes (0 when the records give none), or `None` when they cannot be read.
+fn check_pilot_run(
+    m: &mut Vec<Mismatch>,
+    root: &Path,
+    p: &PilotRun,
+    rel: &str,
+    plan: &Plan,
+    want_count: u64,
+) -> Option<f64> {
+    if p.records != *rel {
+        m.push(Mismatch::new(DERIVED_PATH, format!("pilots b{}/{} records", p.run, p.arm), &p.records, rel));
+    }
+    let bytes = match read_doc(root, rel) {
+        Ok(b) => b,
+        Err(e) => {
+            m.push(Mismatch::new(rel, "file", "the pilot's raw records", e));
+            return None;
+        }
+    };
+    let sha = sha256_hex(&bytes);
+    if sha != p.sha256 || bytes.len() as u64 != p.bytes {
+        m.push(Mismatch::new(
+            rel,
+            "sha256",
+            format!("{} ({} bytes) in {DERIVED_PATH}", p.sha256, p.bytes),
+            format!("{sha} ({} bytes)", bytes.len()),
+        ));
+    }
+    let values = match records(&bytes, rel).and_then(|r| summarize(&r, plan.slo.as_ref())) {
+        Ok(v) => v,
+        Err(e) => {
+            m.push(Mismatch::new(rel, "records", "a pilot cell", e));
+            return None;
+        }
+    };
+    let rate = field(&values, "request_throughput_rps");
+    let failed = field(&values, "failed").unwrap_or(0.0);
+    let requests = field(&values, "requests").unwrap_or(0.0);
+    if !rate.is_some_and(|r| close(r, p.rate_rps)) {
+        m.push(Mismatch::new(rel, "rate_rps", num(Some(p.rate_rps)), num(rate)));
+    }
+    if failed > 0.0 {
+        m.push(Mismatch::new(rel, "failed", "0 (a pilot gives a rate only without failures)", num(Some(failed))));
+    }
+    if requests != want_count as f64 {
+        m.push(Mismatch::new(rel, "requests", num(Some(requests)), want_count.to_string()));
+    }
+    Some(rate.unwrap_or(0.0))
+}
+
+/// The loads `[derive]`'s formula gives from replay's own pilot rates against the
+/// recorded ones (rates in tenths, their text, the count).
+fn check_derived(m: &mut Vec<Mismatch>, plan: &Plan, rec: &PilotsRecord, rates: &[f64]) {
+    match plan.with_pilot_rates(rates) {
         Err(e) => m.push(Mismatch::new(DERIVED_PATH, "derived loads", "the formula's output", e.to_string())),
         Ok((_, loads)) => {
             let names: std::collections::BTreeSet<&String> =
@@ -176,12 +202,4 @@ pub fn check(root: &Path) -> Check {
             }
         }
     }
-    let loads: Vec<String> = rec.rates_rps.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    let detail = format!(
-        "{expected} pilot run(s), rates {:?} req/s -> {}{}",
-        rates.iter().map(|r| (r * 1e4).round() / 1e4).collect::<Vec<_>>(),
-        loads.join(", "),
-        rec.count.map(|c| format!(", count {c}")).unwrap_or_default()
-    );
-    Check::of(NAME, detail, m)
 }

@@ -10,11 +10,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::complete::Study;
+use super::complete::{CellRun, Study};
 use super::measures::{CellMeasures, Val};
 use super::read::{read_doc, read_json};
 use super::spread::{SPREAD_NAMES, spread};
 use super::{Check, Mismatch, close, num};
+use crate::evidence::{RowStatus, UnitState};
 use crate::metrics::FIELD_NAMES;
 use crate::plan::{Arrival, ResolvedCell, ResolvedLoad, Server};
 
@@ -219,70 +220,16 @@ fn load_text(rc: &ResolvedCell) -> (String, Option<f64>, Option<u32>) {
 /// `listed`: whether the manifest lists the matrix (then it must be there).
 pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha256: &str, listed: bool) -> Check {
     let file = crate::evidence::MATRIX_CSV_FILE;
+    let rows = match read_matrix_rows(root, listed) {
+        Ok(rows) => rows,
+        Err(check) => return check,
+    };
     let mut m = Vec::new();
-    if root.join(file).symlink_metadata().is_err() {
-        if listed {
-            let m = vec![Mismatch::new(file, "file", "listed in manifest.json", "missing")];
-            return Check::of(MATRIX_NAME, "no matrix".into(), m);
-        }
-        // Never written (no report): no claim to check.
-        return Check::skip(MATRIX_NAME, "no results/matrix.csv, none in the manifest (no report was built)");
-    }
-    let text = match read_doc(root, file).and_then(|b| String::from_utf8(b).map_err(|e| e.to_string())) {
-        Ok(t) => t,
-        Err(e) => {
-            m.push(Mismatch::new(file, "file", "unreadable", e));
-            return Check::of(MATRIX_NAME, "no matrix".into(), m);
-        }
-    };
-    let rows = match parse_csv(&text) {
-        Ok(r) if !r.is_empty() => r,
-        Ok(_) => vec![Vec::new()],
-        Err(e) => {
-            m.push(Mismatch::new(file, "parse", "malformed", e));
-            return Check::of(MATRIX_NAME, "unparseable matrix".into(), m);
-        }
-    };
     let header = &rows[0];
     let col = |name: &str| header.iter().position(|h| h == name);
     let classes: BTreeSet<&String> =
         cells.iter().filter(|c| c.values.is_ok()).flat_map(|c| c.failed_by_class.keys()).collect();
-    let fixed = [
-        "study",
-        "plan_sha256",
-        "block",
-        "arm",
-        "role",
-        "arm_settings",
-        "cell",
-        "kind",
-        "load",
-        "offered_rate_rps",
-        "concurrency",
-        "unit_status",
-        "status",
-    ];
-    let known = |h: &str| {
-        fixed.contains(&h)
-            || FIELD_NAMES.contains(&h)
-            || SPREAD_NAMES.contains(&h)
-            || ["summary_error", "percentile_method"].contains(&h)
-            || h.strip_prefix("failed_").is_some_and(|c| classes.iter().any(|k| k.as_str() == c))
-    };
-    for h in header.iter().filter(|h| !known(h)) {
-        m.push(Mismatch::new(file, format!("column {h}"), "present", "not a recomputed column"));
-    }
-    let fields = FIELD_NAMES.iter().filter(|n| super::measures::expected(s, n));
-    for want in fixed.iter().chain(fields).chain(SPREAD_NAMES.iter()) {
-        if col(want).is_none() {
-            m.push(Mismatch::new(file, format!("column {want}"), "absent", "present"));
-        }
-    }
-    for class in &classes {
-        if col(&format!("failed_{class}")).is_none() {
-            m.push(Mismatch::new(file, format!("column failed_{class}"), "absent", "present"));
-        }
-    }
+    check_columns(&mut m, header, s, &classes);
     let (Some(bc), Some(ac), Some(cc)) = (col("block"), col("arm"), col("cell")) else {
         return Check::of(MATRIX_NAME, "no key columns".into(), m);
     };
@@ -304,67 +251,8 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha
             continue;
         }
         compared += 1;
-        let cell_of = |name: &str| col(name).and_then(|i| row.get(i)).map(String::as_str);
-        let text = |m: &mut Vec<Mismatch>, name: &str, want: &str| {
-            let got = cell_of(name).unwrap_or("");
-            if got != want {
-                m.push(Mismatch::new(file, format!("{label} {name}"), got, want));
-            }
-        };
-        let measured = cells.iter().find(|x| x.block == c.block && x.arm == c.arm && x.cell == c.cell);
-        let status = match measured.map(|x| &x.values) {
-            None => "not_run",
-            Some(Ok(_)) => "measured",
-            Some(Err(_)) => "no_summary",
-        };
-        let role = s.plan.arm(&c.arm).map_or("", |a| a.role.as_str());
-        let unit = s.unit(c.block, &c.arm).map_or("missing", |u| u.status.as_str());
-        let settings = s.plan.arm(&c.arm).map_or(String::new(), |a| match &a.server {
-            Server::Spawn { argv, .. } => format!("argv: {}", argv.join(" ")),
-            Server::External { url } => format!("url: {url}"),
-        });
-        text(&mut m, "study", &s.plan.study.name);
-        text(&mut m, "plan_sha256", plan_sha256);
-        text(&mut m, "arm_settings", &settings);
-        text(&mut m, "role", role);
-        text(&mut m, "kind", c.kind.as_str());
-        text(&mut m, "unit_status", unit);
-        text(&mut m, "status", status);
-        if let Some(rc) = s.resolved.iter().find(|r| r.name == c.cell) {
-            let (load, rate, conc) = load_text(rc);
-            text(&mut m, "load", &load);
-            compare(&mut m, file, format!("{label} offered_rate_rps"), cell_of("offered_rate_rps"), Val::Float(rate));
-            match conc {
-                Some(n) => {
-                    compare(&mut m, file, format!("{label} concurrency"), cell_of("concurrency"), Val::Int(n.into()))
-                }
-                None => compare(&mut m, file, format!("{label} concurrency"), cell_of("concurrency"), Val::Float(None)),
-            }
-        }
-        let ok = measured.and_then(|x| x.values.as_ref().ok().map(|v| (x, v)));
-        text(&mut m, "percentile_method", if ok.is_some() { "nearest_rank" } else { "" });
-        for (i, name) in FIELD_NAMES.iter().enumerate().filter(|(_, n)| super::measures::expected(s, n)) {
-            let mine = ok.map_or(Val::Float(None), |(_, v)| v[i]);
-            compare(&mut m, file, format!("{label} {name}"), cell_of(name), mine);
-        }
-        let spread = match (ok, c.records) {
-            (Some(_), Some(records)) => spread(records),
-            _ => Ok(vec![None; SPREAD_NAMES.len()]),
-        };
-        match spread {
-            Ok(values) => {
-                for (name, v) in SPREAD_NAMES.iter().zip(values) {
-                    compare(&mut m, file, format!("{label} {name}"), cell_of(name), Val::Float(v));
-                }
-            }
-            Err(e) => m.push(Mismatch::new(file, format!("{label} spread"), "archived", e)),
-        }
-        for class in &classes {
-            let mine =
-                ok.map_or(Val::Float(None), |(x, _)| Val::Int(x.failed_by_class.get(*class).copied().unwrap_or(0)));
-            let name = format!("failed_{class}");
-            compare(&mut m, file, format!("{label} {name}"), cell_of(&name), mine);
-        }
+        let at = RowAt { label: &label, row, header, classes: &classes };
+        check_row(&mut m, &at, s, c, cells, plan_sha256);
     }
     let mut extra: Vec<_> = by_key.keys().collect();
     extra.sort();
@@ -372,6 +260,155 @@ pub fn matrix_check(root: &Path, s: &Study<'_>, cells: &[CellMeasures], plan_sha
         m.push(Mismatch::new(file, format!("row b{b}/{a}/{c}"), "present", "not in the plan's schedule"));
     }
     Check::of(MATRIX_NAME, format!("{compared} rows x {} columns", header.len()), m)
+}
+
+/// The columns every row has, before the measures.
+const MATRIX_FIXED_COLUMNS: [&str; 13] = [
+    "study",
+    "plan_sha256",
+    "block",
+    "arm",
+    "role",
+    "arm_settings",
+    "cell",
+    "kind",
+    "load",
+    "offered_rate_rps",
+    "concurrency",
+    "unit_status",
+    "status",
+];
+
+/// matrix.csv's rows, header first (a file with no rows: one empty header); the
+/// check to return instead when the file is missing, unreadable or malformed.
+fn read_matrix_rows(root: &Path, listed: bool) -> Result<Vec<Vec<String>>, Check> {
+    let file = crate::evidence::MATRIX_CSV_FILE;
+    if root.join(file).symlink_metadata().is_err() {
+        if listed {
+            let m = vec![Mismatch::new(file, "file", "listed in manifest.json", "missing")];
+            return Err(Check::of(MATRIX_NAME, "no matrix".into(), m));
+        }
+        // Never written (no report): no claim to check.
+        return Err(Check::skip(MATRIX_NAME, "no results/matrix.csv, none in the manifest (no report was built)"));
+    }
+    let text = read_doc(root, file)
+        .and_then(|b| String::from_utf8(b).map_err(|e| e.to_string()))
+        .map_err(|e| Check::of(MATRIX_NAME, "no matrix".into(), vec![Mismatch::new(file, "file", "unreadable", e)]))?;
+    match parse_csv(&text) {
+        Ok(r) if !r.is_empty() => Ok(r),
+        Ok(_) => Ok(vec![Vec::new()]),
+        Err(e) => {
+            Err(Check::of(MATRIX_NAME, "unparseable matrix".into(), vec![Mismatch::new(file, "parse", "malformed", e)]))
+        }
+    }
+}
+
+/// Every column is one replay recomputes, and every one it recomputes is there.
+fn check_columns(m: &mut Vec<Mismatch>, header: &[String], s: &Study<'_>, classes: &BTreeSet<&String>) {
+    let file = crate::evidence::MATRIX_CSV_FILE;
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let known = |h: &str| {
+        MATRIX_FIXED_COLUMNS.contains(&h)
+            || FIELD_NAMES.contains(&h)
+            || SPREAD_NAMES.contains(&h)
+            || ["summary_error", "percentile_method"].contains(&h)
+            || h.strip_prefix("failed_").is_some_and(|c| classes.iter().any(|k| k.as_str() == c))
+    };
+    for h in header.iter().filter(|h| !known(h)) {
+        m.push(Mismatch::new(file, format!("column {h}"), "present", "not a recomputed column"));
+    }
+    let fields = FIELD_NAMES.iter().filter(|n| super::measures::expected(s, n));
+    for want in MATRIX_FIXED_COLUMNS.iter().chain(fields).chain(SPREAD_NAMES.iter()) {
+        if col(want).is_none() {
+            m.push(Mismatch::new(file, format!("column {want}"), "absent", "present"));
+        }
+    }
+    for class in classes {
+        if col(&format!("failed_{class}")).is_none() {
+            m.push(Mismatch::new(file, format!("column failed_{class}"), "absent", "present"));
+        }
+    }
+}
+
+/// One archived row and how to read it.
+struct RowAt<'a> {
+    label: &'a str,
+    row: &'a [String],
+    header: &'a [String],
+    classes: &'a BTreeSet<&'a String>,
+}
+
+/// One scheduled cell's row against replay's own values: its facts, its status,
+/// its load, every measure, its spread and its failures by class.
+fn check_row(
+    m: &mut Vec<Mismatch>,
+    at: &RowAt<'_>,
+    s: &Study<'_>,
+    c: &CellRun<'_>,
+    cells: &[CellMeasures],
+    plan_sha256: &str,
+) {
+    let file = crate::evidence::MATRIX_CSV_FILE;
+    let RowAt { label, row, header, classes } = *at;
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let cell_of = |name: &str| col(name).and_then(|i| row.get(i)).map(String::as_str);
+    let text = |m: &mut Vec<Mismatch>, name: &str, want: &str| {
+        let got = cell_of(name).unwrap_or("");
+        if got != want {
+            m.push(Mismatch::new(file, format!("{label} {name}"), got, want));
+        }
+    };
+    let measured = cells.iter().find(|x| x.block == c.block && x.arm == c.arm && x.cell == c.cell);
+    let status = match measured.map(|x| &x.values) {
+        None => RowStatus::NotRun,
+        Some(Ok(_)) => RowStatus::Measured,
+        Some(Err(_)) => RowStatus::NoSummary,
+    };
+    let role = s.plan.arm(&c.arm).map_or("", |a| a.role.as_str());
+    let unit = s.unit(c.block, &c.arm).map_or(UnitState::Missing, |u| u.status);
+    let settings = s.plan.arm(&c.arm).map_or(String::new(), |a| match &a.server {
+        Server::Spawn { argv, .. } => format!("argv: {}", argv.join(" ")),
+        Server::External { url } => format!("url: {url}"),
+    });
+    text(m, "study", &s.plan.study.name);
+    text(m, "plan_sha256", plan_sha256);
+    text(m, "arm_settings", &settings);
+    text(m, "role", role);
+    text(m, "kind", c.kind.as_str());
+    text(m, "unit_status", unit.as_str());
+    text(m, "status", status.as_str());
+    if let Some(rc) = s.resolved.iter().find(|r| r.name == c.cell) {
+        let (load, rate, conc) = load_text(rc);
+        text(m, "load", &load);
+        compare(m, file, format!("{label} offered_rate_rps"), cell_of("offered_rate_rps"), Val::Float(rate));
+        match conc {
+            Some(n) => compare(m, file, format!("{label} concurrency"), cell_of("concurrency"), Val::Int(n.into())),
+            None => compare(m, file, format!("{label} concurrency"), cell_of("concurrency"), Val::Float(None)),
+        }
+    }
+    let ok = measured.and_then(|x| x.values.as_ref().ok().map(|v| (x, v)));
+    text(m, "percentile_method", if ok.is_some() { "nearest_rank" } else { "" });
+    for (i, name) in FIELD_NAMES.iter().enumerate().filter(|(_, n)| super::measures::expected(s, n)) {
+        let mine = ok.map_or(Val::Float(None), |(_, v)| v[i]);
+        compare(m, file, format!("{label} {name}"), cell_of(name), mine);
+    }
+    let spread = match (ok, c.records) {
+        (Some(_), Some(records)) => spread(records),
+        _ => Ok(vec![None; SPREAD_NAMES.len()]),
+    };
+    match spread {
+        Ok(values) => {
+            for (name, v) in SPREAD_NAMES.iter().zip(values) {
+                compare(m, file, format!("{label} {name}"), cell_of(name), Val::Float(v));
+            }
+        }
+        Err(e) => m.push(Mismatch::new(file, format!("{label} spread"), "archived", e)),
+    }
+    for class in classes {
+        let mine = ok.map_or(Val::Float(None), |(x, _)| Val::Int(x.failed_by_class.get(*class).copied().unwrap_or(0)));
+        let name = format!("failed_{class}");
+        compare(m, file, format!("{label} {name}"), cell_of(&name), mine);
+    }
 }
 
 #[cfg(test)]

@@ -106,6 +106,41 @@ fn compare_inputs(ev: &Evidence, frozen: &FrozenPlan, base: &Path) -> Result<(),
 /// Everything `--resume` verifies before it touches the directory.
 pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Path) -> Result<ResumeState, RunError> {
     let root = ev.root();
+    refuse_what_cannot_resume(root, ev, frozen)?;
+    let mut state = ResumeState::default();
+    // A dispatched study (its blocks Slurm array tasks): the coordinator's own
+    // sessions are judged here; its workers' sessions, units and half-written files
+    // are the coordinator's to judge against the queue (`slurm`), since a task may
+    // still be running.
+    let dispatched = root.join(crate::evidence::DISPATCH_FILE).is_file();
+    judge_sessions(root, dispatched, &mut state)?;
+    judge_inputs(ev, frozen, base, &mut state)?;
+
+    // Qualification, then the units in schedule order.
+    let interrupted = state.sessions.last().map_or(0, |s| s.session);
+    let mut units = UnitJudge { root, interrupted, first_partial: None };
+    if qualify::required(frozen) {
+        let qdir = qualify::qualification_dir(ev);
+        units.consider(&mut state, QUALIFICATION_UNIT, &qdir, &[qualify::outcome_path(ev)])?;
+    }
+    for block in schedule.blocks.iter().filter(|_| !dispatched) {
+        for arm in &block.arms {
+            let name = unit_name(block.index, arm);
+            units.consider(&mut state, &name, &ev.unit_dir(block.index, arm), &summary_paths(ev, block, arm))?;
+        }
+    }
+    if frozen.plan.blocks.rounds > 0 && !dispatched {
+        rerun_unfinished_interleaved_blocks(ev, frozen, schedule, &mut state)?;
+    }
+    state.qualification_done = state.completed.iter().any(|(_, a, r)| a.is_empty() && r.unit == QUALIFICATION_UNIT);
+    attribute_units_to_sessions(&mut state);
+    collect_stray_files(root, dispatched, &mut state)?;
+    Ok(state)
+}
+
+/// A directory that is not a study this plan can resume: finished, another plan,
+/// or written by another harness version.
+fn refuse_what_cannot_resume(root: &Path, ev: &Evidence, frozen: &FrozenPlan) -> Result<(), RunError> {
     if root.join(MANIFEST_FILE).is_file() {
         return Err(refuse(root, "the study is complete (manifest.json is present): there is nothing to resume"));
     }
@@ -138,7 +173,13 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
             ),
         ));
     }
-    let mut state = ResumeState::default();
+    Ok(())
+}
+
+/// The earlier sessions from run.json (one unknown session when it was never
+/// written); a session still running refuses the resume, the others are marked
+/// interrupted. A dispatched study keeps only its coordinator's sessions.
+fn judge_sessions(root: &Path, dispatched: bool, state: &mut ResumeState) -> Result<(), RunError> {
     let (started, sessions) = read_previous(root);
     state.started_unix_ms = started;
     state.sessions = sessions.unwrap_or_else(|| {
@@ -148,11 +189,6 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         (s.pid, s.started_unix_ms, s.git, s.host) = (None, None, None, None);
         vec![s]
     });
-    // A dispatched study (its blocks Slurm array tasks): the coordinator's own
-    // sessions are judged here; its workers' sessions, units and half-written files
-    // are the coordinator's to judge against the queue (`slurm`), since a task may
-    // still be running.
-    let dispatched = root.join(crate::evidence::DISPATCH_FILE).is_file();
     if dispatched {
         let (claims, _) = crate::evidence::read_claims(root);
         let worker = |n: u32| claims.iter().any(|c| c.session == n && c.role == crate::evidence::SessionRole::Worker);
@@ -166,8 +202,12 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         }
         s.state = SessionState::Interrupted;
     }
+    Ok(())
+}
 
-    // Inputs: complete (catalog written) and unchanged, or never finished.
+/// Inputs: complete (catalog written) and unchanged, or never finished (then
+/// written again).
+fn judge_inputs(ev: &Evidence, frozen: &FrozenPlan, base: &Path, state: &mut ResumeState) -> Result<(), RunError> {
     if ev.root().join(CATALOG_PATH).is_file() {
         compare_inputs(ev, frozen, base)?;
         state.inputs_ok = true;
@@ -175,14 +215,31 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
         let files = files_under(&ev.inputs_dir())?;
         state.partial.push(("inputs".into(), files, "incomplete inputs (no catalog.json); written again".into()));
     }
+    Ok(())
+}
 
-    // Qualification, then the units in schedule order.
-    let mut first_partial: Option<String> = None;
-    let interrupted = state.sessions.last().map_or(0, |s| s.session);
-    let why = |what: &str| {
-        format!("partial {what}: no completion record (unit.json); session {interrupted} was interrupted during it")
-    };
-    let mut consider = |state: &mut ResumeState, name: &str, dir: &Path, extra: &[PathBuf]| -> Result<(), RunError> {
+/// Judges each unit's completion record, in schedule order.
+struct UnitJudge<'a> {
+    root: &'a Path,
+    /// The session that was interrupted (the last one).
+    interrupted: u32,
+    /// The first unit found partial: a complete unit after it means the directory
+    /// was not written by one study.
+    first_partial: Option<String>,
+}
+
+impl UnitJudge<'_> {
+    fn why(&self, what: &str) -> String {
+        format!(
+            "partial {what}: no completion record (unit.json); session {} was interrupted during it",
+            self.interrupted
+        )
+    }
+
+    /// Keeps a complete unit, moves aside one that measured nothing (to run again)
+    /// or is partial, and refuses a changed one or one complete after a partial one.
+    fn consider(&mut self, state: &mut ResumeState, name: &str, dir: &Path, extra: &[PathBuf]) -> Result<(), RunError> {
+        let root = self.root;
         match check_record(root, dir, extra) {
             // Nothing was measured: moved aside whole (its record too) and run again.
             RecordCheck::Complete(record)
@@ -204,7 +261,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                 state.partial.push((name.to_string(), files, why));
                 Ok(())
             }
-            RecordCheck::Complete(record) if first_partial.is_none() => {
+            RecordCheck::Complete(record) if self.first_partial.is_none() => {
                 state.completed_push(name, record);
                 Ok(())
             }
@@ -213,7 +270,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                 format!(
                     "{name} is complete but {} before it is not: units run in order, so this directory was not \
                      written by one study",
-                    first_partial.as_deref().unwrap_or("?")
+                    self.first_partial.as_deref().unwrap_or("?")
                 ),
             )),
             RecordCheck::Changed(problems) => Err(refuse(
@@ -228,68 +285,70 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
                 let waiting =
                     files.is_empty() && state.sessions.iter().any(|s| s.discarded.iter().any(|d| d.unit == name));
                 if !waiting {
-                    first_partial.get_or_insert_with(|| name.to_string());
+                    self.first_partial.get_or_insert_with(|| name.to_string());
                 }
                 if !files.is_empty() {
-                    state.partial.push((name.to_string(), files, why(name)));
+                    state.partial.push((name.to_string(), files, self.why(name)));
                 }
                 Ok(())
             }
         }
-    };
-    if qualify::required(frozen) {
-        let qdir = qualify::qualification_dir(ev);
-        consider(&mut state, QUALIFICATION_UNIT, &qdir, &[qualify::outcome_path(ev)])?;
     }
-    for block in schedule.blocks.iter().filter(|_| !dispatched) {
+}
+
+/// An interleaved block (`blocks.rounds` >= 1) ran its arms together: one whose
+/// units did not all complete runs again whole, its completed units moved aside.
+fn rerun_unfinished_interleaved_blocks(
+    ev: &Evidence,
+    frozen: &FrozenPlan,
+    schedule: &Schedule,
+    state: &mut ResumeState,
+) -> Result<(), RunError> {
+    for block in &schedule.blocks {
+        let done = |arm: &String| state.completed(block.index, arm).is_some();
+        if block.arms.iter().all(done) || !block.arms.iter().any(done) {
+            continue;
+        }
         for arm in &block.arms {
-            let name = unit_name(block.index, arm);
-            consider(&mut state, &name, &ev.unit_dir(block.index, arm), &summary_paths(ev, block, arm))?;
-        }
-    }
-    // An interleaved block (`blocks.rounds` >= 1) ran its arms together: one whose
-    // units did not all complete runs again whole, its completed units moved aside.
-    if frozen.plan.blocks.rounds > 0 && !dispatched {
-        for block in &schedule.blocks {
-            let done = |arm: &String| state.completed(block.index, arm).is_some();
-            if block.arms.iter().all(done) || !block.arms.iter().any(done) {
+            let Some(pos) = state.completed.iter().position(|(b, a, _)| *b == block.index && a == arm) else {
                 continue;
-            }
-            for arm in &block.arms {
-                let Some(pos) = state.completed.iter().position(|(b, a, _)| *b == block.index && a == arm) else {
-                    continue;
-                };
-                let (_, _, record) = state.completed.remove(pos);
-                let dir = ev.unit_dir(block.index, arm);
-                let mut files = files_under(&dir)?;
-                files.push(dir.join(UNIT_FILE));
-                files.extend(summary_paths(ev, block, arm).into_iter().filter(|p| p.is_file()));
-                let name = unit_name(block.index, arm);
-                let why = format!(
-                    "completed in session {}, but its interleaved block (blocks.rounds = {}) did not finish: the \
-                     block's arms run together, so the whole block runs again",
-                    record.session, frozen.plan.blocks.rounds
-                );
-                state.rerun.push(name.clone());
-                state.partial.push((name, files, why));
-            }
+            };
+            let (_, _, record) = state.completed.remove(pos);
+            let dir = ev.unit_dir(block.index, arm);
+            let mut files = files_under(&dir)?;
+            files.push(dir.join(UNIT_FILE));
+            files.extend(summary_paths(ev, block, arm).into_iter().filter(|p| p.is_file()));
+            let name = unit_name(block.index, arm);
+            let why = format!(
+                "completed in session {}, but its interleaved block (blocks.rounds = {}) did not finish: the \
+                 block's arms run together, so the whole block runs again",
+                record.session, frozen.plan.blocks.rounds
+            );
+            state.rerun.push(name.clone());
+            state.partial.push((name, files, why));
         }
     }
-    state.qualification_done = state.completed.iter().any(|(_, a, r)| a.is_empty() && r.unit == QUALIFICATION_UNIT);
-    // The interrupted session's units: those whose record names it. Its run.json
-    // entry was last written when it started, so what it completed since (the
-    // qualification included) is known only from the completion records.
+    Ok(())
+}
+
+/// The interrupted sessions' units: those whose record names them. A session's
+/// run.json entry was last written when it started, so what it completed since (the
+/// qualification included) is known only from the completion records. A unit run
+/// again belongs to the session that runs it now.
+fn attribute_units_to_sessions(state: &mut ResumeState) {
     for s in state.sessions.iter_mut().filter(|s| s.state == SessionState::Interrupted) {
         let mine: Vec<&UnitRecord> =
             state.completed.iter().map(|(_, _, r)| r).filter(|r| r.session == s.session).collect();
         s.qualification_run = mine.iter().any(|r| r.unit == QUALIFICATION_UNIT);
         s.units_run = mine.iter().filter(|r| r.unit != QUALIFICATION_UNIT).map(|r| r.unit.clone()).collect();
     }
-    // A unit run again belongs to the session that runs it now (its discard says
-    // which session's start failed).
     for s in &mut state.sessions {
         s.units_run.retain(|u| !state.rerun.contains(u));
     }
+}
+
+/// Half-written files elsewhere (an interrupted atomic write of run.json or results/).
+fn collect_stray_files(root: &Path, dispatched: bool, state: &mut ResumeState) -> Result<(), RunError> {
     // Half-written files elsewhere (an interrupted atomic write of run.json or results/).
     let moving: Vec<PathBuf> = state.partial.iter().flat_map(|(_, f, _)| f.clone()).collect();
     let stray: Vec<PathBuf> = files_under(root)?
@@ -309,7 +368,7 @@ pub fn check(ev: &Evidence, frozen: &FrozenPlan, schedule: &Schedule, base: &Pat
     if !stray.is_empty() {
         state.partial.push(("stray".into(), stray, "half-written files of an interrupted write".into()));
     }
-    Ok(state)
+    Ok(())
 }
 
 impl ResumeState {
