@@ -339,15 +339,19 @@ fn check_group(
 mod tests {
     use super::*;
 
+    /// Seeded uniform draws in [-0.5, 0.5) (a 64-bit LCG).
+    fn uniform(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
+        }
+    }
+
     /// Replay's ANOVA and the analysis path's (`stats::nested`) agree on designs
     /// with and without a clamped level, with one repeat and with one server.
     #[test]
     fn replays_levels_match_the_analysis_path() {
-        let mut seed = 7u64;
-        let mut next = move || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
-        };
+        let mut next = uniform(7);
         for (b, s, r, block_sd) in [(4, 3, 2, 0.1), (5, 2, 3, 0.0), (3, 3, 1, 0.05), (4, 1, 3, 0.2), (2, 2, 2, 0.0)] {
             let y: Vec<Vec<Vec<f64>>> = (0..b)
                 .map(|_| {
@@ -392,11 +396,7 @@ mod tests {
     /// quantile 7e-9 apart) pass, and a bound changed in its sixth digit does not.
     #[test]
     fn interval_bounds_agree_within_the_quantile_tolerance_and_a_changed_bound_fails() {
-        let mut seed = 11u64;
-        let mut next = move || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
-        };
+        let mut next = uniform(11);
         let mut worst = 0f64;
         for i in 0..3000 {
             let (b, s, r) = (2 + i % 5, 1 + (i / 5) % 3, 1 + (i / 15) % 3);

@@ -121,10 +121,12 @@ pub fn check(root: &Path, frozen: &FrozenPlan, cells: &[CellMeasures]) -> Option
         m.push(Mismatch::new(FILE, "state", archived, last_state));
     }
     let inconclusive = last_state == GateState::Inconclusive.as_str();
-    let want_reason = match () {
-        _ if inconclusive && stop >= cap => StopReason::Cap,
-        _ if inconclusive => StopReason::Time,
-        _ => StopReason::Decided,
+    let want_reason = if !inconclusive {
+        StopReason::Decided
+    } else if stop >= cap {
+        StopReason::Cap
+    } else {
+        StopReason::Time
     };
     if reason != want_reason.as_str() {
         m.push(Mismatch::new(FILE, "reason", reason, want_reason.as_str()));
