@@ -142,7 +142,7 @@ fn prefix_repetition(a: &BenchArgs) -> Result<(), BenchError> {
     if p == 0 {
         return Err(bad("--prefix-repetition-num-prefixes: must be at least 1"));
     }
-    if a.num_prompts % p != 0 {
+    if !a.num_prompts.is_multiple_of(p) {
         return Err(bad(format!(
             "--num-prompts {} is not a multiple of --prefix-repetition-num-prefixes {p}: vLLM would build and send \
              only {} prompts (num_prefixes x floor(num_prompts / num_prefixes)); pass --num-prompts {}",
