@@ -31,6 +31,7 @@ mod validate_identity;
 mod validate_loads;
 mod validate_panel;
 mod validate_quality;
+mod validate_vllm_panel;
 mod warnings;
 
 #[cfg(test)]
@@ -66,7 +67,10 @@ pub use types::{
     Blocking, BodyKind, Endpoint, IdentityPreset, IdentitySpec, RESERVED_BODY_FIELDS, Recorder, SETUP_PAD_ENV,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
-pub use types::{LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec, SyntheticTokens, VllmRandomSpec};
+pub use types::{
+    LengthDist, ShareGptSpec, SharedPrefixSpec, SyntheticSpec, SyntheticTokens, VllmBurstGptSpec,
+    VllmPrefixRepetitionSpec, VllmRandomSpec,
+};
 pub use validate_arms::DEFAULT_STOP_GRACE_S;
 pub use validate_panel::{SHAREGPT_MAX_PROMPT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS, SHAREGPT_MIN_TOKENS};
 pub use validate_quality::{DEFAULT_GSM_STOP, DEFAULT_GSM_TEMPLATE};
@@ -138,6 +142,11 @@ impl Plan {
             PanelSource::Jsonl { path } => wanted.push(("prompts.path".into(), path, File)),
             PanelSource::Random { .. } => {}
             PanelSource::VllmRandom(s) => wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File)),
+            PanelSource::VllmPrefixRepetition(s) => wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File)),
+            PanelSource::VllmBurstGpt(s) => {
+                wanted.push(("prompts.path".into(), &s.path, File));
+                wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File));
+            }
             PanelSource::ShareGpt(s) => {
                 wanted.push(("prompts.path".into(), &s.path, File));
                 wanted.push(("prompts.tokenizer".into(), &s.tokenizer, File));

@@ -113,8 +113,8 @@ pub struct RequestFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PromptsFile {
-    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic", "shared_prefix"
-    /// or "vllm_random".
+    /// "text", "jsonl", "random", "sharegpt", "requests", "synthetic", "shared_prefix",
+    /// "vllm_random", "vllm_burstgpt" or "vllm_prefix_repetition".
     pub source: String,
     /// Absent and `[]` differ: a dataset panel refuses the key even when empty.
     pub lengths: Option<Vec<i64>>,
@@ -155,6 +155,11 @@ pub struct PromptsFile {
     pub output_range_ratio: Option<f64>,
     /// vllm_random: the tokenizer's special token IDs (Hugging Face's `all_special_ids`).
     pub special_ids: Option<Vec<i64>>,
+    /// vllm_prefix_repetition: vLLM's `--prefix-repetition-suffix-len` and
+    /// `--prefix-repetition-num-prefixes` (its prefix and output lengths are
+    /// `prefix_len` and `output_len`).
+    pub suffix_len: Option<i64>,
+    pub num_prefixes: Option<i64>,
 }
 
 /// A length distribution as written: `{ dist = "normal", mean = .., sd = .., min = .., max = .. }`.

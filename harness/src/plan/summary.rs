@@ -452,6 +452,21 @@ fn source_words(source: &PanelSource) -> String {
              {} input tokens after a {}-token shared prefix, {} output tokens (range ratios {} and {})",
             v.tokenizer, v.input_len, v.prefix_len, v.output_len, v.input_range_ratio, v.output_range_ratio
         ),
+        PanelSource::VllmBurstGpt(b) => format!(
+            "vLLM's burstgpt dataset: GPT-4 rows of {} sampled with NumPy's legacy generator, synthetic token IDs \
+             of each row's request length decoded and re-encoded with {}, its response length as output",
+            b.path, b.tokenizer
+        ),
+        PanelSource::VllmPrefixRepetition(v) => format!(
+            "vLLM's prefix_repetition dataset: {} prefixes of {} random tokens, each with its own {}-token \
+             suffixes, from the vocabulary of {}, {} output tokens{}",
+            v.num_prefixes,
+            v.prefix_len,
+            v.suffix_len,
+            v.tokenizer,
+            v.output_len,
+            if v.shuffle { ", shuffled" } else { ", prefix-major (not shuffled)" }
+        ),
         PanelSource::SharedPrefix(s) => format!(
             "{} groups x {} prompts: a shared {}-token prefix + {} own tokens, cut from {}/{} with tokenizer {}",
             s.groups, s.prompts_per_group, s.prefix_tokens, s.suffix_tokens, s.texts, s.pattern, s.tokenizer

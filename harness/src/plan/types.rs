@@ -408,6 +408,14 @@ pub enum PanelSource {
     /// vLLM bench's `random` dataset as vLLM 0.34 builds it: vocabulary-wide token
     /// IDs decoded to text and re-encoded (see `trace::sources::vllm_random`).
     VllmRandom(VllmRandomSpec),
+    /// vLLM bench's `burstgpt` dataset as vLLM 0.34 builds it: rows of a BurstGPT
+    /// CSV sampled with NumPy's legacy generator, synthetic IDs decoded to text
+    /// and re-encoded (see `trace::sources::vllm_burstgpt`).
+    VllmBurstGpt(VllmBurstGptSpec),
+    /// vLLM bench's `prefix_repetition` dataset as vLLM 0.34 builds it: random
+    /// prefixes shared by groups of prompts, drawn with NumPy's legacy generator
+    /// and shuffled with Python's (see `trace::sources::vllm_prefix_repetition`).
+    VllmPrefixRepetition(VllmPrefixRepetitionSpec),
 }
 
 impl PanelSource {
@@ -420,6 +428,8 @@ impl PanelSource {
                 | PanelSource::Synthetic(_)
                 | PanelSource::SharedPrefix(_)
                 | PanelSource::VllmRandom(_)
+                | PanelSource::VllmBurstGpt(_)
+                | PanelSource::VllmPrefixRepetition(_)
         )
     }
 
@@ -435,6 +445,8 @@ impl PanelSource {
             },
             PanelSource::SharedPrefix(s) => Some(&s.tokenizer),
             PanelSource::VllmRandom(s) => Some(&s.tokenizer),
+            PanelSource::VllmBurstGpt(s) => Some(&s.tokenizer),
+            PanelSource::VllmPrefixRepetition(s) => Some(&s.tokenizer),
             PanelSource::Jsonl { .. } | PanelSource::Random { .. } => None,
         }
     }
@@ -462,6 +474,37 @@ pub struct VllmRandomSpec {
     /// them from the tokenizer_config.json beside the tokenizer, as transformers
     /// reads them for vLLM.
     pub special_ids: Option<Vec<u32>>,
+}
+
+/// `prompts.source = "vllm_burstgpt"`: vLLM 0.34's `BurstGPTDataset` (`vllm bench
+/// serve --dataset-name burstgpt`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VllmBurstGptSpec {
+    /// The BurstGPT CSV (`--dataset-path`; the user brings the real file).
+    pub path: String,
+    /// The tokenizer.json that decodes the synthetic IDs and re-encodes the text.
+    pub tokenizer: String,
+}
+
+/// `prompts.source = "vllm_prefix_repetition"`: vLLM 0.34's
+/// `PrefixRepetitionRandomDataset` (`vllm bench serve --dataset-name
+/// prefix_repetition`), its arguments as vLLM names them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VllmPrefixRepetitionSpec {
+    /// The tokenizer.json whose vocabulary the IDs come from.
+    pub tokenizer: String,
+    /// `--prefix-repetition-prefix-len`: tokens of each shared prefix.
+    pub prefix_len: u32,
+    /// `--prefix-repetition-suffix-len`: tokens of each prompt's own suffix.
+    pub suffix_len: u32,
+    /// `--prefix-repetition-num-prefixes`: prefixes (groups); the panel holds
+    /// `num_requests / num_prefixes` prompts per prefix.
+    pub num_prefixes: u32,
+    /// `--prefix-repetition-output-len`: every entry's output length.
+    pub output_len: u32,
+    /// Shuffle the prompts with Python's `random` (false: prefix-major order,
+    /// vLLM's `--disable-shuffle`).
+    pub shuffle: bool,
 }
 
 /// `prompts.source = "sharegpt"`: vLLM bench's ShareGPT sampling.

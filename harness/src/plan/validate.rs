@@ -96,7 +96,8 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     let seed = c.int("study.seed", file.study.seed, 0, i64::MAX).unwrap_or(0);
     let study = Study { name: file.study.name, seed, description: file.study.description };
     let dataset =
-        matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix" | "vllm_random");
+        matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix" | "vllm_random")
+            || super::validate_vllm_panel::is_vllm_legacy_source(&file.prompts.source);
     let request = request(&mut c, file.request, dataset);
     let chat_source = matches!(file.prompts.source.as_str(), "sharegpt" | "requests");
     let session_panel = file.prompts.max_turns.is_some();

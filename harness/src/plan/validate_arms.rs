@@ -239,6 +239,9 @@ pub(super) fn limits(c: &mut Checker, limits: Option<LimitsFile>) -> f64 {
 }
 
 pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpec {
+    if super::validate_vllm_panel::is_vllm_legacy_source(&p.source) {
+        return super::validate_vllm_panel::panel(c, p, arms);
+    }
     if matches!(p.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix" | "vllm_random") {
         return super::validate_panel::dataset(c, p, arms);
     }
@@ -306,7 +309,8 @@ pub(super) fn prompts(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
                 "prompts.source",
                 format!(
                     "unknown source {other:?} (use \"text\", \"jsonl\", \"random\", \"sharegpt\", \"requests\", \
-                     \"synthetic\" or \"shared_prefix\")"
+                     \"synthetic\", \"shared_prefix\", \"vllm_random\", \"vllm_burstgpt\" or \
+                     \"vllm_prefix_repetition\")"
                 ),
             );
             PanelSource::Jsonl { path: String::new() }

@@ -12,6 +12,7 @@ use super::types::{
 };
 use super::validate::Checker;
 use super::validate_arms::{panel_tokenizer, token_id_range};
+use super::validate_vllm_panel::forbid_prefix_repetition_keys;
 
 /// Most entries a dataset panel may hold.
 pub const MAX_DATASET_REQUESTS: i64 = 10_000_000;
@@ -102,6 +103,7 @@ pub(super) fn forbid_dataset_keys(c: &mut Checker, p: &PromptsFile) {
     c.forbid("prompts.output_tokens", &p.output_tokens, &why);
     forbid_group_keys(c, p);
     forbid_vllm_random_keys(c, p);
+    forbid_prefix_repetition_keys(c, p);
     c.forbid("prompts.output_len", &p.output_len, "only sharegpt, requests and vllm_random panels take this key");
 }
 
@@ -178,6 +180,7 @@ pub(super) fn dataset(c: &mut Checker, p: PromptsFile, arms: &[Arm]) -> PanelSpe
         c.err("prompts.lengths", "a dataset panel's entries have their own lengths; leave it out");
     }
     c.forbid("prompts.documents", &p.documents, "a dataset panel counts entries in prompts.num_requests");
+    forbid_prefix_repetition_keys(c, &p);
     if src != "synthetic" {
         c.forbid("prompts.min_token_id", &p.min_token_id, &only("random and synthetic"));
         c.forbid("prompts.max_token_id", &p.max_token_id, &only("random and synthetic"));

@@ -217,7 +217,9 @@ pub fn build_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> R
         | PanelSource::Requests { .. }
         | PanelSource::Synthetic(_)
         | PanelSource::SharedPrefix(_)
-        | PanelSource::VllmRandom(_) => None,
+        | PanelSource::VllmRandom(_)
+        | PanelSource::VllmBurstGpt(_)
+        | PanelSource::VllmPrefixRepetition(_) => None,
     };
     let mut prompts = Vec::new();
     for &length in &spec.lengths {
@@ -295,6 +297,8 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
         },
         PanelSource::SharedPrefix(s) => sources::shared_prefix(s, &base.join(&s.texts), need(&s.tokenizer)?, seed)?,
         PanelSource::VllmRandom(v) => sources::vllm_random(v, need(&v.tokenizer)?, seed, n)?,
+        PanelSource::VllmBurstGpt(b) => sources::vllm_burstgpt(b, &base.join(&b.path), need(&b.tokenizer)?, seed, n)?,
+        PanelSource::VllmPrefixRepetition(v) => sources::vllm_prefix_repetition(v, need(&v.tokenizer)?, seed, n)?,
         PanelSource::Text { .. } | PanelSource::Jsonl { .. } | PanelSource::Random { .. } => Vec::new(),
     };
     let r = &plan.request;

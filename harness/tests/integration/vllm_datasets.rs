@@ -1,12 +1,15 @@
-//! vLLM's `random` dataset built by `harness bench` equals, token for token, what
-//! vLLM 0.34's own `RandomDataset` builds from the same seed and tokenizer: the
-//! plan comes from `harness bench --dataset-name random ... --print-plan` (vLLM's
-//! flags), its panel from `harness trace`, and vLLM's from its own dataset code
+//! vLLM's `random`, `burstgpt` and `prefix_repetition` datasets built by `harness
+//! bench` equal, token for token, what vLLM 0.34's own `RandomDataset`,
+//! `BurstGPTDataset` and `PrefixRepetitionRandomDataset` build from the same seed,
+//! flags and tokenizer: the plan comes from `harness bench --dataset-name ...
+//! --print-plan` (vLLM's flags), its panel from `harness trace`, and vLLM's from
+//! its own dataset code
 //! (harness/tests/reference/vllm_datasets_check.py; scripts/test installs vLLM and
 //! transformers), on the Qwen3 tokenizer in assets/ (its special tokens all above
 //! the vocabulary) and SmolLM2's, exported from its GGUF (special tokens inside
 //! the vocabulary, named by its tokenizer_config.json as transformers reads them).
-//! No timed assertions.
+//! burstgpt reads a small fixture in BurstGPT's CSV layout
+//! (tests/fixtures/burstgpt/BurstGPT_sample.csv). No timed assertions.
 
 use crate::common;
 
@@ -105,10 +108,41 @@ const CASES: [Case; 4] = [
     },
 ];
 
-/// The panel `harness bench` plans for `flags`: (tokens, output tokens) per prompt.
-fn harness_panel(tmp: &Path, k: usize, tokenizer: &str, flags: &[&str]) -> Vec<(Vec<u64>, u64)> {
+/// vLLM's requests for each spec, from its own dataset code.
+fn vllm_requests(specs: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    let script = workspace().join("harness/tests/reference/vllm_datasets_check.py");
+    let run = Command::new("python3")
+        .arg(&script)
+        .arg(serde_json::Value::Array(specs).to_string())
+        .current_dir(workspace())
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "vLLM's dataset code (run scripts/test):\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON")
+}
+
+/// vLLM's request i's token IDs (its prompt re-encoded) and output length.
+fn vllm_request(r: &serde_json::Value) -> (Vec<u64>, u64) {
+    let tokens = r["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    (tokens, r["expected_output_len"].as_u64().unwrap())
+}
+
+/// The panel `harness bench --dataset-name <dataset>` plans for `flags` (its
+/// plan's panel `source`): (tokens, output tokens) per prompt.
+fn harness_panel(
+    tmp: &Path,
+    k: &str,
+    tokenizer: &str,
+    (dataset, source): (&str, &str),
+    flags: &[&str],
+) -> Vec<(Vec<u64>, u64)> {
     let print = Command::new(harness_bin())
-        .args(["bench", "--model", "m", "--dataset-name", "random", "--tokenizer", tokenizer])
+        .args(["bench", "--model", "m", "--dataset-name", dataset, "--tokenizer", tokenizer])
         .args(flags)
         .arg("--print-plan")
         .current_dir(workspace())
@@ -116,7 +150,7 @@ fn harness_panel(tmp: &Path, k: usize, tokenizer: &str, flags: &[&str]) -> Vec<(
         .expect("harness bench");
     let plan_text = String::from_utf8_lossy(&print.stdout).into_owned();
     assert!(print.status.success(), "{plan_text}\n{}", String::from_utf8_lossy(&print.stderr));
-    assert!(plan_text.contains("source = \"vllm_random\""), "{plan_text}");
+    assert!(plan_text.contains(&format!("source = \"{source}\"")), "{plan_text}");
     let plan = tmp.join(format!("plan{k}.toml"));
     std::fs::write(&plan, &plan_text).unwrap();
     let out = tmp.join(format!("inputs{k}"));
@@ -166,22 +200,9 @@ fn vllms_random_dataset_is_built_token_for_token_as_vllm_builds_it() {
             })
         })
         .collect();
-    let script = workspace().join("harness/tests/reference/vllm_datasets_check.py");
-    let run = Command::new("python3")
-        .arg(&script)
-        .arg(serde_json::Value::Array(specs).to_string())
-        .current_dir(workspace())
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "vLLM's dataset code (run scripts/test):\n{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let vllm: Vec<serde_json::Value> = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON");
+    let vllm = vllm_requests(specs);
     for (k, (case, theirs)) in CASES.iter().zip(&vllm).enumerate() {
-        let ours = harness_panel(tmp.path(), k, &dir(case), case.flags);
+        let ours = harness_panel(tmp.path(), &k.to_string(), &dir(case), ("random", "vllm_random"), case.flags);
         let requests = theirs["requests"].as_array().expect("requests");
         assert_eq!(ours.len(), requests.len(), "case {k}: request count");
         for (i, (mine, r)) in ours.iter().zip(requests).enumerate() {
@@ -195,5 +216,109 @@ fn vllms_random_dataset_is_built_token_for_token_as_vllm_builds_it() {
             let lens: std::collections::BTreeSet<usize> = ours.iter().map(|o| o.0.len()).collect();
             assert!(lens.len() > 1, "case {k}: lengths vary: {lens:?}");
         }
+    }
+}
+
+/// The BurstGPT-layout fixture (the real BurstGPT CSV is the user's, via
+/// --dataset-path).
+const BURSTGPT_CSV: &str = "harness/tests/fixtures/burstgpt/BurstGPT_sample.csv";
+
+/// A burstgpt or prefix_repetition case: harness bench's flags and the spec
+/// vllm_datasets_check.py takes for the same arguments.
+struct LegacyCase {
+    dataset: &'static str,
+    source: &'static str,
+    flags: &'static [&'static str],
+    spec: fn() -> serde_json::Value,
+}
+
+const LEGACY_CASES: [LegacyCase; 4] = [
+    // 5 of the fixture's 14 GPT-4 rows: a permutation's first 5.
+    LegacyCase {
+        dataset: "burstgpt",
+        source: "vllm_burstgpt",
+        flags: &["--dataset-path", BURSTGPT_CSV, "--num-prompts", "5"],
+        spec: || serde_json::json!({"dataset": "burstgpt", "seed": 0, "num_prompts": 5, "dataset_path": BURSTGPT_CSV}),
+    },
+    // More requests than rows: drawn with replacement.
+    LegacyCase {
+        dataset: "burstgpt",
+        source: "vllm_burstgpt",
+        flags: &["--dataset-path", BURSTGPT_CSV, "--num-prompts", "20", "--seed", "11"],
+        spec: || serde_json::json!({"dataset": "burstgpt", "seed": 11, "num_prompts": 20, "dataset_path": BURSTGPT_CSV}),
+    },
+    LegacyCase {
+        dataset: "prefix_repetition",
+        source: "vllm_prefix_repetition",
+        flags: &[
+            "--prefix-repetition-prefix-len",
+            "16",
+            "--prefix-repetition-suffix-len",
+            "8",
+            "--prefix-repetition-num-prefixes",
+            "2",
+            "--prefix-repetition-output-len",
+            "12",
+            "--num-prompts",
+            "6",
+        ],
+        spec: || {
+            serde_json::json!({"dataset": "prefix_repetition", "seed": 0, "num_prompts": 6, "prefix_len": 16,
+                "suffix_len": 8, "num_prefixes": 2, "output_len": 12, "disable_shuffle": false})
+        },
+    },
+    // vLLM's general --output-len sets the output length; --disable-shuffle keeps
+    // the prompts prefix-major.
+    LegacyCase {
+        dataset: "prefix_repetition",
+        source: "vllm_prefix_repetition",
+        flags: &[
+            "--prefix-repetition-prefix-len",
+            "40",
+            "--prefix-repetition-suffix-len",
+            "20",
+            "--prefix-repetition-num-prefixes",
+            "3",
+            "--output-len",
+            "7",
+            "--num-prompts",
+            "9",
+            "--seed",
+            "5",
+            "--disable-shuffle",
+        ],
+        spec: || {
+            serde_json::json!({"dataset": "prefix_repetition", "seed": 5, "num_prompts": 9, "prefix_len": 40,
+                "suffix_len": 20, "num_prefixes": 3, "output_len": 7, "disable_shuffle": true})
+        },
+    },
+];
+
+#[test]
+fn vllms_burstgpt_and_prefix_repetition_datasets_are_built_token_for_token_as_vllm_builds_them() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let qwen3 = "assets/qwen3-tokenizer";
+    let specs = LEGACY_CASES
+        .iter()
+        .map(|c| {
+            let mut spec = (c.spec)();
+            spec["tokenizer_dir"] = qwen3.into();
+            spec
+        })
+        .collect();
+    let vllm = vllm_requests(specs);
+    assert_eq!(vllm.len(), LEGACY_CASES.len());
+    for (k, (case, theirs)) in LEGACY_CASES.iter().zip(&vllm).enumerate() {
+        let ours = harness_panel(tmp.path(), &format!("legacy{k}"), qwen3, (case.dataset, case.source), case.flags);
+        let theirs: Vec<(Vec<u64>, u64)> =
+            theirs["requests"].as_array().expect("requests").iter().map(vllm_request).collect();
+        assert_eq!(ours.len(), theirs.len(), "{} case {k}: request count", case.dataset);
+        for (i, (mine, r)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(mine.0, r.0, "{} case {k}, request {i}: token IDs", case.dataset);
+            assert_eq!(mine.1, r.1, "{} case {k}, request {i}: output length", case.dataset);
+        }
+        // Not a degenerate comparison: the prompts differ from one another.
+        let distinct: std::collections::BTreeSet<&Vec<u64>> = ours.iter().map(|o| &o.0).collect();
+        assert!(distinct.len() > 1, "{} case {k}: prompts differ", case.dataset);
     }
 }

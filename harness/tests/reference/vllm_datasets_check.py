@@ -8,7 +8,13 @@ SPECS_JSON is a list of specs, each naming a dataset and its arguments as `vllm 
 (`get_samples` in vllm/benchmarks/datasets/datasets.py):
   {"dataset": "random", "tokenizer_dir": DIR, "seed": 0, "num_prompts": 8,
    "input_len": 64, "output_len": 16, "prefix_len": 0, "range_ratio": "0.0"}
-(`range_ratio` as vLLM's --random-range-ratio text: a float or a JSON dict).
+(`range_ratio` as vLLM's --random-range-ratio text: a float or a JSON dict),
+  {"dataset": "burstgpt", "tokenizer_dir": DIR, "seed": 0, "num_prompts": 8,
+   "dataset_path": CSV}
+  {"dataset": "prefix_repetition", "tokenizer_dir": DIR, "seed": 0,
+   "num_prompts": 8, "prefix_len": 16, "suffix_len": 8, "num_prefixes": 2,
+   "output_len": 12, "disable_shuffle": false}
+(vLLM's --prefix-repetition-* flags and --disable-shuffle).
 The tokenizer is transformers' `AutoTokenizer.from_pretrained(DIR)` on a local
 directory holding tokenizer.json (what vLLM's `get_tokenizer` loads; offline).
 It prints, per request, the token IDs of the prompt vLLM would send
@@ -129,6 +135,25 @@ def build(datasets, spec):
             input_len=spec["input_len"],
             output_len=spec["output_len"],
             range_ratio=datasets._parse_range_ratio(spec["range_ratio"]),
+        )
+    elif name == "burstgpt":
+        requests = datasets.BurstGPTDataset(
+            random_seed=spec["seed"],
+            dataset_path=spec["dataset_path"],
+            disable_shuffle=False,
+        ).sample(tokenizer=tokenizer, num_requests=spec["num_prompts"])
+    elif name == "prefix_repetition":
+        requests = datasets.PrefixRepetitionRandomDataset(
+            random_seed=spec["seed"],
+            dataset_path=None,
+            disable_shuffle=spec["disable_shuffle"],
+        ).sample(
+            tokenizer=tokenizer,
+            num_requests=spec["num_prompts"],
+            prefix_len=spec["prefix_len"],
+            suffix_len=spec["suffix_len"],
+            num_prefixes=spec["num_prefixes"],
+            output_len=spec["output_len"],
         )
     else:
         sys.exit(f"unknown dataset {name}")

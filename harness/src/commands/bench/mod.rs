@@ -58,6 +58,14 @@ pub enum Dataset {
     /// vLLM's `random`, as vLLM builds it: vocabulary-wide token IDs decoded to text
     /// and re-encoded (needs --tokenizer; the plan's `vllm_random` panel).
     Random,
+    /// vLLM's `burstgpt`, as vLLM builds it: GPT-4 rows of a BurstGPT CSV
+    /// (--dataset-path) sampled with NumPy's legacy generator, synthetic IDs
+    /// decoded and re-encoded (needs --tokenizer; the plan's `vllm_burstgpt` panel).
+    Burstgpt,
+    /// vLLM's `prefix_repetition`, as vLLM builds it: random prefixes shared by
+    /// groups of prompts (needs --tokenizer; the plan's `vllm_prefix_repetition`
+    /// panel).
+    PrefixRepetition,
     /// The harness's own random prompts: seeded uniform token IDs in
     /// 0..=--max-token-id, exactly the input length each (not vLLM's `random`: no
     /// text, no tokenizer; for synthetic models).
@@ -92,11 +100,6 @@ const REFUSED_DATASETS: &[(&str, &str)] = &[
         "timed_trace",
         "per-request timestamps and hash-id prefixes: write a plan with a `trace` arrival file instead (docs/plan.md)",
     ),
-    ("burstgpt", "not built here yet (vLLM draws its prompts with NumPy's legacy global generator)"),
-    (
-        "prefix_repetition",
-        "not built here yet (vLLM draws with NumPy's legacy and Python's global generators); the plan's `shared_prefix` panel is the harness's own prefix-sharing workload",
-    ),
     ("sonnet", "vLLM 0.34 has no `sonnet` dataset any more (its --dataset-name refuses it too)"),
 ];
 
@@ -105,6 +108,8 @@ const REFUSED_DATASETS: &[(&str, &str)] = &[
 fn parse_dataset(name: &str) -> Result<Dataset, String> {
     Ok(match name {
         "random" => Dataset::Random,
+        "burstgpt" => Dataset::Burstgpt,
+        "prefix_repetition" => Dataset::PrefixRepetition,
         "random-ids" => Dataset::RandomIds,
         "sharegpt" => Dataset::Sharegpt,
         "custom" => Dataset::Custom,
@@ -113,8 +118,8 @@ fn parse_dataset(name: &str) -> Result<Dataset, String> {
         other => {
             return Err(match REFUSED_DATASETS.iter().find(|(n, _)| *n == other) {
                 Some((_, why)) => format!("refused: {why}"),
-                None => "expected random, sharegpt, custom (vLLM's) or random-ids, synthetic, requests (the \
-                         harness's own)"
+                None => "expected random, sharegpt, custom, burstgpt, prefix_repetition (vLLM's) or random-ids, \
+                         synthetic, requests (the harness's own)"
                     .into(),
             });
         }
@@ -190,12 +195,13 @@ pub struct BenchArgs {
     /// vLLM's `--num-prompts` (default 1000).
     #[arg(long, alias = "count", default_value_t = 1000)]
     pub num_prompts: u64,
-    /// vLLM's `--dataset-name` (default random): random, sharegpt, custom; or the
-    /// harness's own random-ids, synthetic, requests.
+    /// vLLM's `--dataset-name` (default random): random, sharegpt, custom,
+    /// burstgpt, prefix_repetition; or the harness's own random-ids, synthetic,
+    /// requests.
     #[arg(long = "dataset-name", alias = "dataset", default_value = "random", value_parser = parse_dataset)]
     pub dataset: Dataset,
-    /// vLLM's `--dataset-path`: the dataset file (sharegpt, custom, requests) or
-    /// text directory (synthetic).
+    /// vLLM's `--dataset-path`: the dataset file (sharegpt, custom, burstgpt's
+    /// CSV, requests) or text directory (synthetic).
     #[arg(long)]
     pub dataset_path: Option<String>,
     /// vLLM's `--tokenizer`: a tokenizer.json, or a directory holding one (default:
@@ -208,8 +214,8 @@ pub struct BenchArgs {
     /// vLLM's `--input-len`: sets --random-input-len.
     #[arg(long)]
     pub input_len: Option<u32>,
-    /// vLLM's `--output-len`: sets --random-output-len, --sharegpt-output-len and
-    /// --custom-output-len.
+    /// vLLM's `--output-len`: sets --random-output-len, --sharegpt-output-len,
+    /// --custom-output-len and --prefix-repetition-output-len.
     #[arg(long)]
     pub output_len: Option<u32>,
     /// vLLM's `--random-input-len` (default 1024).
@@ -235,12 +241,28 @@ pub struct BenchArgs {
     /// vLLM's `--custom-output-len` (default 256; -1: each line's `output_tokens`).
     #[arg(long, default_value_t = 256, allow_negative_numbers = true)]
     pub custom_output_len: i64,
+    /// vLLM's `--prefix-repetition-prefix-len` (default 256): tokens of each
+    /// shared prefix.
+    #[arg(long, default_value_t = 256)]
+    pub prefix_repetition_prefix_len: u32,
+    /// vLLM's `--prefix-repetition-suffix-len` (default 256): each prompt's own
+    /// tokens after its prefix.
+    #[arg(long, default_value_t = 256)]
+    pub prefix_repetition_suffix_len: u32,
+    /// vLLM's `--prefix-repetition-num-prefixes` (default 10): prompts per prefix
+    /// are --num-prompts / this.
+    #[arg(long, default_value_t = 10)]
+    pub prefix_repetition_num_prefixes: u32,
+    /// vLLM's `--prefix-repetition-output-len` (default 128).
+    #[arg(long, default_value_t = 128)]
+    pub prefix_repetition_output_len: u32,
     /// vLLM's `--skip-chat-template`: custom prompts are sent as written (vLLM
     /// otherwise renders the chat template client-side, which the harness does not).
     #[arg(long)]
     pub skip_chat_template: bool,
-    /// vLLM's `--disable-shuffle`: sharegpt conversations in file order (custom
-    /// lines are always in file order here).
+    /// vLLM's `--disable-shuffle`: sharegpt conversations in file order,
+    /// prefix_repetition prompts prefix-major (custom lines are always in file
+    /// order here).
     #[arg(long)]
     pub disable_shuffle: bool,
     /// vLLM's `--no-oversample`: the harness never oversamples (too few entries is
@@ -250,8 +272,8 @@ pub struct BenchArgs {
     /// vLLM's `--trust-remote-code`: accepted; nothing remote is loaded here.
     #[arg(long)]
     pub trust_remote_code: bool,
-    /// vLLM's `--ignore-eos`: sharegpt, custom, requests outputs run to their length
-    /// (random outputs always do, as in vLLM).
+    /// vLLM's `--ignore-eos`: sharegpt, custom, burstgpt, prefix_repetition,
+    /// requests outputs run to their length (random outputs always do, as in vLLM).
     #[arg(long)]
     pub ignore_eos: bool,
     /// The harness's own: random-ids' largest token ID (below the vocabulary size).
@@ -595,6 +617,7 @@ pub fn resolved(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
         a.random_output_len = n;
         a.sharegpt_output_len = Some(n);
         a.custom_output_len = i64::from(n);
+        a.prefix_repetition_output_len = n;
     }
     a.tokenizer = tokenizer_file(&a)?;
     Ok(a)

@@ -56,7 +56,7 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     if a.num_prompts == 0 {
         return Err(bad("--num-prompts: must be at least 1"));
     }
-    let needs_path = !matches!(a.dataset, Dataset::Random | Dataset::RandomIds);
+    let needs_path = !matches!(a.dataset, Dataset::Random | Dataset::RandomIds | Dataset::PrefixRepetition);
     match (&a.dataset_path, needs_path) {
         (None, true) => {
             return Err(bad(format!("--dataset-name {}: needs --dataset-path", dataset_name(a.dataset))));
@@ -69,8 +69,15 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
         }
         _ => {}
     }
-    let needs_tokenizer =
-        matches!(a.dataset, Dataset::Random | Dataset::Sharegpt | Dataset::Synthetic | Dataset::Custom);
+    let needs_tokenizer = matches!(
+        a.dataset,
+        Dataset::Random
+            | Dataset::Sharegpt
+            | Dataset::Synthetic
+            | Dataset::Custom
+            | Dataset::Burstgpt
+            | Dataset::PrefixRepetition
+    );
     if needs_tokenizer && a.tokenizer.is_none() {
         return Err(bad(format!(
             "--dataset-name {}: needs --tokenizer (a tokenizer.json, or a directory holding one: the model's \
@@ -99,6 +106,9 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     if a.random_output_len == 0 || a.sharegpt_output_len == Some(0) {
         return Err(bad("--output-len, --random-output-len and --sharegpt-output-len must be at least 1"));
     }
+    if a.dataset == Dataset::PrefixRepetition {
+        prefix_repetition(a)?;
+    }
     if a.dataset == Dataset::RandomIds && a.random_input_len == 0 {
         return Err(bad("--random-input-len: must be at least 1 with --dataset-name random-ids"));
     }
@@ -121,6 +131,29 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
         return Err(bad(format!("--burstiness: must be a positive number (1.0 is Poisson), got {b}")));
     }
 
+    Ok(())
+}
+
+/// prefix_repetition's counts: vLLM builds num_prefixes x floor(num_prompts /
+/// num_prefixes) prompts; the harness sends exactly --num-prompts, so it must be a
+/// multiple.
+fn prefix_repetition(a: &BenchArgs) -> Result<(), BenchError> {
+    let p = u64::from(a.prefix_repetition_num_prefixes);
+    if p == 0 {
+        return Err(bad("--prefix-repetition-num-prefixes: must be at least 1"));
+    }
+    if !a.num_prompts.is_multiple_of(p) {
+        return Err(bad(format!(
+            "--num-prompts {} is not a multiple of --prefix-repetition-num-prefixes {p}: vLLM would build and send \
+             only {} prompts (num_prefixes x floor(num_prompts / num_prefixes)); pass --num-prompts {}",
+            a.num_prompts,
+            p * (a.num_prompts / p),
+            (p * (a.num_prompts / p)).max(p)
+        )));
+    }
+    if a.prefix_repetition_output_len == 0 {
+        return Err(bad("--prefix-repetition-output-len (or --output-len): must be at least 1"));
+    }
     Ok(())
 }
 
@@ -278,6 +311,8 @@ fn headers(a: &BenchArgs) -> Result<String, BenchError> {
 fn dataset_name(d: Dataset) -> &'static str {
     match d {
         Dataset::Random => "random",
+        Dataset::Burstgpt => "burstgpt",
+        Dataset::PrefixRepetition => "prefix_repetition",
         Dataset::RandomIds => "random-ids",
         Dataset::Sharegpt => "sharegpt",
         Dataset::Custom => "custom",
@@ -415,6 +450,19 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
             }
             write!(t, "source = \"sharegpt\"\npath = {}\n{tokenizer}num_requests = {n}\n{over}", quote(path))
         }
+        Dataset::Burstgpt => {
+            write!(t, "source = \"vllm_burstgpt\"\npath = {}\n{tokenizer}num_requests = {n}\n", quote(path))
+        }
+        Dataset::PrefixRepetition => write!(
+            t,
+            "source = \"vllm_prefix_repetition\"\n{tokenizer}num_requests = {n}\nprefix_len = {}\nsuffix_len = {}\n\
+             num_prefixes = {}\noutput_len = {}\n{}",
+            a.prefix_repetition_prefix_len,
+            a.prefix_repetition_suffix_len,
+            a.prefix_repetition_num_prefixes,
+            a.prefix_repetition_output_len,
+            if a.disable_shuffle { "shuffle = false\n" } else { "" }
+        ),
         Dataset::Custom => {
             let over = custom_output.map(|o| format!("output_len = {o}\n")).unwrap_or_default();
             write!(t, "source = \"requests\"\npath = {}\n{tokenizer}num_requests = {n}\n{over}", quote(path))
@@ -448,6 +496,9 @@ fn dataset_output(
         Dataset::Random | Dataset::RandomIds | Dataset::Synthetic => {
             ("forced", format!("output_tokens = {fixed_output}\n"))
         }
+        // vLLM sends each row's Response tokens as max_tokens, uncapped.
+        Dataset::Burstgpt => (natural, format!("max_output_tokens = {}\n", u32::MAX)),
+        Dataset::PrefixRepetition => (natural, format!("output_tokens = {}\n", a.prefix_repetition_output_len)),
         Dataset::Sharegpt => {
             (natural, format!("max_output_tokens = {}\n", a.sharegpt_output_len.unwrap_or(DEFAULT_DATASET_OUTPUT_CAP)))
         }

@@ -686,13 +686,13 @@ fn every_vllm_flag_is_taken_or_refused_and_documented() {
 #[test]
 fn vllm_dataset_names_not_built_here_are_refused_with_the_reason() {
     let parse = |name: &str| Cli::try_parse_from(["bench", "--dataset-name", name]).err().map(|e| e.to_string());
-    for (name, why) in
-        [("hf", "offline"), ("sonnet", "no `sonnet`"), ("random-mm", "multimodal"), ("burstgpt", "not built")]
-    {
+    for (name, why) in [("hf", "offline"), ("sonnet", "no `sonnet`"), ("random-mm", "multimodal")] {
         let e = parse(name).unwrap_or_else(|| panic!("{name} accepted"));
         assert!(e.contains("refused") && e.contains(why), "{name}: {e}");
     }
-    for name in ["random", "random-ids", "sharegpt", "custom", "synthetic", "requests"] {
+    let built =
+        ["random", "random-ids", "sharegpt", "custom", "synthetic", "requests", "burstgpt", "prefix_repetition"];
+    for name in built {
         assert!(parse(name).is_none(), "{name}");
     }
 }
@@ -721,4 +721,50 @@ fn custom_and_the_output_length_overrides_map_onto_the_panel() {
     assert_eq!(sg.prompts.output_len, Some(40), "--output-len sets --sharegpt-output-len, as in vLLM");
     let e = error(&joined(&base, &["--dataset-name", "custom", "--dataset-path", "c.jsonl"]));
     assert!(e.contains("--skip-chat-template") && e.contains("openai-chat"), "{e}");
+}
+
+/// vLLM's burstgpt and prefix_repetition: their flags and defaults onto the
+/// plan's vllm_burstgpt and vllm_prefix_repetition panels; outputs end naturally
+/// unless --ignore-eos (vLLM sets ignore_eos for random only).
+#[test]
+fn burstgpt_and_prefix_repetition_map_onto_vllms_panels() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--tokenizer", "t.json"];
+    let with = |extra: &[&str]| prepared(&joined(&base, extra)).frozen.plan;
+    let b = with(&["--dataset-name", "burstgpt", "--dataset-path", "b.csv", "--num-prompts", "7"]);
+    let PanelSource::VllmBurstGpt(s) = &b.prompts.source else { panic!("{:?}", b.prompts.source) };
+    assert_eq!((s.path.as_str(), s.tokenizer.as_str(), b.prompts.documents), ("b.csv", "t.json", 7));
+    assert!(!b.request.forced());
+    assert_eq!(b.request.max_tokens_for(Some(100_000)), 100_000, "each row's Response tokens, uncapped");
+    let e = error(&joined(&base, &["--dataset-name", "burstgpt"]));
+    assert!(e.contains("--dataset-name burstgpt: needs --dataset-path"), "{e}");
+    let p = with(&["--dataset-name", "prefix_repetition", "--num-prompts", "20"]);
+    let PanelSource::VllmPrefixRepetition(s) = &p.prompts.source else { panic!("{:?}", p.prompts.source) };
+    assert_eq!((s.prefix_len, s.suffix_len, s.num_prefixes, s.output_len, s.shuffle), (256, 256, 10, 128, true));
+    assert_eq!(p.prompts.documents, 20);
+    assert!(!p.request.forced());
+    assert_eq!(p.request.max_tokens_for(None), 128);
+    let p = with(&[
+        "--dataset-name",
+        "prefix_repetition",
+        "--num-prompts",
+        "6",
+        "--prefix-repetition-prefix-len",
+        "5",
+        "--prefix-repetition-suffix-len",
+        "3",
+        "--prefix-repetition-num-prefixes",
+        "2",
+        "--output-len",
+        "9",
+        "--disable-shuffle",
+        "--ignore-eos",
+    ]);
+    let PanelSource::VllmPrefixRepetition(s) = &p.prompts.source else { panic!() };
+    assert_eq!((s.prefix_len, s.suffix_len, s.num_prefixes, s.output_len, s.shuffle), (5, 3, 2, 9, false));
+    assert!(p.request.forced());
+    // vLLM would send only num_prefixes x floor(n / num_prefixes) prompts.
+    let e = error(&joined(&base, &["--dataset-name", "prefix_repetition", "--num-prompts", "25"]));
+    assert!(e.contains("not a multiple") && e.contains("only 20 prompts"), "{e}");
+    let e = error(&joined(&base, &["--dataset-name", "prefix_repetition", "--dataset-path", "x"]));
+    assert!(e.contains("reads no file"), "{e}");
 }

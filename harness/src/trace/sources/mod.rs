@@ -1,7 +1,8 @@
 //! Dataset panel sources: turn a ShareGPT-format file, a JSONL of requests, named
 //! length distributions over natural text, groups sharing a prefix of natural
-//! text, or vLLM's random dataset (NumPy's generator, `numpy_random`) into an
-//! ordered list of entries
+//! text, vLLM's random dataset (NumPy's generator, `numpy_random`), or vLLM's
+//! burstgpt and prefix_repetition datasets (NumPy's legacy and Python's
+//! Mersenne Twister, `mt19937`) into an ordered list of entries
 //! (prompt token IDs, the entry's own output length when the source has one, and
 //! where it came from). Owns each format's reading, its filters and its seeded
 //! sampling, and each entry's chat messages when the plan sends them to the chat
@@ -15,11 +16,14 @@
 //! `b"harness/synthetic/v1\0"`, the study seed and i (8 bytes LE each); both seed
 //! xoshiro256++ as in `seed`.
 
+mod mt19937;
 mod numpy_random;
 mod requests;
 mod shared_prefix;
 mod sharegpt;
 mod synthetic;
+mod vllm_burstgpt;
+mod vllm_prefix_repetition;
 mod vllm_random;
 
 #[cfg(test)]
@@ -35,6 +39,8 @@ pub use requests::{LineRoutes, requests, requests_sessions};
 pub use shared_prefix::shared_prefix;
 pub use sharegpt::{sharegpt, sharegpt_sessions};
 pub use synthetic::{draw_length, synthetic, synthetic_random};
+pub use vllm_burstgpt::vllm_burstgpt;
+pub use vllm_prefix_repetition::vllm_prefix_repetition;
 pub use vllm_random::vllm_random;
 
 /// One request of a dataset panel, before the plan's output settings apply.

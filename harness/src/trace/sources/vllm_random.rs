@@ -62,7 +62,11 @@ pub fn vllm_random(spec: &VllmRandomSpec, enc: &dyn Encoder, seed: u64, n: usize
         return Err(malformed(what, "no token of the vocabulary is a regular one"));
     }
     let check = |tokens: Vec<u32>, target: usize, rng: &mut NumpyGenerator| {
-        decode_to_target_len(enc, tokens, target, vocab_size, rng).map_err(|e| malformed(what, e))
+        let mut extra = |k: usize| {
+            let ids = rng.integers(0, vocab_size, k).ok_or("vocabulary wider than 32 bits")?;
+            Ok(ids.into_iter().map(|t| t as u32).collect())
+        };
+        decode_to_target_len(enc, tokens, target, &mut extra).map_err(|e| malformed(what, e))
     };
     let prefix = if spec.prefix_len > 0 {
         let picks = rng.integers(0, allowed.len() as i64, spec.prefix_len as usize).ok_or_else(|| range("prefix"))?;
@@ -93,13 +97,13 @@ pub fn vllm_random(spec: &VllmRandomSpec, enc: &dyn Encoder, seed: u64, n: usize
 }
 
 /// vLLM's `gen_prompt_decode_to_target_len`: the re-encoding of the text the last
-/// round decoded.
-fn decode_to_target_len(
+/// round decoded; `extra(k)` draws the k vocabulary-wide IDs a short round appends
+/// (from the generator the dataset passes, or NumPy's legacy global one).
+pub(super) fn decode_to_target_len(
     enc: &dyn Encoder,
     mut tokens: Vec<u32>,
     target: usize,
-    vocab_size: i64,
-    rng: &mut NumpyGenerator,
+    extra: &mut dyn FnMut(usize) -> Result<Vec<u32>, String>,
 ) -> Result<Vec<u32>, String> {
     let mut remaining = MAX_RETRY;
     loop {
@@ -109,8 +113,7 @@ fn decode_to_target_len(
             return Ok(tokens);
         }
         if tokens.len() < target {
-            let extra = rng.integers(0, vocab_size, target - tokens.len()).ok_or("vocabulary wider than 32 bits")?;
-            tokens.extend(extra.into_iter().map(|t| t as u32));
+            tokens.extend(extra(target - tokens.len())?);
         } else {
             tokens.truncate(target);
         }
