@@ -392,7 +392,7 @@ fn report(dir: &Path) -> Result<()> {
 /// `harness bench`: the one-arm plan, run through `run` exactly as `harness run`
 /// runs a plan file, then one summary block per cell.
 fn bench(args: &harness::commands::bench::BenchArgs) -> Result<bool> {
-    bench_study(args).map(|(ok, _)| ok)
+    bench_study(&harness::commands::bench::with_vllm_request_ids(args)).map(|(ok, _)| ok)
 }
 
 /// `harness benchmark`: guidellm's flags as `harness bench`'s, the study, then

@@ -2,7 +2,9 @@
 //! `GET /v1/models`, `GET /health`, `GET /metrics` (and vLLM's extras, in
 //! `extras`). Handlers validate, admit (`admission`), hand requests to the
 //! engine loop over its command channel, and turn the events that come back
-//! into a typed JSON response (`response`) or an SSE stream (`stream`).
+//! into a typed JSON response (`response`) or an SSE stream (`stream`). Owns the
+//! request's id: `cmpl-<n>` (`chatcmpl-<n>`), or with a client's `X-Request-Id`
+//! `cmpl-<X-Request-Id>-<n>` (`request_id`).
 
 use super::admission;
 use super::api::{ChatRequest, CompletionRequest, GenerationSpec, Limits};
@@ -122,6 +124,23 @@ impl GenerationRoute for ChatRequest {
     }
 }
 
+/// Longest client `X-Request-Id` the engine names a request after (longer ones,
+/// and values that are not visible ASCII, are not used).
+const MAX_CLIENT_REQUEST_ID: usize = 256;
+
+/// The id of the `n`-th request the server started, on a route whose ids begin
+/// `prefix`: `<prefix>-<n>`, or with a client's `X-Request-Id` (vLLM bench's
+/// `--request-id-prefix` sends one) `<prefix>-<X-Request-Id>-<n>`. vLLM answers
+/// `<prefix>-<X-Request-Id>` and keeps the id unique inside with a random suffix;
+/// here the response id is the id the engine keeps (receipts, logs), so the
+/// server's count stays in it: a client may send one id twice.
+fn request_id(prefix: &str, client: Option<&str>, n: u64) -> String {
+    match client.filter(|c| !c.is_empty() && c.len() <= MAX_CLIENT_REQUEST_ID) {
+        Some(c) => format!("{prefix}-{c}-{n}"),
+        None => format!("{prefix}-{n}"),
+    }
+}
+
 /// `POST /v1/completions` and `POST /v1/chat/completions`.
 async fn generate<R: GenerationRoute>(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
@@ -129,7 +148,9 @@ async fn generate<R: GenerationRoute>(State(state): State<Arc<AppState>>, header
         let ready = state.ready()?;
         let req = R::parse(&bytes)?;
         let spec = req.validate(&limits(&state, ready))?;
-        start(&state, ready, spec, R::ENDPOINT, R::ID_PREFIX).await
+        // `to_str` takes visible ASCII only.
+        let client_id = headers.get("x-request-id").and_then(|v| v.to_str().ok());
+        start(&state, ready, spec, R::ENDPOINT, R::ID_PREFIX, client_id).await
     }
     .await;
     r.unwrap_or_else(|e| e.into_response())
@@ -150,11 +171,12 @@ async fn start(
     spec: GenerationSpec,
     endpoint: Endpoint,
     prefix: &str,
+    client_id: Option<&str>,
 ) -> Result<Response, ApiError> {
     let mut permits =
         admission::admit(&state.admission, &ready.fit, &spec.prompts, spec.params.max_tokens)?.into_iter();
     let n = state.next_id.fetch_add(1, Ordering::SeqCst);
-    let id = format!("{prefix}-{n}");
+    let id = request_id(prefix, client_id, n);
     let (tx, rx) = unbounded_channel();
     let mut choices = Vec::with_capacity(spec.prompts.len());
     let arrived = Instant::now();
@@ -264,5 +286,21 @@ async fn collect_response(
                 .collect();
             Json(Envelope { id, object: "chat.completion", created, model, choices, usage }).into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_id;
+
+    #[test]
+    fn a_client_request_id_names_the_request_and_the_count_keeps_it_unique() {
+        assert_eq!(request_id("cmpl", None, 7), "cmpl-7");
+        assert_eq!(request_id("cmpl", Some("bench-0a1b2c3d-3"), 7), "cmpl-bench-0a1b2c3d-3-7");
+        assert_eq!(request_id("chatcmpl", Some("r"), 8), "chatcmpl-r-8");
+        // Empty or overlong: the server's own id.
+        assert_eq!(request_id("cmpl", Some(""), 9), "cmpl-9");
+        assert_eq!(request_id("cmpl", Some(&"x".repeat(257)), 9), "cmpl-9");
+        assert_eq!(request_id("cmpl", Some(&"x".repeat(256)), 9), format!("cmpl-{}-9", "x".repeat(256)));
     }
 }

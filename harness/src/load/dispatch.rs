@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use reqwest::header::HeaderValue;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
@@ -69,12 +70,15 @@ pub struct CellDrive<'a> {
 }
 
 /// One panel entry's request, ready to send: its body bytes, its exact prompt
-/// length and the `max_tokens` the body asks for.
+/// length, the `max_tokens` the body asks for, and its `x-request-id` header value
+/// when the plan names requests (`request.request_id_prefix`), built here once so
+/// that sending it allocates nothing.
 #[derive(Debug, Clone)]
 pub struct PreparedRequest {
     pub body: Bytes,
     pub prompt_tokens: u32,
     pub max_tokens: u32,
+    pub request_id: Option<HeaderValue>,
 }
 
 /// A record with the planned fields and no stamps.
@@ -89,6 +93,7 @@ pub fn skeleton(d: &CellDrive<'_>, e: &TraceEntry) -> RequestRecord {
 struct Dispatched {
     rec: RequestRecord,
     body: Bytes,
+    request_id: Option<HeaderValue>,
     session: Option<Arc<SessionScript>>,
 }
 
@@ -157,13 +162,15 @@ pub async fn drive_cell(
         let Some(body) = body else {
             return Err(LoadError::UnknownPrompt { cell: d.cell.to_string(), index: e.index, prompt: e.prompt });
         };
+        let request_id =
+            usize::try_from(e.prompt).ok().and_then(|p| d.bodies.get(p)).and_then(|b| b.request_id.clone());
         let session = d.session_of(e);
         let rec = match &session {
             Some(_) => session_skeleton(d, e, next_record),
             None => skeleton(d, e),
         };
         next_record += session.as_ref().map_or(1, |s| u64::from(s.turns()));
-        planned.push(Dispatched { rec, body, session });
+        planned.push(Dispatched { rec, body, request_id, session });
     }
     let sessions: std::collections::HashMap<u64, Arc<SessionScript>> =
         planned.iter().filter_map(|p| Some((p.rec.index, p.session.clone()?))).collect();
@@ -180,7 +187,7 @@ pub async fn drive_cell(
     // Stage 2: admit (closed loop: by semaphore, in index order) and spawn.
     let admitter = async {
         let mut unadmitted = Vec::new();
-        while let Some(Dispatched { mut rec, body, session }) = rx.recv().await {
+        while let Some(Dispatched { mut rec, body, request_id, session }) = rx.recv().await {
             let permit = match &sem {
                 None => None,
                 Some(sem) => tokio::select! {
@@ -208,9 +215,9 @@ pub async fn drive_cell(
             set.spawn(async move {
                 let _permit = permit;
                 if let Some(script) = session {
-                    return run_session(rec, body, script, &ctx, &counters).await;
+                    return run_session(rec, body, request_id, script, &ctx, &counters).await;
                 }
-                execute(&mut rec, body, &ctx).await;
+                execute(&mut rec, body, request_id, &ctx).await;
                 let counter = if rec.is_valid() { &counters.completed } else { &counters.failed };
                 counter.fetch_add(1, Ordering::Relaxed);
                 vec![rec]

@@ -147,7 +147,7 @@ fn overhead(rate_rps: f64) -> Result<(Vec<f64>, Vec<f64>, u64, u64), LoadError> 
                 output_length: None,
             })
             .collect();
-        let bodies = [PreparedRequest { body: body(), prompt_tokens: 4, max_tokens: 2 }];
+        let bodies = [PreparedRequest { body: body(), prompt_tokens: 4, max_tokens: 2, request_id: None }];
         let exit = watch::channel(None);
         let ctx = RequestCtx {
             client: http_client()?,

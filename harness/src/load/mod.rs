@@ -27,7 +27,7 @@ pub use dispatch::{
 };
 pub use floor::{FLOOR_DEFAULT_RATE, measure_floor, planned_rate};
 pub use payload::{chat_body, prepare, stream_body, stream_body_with, warmup_body, warmup_chat_bodies};
-pub use recorder::{DEATH_GRACE, RequestCtx, chain as error_chain, execute, exited};
+pub use recorder::{DEATH_GRACE, REQUEST_ID, RequestCtx, chain as error_chain, execute, exited};
 pub use session::SessionScript;
 pub use sse::{Chunk, parse_chunk};
 

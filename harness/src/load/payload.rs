@@ -25,6 +25,7 @@
 //! a chat call takes one conversation), `max_tokens` = `warmup.output_tokens`.
 
 use axum::body::Bytes;
+use reqwest::header::HeaderValue;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -134,12 +135,15 @@ pub fn stream_body_with(plan: &Plan, kind: BodyKind, prompt: &Prompt, max_tokens
 }
 
 /// The prepared request of a panel prompt of kind `kind` (body, exact prompt length,
-/// max_tokens).
+/// max_tokens, and its `x-request-id` value `<request.request_id_prefix><panel
+/// index>` when the plan names one).
 pub fn prepare(plan: &Plan, kind: BodyKind, prompt: &Prompt) -> PreparedRequest {
     PreparedRequest {
         body: Bytes::from(stream_body(plan, kind, prompt)),
         prompt_tokens: prompt.length,
         max_tokens: prompt.max_tokens.unwrap_or(plan.request.output_tokens),
+        // Validation keeps the prefix printable ASCII, so the value always parses.
+        request_id: plan.request.request_id(prompt.index).and_then(|id| HeaderValue::from_str(&id).ok()),
     }
 }
 
@@ -302,6 +306,29 @@ extra_body = { chat_template_kwargs = { enable_thinking = false } }
             String::from_utf8(warm[0].clone()).unwrap(),
             r#"{"model":"synth","messages":[{"role":"user","content":"Who's there?"}],"max_tokens":8,"min_tokens":8,"ignore_eos":true,"temperature":0.0,"stream":false}"#
         );
+    }
+
+    #[test]
+    fn a_request_id_prefix_names_each_entry_by_its_panel_index() {
+        let plan = e2e_plan("output_tokens = 8\nrequest_id_prefix = \"bench-0a1b2c3d-\"\n");
+        let kind = plan.body_kind(Endpoint::Completions);
+        let p = Prompt { index: 7, ..prompt(&[1, 2]) };
+        let prepared = prepare(&plan, kind, &p);
+        assert_eq!(prepared.request_id.as_ref().map(|v| v.to_str().unwrap()), Some("bench-0a1b2c3d-7"));
+        // The header, not the body: the bytes are those of a plan without it.
+        let plain = e2e_plan("output_tokens = 8\n");
+        assert_eq!(prepared.body, prepare(&plain, kind, &p).body);
+        assert_eq!(prepare(&plain, kind, &p).request_id, None);
+        // vLLM's empty prefix names requests by their index alone.
+        let empty = e2e_plan("output_tokens = 8\nrequest_id_prefix = \"\"\n");
+        assert_eq!(prepare(&empty, kind, &p).request_id.as_ref().map(|v| v.to_str().unwrap()), Some("7"));
+        for bad in ["\"a\\nb\"", "\"é\"", &format!("\"{}\"", "x".repeat(201))] {
+            let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../plans/e2e-synthetic.toml"))
+                .unwrap()
+                .replace("output_tokens = 8\n", &format!("output_tokens = 8\nrequest_id_prefix = {bad}\n"));
+            let e = crate::plan::parse(&text).unwrap_err().to_string();
+            assert!(e.contains("request.request_id_prefix: printable ASCII"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
+use reqwest::header::{HeaderName, HeaderValue};
 use tokio::sync::watch;
 
 use super::clock::StudyClock;
@@ -27,6 +28,9 @@ pub const DEATH_GRACE: Duration = Duration::from_secs(1);
 const TAIL: Duration = Duration::from_secs(1);
 /// Most bytes of an error body kept in `Failure::HttpStatus`.
 const ERROR_BODY: usize = 2048;
+/// The header that carries a request's id (`request.request_id_prefix`), as vLLM
+/// bench sends it and vLLM's server takes it.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Everything a request task needs besides its record and body.
 #[derive(Clone)]
@@ -109,16 +113,18 @@ fn detail_of(f: &Failure) -> String {
 }
 
 /// Sends one request and fills `rec` (whose intended/dispatch/admission stamps are
-/// set). Always returns with either `done_ns` or a failure (or both, when a check
-/// fails after a complete stream).
-pub async fn execute(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) {
+/// set); `request_id`, when given, goes out as its `x-request-id` header (it
+/// replaces an arm header of that name, as vLLM bench's request id replaces its
+/// `--header`). Always returns with either `done_ns` or a failure (or both, when a
+/// check fails after a complete stream).
+pub async fn execute(rec: &mut RequestRecord, body: Bytes, request_id: Option<HeaderValue>, ctx: &RequestCtx) {
     let clock = ctx.clock;
     let send = clock.now_ns();
     rec.send_ns = Some(send);
     rec.light = ctx.light;
     let deadline = tokio::time::Instant::from_std(clock.instant(send) + ctx.timeout);
     let result = {
-        let transfer = transfer(rec, body, ctx);
+        let transfer = transfer(rec, body, request_id, ctx);
         tokio::pin!(transfer);
         tokio::select! {
             r = &mut transfer => r,
@@ -163,16 +169,22 @@ fn check(rec: &RequestRecord, forced_output: bool, chat: bool) -> Option<Failure
     None
 }
 
-async fn transfer(rec: &mut RequestRecord, body: Bytes, ctx: &RequestCtx) -> Result<(), Failure> {
+async fn transfer(
+    rec: &mut RequestRecord,
+    body: Bytes,
+    request_id: Option<HeaderValue>,
+    ctx: &RequestCtx,
+) -> Result<(), Failure> {
     let clock = ctx.clock;
-    let sent = ctx
+    let mut req = ctx
         .client
         .post(&ctx.url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(reqwest::header::ACCEPT, "text/event-stream")
-        .body(body)
-        .send()
-        .await;
+        .header(reqwest::header::ACCEPT, "text/event-stream");
+    if let Some(id) = request_id {
+        req = req.header(REQUEST_ID, id);
+    }
+    let sent = req.body(body).send().await;
     let resp = match sent {
         Ok(r) => r,
         Err(e) if e.is_connect() => return Err(Failure::Connect { detail: chain(&e) }),

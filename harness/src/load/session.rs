@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
+use reqwest::header::HeaderValue;
 
 use super::Counters;
 use super::payload::chat_body;
@@ -126,10 +127,12 @@ pub fn not_sent(first: &RequestRecord, at: &RequestRecord, script: &SessionScrip
 }
 
 /// Runs one admitted session: `first` is turn 0's record (stamped up to admission,
-/// `turn` set) and `body` its body. Returns every turn's record, in order.
+/// `turn` set) and `body` its body; every turn carries the session's `request_id`
+/// (its panel entry's). Returns every turn's record, in order.
 pub async fn run_session(
     mut first: RequestRecord,
     body: Bytes,
+    request_id: Option<HeaderValue>,
     script: Arc<SessionScript>,
     ctx: &RequestCtx,
     counters: &Counters,
@@ -137,7 +140,7 @@ pub async fn run_session(
     if let Some(t) = first.turn.as_mut() {
         t.body_sha256 = Some(sha256_hex(&body));
     }
-    execute(&mut first, body, ctx).await;
+    execute(&mut first, body, request_id.clone(), ctx).await;
     count(counters, &first);
     let template = first.clone();
     let mut out = vec![first];
@@ -161,7 +164,7 @@ pub async fn run_session(
         rec.dispatch_ns = Some(now);
         rec.admitted_ns = Some(now);
         counters.sent.fetch_add(1, Ordering::Relaxed);
-        execute(&mut rec, Bytes::from(body), ctx).await;
+        execute(&mut rec, Bytes::from(body), request_id.clone(), ctx).await;
         count(counters, &rec);
         out.push(rec);
     }

@@ -70,6 +70,16 @@ async fn fake() -> String {
             }),
         )
         .route(
+            "/echo-id",
+            post(|headers: axum::http::HeaderMap| async move {
+                // The response id names the request's `x-request-id`, as vLLM's does.
+                let id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("none").to_string();
+                let chunk = MULTI.replace("cmpl-1", &format!("cmpl-{id}"));
+                let last = LAST.replace("cmpl-1", &format!("cmpl-{id}"));
+                sse(&[chunk.as_str(), last.as_str(), USAGE], true).into_response()
+            }),
+        )
+        .route(
             "/30ms",
             post(|| async {
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -107,7 +117,8 @@ fn fixture(url: String, timeout: Duration) -> Fixture {
 
 fn record() -> RequestRecord {
     let entry = crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 0, input_length: None, output_length: None };
-    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
+    let bodies =
+        [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4, request_id: None }];
     let d = CellDrive {
         block: 0,
         arm: "a",
@@ -126,7 +137,7 @@ fn record() -> RequestRecord {
 async fn run(base: &str, path: &str, timeout: Duration) -> RequestRecord {
     let f = fixture(format!("{base}{path}"), timeout);
     let mut rec = record();
-    execute(&mut rec, Bytes::from_static(b"{}"), &f.ctx).await;
+    execute(&mut rec, Bytes::from_static(b"{}"), None, &f.ctx).await;
     rec
 }
 
@@ -191,7 +202,7 @@ async fn a_server_death_reclassifies_outstanding_requests() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = exit.send(Some("server exited (signal 9)".into()));
     });
-    execute(&mut rec, Bytes::from_static(b"{}"), &f.ctx).await;
+    execute(&mut rec, Bytes::from_static(b"{}"), None, &f.ctx).await;
     assert!(
         matches!(&rec.failure, Some(Failure::ServerDied { detail }) if detail.contains("signal 9")),
         "{:?}",
@@ -216,7 +227,8 @@ fn spaced(n: u64, gap_ns: u64) -> Vec<crate::trace::TraceEntry> {
 async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     let base = fake().await;
     let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
-    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
+    let bodies =
+        [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4, request_id: None }];
     let entries = spaced(6, 0);
     let start_ns = f.ctx.clock.now_ns() + 2_000_000;
     let d = CellDrive {
@@ -254,6 +266,55 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
     }
 }
 
+/// `request.request_id_prefix`: each request carries its prepared `x-request-id`
+/// (its panel entry's, on every entry that sends that prompt), which replaces an arm
+/// header of the same name; without one, none is sent.
+#[tokio::test]
+async fn each_request_sends_its_prepared_request_id() {
+    let base = fake().await;
+    let f = fixture(format!("{base}/echo-id"), Duration::from_secs(10));
+    let prepared = |id: Option<&str>| PreparedRequest {
+        body: Bytes::from_static(b"{}"),
+        prompt_tokens: 3,
+        max_tokens: 4,
+        request_id: id.map(|i| reqwest::header::HeaderValue::from_str(i).unwrap()),
+    };
+    let bodies = [prepared(Some("bench-0a1b2c3d-0")), prepared(Some("bench-0a1b2c3d-1"))];
+    let mut entries = spaced(3, 0);
+    entries[2].prompt = 1;
+    entries[1].prompt = 1;
+    let d = CellDrive {
+        block: 0,
+        arm: "a",
+        cell: "c",
+        entries: &entries,
+        start_ns: f.ctx.clock.now_ns(),
+        concurrency: Some(1),
+        bodies: &bodies,
+        entry_bodies: None,
+        sessions: None,
+        drain_timeout: Duration::from_secs(10),
+    };
+    let counters = std::sync::Arc::new(Counters::default());
+    let recs = drive_cell(&d, &f.ctx, &counters).await.unwrap();
+    let ids: Vec<Option<&str>> = recs.iter().map(|r| r.server_request_id.as_deref()).collect();
+    assert_eq!(ids, [Some("cmpl-bench-0a1b2c3d-0"), Some("cmpl-bench-0a1b2c3d-1"), Some("cmpl-bench-0a1b2c3d-1")]);
+    // An arm's own `x-request-id` header is replaced by the request's, and sent as
+    // given when the plan names no requests.
+    let mut arm = reqwest::header::HeaderMap::new();
+    arm.insert("x-request-id", reqwest::header::HeaderValue::from_static("arm"));
+    let ctx = RequestCtx { client: http_client_for(arm, Connections::KeepAlive).unwrap(), ..f.ctx.clone() };
+    let mut rec = record();
+    execute(&mut rec, Bytes::from_static(b"{}"), bodies[0].request_id.clone(), &ctx).await;
+    assert_eq!(rec.server_request_id.as_deref(), Some("cmpl-bench-0a1b2c3d-0"));
+    let mut rec = record();
+    execute(&mut rec, Bytes::from_static(b"{}"), None, &ctx).await;
+    assert_eq!(rec.server_request_id.as_deref(), Some("cmpl-arm"));
+    let mut rec = record();
+    execute(&mut rec, Bytes::from_static(b"{}"), None, &f.ctx).await;
+    assert_eq!(rec.server_request_id.as_deref(), Some("cmpl-none"));
+}
+
 /// An open loop capped in flight (`cells[].max_concurrency`): arrivals keep their
 /// schedule, and one that finds the cap reached waits from its dispatch to the
 /// admission that follows the end of a request in flight.
@@ -261,7 +322,8 @@ async fn closed_loop_admits_in_order_and_open_loop_dispatches_on_time() {
 async fn a_capped_open_loop_dispatches_on_time_and_admits_one_when_one_ends() {
     let base = fake().await;
     let f = fixture(format!("{base}/30ms"), Duration::from_secs(10));
-    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
+    let bodies =
+        [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4, request_id: None }];
     // Arrivals 2 ms apart, each request 30 ms: without the cap all 5 overlap.
     let entries = spaced(5, 2_000_000);
     let d = CellDrive {
@@ -297,7 +359,8 @@ async fn after_a_death_nothing_more_is_admitted() {
 async fn nothing_more_is_admitted(path: &str) {
     let base = fake().await;
     let f = fixture(format!("{base}{path}"), Duration::from_secs(10));
-    let bodies = [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 }];
+    let bodies =
+        [PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4, request_id: None }];
     let entries = spaced(4, 0);
     let d = CellDrive {
         block: 0,
@@ -335,12 +398,12 @@ async fn a_short_output_fails_only_when_forced() {
     let base = fake().await;
     let mut f = fixture(format!("{base}/short"), Duration::from_secs(10));
     let mut forced = record();
-    execute(&mut forced, Bytes::from_static(b"{}"), &f.ctx).await;
+    execute(&mut forced, Bytes::from_static(b"{}"), None, &f.ctx).await;
     assert_eq!(forced.failure, Some(Failure::ShortOutput { expected: 4, got: 3 }));
     // Natural output: EOS may end the request before max_tokens; the same stream is valid.
     f.ctx.forced_output = false;
     let mut natural = record();
-    execute(&mut natural, Bytes::from_static(b"{}"), &f.ctx).await;
+    execute(&mut natural, Bytes::from_static(b"{}"), None, &f.ctx).await;
     assert_eq!(natural.failure, None);
     assert!(natural.is_valid());
     assert_eq!(natural.usage.map(|u| u.completion_tokens), Some(3));
@@ -349,8 +412,8 @@ async fn a_short_output_fails_only_when_forced() {
 #[test]
 fn each_record_intends_its_own_entrys_max_tokens() {
     let bodies = [
-        PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4 },
-        PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 9, max_tokens: 17 },
+        PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 3, max_tokens: 4, request_id: None },
+        PreparedRequest { body: Bytes::from_static(b"{}"), prompt_tokens: 9, max_tokens: 17, request_id: None },
     ];
     let entries = [
         crate::trace::TraceEntry { index: 0, offset_ns: 0, prompt: 1, input_length: None, output_length: None },
@@ -380,7 +443,7 @@ async fn the_light_recorder_keeps_only_the_first_token_event() {
         let mut f = fixture(format!("{base}{path}"), Duration::from_secs(10));
         f.ctx.light = true;
         let mut rec = record();
-        execute(&mut rec, Bytes::from_static(b"{}"), &f.ctx).await;
+        execute(&mut rec, Bytes::from_static(b"{}"), None, &f.ctx).await;
         assert!(rec.light);
         assert_eq!(rec.failure, want_failure, "{path}");
         // Role-only, empty, the later token event and usage-only are parsed, not kept.
@@ -390,7 +453,7 @@ async fn the_light_recorder_keeps_only_the_first_token_event() {
     }
     let f = fixture(format!("{base}/ok"), Duration::from_secs(10));
     let mut full = record();
-    execute(&mut full, Bytes::from_static(b"{}"), &f.ctx).await;
+    execute(&mut full, Bytes::from_static(b"{}"), None, &f.ctx).await;
     assert!(!full.light && full.events.len() == 5);
     // The flag is written only when set: full records keep their bytes.
     assert!(!serde_json::to_string(&full).unwrap().contains("light"));

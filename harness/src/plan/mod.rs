@@ -64,7 +64,8 @@ pub use types::{
     PanelSpec, Plan, Rate, RequestSpec, Server, Slo, Study, Timing, Warmup,
 };
 pub use types::{
-    Blocking, BodyKind, Endpoint, IdentityPreset, IdentitySpec, RESERVED_BODY_FIELDS, Recorder, SETUP_PAD_ENV,
+    Blocking, BodyKind, Endpoint, IdentityPreset, IdentitySpec, MAX_REQUEST_ID_PREFIX, RESERVED_BODY_FIELDS, Recorder,
+    SETUP_PAD_ENV,
 };
 pub use types::{GsmDataset, GsmGateSpec, NllGateSpec, ParityGateSpec, Qualification, RetrievalGateSpec};
 pub use types::{

@@ -108,6 +108,9 @@ pub struct RequestFile {
     pub token_ids: Option<bool>,
     /// More body fields, sent as written (sampling parameters, vLLM's `--extra-body`).
     pub extra_body: Option<toml::Table>,
+    /// Each timed request's `x-request-id` header: this prefix and the panel index
+    /// (vLLM bench's `--request-id-prefix`); none sent without it.
+    pub request_id_prefix: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

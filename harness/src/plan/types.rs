@@ -146,7 +146,15 @@ pub struct RequestSpec {
     /// vLLM bench's sampling flags and `--extra-body`). Never one of the fields the
     /// harness sets itself ([`RESERVED_BODY_FIELDS`]).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `request.request_id_prefix`: every timed request carries the header
+    /// `x-request-id: <prefix><panel index>` (vLLM bench's `--request-id-prefix`,
+    /// whose sample index is the panel index); `None` sends no such header.
+    /// Printable ASCII (a header value), at most [`MAX_REQUEST_ID_PREFIX`] bytes.
+    pub request_id_prefix: Option<String>,
 }
+
+/// Longest `request.request_id_prefix`, in bytes.
+pub const MAX_REQUEST_ID_PREFIX: usize = 200;
 
 /// Body fields the harness writes itself, each with the plan key that sets it:
 /// `request.extra_body` may not name them.
@@ -233,6 +241,12 @@ impl RequestSpec {
     pub fn max_tokens_for(&self, entry: Option<u32>) -> u32 {
         let want = entry.unwrap_or(self.output_tokens);
         self.max_output_tokens.map_or(want, |cap| want.min(cap))
+    }
+
+    /// The `x-request-id` value of panel entry `index`: `<prefix><index>`, as vLLM
+    /// bench names its requests; `None` without `request_id_prefix`.
+    pub fn request_id(&self, index: u64) -> Option<String> {
+        self.request_id_prefix.as_ref().map(|p| format!("{p}{index}"))
     }
 
     /// `; extra body fields {..}` when the plan sends any (for summaries), else "".

@@ -244,6 +244,15 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
     let endpoint = endpoint(c, "request.endpoint", r.endpoint.as_deref(), Endpoint::Completions);
     let token_ids = r.token_ids.unwrap_or(true);
     let extra_body = extra_body(c, r.extra_body.unwrap_or_default());
+    if let Some(p) = &r.request_id_prefix {
+        let max = super::types::MAX_REQUEST_ID_PREFIX;
+        if p.len() > max || !p.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            c.err(
+                "request.request_id_prefix",
+                format!("printable ASCII of at most {max} bytes (it starts an `x-request-id` header value)"),
+            );
+        }
+    }
     RequestSpec {
         model: r.model,
         output_tokens,
@@ -253,6 +262,7 @@ fn request(c: &mut Checker, r: RequestFile, dataset: bool) -> RequestSpec {
         endpoint,
         token_ids,
         extra_body,
+        request_id_prefix: r.request_id_prefix,
     }
 }
 

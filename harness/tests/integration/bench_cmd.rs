@@ -431,3 +431,166 @@ fn a_guidellm_sweep_measures_its_anchors_then_sweeps_between_them_and_both_repla
         assert_eq!(v["benchmarks"], 4, "{name}: {v}");
     }
 }
+
+/// The engine serving `model` under its path (as `vllm serve /path/to/model`
+/// serves it), without receipts, on `port`; a context of 512 tokens so that vLLM's
+/// default `--custom-output-len` of 256 fits beside a prompt.
+fn serve_as_path(model: &Path, port: u16) -> std::process::Child {
+    let name = model.display().to_string();
+    let mut argv: Vec<String> = engine_words(model)
+        .into_iter()
+        .map(|w| w.replace("{model}", &name).replace("{host}", "127.0.0.1").replace("{port}", &port.to_string()))
+        .collect();
+    let receipts = argv.iter().position(|w| w == "--receipts").expect("--receipts");
+    argv.drain(receipts..receipts + 2);
+    let len = argv.iter().position(|w| w == "--max-model-len").expect("--max-model-len");
+    argv[len + 1] = "512".into();
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the engine")
+}
+
+/// `harness bench ARGS` in `dir` (where vLLM's relative paths and the default
+/// `reports/bench-<time>` evidence land); the evidence directory it printed.
+fn bench_in(dir: &Path, args: &[String]) -> (Output, Option<std::path::PathBuf>) {
+    let o = Command::new(harness_bin()).arg("bench").args(args).current_dir(dir).output().expect("harness bench");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let ev = stdout.lines().find_map(|l| l.strip_prefix("audit: harness replay ")).map(|p| dir.join(p.trim()));
+    (o, ev)
+}
+
+/// vLLM's documented `vllm bench serve` command lines, the words after `vllm bench
+/// serve` passed to `harness bench` unchanged but for the model (this test's
+/// synthetic model, served under its path), the port (vLLM's examples rely on its
+/// default 8000, or name 9001) and the placeholders for a data file; numbers are
+/// vLLM's own unless a comment says otherwise. Each runs end to end against a
+/// running engine, sends vLLM's request ids (its default `--request-id-prefix`,
+/// drawn once and frozen in the plan, which the engine names its responses after)
+/// and replays clean.
+#[test]
+fn vllm_bench_serves_documented_examples_run_unchanged_against_a_running_server() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let m = model.display().to_string();
+    let port = free_port();
+    let p = port.to_string();
+    let mut server = serve_as_path(&model, port);
+
+    // vLLM docs/cli/README.md, "bench" > "serve" (https://docs.vllm.ai/en/latest/cli/):
+    //     vllm bench serve \
+    //         --model meta-llama/Llama-3.2-1B-Instruct \
+    //         --host server-host \
+    //         --port server-port \
+    //         --random-input-len 32 \
+    //         --random-output-len 4  \
+    //         --num-prompts  5
+    // Its numbers are already small; vLLM's default dataset (random) reads the
+    // model's tokenizer, here the model directory's.
+    let readme = strings(&[
+        "--model",
+        &m,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &p,
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "5",
+    ]);
+    let (first, first_ev) = bench_in(tmp.path(), &readme);
+
+    // vLLM docs/benchmarking/cli.md, "Online Benchmark" (ShareGPT):
+    //     vllm bench serve \
+    //       --backend vllm \
+    //       --model NousResearch/Hermes-3-Llama-3.1-8B \
+    //       --endpoint /v1/completions \
+    //       --dataset-name sharegpt \
+    //       --dataset-path <your data path>/ShareGPT_V3_unfiltered_cleaned_split.json \
+    //       --num-prompts 10
+    // ShareGPT itself is not fetched (offline): twelve conversations in its format.
+    let conversations: Vec<serde_json::Value> = (0..12)
+        .map(|i| {
+            serde_json::json!({"id": format!("c{i}"), "conversations": [
+                {"from": "human", "value": format!("Question {i}: when shall we three meet again?")},
+                {"from": "gpt", "value": format!("Answer {i}: when the hurly-burly's done.")},
+            ]})
+        })
+        .collect();
+    let data = tmp.path().join("ShareGPT_V3_unfiltered_cleaned_split.json");
+    std::fs::write(&data, serde_json::to_vec(&conversations).unwrap()).unwrap();
+    let mut online = strings(&["--backend", "vllm", "--model", &m, "--endpoint", "/v1/completions"]);
+    online.extend(strings(&["--dataset-name", "sharegpt", "--dataset-path", &data.display().to_string()]));
+    online.extend(strings(&["--num-prompts", "10", "--port", &p]));
+    let (second, second_ev) = bench_in(tmp.path(), &online);
+
+    // vLLM docs/benchmarking/cli.md, "Custom Dataset", with its data.jsonl:
+    //     {"prompt": "What is the capital of India?"}
+    //     {"prompt": "What is the capital of Iran?"}
+    //     {"prompt": "What is the capital of China?"}
+    //     vllm bench serve --port 9001 --save-result --save-detailed \
+    //       --backend vllm \
+    //       --model meta-llama/Llama-3.1-8B-Instruct \
+    //       --endpoint /v1/completions \
+    //       --dataset-name custom \
+    //       --dataset-path <path-to-your-data-jsonl> \
+    //       --skip-chat-template \
+    //       --num-prompts 80 \
+    //       --max-concurrency 1 \
+    //       --temperature=0.3 \
+    //       --top-p=0.75 \
+    //       --result-dir "./log/"
+    // --num-prompts 80 becomes 3, the file's lines: vLLM oversamples a short file to
+    // 80, the harness never does (too few entries is an error).
+    let jsonl = tmp.path().join("data.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"prompt\": \"What is the capital of India?\"}\n{\"prompt\": \"What is the capital of Iran?\"}\n{\"prompt\": \"What is the capital of China?\"}\n",
+    )
+    .unwrap();
+    let mut custom = strings(&["--port", &p, "--save-result", "--save-detailed", "--backend", "vllm", "--model", &m]);
+    custom.extend(strings(&["--endpoint", "/v1/completions", "--dataset-name", "custom", "--dataset-path"]));
+    custom.push(jsonl.display().to_string());
+    custom.extend(strings(&["--skip-chat-template", "--num-prompts", "3", "--max-concurrency", "1"]));
+    custom.extend(strings(&["--temperature=0.3", "--top-p=0.75", "--result-dir", "./log/"]));
+    let (third, third_ev) = bench_in(tmp.path(), &custom);
+    let _ = server.kill();
+    let _ = server.wait();
+
+    for (run, n, ev) in [(&first, 5, first_ev), (&second, 10, second_ev), (&third, 3, third_ev)] {
+        let (stdout, stderr) = text(run);
+        assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+        assert!(stdout.contains(&format!("Successful requests:                     {n}")), "{stdout}");
+        let ev = ev.as_ref().expect("the evidence directory");
+        // vLLM's default --request-id-prefix, drawn once and frozen in the plan; each
+        // request names its panel entry, and the engine's response id names it.
+        let plan = harness::plan::freeze(std::fs::read(ev.join("plan.toml")).unwrap()).unwrap().plan;
+        let prefix = plan.request.request_id_prefix.clone().expect("request_id_prefix");
+        assert!(prefix.starts_with("bench-") && prefix.len() == 15 && prefix.ends_with('-'), "{prefix}");
+        let cell = &plan.resolved_cells().unwrap()[0].name;
+        let records = read_records(&ev.join(format!("raw/b0/server/{cell}.requests.jsonl")));
+        assert_eq!(records.len(), n);
+        for r in &records {
+            let id = r.server_request_id.as_deref().unwrap_or_default();
+            assert!(id.starts_with(&format!("cmpl-{prefix}{}-", r.prompt)), "{id} for entry {}", r.prompt);
+        }
+        replay_ok(ev);
+    }
+    // --save-result --save-detailed --result-dir "./log/": one vLLM result file,
+    // relative to where the command ran, with vLLM's detailed keys.
+    let log = tmp.path().join("log");
+    let saved: Vec<_> = std::fs::read_dir(&log).expect("./log/").map(|e| e.unwrap().path()).collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let v = read_json(&saved[0]);
+    assert_eq!(
+        (v["backend"].as_str(), v["label"].as_str(), v["completed"].as_u64(), v["max_concurrency"].as_u64()),
+        (Some("vllm"), Some("vllm"), Some(3), Some(1)),
+        "{v}"
+    );
+    assert!(v["ttfts"].as_array().is_some_and(|t| t.len() == 3), "--save-detailed: {v}");
+}

@@ -193,3 +193,166 @@ fn refused_aiperf_flags_exit_2_and_write_nothing() {
     let unused: PathBuf = tmp.path().join("nothing");
     assert!(!unused.exists());
 }
+
+/// AIPerf's documented `aiperf profile` command lines, the words after `aiperf
+/// profile` passed to `harness profile` unchanged but for the model (`synth`), the
+/// URL (this test's server) and the request count (small, to keep CI short), run in
+/// a scratch folder as a user would (AIPerf's default `artifacts/...` directory
+/// lands there). What runs is loaded by AIPerf's own models; the examples that send
+/// synthetic prompts to the chat endpoint are refused today (exit 2, the reason,
+/// nothing written): the harness's synthetic prompts are token IDs for
+/// `/v1/completions`, and a chat body needs text messages.
+#[test]
+fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let port = free_port();
+    // A context of 512: the completions example's prompts (64 +- 4 tokens, to 104)
+    // and outputs (128 +- 4, to 168) do not fit in the usual 256.
+    let argv: Vec<String> = serve_argv(&model, &["--kv-format", "f16"], &[])
+        .into_iter()
+        .map(|w| w.replace("{model}", "synth").replace("{host}", "127.0.0.1").replace("{port}", &port.to_string()))
+        .collect();
+    let receipts = argv.iter().position(|w| w == "--receipts").expect("--receipts");
+    let mut argv: Vec<String> = argv[..receipts].iter().chain(&argv[receipts + 2..]).cloned().collect();
+    let len = argv.iter().position(|w| w == "--max-model-len").expect("--max-model-len");
+    argv[len + 1] = "512".into();
+    let mut server = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the engine");
+    wait_up(port);
+    let url = format!("127.0.0.1:{port}");
+    let run = |args: &[&str]| {
+        Command::new(harness_bin()).arg("profile").args(args).current_dir(tmp.path()).output().expect("profile")
+    };
+
+    // AIPerf docs/tutorials/openai-text-endpoints.md, "Profile Completions API" >
+    // "Profile with synthetic inputs":
+    //     aiperf profile \
+    //         --model Qwen/Qwen3-0.6B \
+    //         --endpoint-type completions \
+    //         --endpoint /v1/completions \
+    //         --synthetic-input-tokens-mean 64 \
+    //         --synthetic-input-tokens-stddev 4 \
+    //         --output-tokens-mean 128 \
+    //         --output-tokens-stddev 4 \
+    //         --url localhost:8000 \
+    //         --request-count 32
+    // --request-count 32 becomes 4.
+    let completions = run(&[
+        "--model",
+        "synth",
+        "--endpoint-type",
+        "completions",
+        "--endpoint",
+        "/v1/completions",
+        "--synthetic-input-tokens-mean",
+        "64",
+        "--synthetic-input-tokens-stddev",
+        "4",
+        "--output-tokens-mean",
+        "128",
+        "--output-tokens-stddev",
+        "4",
+        "--url",
+        &url,
+        "--request-count",
+        "4",
+    ]);
+
+    // AIPerf README.md, "Example with Custom Configuration":
+    //     aiperf profile \
+    //       --model Qwen/Qwen3-0.6B \
+    //       --url http://localhost:8000 \
+    //       --endpoint-type chat \
+    //       --concurrency 10 \
+    //       --request-count 100 \
+    //       --streaming
+    // --concurrency 10 and --request-count 100 become 2 and 4.
+    let http = format!("http://{url}");
+    let readme = run(&[
+        "--model",
+        "synth",
+        "--url",
+        &http,
+        "--endpoint-type",
+        "chat",
+        "--concurrency",
+        "2",
+        "--request-count",
+        "4",
+        "--streaming",
+    ]);
+    // AIPerf docs/tutorials/request-rate-concurrency.md, "Poisson Mode: Natural
+    // Traffic Patterns":
+    //     aiperf profile \
+    //         --model Qwen/Qwen3-0.6B \
+    //         --endpoint-type chat \
+    //         --endpoint /v1/chat/completions \
+    //         --streaming \
+    //         --url localhost:8000 \
+    //         --concurrency 100 \
+    //         --request-rate 200 \
+    //         --request-rate-mode poisson \
+    //         --random-seed 42 \
+    //         --request-count 500 \
+    //         --synthetic-input-tokens-mean 500 \
+    //         --output-tokens-mean 200
+    // --concurrency 100, --request-count 500 and the lengths become 2, 4, 32 and 8.
+    let poisson = run(&[
+        "--model",
+        "synth",
+        "--endpoint-type",
+        "chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--streaming",
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--request-rate",
+        "200",
+        "--request-rate-mode",
+        "poisson",
+        "--random-seed",
+        "42",
+        "--request-count",
+        "4",
+        "--synthetic-input-tokens-mean",
+        "32",
+        "--output-tokens-mean",
+        "8",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let (stdout, stderr) = text(&completions);
+    assert!(completions.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("wrote ").filter(|p| p.ends_with("profile_export_aiperf.json")))
+        .map(|p| tmp.path().join(p.trim()))
+        .unwrap_or_else(|| panic!("no profile_export_aiperf.json written:\n{stdout}"));
+    let art = json.parent().expect("the artifact directory");
+    assert!(art.starts_with(tmp.path().join("artifacts")), "AIPerf's default artifact directory: {}", art.display());
+    let v = aiperf_reads(art);
+    assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(4), Some(0)), "{v}");
+    let ev = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("audit: harness replay "))
+        .map(|p| tmp.path().join(p.trim()))
+        .unwrap_or_else(|| panic!("no evidence directory:\n{stdout}"));
+    replay_ok(&ev);
+
+    for (o, name) in [(&readme, "README"), (&poisson, "Poisson")] {
+        let (stdout, stderr) = text(o);
+        assert_eq!(o.status.code(), Some(2), "{name}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains("--endpoint-type chat with synthetic prompts: refused"), "{name}: {stderr}");
+    }
+    let artifacts: Vec<_> = std::fs::read_dir(tmp.path().join("artifacts")).unwrap().collect();
+    assert_eq!(artifacts.len(), 1, "the refused examples wrote nothing");
+}

@@ -395,6 +395,12 @@ pub struct BenchArgs {
     /// vLLM's `--metric-percentiles` (default 99).
     #[arg(long = "metric-percentiles")]
     pub metric_percentiles: Option<String>,
+    /// vLLM's `--request-id-prefix` (default `bench-<8 random hex digits>-`, drawn
+    /// when the plan is written and frozen in it): every timed request sends
+    /// `x-request-id: <prefix><index>`. `harness profile` and `harness benchmark`
+    /// send none.
+    #[arg(long = "request-id-prefix")]
+    pub request_id_prefix: Option<String>,
     /// vLLM's flags that the harness refuses, each with its reason.
     #[command(flatten)]
     pub refused: refused::RefusedFlags,
@@ -538,6 +544,19 @@ pub fn discover_model(args: &BenchArgs) -> Result<BenchArgs, BenchError> {
     let mut out = args.clone();
     out.model = Some(id.to_string());
     Ok(out)
+}
+
+/// `args` with vLLM bench's default `--request-id-prefix` filled in when it is not
+/// given: `bench-<8 hex digits>-`, as vLLM draws it (`uuid4().hex[:8]`, 32 random
+/// bits), drawn here once so that the plan states the concrete prefix and a replay
+/// or rerun of the plan sends the same ids. For `harness bench` only (vLLM always
+/// sends request ids; the other front doors' peers differ).
+pub fn with_vllm_request_ids(args: &BenchArgs) -> BenchArgs {
+    let mut out = args.clone();
+    if out.request_id_prefix.is_none() {
+        out.request_id_prefix = Some(format!("bench-{:08x}-", rand::random::<u32>()));
+    }
+    out
 }
 
 /// A refused vLLM flag, as bad input naming it and why (before anything is sent).

@@ -130,6 +130,14 @@ fn check_flags(a: &BenchArgs) -> Result<(), BenchError> {
     {
         return Err(bad(format!("--burstiness: must be a positive number (1.0 is Poisson), got {b}")));
     }
+    let max = crate::plan::MAX_REQUEST_ID_PREFIX;
+    if let Some(p) = &a.request_id_prefix
+        && (p.len() > max || !p.bytes().all(|b| (0x20..0x7f).contains(&b)))
+    {
+        return Err(bad(format!(
+            "--request-id-prefix: printable ASCII of at most {max} bytes (it starts an `x-request-id` header value)"
+        )));
+    }
 
     Ok(())
 }
@@ -385,9 +393,11 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     let model = a.served_model_name.as_deref().or(a.model.as_deref()).unwrap_or_default();
     let endpoint = if chat(a) { "endpoint = \"chat\"\n" } else { "" };
     let token_ids = if a.no_token_ids { "token_ids = false\n" } else { "" };
+    let request_ids =
+        a.request_id_prefix.as_ref().map(|p| format!("request_id_prefix = {}\n", quote(p))).unwrap_or_default();
     let _ = write!(
         t,
-        "[request]\nmodel = {}\noutput = \"{output}\"\n{request}temperature = {temperature:?}\n{endpoint}{token_ids}{extra_body}\n",
+        "[request]\nmodel = {}\noutput = \"{output}\"\n{request}temperature = {temperature:?}\n{endpoint}{token_ids}{request_ids}{extra_body}\n",
         quote(model),
     );
     t.push_str("[prompts]\n");

@@ -37,7 +37,6 @@ pub const VLLM_REFUSED: &[Refusal] = &[
         "vLLM's torch profiler (POST /start_profile, /stop_profile): the engine has no profiler endpoints; guidellm's --profile is `harness benchmark --profile`",
     ),
     r("--self-timed", "only with --dataset-name timed_trace, which is refused"),
-    r("--request-id-prefix", "the harness sends no request ids"),
     r("--lora-modules", "LoRA adapters: the engine serves none"),
     r("--lora-assignment", "LoRA adapters: the engine serves none"),
     r(

@@ -55,9 +55,14 @@ pub fn save_results(a: &BenchArgs, evidence: &Path) -> Result<Vec<PathBuf>, Benc
         else {
             continue;
         };
-        if let Some(label) = &a.label {
-            result.label = label.clone();
+        // vLLM: `backend` and `endpoint_type` are `--backend` as given (the
+        // export's are the route's name, vLLM's default `openai` or `openai-chat`),
+        // and `label` is `--label or --backend`.
+        if let Some(backend) = &a.backend {
+            result.backend = backend.clone();
+            result.endpoint_type = backend.clone();
         }
+        result.label = a.label.clone().unwrap_or_else(|| result.backend.clone());
         let path = dir.join(file_name(a, &result, &c.cell, cells.len()));
         // vLLM's --metadata: extra top-level string keys.
         let mut value = serde_json::to_value(&result).unwrap_or_default();

@@ -768,3 +768,27 @@ fn burstgpt_and_prefix_repetition_map_onto_vllms_panels() {
     let e = error(&joined(&base, &["--dataset-name", "prefix_repetition", "--dataset-path", "x"]));
     assert!(e.contains("reads no file"), "{e}");
 }
+
+/// vLLM's `--request-id-prefix`: the plan's `request.request_id_prefix`, so the
+/// frozen plan states the ids sent; `harness bench` draws vLLM's default
+/// (`bench-<8 hex>-`) once, before the plan is written; a bad prefix names the flag.
+#[test]
+fn the_request_id_prefix_is_a_plan_key_with_vllms_default_drawn_once() {
+    let base = ["--url", "http://127.0.0.1:9", "--model", "m", "--request-rate", "2"];
+    let p = prepared(&joined(&base, &["--request-id-prefix", "run7-"]));
+    assert!(p.text.contains("\nrequest_id_prefix = \"run7-\"\n"), "{}", p.text);
+    assert_eq!(p.frozen.plan.request.request_id(3).as_deref(), Some("run7-3"));
+    // The other front doors fill `BenchArgs` without it: no header.
+    assert_eq!(prepared(&base).frozen.plan.request.request_id_prefix, None);
+    let drawn = with_vllm_request_ids(&args(&base));
+    let prefix = drawn.request_id_prefix.clone().unwrap();
+    let hex = prefix.strip_prefix("bench-").and_then(|r| r.strip_suffix('-')).unwrap_or_default();
+    assert!(hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()), "{prefix}");
+    let p = prepare(&drawn, || 1, 0).unwrap();
+    assert!(p.text.contains(&format!("request_id_prefix = \"{prefix}\"")), "{}", p.text);
+    // Given, it is kept; an empty one is vLLM's too (ids "0", "1", ...).
+    let kept = with_vllm_request_ids(&args(&joined(&base, &["--request-id-prefix", ""])));
+    assert_eq!(kept.request_id_prefix.as_deref(), Some(""));
+    let e = error(&joined(&base, &["--request-id-prefix", "caf\u{e9}-"]));
+    assert!(e.starts_with("--request-id-prefix: printable ASCII"), "{e}");
+}

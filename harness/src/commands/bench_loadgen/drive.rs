@@ -181,7 +181,12 @@ impl Driver {
     /// pre-warmed before the first timed send.
     async fn drive(&self, spec: &RateSpec, name: &str, count: u64) -> Result<(Vec<RequestRecord>, usize), BenchError> {
         let entries: Vec<TraceEntry> = schedule(&RateSpec { count, ..spec.clone() }, name);
-        let fixed = [PreparedRequest { body: body(spec), prompt_tokens: spec.prompt_tokens, max_tokens: spec.chunks }];
+        let fixed = [PreparedRequest {
+            body: body(spec),
+            prompt_tokens: spec.prompt_tokens,
+            max_tokens: spec.chunks,
+            request_id: None,
+        }];
         let bodies: &[PreparedRequest] = spec.panel.as_deref().unwrap_or(&fixed);
         let ctx = RequestCtx {
             client: self.client.clone(),

@@ -75,6 +75,7 @@ pub fn build(
                 body: entry_body(&e.tokens, max_tokens),
                 prompt_tokens: e.tokens.len() as u32,
                 max_tokens,
+                request_id: None,
             }
         })
         .collect();

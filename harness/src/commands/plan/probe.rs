@@ -65,7 +65,7 @@ async fn test_request(inv: &Invocation, plan: &Plan, prompt: &crate::trace::Prom
         (prepared.prompt_tokens, prepared.max_tokens),
         clock.now_ns(),
     );
-    crate::load::execute(&mut rec, prepared.body, &ctx).await;
+    crate::load::execute(&mut rec, prepared.body, prepared.request_id, &ctx).await;
     if let Some(f) = &rec.failure {
         return Err(format!("the study's request body (panel entry {}) failed: {f:?}", prompt.index));
     }
