@@ -35,8 +35,8 @@ pub struct BenchmarkArgs {
     /// guidellm's `--data kind=synthetic_text,prompt_tokens=N,output_tokens=M`.
     #[arg(long)]
     pub data: Vec<String>,
-    /// guidellm's `--output kind=json[,path=P]` or `kind=yaml[,path=P]` (repeatable;
-    /// default benchmarks.json).
+    /// guidellm's `--output kind=json|yaml|csv|html[,path=P]` (repeatable; P a file
+    /// or a directory; default benchmarks.json and benchmarks.csv).
     #[arg(long = "output", alias = "outputs")]
     pub outputs: Vec<String>,
     /// guidellm's `--seed kind=static,value=N` (or just N).
@@ -108,9 +108,31 @@ fn kind_of(m: &Map<String, Value>) -> &str {
     m.get("kind").and_then(Value::as_str).unwrap_or("")
 }
 
+/// The file formats guidellm writes (its `--output kind=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    Json,
+    Yaml,
+    Csv,
+    Html,
+}
+
+impl OutputKind {
+    /// guidellm's file name when `path` is a directory (or not given).
+    pub fn default_file(self) -> &'static str {
+        match self {
+            OutputKind::Json => "benchmarks.json",
+            OutputKind::Yaml => "benchmarks.yaml",
+            OutputKind::Csv => "benchmarks.csv",
+            OutputKind::Html => "benchmarks.html",
+        }
+    }
+}
+
 /// One output file guidellm writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Output {
+    pub kind: OutputKind,
     pub path: PathBuf,
 }
 
@@ -294,45 +316,73 @@ fn data(a: &BenchmarkArgs, b: &mut BenchArgs) -> Result<(), BenchError> {
     }
 }
 
+/// guidellm's `--output kind=json|yaml|csv|html[,path=P]` (repeatable); without
+/// one, guidellm's default: JSON and CSV in the working directory.
 fn outputs(a: &BenchmarkArgs) -> Result<Vec<Output>, BenchError> {
+    let default = |kind: OutputKind| Output { kind, path: PathBuf::from(kind.default_file()) };
     if a.outputs.is_empty() {
-        return Ok(vec![Output { path: PathBuf::from("benchmarks.json") }]);
+        return Ok(vec![default(OutputKind::Json), default(OutputKind::Csv)]);
     }
     let mut out = Vec::new();
     for text in &a.outputs {
         let m = kind::parse("--output", text).map_err(bad)?;
         only_keys("--output", &m, &["path"])?;
-        let default = match kind_of(&m) {
-            "json" => "benchmarks.json",
-            "yaml" => "benchmarks.yaml",
+        let kind = match kind_of(&m) {
+            "json" => OutputKind::Json,
+            "yaml" => OutputKind::Yaml,
+            "csv" => OutputKind::Csv,
+            "html" => OutputKind::Html,
+            "console" => {
+                return Err(bad("--output kind=console: refused: the console summary is the harness's own, printed \
+                                 after every run"));
+            }
             other => {
                 return Err(bad(format!(
-                    "--output kind={other}: refused: not written yet (json and yaml are; `guidellm export \
-                     benchmarks.json --output kind={other}` writes it from ours)"
+                    "--output kind={other}: refused: json, yaml, csv and html are written (plot images are not)"
                 )));
             }
         };
-        let path = m.get("path").and_then(Value::as_str).unwrap_or(default);
-        out.push(Output { path: PathBuf::from(path) });
+        let path = match m.get("path") {
+            None => PathBuf::from(kind.default_file()),
+            Some(Value::String(p)) => PathBuf::from(p),
+            Some(other) => return Err(bad(format!("--output kind={}: path must be a path, got {other}", kind_of(&m)))),
+        };
+        out.push(Output { kind, path });
     }
     Ok(out)
 }
 
-/// Writes guidellm's report of the finished study at `evidence` to each output
-/// (the YAML file holds the same document as the JSON one: JSON is YAML 1.2, and
-/// guidellm's loader reads it with PyYAML); returns the paths written.
+/// Where an output goes: its path, or guidellm's file name inside it when it is
+/// a directory.
+fn destination(o: &Output) -> PathBuf {
+    if o.path.is_dir() { o.path.join(o.kind.default_file()) } else { o.path.clone() }
+}
+
+/// Writes guidellm's report of the finished study at `evidence` to each output:
+/// JSON and YAML (the YAML file holds the same document as the JSON one: JSON is
+/// YAML 1.2, and guidellm's loader reads it with PyYAML), CSV
+/// (`export::guidellm_csv`) and HTML (`export::guidellm_html`), each from the same
+/// report; returns the paths written.
 pub fn write_outputs(outputs: &[Output], evidence: &Path) -> Result<Vec<PathBuf>, BenchError> {
     let export = |e: crate::export::ExportError| BenchError::Save { why: e.to_string() };
     let plan = crate::export::read_plan(evidence).map_err(export)?;
     let cells = crate::export::read_cells(evidence, &plan).map_err(export)?;
     let report =
         crate::export::guidellm_report(&plan.plan, &plan.sha256, &cells, crate::export::started_unix_ms(evidence));
-    let text = serde_json::to_string_pretty(&report).unwrap_or_default() + "\n";
     let mut written = Vec::new();
     for o in outputs {
-        crate::evidence::write_atomic(&o.path, text.as_bytes())
-            .map_err(|e| BenchError::Io { path: o.path.clone(), error: std::io::Error::other(e.to_string()) })?;
-        written.push(o.path.clone());
+        let text = match o.kind {
+            OutputKind::Json | OutputKind::Yaml => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+            OutputKind::Csv => crate::export::guidellm_csv(&report),
+            OutputKind::Html => crate::export::guidellm_html(&report),
+        };
+        let path = destination(o);
+        let io = |e: std::io::Error| BenchError::Io { path: path.clone(), error: e };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        crate::evidence::write_atomic(&path, text.as_bytes()).map_err(io)?;
+        written.push(path);
     }
     Ok(written)
 }
