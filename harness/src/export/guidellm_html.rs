@@ -2,7 +2,7 @@
 //! guidellm/benchmark/outputs/html.py) written from our guidellm report: its
 //! report view (`build_report_view`: a row per benchmark, the header, the detail
 //! tables) as the JSON `json.dumps(view, ensure_ascii=False)` writes, filled into
-//! guidellm's own template, CSS and JavaScript (assets/guidellm-html, copied
+//! guidellm's own template, CSS and JavaScript (harness/assets/guidellm-html, copied
 //! unchanged from the wheel) as `render_html_report` fills them, with the static
 //! KPI and summary-table text for readers without JavaScript. Owns the view's
 //! layout; every number is the report's.
@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use super::pyfmt::{self, Dumps, Py};
 
-const TEMPLATE: &str = include_str!("../../../assets/guidellm-html/template.html");
-const CSS: &str = include_str!("../../../assets/guidellm-html/report.css");
-const JS: &str = include_str!("../../../assets/guidellm-html/report.js");
+const TEMPLATE: &str = include_str!("../../assets/guidellm-html/template.html");
+const CSS: &str = include_str!("../../assets/guidellm-html/report.css");
+const JS: &str = include_str!("../../assets/guidellm-html/report.js");
 
 const MODALITIES: &[(&str, &[(&str, &str)])] = &[
     ("text", &[("tokens", "Tokens"), ("words", "Words"), ("characters", "Characters")]),
