@@ -200,6 +200,7 @@ mod tests {
 
     /// Each printed by `python3 -c 'print(repr(x))'`.
     #[test]
+    #[allow(clippy::excessive_precision)] // the exact binary value of a tie, on purpose
     fn floats_read_as_python_prints_them() {
         for (x, want) in [
             (0.0, "0.0"),
