@@ -190,7 +190,7 @@ fn refused_options_and_bad_values_name_the_option_and_why() {
     assert!(other("kind=vllm_python").contains("only openai_http"));
     assert!(other("kind=openai_http,target=http://x,api_key=sk").contains("key \"api_key\" is refused"));
     assert!(other("kind=openai_http,target=http://x,request_format=/v1/embeddings").contains("refused"));
-    let a = Cli::try_parse_from(["benchmark", "--backend", BACKEND, "--data", "kind=json_file,path=x.json"]).unwrap();
+    let a = Cli::try_parse_from(["benchmark", "--backend", BACKEND, "--data", "kind=hf,path=org/set"]).unwrap();
     let e = translate(&a.args, Defaults::try_parse_from(["bench"]).unwrap().bench).unwrap_err().to_string();
-    assert!(e.contains("--data kind=json_file: refused"), "{e}");
+    assert!(e.contains("--data kind=hf: refused: a Hugging Face dataset needs the hub"), "{e}");
 }
