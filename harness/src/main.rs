@@ -405,7 +405,14 @@ fn benchmark(args: &harness::commands::benchmark::BenchmarkArgs) -> Result<bool>
         bench: BenchArgs,
     }
     let defaults = Defaults::try_parse_from(["bench"]).map_err(Failure::other)?.bench;
-    let t = harness::commands::benchmark::translate(args, defaults)?;
+    let mut t = harness::commands::benchmark::translate(args, defaults)?;
+    if t.data.is_some() && t.bench.out.is_none() {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        t.bench.out = Some(harness::commands::bench::default_out(Path::new("reports"), now));
+    }
+    if let Some(p) = harness::commands::benchmark::freeze_data(&mut t)? {
+        println!("wrote {} (the file dataset's requests, named by the plan)", p.display());
+    }
     let (ok, evidence) = bench_study(&t.bench)?;
     if ok && let Some(dir) = evidence {
         for p in harness::commands::benchmark::write_outputs(&t.outputs, &dir)? {

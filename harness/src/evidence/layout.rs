@@ -16,6 +16,10 @@
 pub const PLAN_FILE: &str = "plan.toml";
 /// With `[sequential]`: every look, verdict and stop, at the evidence root.
 pub const SEQUENTIAL_FILE: &str = "sequential.json";
+/// The end of the name of a file dataset's requests lines that `harness benchmark`
+/// writes beside (outside) an evidence directory, `<dir>.requests.jsonl`: the plan
+/// names it, the run copies its panel into `inputs/`.
+pub const BESIDE_REQUESTS_SUFFIX: &str = ".requests.jsonl";
 /// `harness compare`'s report for a reader, beside `compare.json`.
 pub const COMPARE_REPORT_FILE: &str = "compare.md";
 

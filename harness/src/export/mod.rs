@@ -13,7 +13,10 @@
 mod aiperf;
 mod aiperf_metrics;
 mod guidellm;
+mod guidellm_csv;
+mod guidellm_html;
 mod guidellm_stats;
+mod pyfmt;
 mod stats;
 mod vllm;
 
@@ -32,6 +35,8 @@ pub use aiperf::{
 };
 pub use aiperf_metrics::{RunShape as AiperfRunShape, def as aiperf_metric};
 pub use guidellm::{GUIDELLM_SOURCE, guidellm_report};
+pub use guidellm_csv::guidellm_csv;
+pub use guidellm_html::guidellm_html;
 pub use vllm::{VLLM_BENCH_KEYS, VLLM_SOURCE, VllmBenchResult, vllm_bench_results, vllm_bench_results_with};
 
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,7 @@ mod accept;
 mod all_failed;
 mod arm_diag;
 mod bench_cmd;
+mod benchmark_outputs;
 mod blocking;
 mod bounded_logs;
 mod chat;

@@ -90,8 +90,32 @@ fn guidellm_profiles_constraints_and_data_map_onto_cells() {
     assert_eq!(json.text, poisson.text);
     let t = translated(&["--seed", "kind=static,value=42", "--output", "kind=yaml,path=out/b.yaml"]).unwrap();
     assert_eq!(t.bench.seed, 42);
-    assert_eq!(t.outputs, [Output { path: PathBuf::from("out/b.yaml") }]);
-    assert_eq!(translated(&[]).unwrap().outputs, [Output { path: PathBuf::from("benchmarks.json") }]);
+    assert_eq!(t.outputs, [Output { kind: OutputKind::Yaml, path: PathBuf::from("out/b.yaml") }]);
+}
+
+/// guidellm's outputs: without `--output`, its default JSON and CSV in the working
+/// directory; each `--output kind=` its own file, guidellm's name by default.
+#[test]
+fn outputs_are_guidellms_kinds_and_default_files() {
+    let out = |kind, path: &str| Output { kind, path: PathBuf::from(path) };
+    assert_eq!(
+        translated(&[]).unwrap().outputs,
+        [out(OutputKind::Json, "benchmarks.json"), out(OutputKind::Csv, "benchmarks.csv")]
+    );
+    let t = translated(&["--output", "kind=csv", "--output", "kind=html,path=r/x.html", "--outputs", "kind=json"]);
+    assert_eq!(
+        t.unwrap().outputs,
+        [
+            out(OutputKind::Csv, "benchmarks.csv"),
+            out(OutputKind::Html, "r/x.html"),
+            out(OutputKind::Json, "benchmarks.json")
+        ]
+    );
+    // A directory gets guidellm's file name inside it.
+    let dir = tempfile::tempdir().unwrap();
+    let o = out(OutputKind::Html, dir.path().to_str().unwrap());
+    assert_eq!(destination(&o), dir.path().join("benchmarks.html"));
+    assert_eq!(destination(&out(OutputKind::Csv, "x/y.csv")), PathBuf::from("x/y.csv"));
 }
 
 /// guidellm's default profile is a sweep: the anchors' plan, then the sweep plan
@@ -143,8 +167,10 @@ fn refused_options_and_bad_values_name_the_option_and_why() {
             &["--constraint", "kind=max_duration,seconds=0", "--profile", "kind=constant,rate=1"],
             "seconds must be positive",
         ),
-        (&["--output", "kind=csv"], "--output kind=csv: refused"),
-        (&["--output", "kind=html"], "--output kind=html: refused"),
+        (&["--output", "kind=plot"], "--output kind=plot: refused"),
+        (&["--output", "kind=console"], "--output kind=console: refused"),
+        (&["--output", "kind=csv,path=1"], "path must be a path"),
+        (&["--output", "kind=csv,sep=;"], "key \"sep\" is refused"),
         (&["--seed", "kind=random"], "--seed kind=random: refused"),
         (&["--config", "chat"], "--config: refused"),
         (&["--label", "env=ci"], "--label: refused"),
@@ -164,7 +190,7 @@ fn refused_options_and_bad_values_name_the_option_and_why() {
     assert!(other("kind=vllm_python").contains("only openai_http"));
     assert!(other("kind=openai_http,target=http://x,api_key=sk").contains("key \"api_key\" is refused"));
     assert!(other("kind=openai_http,target=http://x,request_format=/v1/embeddings").contains("refused"));
-    let a = Cli::try_parse_from(["benchmark", "--backend", BACKEND, "--data", "kind=json_file,path=x.json"]).unwrap();
+    let a = Cli::try_parse_from(["benchmark", "--backend", BACKEND, "--data", "kind=hf,path=org/set"]).unwrap();
     let e = translate(&a.args, Defaults::try_parse_from(["bench"]).unwrap().bench).unwrap_err().to_string();
-    assert!(e.contains("--data kind=json_file: refused"), "{e}");
+    assert!(e.contains("--data kind=hf: refused: a Hugging Face dataset needs the hub"), "{e}");
 }
