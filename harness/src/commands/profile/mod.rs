@@ -364,8 +364,9 @@ fn loads(a: &ProfileArgs, b: &mut BenchArgs) -> Result<(), BenchError> {
 }
 
 /// The prompts: `--input-file` single_turn rows, else AIPerf's synthetic lengths
-/// (text cut from `--texts` with a tokenizer, else random token IDs); whether the
-/// prompts came from a file.
+/// (text cut from `--texts` with a tokenizer, sent on the chat route as one user
+/// message; else random token IDs, completions only); whether the prompts came
+/// from a file.
 fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Result<bool, BenchError> {
     b.ignore_eos = forced;
     if let Some(path) = &a.input_file {
@@ -390,13 +391,6 @@ fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Resu
     }
     if a.custom_dataset_type.is_some() {
         return Err(bad("--custom-dataset-type: needs --input-file"));
-    }
-    if chat {
-        return Err(bad(
-            "--endpoint-type chat with synthetic prompts: refused: the harness's synthetic prompts are token IDs \
-             sent to /v1/completions; give --endpoint-type completions, or an --input-file of single_turn rows \
-             (sent as chat messages)",
-        ));
     }
     let dist = |mean: u32, sd: f64| -> Result<String, BenchError> {
         if !(sd.is_finite() && sd >= 0.0) {
@@ -424,6 +418,14 @@ fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Resu
     if tokenizer.is_some() {
         b.dataset = Dataset::Synthetic;
         b.dataset_path = Some(a.texts.display().to_string());
+    } else if chat {
+        return Err(bad(format!(
+            "--endpoint-type chat with synthetic prompts: refused: no tokenizer resolves (--tokenizer, else --model \
+             {:?} as a tokenizer.json, a directory holding one or a name in the local Hugging Face cache), and \
+             without one the synthetic prompts are token IDs, which a chat message cannot carry; give --tokenizer, \
+             --endpoint-type completions, or an --input-file of single_turn rows",
+            b.model.as_deref().unwrap_or_default()
+        )));
     } else {
         b.dataset = Dataset::RandomIds;
     }
