@@ -359,6 +359,14 @@ fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
         );
         let v = aiperf_reads(art);
         assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(4), Some(0)), "{name}: {v}");
+        // Each request carried an id, as AIPerf's carry their X-Request-ID, and the
+        // records name it (the prefix and the request's panel index).
+        let jsonl = std::fs::read_to_string(art.join("profile_export.jsonl")).expect("profile_export.jsonl");
+        for line in jsonl.lines() {
+            let r: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let id = r["metadata"]["x_request_id"].as_str().unwrap_or_default();
+            assert!(id.starts_with("profile-") && id.len() == "profile-01234567-0".len(), "{name}: {line}");
+        }
         let ev = stdout
             .lines()
             .find_map(|l| l.strip_prefix("audit: harness replay "))

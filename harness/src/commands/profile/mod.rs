@@ -175,6 +175,15 @@ pub struct ProfileArgs {
     pub refused: RefusedFlags<refused::Aiperf>,
 }
 
+/// The `request.request_id_prefix` of a profile's plan: `profile-<8 hex digits>-`,
+/// drawn once here and frozen in the plan (a rerun or replay sends the same ids),
+/// so that every timed request carries an `x-request-id` as AIPerf's carry its
+/// `X-Request-ID` (AIPerf's is a fresh uuid4 per request; here the prefix and the
+/// request's panel index: docs/bench.md).
+fn request_id_prefix() -> String {
+    format!("profile-{:08x}-", rand::random::<u32>())
+}
+
 fn bad(m: impl Into<String>) -> BenchError {
     BenchError::Args(m.into())
 }
@@ -207,6 +216,7 @@ pub fn translate(a: &ProfileArgs, defaults: BenchArgs) -> Result<Translated, Ben
     b.tokenizer = a.tokenizer.clone();
     b.tokenizer_revision = a.tokenizer_revision.clone();
     b.name = "profile".into();
+    b.request_id_prefix = Some(request_id_prefix());
     match a.model.as_slice() {
         [m] => b.model = Some(m.clone()),
         [] => return Err(bad("--model: required (AIPerf's --model-names/-m)")),
@@ -484,6 +494,7 @@ pub fn write_exports(t: &Translated, evidence: &Path, cli: &str) -> Result<(Vec<
             benchmark_id: format!("{}-{}", plan.sha256.get(..12).unwrap_or_default(), cell.cell),
             random_seed: Some(plan.plan.study.seed),
             zero_unix_ns,
+            request_id_prefix: plan.plan.request.request_id_prefix.clone(),
         };
         let files = crate::export::aiperf_files(cell, &info);
         std::fs::create_dir_all(&dir).map_err(|error| BenchError::Io { path: dir.clone(), error })?;

@@ -139,6 +139,9 @@ fn chat_with_synthetic_prompts_is_a_text_panel_when_a_tokenizer_resolves() {
     assert!(text.contains("source = \"synthetic\"") && text.contains("texts = \"assets/texts\""), "{text}");
     assert!(text.contains("endpoint = \"chat\"") && text.contains("tokenizer.json"), "{text}");
     assert_eq!(p.frozen.plan.request.endpoint, crate::plan::Endpoint::Chat);
+    // Every request carries an id, as AIPerf's do: a prefix drawn once, frozen in the plan.
+    let id = p.frozen.plan.request.request_id(3).unwrap();
+    assert!(id.starts_with("profile-") && id.ends_with("-3") && id.len() == "profile-01234567-3".len(), "{id}");
 }
 
 /// A single_turn input file (AIPerf's `text`, `output_length`) is a requests panel
