@@ -43,6 +43,10 @@ pub struct RunInfo {
     pub random_seed: Option<u64>,
     /// The Unix time of the study clock's zero, ns (AIPerf's timestamps are wall clock).
     pub zero_unix_ns: u128,
+    /// The plan's `request.request_id_prefix`: a record's `x_request_id` is then the
+    /// `x-request-id` its request sent (`<prefix><panel index>`, as AIPerf's is the
+    /// `X-Request-ID` it sent); without it, the server's response id.
+    pub request_id_prefix: Option<String>,
 }
 
 /// One run's AIPerf files, as text.
@@ -109,15 +113,17 @@ fn error_details(r: &crate::evidence::request_record::RequestRecord) -> Value {
 }
 
 /// The JSONL line of one record (`MetricRecordInfo`).
-fn jsonl_line(rm: &RecordMetrics, zero: u128, session: u64, closed: bool) -> Value {
+fn jsonl_line(rm: &RecordMetrics, info: &RunInfo, session: u64) -> Value {
+    let (zero, closed) = (info.zero_unix_ns, info.shape.closed_loop);
     let r = rm.record;
     let wall = |ns: u64| zero + u128::from(ns);
     let credit = if closed { r.admitted_ns.unwrap_or(r.intended_ns) } else { r.intended_ns };
     let start = r.send_ns.or(r.dispatch_ns).unwrap_or(r.intended_ns);
     let mut meta = Map::new();
     meta.insert("session_num".into(), session.into());
-    if let Some(id) = &r.server_request_id {
-        meta.insert("x_request_id".into(), id.clone().into());
+    let sent = info.request_id_prefix.as_ref().map(|p| format!("{p}{}", r.prompt));
+    if let Some(id) = sent.or_else(|| r.server_request_id.clone()) {
+        meta.insert("x_request_id".into(), id.into());
     }
     meta.insert("turn_index".into(), r.turn.as_ref().map_or(0, |t| t.turn).into());
     meta.insert("credit_issued_ns".into(), json!(wall(credit) as u64));
@@ -303,7 +309,7 @@ pub fn aiperf_files(cell: &CellRecords, info: &RunInfo) -> AiperfFiles {
     let json = serde_json::to_string_pretty(&Value::Object(doc)).unwrap_or_default();
     let mut jsonl = String::new();
     for (i, rm) in metrics.iter().enumerate() {
-        jsonl.push_str(&jsonl_line(rm, info.zero_unix_ns, i as u64, info.shape.closed_loop).to_string());
+        jsonl.push_str(&jsonl_line(rm, info, i as u64).to_string());
         jsonl.push('\n');
     }
     AiperfFiles {

@@ -278,7 +278,7 @@ extra_body = { chat_template_kwargs = { enable_thinking = false } }
         let plan = crate::plan::parse(&text.replace(random, requests)).unwrap();
         // Chat needs a panel with messages: a random panel is refused.
         let e = crate::plan::parse(&text).unwrap_err().to_string();
-        assert!(e.contains("request.endpoint") && e.contains("\"sharegpt\" or \"requests\""), "{e}");
+        assert!(e.contains("request.endpoint") && e.contains("\"sharegpt\", \"requests\" or \"synthetic\""), "{e}");
         let m = ChatMessage { role: "user".into(), content: "Who's there?".into() };
         let p = Prompt { max_tokens: Some(5), ignore_eos: Some(false), messages: Some(vec![m]), ..prompt(&[9, 9]) };
         let body = String::from_utf8(stream_body(&plan, plan.body_kind(Endpoint::Chat), &p)).unwrap();

@@ -56,7 +56,9 @@ fn a_chat_cell_needs_a_panel_of_text_or_messages() {
     let e = issues(&on_cell(BASE, "open", "endpoint = \"chat\""));
     assert_eq!(
         e,
-        ["cells[1].endpoint: cell \"open\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\""]
+        [
+            "cells[1].endpoint: cell \"open\" sends chat messages: prompts.source must be \"sharegpt\", \"requests\" or \"synthetic\" cut from texts"
+        ]
     );
     // Every cell back on completions: a chat default nobody takes is not judged.
     let text = on_cell(
@@ -77,7 +79,9 @@ fn a_chat_cell_needs_a_panel_of_text_or_messages() {
     );
     assert_eq!(
         issues(&text),
-        ["request.endpoint: \"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\""]
+        [
+            "request.endpoint: \"chat\" sends chat messages: prompts.source must be \"sharegpt\", \"requests\" or \"synthetic\" cut from texts"
+        ]
     );
     let e = issues(&on_cell(&dataset(""), "closed", "endpoint = \"grpc\""));
     assert_eq!(e, ["cells[0].endpoint: unknown value \"grpc\" (use \"completions\" or \"chat\")"]);

@@ -447,6 +447,16 @@ impl PanelSource {
         )
     }
 
+    /// Whether its entries can be sent as chat messages (each has text): `sharegpt`,
+    /// `requests`, and `synthetic` cut from texts.
+    pub fn has_chat_text(&self) -> bool {
+        match self {
+            PanelSource::ShareGpt(_) | PanelSource::Requests { .. } => true,
+            PanelSource::Synthetic(s) => matches!(s.tokens, SyntheticTokens::Text { .. }),
+            _ => false,
+        }
+    }
+
     /// The tokenizer.json this source encodes text with, if any.
     pub fn tokenizer(&self) -> Option<&str> {
         match self {

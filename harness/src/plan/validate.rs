@@ -88,6 +88,10 @@ impl Checker {
     }
 }
 
+/// Why a panel cannot go to the chat route.
+pub(super) const CHAT_SOURCES: &str =
+    "prompts.source must be \"sharegpt\", \"requests\" or \"synthetic\" cut from texts";
+
 /// Validates a parsed plan file. With `check_derived` false the `[derived]` table is
 /// ignored (used by `derive`, which replaces it).
 pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, PlanError> {
@@ -99,10 +103,10 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
         matches!(file.prompts.source.as_str(), "sharegpt" | "requests" | "synthetic" | "shared_prefix" | "vllm_random")
             || super::validate_vllm_panel::is_vllm_legacy_source(&file.prompts.source);
     let request = request(&mut c, file.request, dataset);
-    let chat_source = matches!(file.prompts.source.as_str(), "sharegpt" | "requests");
     let session_panel = file.prompts.max_turns.is_some();
     let arms = validate_arms::arms(&mut c, file.arms);
     let prompts = validate_arms::prompts(&mut c, file.prompts, &arms);
+    let chat_source = prompts.source.has_chat_text();
     let warmup = warmup(&mut c, file.warmup, &prompts, request.output_tokens);
     let timing = timing(&mut c, file.timing);
     let derive = validate_cells::derive(&mut c, file.derive, file.pilots.is_some());
@@ -110,10 +114,7 @@ pub(super) fn validate(file: PlanFile, check_derived: bool) -> Result<Plan, Plan
     // own `endpoint` is judged at that cell.
     if file.cells.iter().any(|f| f.endpoint.is_none()) || file.cells.is_empty() || file.pilots.is_some() {
         if request.endpoint == Endpoint::Chat && !chat_source {
-            c.err(
-                "request.endpoint",
-                "\"chat\" sends chat messages: prompts.source must be \"sharegpt\" or \"requests\"",
-            );
+            c.err("request.endpoint", format!("\"chat\" sends chat messages: {CHAT_SOURCES}"));
         }
         if session_panel && request.endpoint != Endpoint::Chat {
             c.err(

@@ -83,7 +83,7 @@ pub(super) fn derive(c: &mut Checker, d: Option<DeriveFile>, in_study_pilots: bo
 pub(super) struct Routes {
     /// `request.endpoint`: a cell's endpoint when it names none.
     pub default: Endpoint,
-    /// The panel can be sent as chat messages (`sharegpt` or `requests`).
+    /// The panel can be sent as chat messages (`PanelSource::has_chat_text`).
     pub chat_source: bool,
     /// A session panel (`prompts.max_turns`): chat only.
     pub session_panel: bool,
@@ -95,7 +95,7 @@ pub(super) struct Routes {
 fn cell_endpoint(c: &mut Checker, key: &str, name: &str, v: Option<&str>, r: Routes) -> Endpoint {
     let e = super::validate::endpoint(c, key, v, r.default);
     if v.is_some() && e == Endpoint::Chat && !r.chat_source {
-        c.err(key, format!("cell {name:?} sends chat messages: prompts.source must be \"sharegpt\" or \"requests\""));
+        c.err(key, format!("cell {name:?} sends chat messages: {}", super::validate::CHAT_SOURCES));
     }
     if v.is_some() && e == Endpoint::Completions && r.session_panel {
         c.err(

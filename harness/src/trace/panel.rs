@@ -291,7 +291,7 @@ fn dataset_panel(plan: &Plan, base: &Path, encoder: Option<&dyn Encoder>) -> Res
         }
         PanelSource::Synthetic(y) => match &y.tokens {
             SyntheticTokens::Text { texts, tokenizer, .. } => {
-                sources::synthetic(y, &base.join(texts), need(tokenizer)?, seed, n)?
+                sources::synthetic(y, &base.join(texts), need(tokenizer)?, seed, n, chat)?
             }
             SyntheticTokens::Random { .. } => sources::synthetic_random(y, seed, n),
         },

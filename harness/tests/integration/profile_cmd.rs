@@ -195,28 +195,36 @@ fn refused_aiperf_flags_exit_2_and_write_nothing() {
 }
 
 /// AIPerf's documented `aiperf profile` command lines, the words after `aiperf
-/// profile` passed to `harness profile` unchanged but for the model (`synth`), the
-/// URL (this test's server) and the request count (small, to keep CI short), run in
-/// a scratch folder as a user would (AIPerf's default `artifacts/...` directory
-/// lands there). What runs is loaded by AIPerf's own models; the examples that send
-/// synthetic prompts to the chat endpoint are refused today (exit 2, the reason,
-/// nothing written): the harness's synthetic prompts are token IDs for
-/// `/v1/completions`, and a chat body needs text messages.
+/// profile` passed to `harness profile` unchanged but for the model (this test's
+/// synthetic model, served under its path: a local directory holding its
+/// tokenizer.json, as AIPerf would load the named model's tokenizer from the hub),
+/// the URL (this test's server) and the counts and lengths (small, to keep CI
+/// short), run in a scratch folder as a user would (AIPerf's default
+/// `artifacts/...` directory lands there, and the prompts are cut from its
+/// `assets/texts`). Each runs end to end, its files load in AIPerf's own models and
+/// its evidence replays clean. The chat examples send their synthetic prompts as
+/// text, one user message each; without a tokenizer (a model name that is not a
+/// local one) they are refused (exit 2, the reason, nothing written).
 #[test]
 fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let model = synth_model(tmp.path());
+    let m = model.display().to_string();
+    scratch_texts(tmp.path());
     let port = free_port();
-    // A context of 512: the completions example's prompts (64 +- 4 tokens, to 104)
-    // and outputs (128 +- 4, to 168) do not fit in the usual 256.
+    // A context of 4096 and prefills as long: the README example's prompts are
+    // AIPerf's default 550 tokens (plus the chat template's) and, with no --osl,
+    // each request asks for up to 2048 (`UNSET_OSL_CAP`).
     let argv: Vec<String> = serve_argv(&model, &["--kv-format", "f16"], &[])
         .into_iter()
-        .map(|w| w.replace("{model}", "synth").replace("{host}", "127.0.0.1").replace("{port}", &port.to_string()))
+        .map(|w| w.replace("{model}", &m).replace("{host}", "127.0.0.1").replace("{port}", &port.to_string()))
         .collect();
     let receipts = argv.iter().position(|w| w == "--receipts").expect("--receipts");
     let mut argv: Vec<String> = argv[..receipts].iter().chain(&argv[receipts + 2..]).cloned().collect();
-    let len = argv.iter().position(|w| w == "--max-model-len").expect("--max-model-len");
-    argv[len + 1] = "512".into();
+    for flag in ["--max-model-len", "--max-num-batched-tokens"] {
+        let at = argv.iter().position(|w| w == flag).expect(flag);
+        argv[at + 1] = "4096".into();
+    }
     let mut server = Command::new(&argv[0])
         .args(&argv[1..])
         .stdout(std::process::Stdio::null())
@@ -244,7 +252,7 @@ fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
     // --request-count 32 becomes 4.
     let completions = run(&[
         "--model",
-        "synth",
+        &m,
         "--endpoint-type",
         "completions",
         "--endpoint",
@@ -273,19 +281,22 @@ fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
     //       --streaming
     // --concurrency 10 and --request-count 100 become 2 and 4.
     let http = format!("http://{url}");
-    let readme = run(&[
-        "--model",
-        "synth",
-        "--url",
-        &http,
-        "--endpoint-type",
-        "chat",
-        "--concurrency",
-        "2",
-        "--request-count",
-        "4",
-        "--streaming",
-    ]);
+    let readme_of = |model: &str| {
+        run(&[
+            "--model",
+            model,
+            "--url",
+            &http,
+            "--endpoint-type",
+            "chat",
+            "--concurrency",
+            "2",
+            "--request-count",
+            "4",
+            "--streaming",
+        ])
+    };
+    let readme = readme_of(&m);
     // AIPerf docs/tutorials/request-rate-concurrency.md, "Poisson Mode: Natural
     // Traffic Patterns":
     //     aiperf profile \
@@ -304,7 +315,7 @@ fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
     // --concurrency 100, --request-count 500 and the lengths become 2, 4, 32 and 8.
     let poisson = run(&[
         "--model",
-        "synth",
+        &m,
         "--endpoint-type",
         "chat",
         "--endpoint",
@@ -327,32 +338,58 @@ fn aiperf_documented_examples_run_unchanged_or_are_refused_with_the_reason() {
         "--output-tokens-mean",
         "8",
     ]);
+    // The README example as written (a hub name, no local tokenizer): refused.
+    let hub = readme_of("Qwen/Qwen3-0.6B");
     let _ = server.kill();
     let _ = server.wait();
 
-    let (stdout, stderr) = text(&completions);
-    assert!(completions.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let json = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("wrote ").filter(|p| p.ends_with("profile_export_aiperf.json")))
-        .map(|p| tmp.path().join(p.trim()))
-        .unwrap_or_else(|| panic!("no profile_export_aiperf.json written:\n{stdout}"));
-    let art = json.parent().expect("the artifact directory");
-    assert!(art.starts_with(tmp.path().join("artifacts")), "AIPerf's default artifact directory: {}", art.display());
-    let v = aiperf_reads(art);
-    assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(4), Some(0)), "{v}");
-    let ev = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("audit: harness replay "))
-        .map(|p| tmp.path().join(p.trim()))
-        .unwrap_or_else(|| panic!("no evidence directory:\n{stdout}"));
-    replay_ok(&ev);
-
-    for (o, name) in [(&readme, "README"), (&poisson, "Poisson")] {
+    for (o, name) in [(&completions, "completions"), (&readme, "README"), (&poisson, "Poisson")] {
         let (stdout, stderr) = text(o);
-        assert_eq!(o.status.code(), Some(2), "{name}:\n{stdout}\n{stderr}");
-        assert!(stderr.contains("--endpoint-type chat with synthetic prompts: refused"), "{name}: {stderr}");
+        assert!(o.status.success(), "{name}:\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        let json = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("wrote ").filter(|p| p.ends_with("profile_export_aiperf.json")))
+            .map(|p| tmp.path().join(p.trim()))
+            .unwrap_or_else(|| panic!("{name}: no profile_export_aiperf.json written:\n{stdout}"));
+        let art = json.parent().expect("the artifact directory");
+        assert!(
+            art.starts_with(tmp.path().join("artifacts")),
+            "AIPerf's default artifact directory: {}",
+            art.display()
+        );
+        let v = aiperf_reads(art);
+        assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(4), Some(0)), "{name}: {v}");
+        // Each request carried an id, as AIPerf's carry their X-Request-ID, and the
+        // records name it (the prefix and the request's panel index).
+        let jsonl = std::fs::read_to_string(art.join("profile_export.jsonl")).expect("profile_export.jsonl");
+        for line in jsonl.lines() {
+            let r: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let id = r["metadata"]["x_request_id"].as_str().unwrap_or_default();
+            assert!(id.starts_with("profile-") && id.len() == "profile-01234567-0".len(), "{name}: {line}");
+        }
+        let ev = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("audit: harness replay "))
+            .map(|p| tmp.path().join(p.trim()))
+            .unwrap_or_else(|| panic!("{name}: no evidence directory:\n{stdout}"));
+        replay_ok(&ev);
     }
+
+    let (stdout, stderr) = text(&hub);
+    assert_eq!(hub.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("--endpoint-type chat with synthetic prompts: refused: no tokenizer resolves"), "{stderr}");
     let artifacts: Vec<_> = std::fs::read_dir(tmp.path().join("artifacts")).unwrap().collect();
-    assert_eq!(artifacts.len(), 1, "the refused examples wrote nothing");
+    assert_eq!(artifacts.len(), 3, "the refused example wrote nothing");
+}
+
+/// `dir/assets/texts`, where `harness profile` run in `dir` cuts its synthetic
+/// prompts (`--texts`' default): the project's Macbeth, or any text when
+/// scripts/fetch-assets was not run.
+fn scratch_texts(dir: &Path) {
+    let texts = dir.join("assets/texts");
+    std::fs::create_dir_all(&texts).expect("mkdir assets/texts");
+    let macbeth = workspace().join("assets/texts/macbeth_gut.txt");
+    let text = std::fs::read_to_string(&macbeth)
+        .unwrap_or_else(|_| "When shall we three meet again, in thunder, lightning, or in rain? ".repeat(40));
+    std::fs::write(texts.join("macbeth.txt"), text).expect("write a text");
 }

@@ -397,8 +397,8 @@ pub struct BenchArgs {
     pub metric_percentiles: Option<String>,
     /// vLLM's `--request-id-prefix` (default `bench-<8 random hex digits>-`, drawn
     /// when the plan is written and frozen in it): every timed request sends
-    /// `x-request-id: <prefix><index>`. `harness profile` and `harness benchmark`
-    /// send none.
+    /// `x-request-id: <prefix><index>`. `harness profile` draws its own
+    /// (`profile-<8 hex digits>-`); `harness benchmark` sends none.
     #[arg(long = "request-id-prefix")]
     pub request_id_prefix: Option<String>,
     /// vLLM's flags that the harness refuses, each with its reason.

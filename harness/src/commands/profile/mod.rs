@@ -175,6 +175,15 @@ pub struct ProfileArgs {
     pub refused: RefusedFlags<refused::Aiperf>,
 }
 
+/// The `request.request_id_prefix` of a profile's plan: `profile-<8 hex digits>-`,
+/// drawn once here and frozen in the plan (a rerun or replay sends the same ids),
+/// so that every timed request carries an `x-request-id` as AIPerf's carry its
+/// `X-Request-ID` (AIPerf's is a fresh uuid4 per request; here the prefix and the
+/// request's panel index: docs/bench.md).
+fn request_id_prefix() -> String {
+    format!("profile-{:08x}-", rand::random::<u32>())
+}
+
 fn bad(m: impl Into<String>) -> BenchError {
     BenchError::Args(m.into())
 }
@@ -207,6 +216,7 @@ pub fn translate(a: &ProfileArgs, defaults: BenchArgs) -> Result<Translated, Ben
     b.tokenizer = a.tokenizer.clone();
     b.tokenizer_revision = a.tokenizer_revision.clone();
     b.name = "profile".into();
+    b.request_id_prefix = Some(request_id_prefix());
     match a.model.as_slice() {
         [m] => b.model = Some(m.clone()),
         [] => return Err(bad("--model: required (AIPerf's --model-names/-m)")),
@@ -364,8 +374,9 @@ fn loads(a: &ProfileArgs, b: &mut BenchArgs) -> Result<(), BenchError> {
 }
 
 /// The prompts: `--input-file` single_turn rows, else AIPerf's synthetic lengths
-/// (text cut from `--texts` with a tokenizer, else random token IDs); whether the
-/// prompts came from a file.
+/// (text cut from `--texts` with a tokenizer, sent on the chat route as one user
+/// message; else random token IDs, completions only); whether the prompts came
+/// from a file.
 fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Result<bool, BenchError> {
     b.ignore_eos = forced;
     if let Some(path) = &a.input_file {
@@ -390,13 +401,6 @@ fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Resu
     }
     if a.custom_dataset_type.is_some() {
         return Err(bad("--custom-dataset-type: needs --input-file"));
-    }
-    if chat {
-        return Err(bad(
-            "--endpoint-type chat with synthetic prompts: refused: the harness's synthetic prompts are token IDs \
-             sent to /v1/completions; give --endpoint-type completions, or an --input-file of single_turn rows \
-             (sent as chat messages)",
-        ));
     }
     let dist = |mean: u32, sd: f64| -> Result<String, BenchError> {
         if !(sd.is_finite() && sd >= 0.0) {
@@ -424,6 +428,14 @@ fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Resu
     if tokenizer.is_some() {
         b.dataset = Dataset::Synthetic;
         b.dataset_path = Some(a.texts.display().to_string());
+    } else if chat {
+        return Err(bad(format!(
+            "--endpoint-type chat with synthetic prompts: refused: no tokenizer resolves (--tokenizer, else --model \
+             {:?} as a tokenizer.json, a directory holding one or a name in the local Hugging Face cache), and \
+             without one the synthetic prompts are token IDs, which a chat message cannot carry; give --tokenizer, \
+             --endpoint-type completions, or an --input-file of single_turn rows",
+            b.model.as_deref().unwrap_or_default()
+        )));
     } else {
         b.dataset = Dataset::RandomIds;
     }
@@ -482,6 +494,7 @@ pub fn write_exports(t: &Translated, evidence: &Path, cli: &str) -> Result<(Vec<
             benchmark_id: format!("{}-{}", plan.sha256.get(..12).unwrap_or_default(), cell.cell),
             random_seed: Some(plan.plan.study.seed),
             zero_unix_ns,
+            request_id_prefix: plan.plan.request.request_id_prefix.clone(),
         };
         let files = crate::export::aiperf_files(cell, &info);
         std::fs::create_dir_all(&dir).map_err(|error| BenchError::Io { path: dir.clone(), error })?;

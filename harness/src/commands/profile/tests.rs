@@ -111,7 +111,8 @@ fn aiperf_flags_not_built_are_refused_with_their_reason() {
     assert!(error(&["--reset-kv-cache"]).contains("--reset-kv-cache: refused: a KV-cache reset"));
     assert!(error(&["--public-dataset", "sharegpt"]).contains("Hugging Face hub"));
     assert!(error(&["-f", "x.yaml"]).contains("-f: refused"));
-    assert!(error(&[]).contains("--endpoint-type chat with synthetic prompts: refused"));
+    let e = error(&[]);
+    assert!(e.contains("--endpoint-type chat with synthetic prompts: refused: no tokenizer resolves"), "{e}");
     assert!(error(&["--endpoint-type", "embeddings"]).contains("refused"));
     assert!(error(&["--endpoint-type", "completions", "--goodput", "bogus:1"]).contains("not an AIPerf metric tag"));
     assert!(
@@ -119,6 +120,28 @@ fn aiperf_flags_not_built_are_refused_with_their_reason() {
             .contains("--custom-dataset-type mooncake_trace: refused")
     );
     assert!(error(&["--endpoint-type", "completions", "--extra-inputs", "max_tokens:5"]).contains("give --osl"));
+}
+
+/// AIPerf's default endpoint with synthetic prompts: with a tokenizer (here
+/// `--model`, a local directory holding tokenizer.json, as AIPerf loads the
+/// model's) the synthetic panel is text cut from `--texts`, sent on the chat route.
+#[test]
+fn chat_with_synthetic_prompts_is_a_text_panel_when_a_tokenizer_resolves() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tokenizer.json"), "{}").unwrap();
+    let model = tmp.path().to_str().unwrap();
+    let a = Cli::try_parse_from(["profile", "-m", model, "--url", "127.0.0.1:9", "--streaming", "--isl", "64"])
+        .unwrap()
+        .args;
+    let t = translate(&a, Defaults::try_parse_from(["bench"]).unwrap().bench).unwrap_or_else(|e| panic!("{e}"));
+    let p = prepare(&t.bench, || 1, 0).unwrap_or_else(|e| panic!("{e}"));
+    let text = &p.text;
+    assert!(text.contains("source = \"synthetic\"") && text.contains("texts = \"assets/texts\""), "{text}");
+    assert!(text.contains("endpoint = \"chat\"") && text.contains("tokenizer.json"), "{text}");
+    assert_eq!(p.frozen.plan.request.endpoint, crate::plan::Endpoint::Chat);
+    // Every request carries an id, as AIPerf's do: a prefix drawn once, frozen in the plan.
+    let id = p.frozen.plan.request.request_id(3).unwrap();
+    assert!(id.starts_with("profile-") && id.ends_with("-3") && id.len() == "profile-01234567-3".len(), "{id}");
 }
 
 /// A single_turn input file (AIPerf's `text`, `output_length`) is a requests panel

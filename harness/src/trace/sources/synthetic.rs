@@ -9,6 +9,14 @@
 //! [min, max] (`rand_distr`'s samplers, as pinned in Cargo.lock). Must not
 //! rescale a draw: a clipped draw is the bound.
 //!
+//! For the chat route (`chat`), an entry's cut is also its text, as AIPerf's
+//! synthetic prompts are (`PromptGenerator._decode_to_exact_len`, vLLM's
+//! `gen_prompt_decode_to_target_len`): decoded, re-encoded, and while the
+//! re-encoding is not L tokens cut to L or topped up with the document's next tokens
+//! (wrapping to its start), at most `TEXT_ROUNDS` times; the entry's one user
+//! message is the last text decoded and its tokens that text's encoding (so its
+//! length is L unless the rounds ran out). The draws are the same on both routes.
+//!
 //! With token IDs in place of text (`min_token_id`/`max_token_id`, vLLM bench's
 //! `random` dataset with `--random-range-ratio`): entry i draws its lengths the
 //! same way from the same seed, then its L IDs uniform in min..=max; a prefix of P
@@ -20,7 +28,7 @@ use std::path::Path;
 
 use rand_distr::{Distribution, LogNormal, Normal};
 
-use super::{Entry, seed_of};
+use super::{ChatMessage, Entry, seed_of};
 use crate::plan::seed::{TraceRng, below, rng};
 use crate::plan::{LengthDist, SyntheticSpec, SyntheticTokens};
 use crate::trace::panel::text_docs;
@@ -47,13 +55,18 @@ pub fn draw_length(d: &LengthDist, r: &mut TraceRng) -> u32 {
     }
 }
 
-/// `n` synthetic entries cut from the text files in `dir`.
+/// Decode and re-encode rounds of a chat entry's text (AIPerf's and vLLM's 10).
+const TEXT_ROUNDS: u32 = 10;
+
+/// `n` synthetic entries cut from the text files in `dir`; with `chat`, each also
+/// carries its text as one user message.
 pub fn synthetic(
     spec: &SyntheticSpec,
     dir: &Path,
     enc: &dyn Encoder,
     study_seed: u64,
     n: usize,
+    chat: bool,
 ) -> Result<Vec<Entry>, TraceError> {
     let pattern = match &spec.tokens {
         SyntheticTokens::Text { pattern, .. } => pattern.as_str(),
@@ -84,16 +97,44 @@ pub fn synthetic(
         let d = &docs[eligible[below(&mut r, eligible.len() as u64) as usize]];
         let offset = below(&mut r, (d.tokens.len() - length) as u64 + 1);
         let start = offset as usize;
+        let (tokens, messages) = if chat {
+            let (tokens, content) = text_of_cut(enc, &d.tokens, start, length)
+                .map_err(|message| TraceError::Encode { file: d.name.clone(), message })?;
+            (tokens, Some(vec![ChatMessage { role: "user".into(), content }]))
+        } else {
+            (d.tokens[start..start + length].to_vec(), None)
+        };
         out.push(Entry {
-            tokens: d.tokens[start..start + length].to_vec(),
+            tokens,
             output_tokens: Some(output),
             source: d.name.clone(),
             offset,
-            messages: None,
+            messages,
             next_turns: Vec::new(),
         });
     }
     Ok(out)
+}
+
+/// The text of `doc[start..start + length]` and its encoding, made `length` tokens
+/// long where `TEXT_ROUNDS` rounds allow (see the module doc).
+fn text_of_cut(enc: &dyn Encoder, doc: &[u32], start: usize, length: usize) -> Result<(Vec<u32>, String), String> {
+    let mut tokens = doc[start..start + length].to_vec();
+    let mut next = start + length;
+    let mut rounds = 1;
+    loop {
+        let text = enc.decode(&tokens)?;
+        tokens = enc.encode(&text)?;
+        if tokens.len() == length || rounds == TEXT_ROUNDS || doc.is_empty() {
+            return Ok((tokens, text));
+        }
+        tokens.truncate(length);
+        while tokens.len() < length {
+            tokens.push(doc[next % doc.len()]);
+            next += 1;
+        }
+        rounds += 1;
+    }
 }
 
 /// `n` synthetic entries of seeded random token IDs (`spec.tokens` is

@@ -262,9 +262,9 @@ fn synthetic_cuts_real_text_at_drawn_lengths() {
     write(tmp.path(), "short.txt", "a bb ccc");
     let doc = Words.encode(&text).unwrap();
     let s = synth_spec(LengthDist::Uniform { min: 5, max: 50 }, LengthDist::Fixed(12));
-    let got = synthetic(&s, tmp.path(), &Words, 9, 30).unwrap();
-    assert_eq!(got, synthetic(&s, tmp.path(), &Words, 9, 30).unwrap(), "deterministic");
-    assert_ne!(got, synthetic(&s, tmp.path(), &Words, 10, 30).unwrap(), "seeded");
+    let got = synthetic(&s, tmp.path(), &Words, 9, 30, false).unwrap();
+    assert_eq!(got, synthetic(&s, tmp.path(), &Words, 9, 30, false).unwrap(), "deterministic");
+    assert_ne!(got, synthetic(&s, tmp.path(), &Words, 10, 30, false).unwrap(), "seeded");
     for e in &got {
         assert!((5..=50).contains(&e.tokens.len()), "{}", e.tokens.len());
         assert_eq!(e.output_tokens, Some(12));
@@ -273,8 +273,64 @@ fn synthetic_cuts_real_text_at_drawn_lengths() {
         assert_eq!(e.tokens[..], doc[o..o + e.tokens.len()], "a real cut");
     }
     let too_long = synth_spec(LengthDist::Fixed(201), LengthDist::Fixed(1));
-    let err = synthetic(&too_long, tmp.path(), &Words, 9, 1).unwrap_err().to_string();
+    let err = synthetic(&too_long, tmp.path(), &Words, 9, 1, false).unwrap_err().to_string();
     assert!(err.contains("drew 201 tokens, but the longest text file has 200"), "{err}");
+}
+
+/// One token per decimal word, its value; token 0 decodes to nothing (as a
+/// partial UTF-8 byte can), so a cut holding it re-encodes short.
+struct Numbers;
+
+impl Encoder for Numbers {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        text.split_whitespace().map(|w| w.parse::<u32>().map_err(|e| e.to_string())).collect()
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        Ok(ids.iter().filter(|&&i| i != 0).map(u32::to_string).collect::<Vec<_>>().join(" "))
+    }
+}
+
+#[test]
+fn synthetic_on_chat_sends_each_cut_as_text_of_its_length() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text: String = (0..60).map(|i| (i % 7).to_string()).collect::<Vec<_>>().join(" ");
+    write(tmp.path(), "a.txt", &text);
+    let s = synth_spec(LengthDist::Uniform { min: 5, max: 20 }, LengthDist::Fixed(3));
+    let ids = synthetic(&s, tmp.path(), &Numbers, 9, 20, false).unwrap();
+    let chat = synthetic(&s, tmp.path(), &Numbers, 9, 20, true).unwrap();
+    for (c, i) in chat.iter().zip(&ids) {
+        // The same draws on both routes; the text re-encodes to the drawn length,
+        // the vanished 0s topped up with the document's next tokens.
+        assert_eq!(
+            (c.offset, &c.source, c.output_tokens, c.tokens.len()),
+            (i.offset, &i.source, i.output_tokens, i.tokens.len())
+        );
+        let [m] = c.messages.as_deref().unwrap() else { panic!("one message") };
+        assert_eq!(m.role, "user");
+        assert_eq!(Numbers.encode(&m.content).unwrap(), c.tokens, "the tokens are the text's");
+        assert!(!c.tokens.contains(&0));
+        assert!(i.messages.is_none());
+    }
+    assert!(ids.iter().any(|e| e.tokens.contains(&0)), "some cut needed topping up");
+}
+
+#[test]
+fn a_synthetic_text_panel_on_chat_carries_each_entrys_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("t")).unwrap();
+    write(&tmp.path().join("t"), "a.txt", &(1..80).map(|i| i.to_string()).collect::<Vec<_>>().join(" "));
+    let synthetic = "source = \"synthetic\"\ntexts = \"t\"\ntokenizer = \"tok.json\"\nnum_requests = 3\n\
+                     input_tokens = { dist = \"fixed\", value = 6 }\noutput_tokens = { dist = \"fixed\", value = 4 }";
+    let plan = plan::parse(&plan_text("endpoint = \"chat\"\noutput_tokens = 4", synthetic)).unwrap();
+    let panel = build_panel(&plan, tmp.path(), Some(&Numbers)).unwrap();
+    panel.check(&plan).unwrap();
+    for p in &panel.prompts {
+        let [m] = p.messages.as_deref().unwrap() else { panic!("one message") };
+        assert_eq!((m.role.as_str(), Numbers.encode(&m.content).unwrap()), ("user", p.tokens.clone()));
+    }
+    let ids = plan::parse(&plan_text("output_tokens = 4", synthetic)).unwrap();
+    assert!(build_panel(&ids, tmp.path(), Some(&Numbers)).unwrap().prompts.iter().all(|p| p.messages.is_none()));
 }
 
 #[test]
