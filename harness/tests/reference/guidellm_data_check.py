@@ -24,10 +24,12 @@ synthetic modules import at import time and this path never calls. `datasets`,
 
 from __future__ import annotations
 
+import atexit
 import importlib.abc
 import importlib.machinery
 import json
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -70,7 +72,9 @@ sys.meta_path.insert(0, _StandInFinder())
 warnings.filterwarnings("ignore")
 # Local files only, and no cache left behind in the user's home.
 os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="guidellm-data-check-")
+CACHE = tempfile.mkdtemp(prefix="guidellm-data-check-")
+atexit.register(shutil.rmtree, CACHE, ignore_errors=True)
+os.environ["HF_DATASETS_CACHE"] = CACHE
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from guidellm.backends.openai.request_handlers import (  # noqa: E402
