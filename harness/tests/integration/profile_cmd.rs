@@ -393,3 +393,93 @@ fn scratch_texts(dir: &Path) {
         .unwrap_or_else(|_| "When shall we three meet again, in thunder, lightning, or in rain? ".repeat(40));
     std::fs::write(texts.join("macbeth.txt"), text).expect("write a text");
 }
+
+/// AIPerf's `--input-file F --custom-dataset-type mooncake_trace` (its fixed
+/// schedule: each row at its timestamp less the first one's, with its lengths):
+/// one trace cell on /v1/completions whose requests are intended exactly at the
+/// rows' offsets and sent in that order, each after its intended time and within
+/// a second of it (a loose bound: the machine may be busy), with each row's output
+/// length forced; AIPerf's models read the exports; the evidence replays clean. A
+/// trace row the cell cannot replay (`session_id`) exits 2 and writes nothing.
+#[test]
+fn a_mooncake_trace_replays_its_timestamps_and_aiperf_reads_the_exports() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = synth_model(tmp.path());
+    let trace = tmp.path().join("mooncake.jsonl");
+    let rows = [(5000u64, 12u32, 3u32), (5200, 20, 4), (5450, 12, 2), (5900, 16, 5)];
+    let lines: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (t, inp, out))| {
+            format!("{{\"timestamp\": {t}, \"input_length\": {inp}, \"output_length\": {out}, \"hash_ids\": [{i}]}}\n")
+        })
+        .collect();
+    std::fs::write(&trace, lines.concat()).unwrap();
+    let bad = tmp.path().join("sessions.jsonl");
+    std::fs::write(&bad, "{\"session_id\": \"a\", \"timestamp\": 1, \"input_length\": 4, \"output_length\": 2}\n")
+        .unwrap();
+    let port = free_port();
+    let mut server = serve(&model, port);
+    wait_up(port);
+    let url = format!("127.0.0.1:{port}");
+    let (art, ev) = (tmp.path().join("art"), tmp.path().join("ev"));
+    let flags = |file: &Path, art: &Path, ev: &Path| {
+        let mut v: Vec<String> = ["-m", "synth", "--url", &url, "--endpoint-type", "completions", "--streaming"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for (k, val) in [("--input-file", s(file)), ("--artifact-dir", s(art)), ("--out", s(ev))] {
+            v.extend([k.to_string(), val]);
+        }
+        v.extend(
+            ["--custom-dataset-type", "mooncake_trace", "--extra-inputs", "ignore_eos:true", "--ui", "none"]
+                .map(String::from),
+        );
+        v
+    };
+    let run = |v: Vec<String>| profile(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    let ran = run(flags(&trace, &art, &ev));
+    let refused = run(flags(&bad, &tmp.path().join("art2"), &tmp.path().join("ev2")));
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let (stdout, stderr) = text(&ran);
+    assert!(ran.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let v = aiperf_reads(&art);
+    assert_eq!((v["records"].as_u64(), v["errors"].as_u64()), (Some(4), Some(0)), "{v}");
+    let plan = std::fs::read_to_string(ev.join("plan.toml")).expect("plan.toml");
+    assert!(plan.contains("load = \"trace\"") && plan.contains("trace_lengths = true"), "{plan}");
+    let mut records = Vec::new();
+    for arm in std::fs::read_dir(ev.join("raw/b0")).expect("raw/b0") {
+        for f in std::fs::read_dir(arm.expect("arm").path()).expect("arm dir") {
+            let p = f.expect("file").path();
+            if p.to_string_lossy().ends_with(".requests.jsonl") {
+                records.extend(read_records(&p));
+            }
+        }
+    }
+    records.sort_by_key(|r| r.index);
+    assert_eq!(records.len(), rows.len());
+    let (t0, s0) = (records[0].intended_ns, records[0].send_ns.expect("sent"));
+    let mut last_send = 0;
+    for (r, (t, inp, out)) in records.iter().zip(&rows) {
+        let offset = (t - rows[0].0) * 1_000_000;
+        assert_eq!(r.intended_ns - t0, offset, "request {} intended at its row's offset", r.index);
+        let sent = r.send_ns.expect("sent") - s0;
+        assert!(sent >= last_send && r.send_ns.unwrap() >= r.intended_ns, "{r:?}");
+        assert!(
+            sent.abs_diff(offset) < 1_000_000_000,
+            "request {} sent {sent} ns after the first, row {offset}",
+            r.index
+        );
+        assert_eq!((r.prompt_tokens_intended, r.output_tokens_intended), (*inp, *out), "the row's lengths: {r:?}");
+        assert_eq!(r.usage.as_ref().map(|u| u.completion_tokens), Some(*out), "forced: {r:?}");
+        last_send = sent;
+    }
+    replay_ok(&ev);
+
+    let (stdout, stderr) = text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("`session_id` refused"), "{stderr}");
+    assert!(!tmp.path().join("art2").exists() && !tmp.path().join("ev2").exists(), "nothing written");
+}

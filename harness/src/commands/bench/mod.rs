@@ -435,6 +435,11 @@ pub struct BenchArgs {
     /// output mode, instead of fixed lengths and forced outputs.
     #[arg(skip)]
     pub length_shape: Option<LengthShape>,
+    /// Set by `harness profile` (AIPerf's --custom-dataset-type mooncake_trace): one
+    /// trace cell replaying the file's timestamps, instead of rate or concurrency
+    /// cells.
+    #[arg(skip)]
+    pub trace_replay: Option<TraceReplay>,
     /// Set by `harness profile` (AIPerf's --tokenizer-revision): the revision of a
     /// hub name looked up in the local Hugging Face cache (default `main`).
     #[arg(skip)]
@@ -459,6 +464,19 @@ pub struct LengthShape {
     pub output: String,
     pub natural: bool,
     pub output_cap: u32,
+}
+
+/// A trace cell's file and panel: `path` (a Mooncake JSONL, as given: read from
+/// the working directory, copied into the evidence's inputs), the panel lengths
+/// (the distinct input lengths of the rows sent), documents per length, and the
+/// largest output length of those rows (`request.output_tokens`; each request
+/// sends its own row's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceReplay {
+    pub path: String,
+    pub lengths: Vec<u32>,
+    pub documents: u64,
+    pub max_output: u32,
 }
 
 /// Bad flags: always exit 2 (the message names the flag).
@@ -671,6 +689,10 @@ fn tokenizer_file(a: &BenchArgs) -> Result<Option<String>, BenchError> {
 /// `--concurrency` of `--max-concurrency` (or `--num-prompts`: every request at once).
 fn vllm_loads(a: &BenchArgs) -> Result<BenchArgs, BenchError> {
     let mut out = a.clone();
+    if a.trace_replay.is_some() {
+        // The trace file is the load; `max_concurrency` is its in-flight cap.
+        return Ok(out);
+    }
     if let Some(r) = a.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
         return Err(BenchError::Args(format!("--request-rate: every rate must be positive (or inf), got {r}")));
     }

@@ -384,6 +384,10 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     let natural = if a.ignore_eos { "forced" } else { "natural" };
     let custom_output = u32::try_from(a.custom_output_len).ok();
     let (output, request) = match (&a.length_shape, a.dataset) {
+        // A trace cell's rows: each request's own output length (`trace_lengths`).
+        _ if a.trace_replay.is_some() => {
+            (natural, format!("output_tokens = {}\n", a.trace_replay.as_ref().map_or(1, |tr| tr.max_output)))
+        }
         // `harness profile`'s synthetic lengths: each entry's own output length.
         (Some(s), _) => {
             (if s.natural { "natural" } else { "forced" }, format!("max_output_tokens = {}\n", s.output_cap))
@@ -403,6 +407,10 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     t.push_str("[prompts]\n");
     let tokenizer = a.tokenizer.as_ref().map(|k| format!("tokenizer = {}\n", quote(k))).unwrap_or_default();
     let (ri, ro) = range_ratios(a)?;
+    if let Some(tr) = &a.trace_replay {
+        trace_panel(a, tr, &tokenizer, t);
+        return Ok(());
+    }
     if let Some(shape) = &a.length_shape {
         let entries = a.panel_entries.unwrap_or(n);
         let _ = match a.dataset {
@@ -491,6 +499,41 @@ fn panel(a: &BenchArgs, t: &mut String) -> Result<(), BenchError> {
     };
     t.push('\n');
     Ok(())
+}
+
+/// A trace cell's fixed-length panel: text cut with the tokenizer from
+/// `--dataset-path`'s texts, else random token IDs; one length per distinct row
+/// input length.
+fn trace_panel(a: &BenchArgs, tr: &super::TraceReplay, tokenizer: &str, t: &mut String) {
+    let lengths: Vec<String> = tr.lengths.iter().map(u32::to_string).collect();
+    let (lengths, documents) = (lengths.join(", "), tr.documents);
+    let _ = match (a.dataset, a.dataset_path.as_deref()) {
+        (Dataset::Synthetic, Some(texts)) => write!(
+            t,
+            "source = \"text\"\ntexts = {}\n{tokenizer}lengths = [{lengths}]\ndocuments = {documents}\n",
+            quote(texts)
+        ),
+        _ => write!(
+            t,
+            "source = \"random\"\nlengths = [{lengths}]\ndocuments = {documents}\nmin_token_id = 0\nmax_token_id = {}\n",
+            a.max_token_id
+        ),
+    };
+    t.push('\n');
+}
+
+/// The trace cell of `harness profile`'s Mooncake file: every row's timestamp,
+/// input and output length (`trace_lengths`), capped in flight by
+/// `max_concurrency` when given.
+fn trace_cell(a: &BenchArgs, tr: &super::TraceReplay, t: &mut String) {
+    let cap = a.max_concurrency.map(|c| format!("max_concurrency = {c}\n")).unwrap_or_default();
+    let _ = write!(
+        t,
+        "[[cells]]\nname = \"trace\"\nkind = \"descriptive\"\nload = \"trace\"\ntrace = {}\ntrace_lengths = true\n\
+         count = {}\n{cap}\n",
+        quote(&tr.path),
+        a.num_prompts
+    );
 }
 
 /// The `[request]` output mode and length line of a dataset's own lengths.
@@ -611,6 +654,9 @@ pub fn plan_text(a: &BenchArgs, port: impl FnOnce() -> u16) -> Result<String, Be
         a.max_error_rate
     );
     t.push_str(&arms);
+    if let Some(tr) = &a.trace_replay {
+        trace_cell(a, tr, &mut t);
+    }
     let (kind, load, arrival) = if a.constant_arrivals {
         ("constant", "constant", String::new())
     } else {

@@ -7,6 +7,7 @@
 //! not run anything or compute a number: the caller runs the plan as `harness
 //! bench` does, and the numbers are `export::aiperf_metrics`'.
 
+mod mooncake;
 pub mod refused;
 
 use std::path::{Path, PathBuf};
@@ -57,11 +58,12 @@ pub struct ProfileArgs {
     /// AIPerf's `--header/-H Name:Value ...`.
     #[arg(long, short = 'H', num_args = 1..)]
     pub header: Vec<String>,
-    /// AIPerf's `--input-file` (with --custom-dataset-type single_turn).
+    /// AIPerf's `--input-file` (with --custom-dataset-type single_turn or
+    /// mooncake_trace).
     #[arg(long)]
     pub input_file: Option<PathBuf>,
     /// AIPerf's `--custom-dataset-type`: single_turn (JSONL of `text` and optional
-    /// `output_length`).
+    /// `output_length`) or mooncake_trace (rows replayed at their timestamps).
     #[arg(long)]
     pub custom_dataset_type: Option<String>,
     /// AIPerf's `--random-seed` (default 0 here: a study always has one).
@@ -259,9 +261,10 @@ pub fn translate(a: &ProfileArgs, defaults: BenchArgs) -> Result<Translated, Ben
         requested_osl: a.osl.is_some() || from_file,
         per_chunk_usage: a.per_chunk_usage,
         goodput: goodput(a)?,
-        closed_loop: b.request_rate.is_empty(),
+        closed_loop: b.request_rate.is_empty() && b.trace_replay.is_none(),
     };
     let load = match (a.concurrency.first(), a.request_rate.first()) {
+        _ if b.trace_replay.is_some() => "fixed_schedule".into(),
         (_, Some(r)) => format!("request_rate{r}"),
         (Some(c), None) => format!("concurrency{c}"),
         (None, None) => "concurrency1".into(),
@@ -382,10 +385,16 @@ fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Resu
     if let Some(path) = &a.input_file {
         match a.custom_dataset_type.as_deref().unwrap_or("single_turn").replace('-', "_").as_str() {
             "single_turn" => {}
+            "mooncake_trace" => {
+                let tokenizer = crate::commands::bench::resolved(b)?.tokenizer.is_some();
+                mooncake::translate(a, b, chat, tokenizer)?;
+                return Ok(true);
+            }
             other => {
                 return Err(bad(format!(
-                    "--custom-dataset-type {other}: refused: not built for this front door (single_turn is; \
-                     Mooncake traces run as a plan's trace cell: `harness run`, docs/plan.md)"
+                    "--custom-dataset-type {other}: refused: not built for this front door (single_turn and \
+                     mooncake_trace are; {})",
+                    unbuilt_dataset_reason(other)
                 )));
             }
         }
@@ -440,6 +449,19 @@ fn dataset(a: &ProfileArgs, b: &mut BenchArgs, chat: bool, forced: bool) -> Resu
         b.dataset = Dataset::RandomIds;
     }
     Ok(false)
+}
+
+/// Why an AIPerf `--custom-dataset-type` other than single_turn and
+/// mooncake_trace is not built.
+fn unbuilt_dataset_reason(kind: &str) -> &'static str {
+    match kind {
+        "multi_turn" => {
+            "its sessions carry each turn's own text and delay, and the harness's sessions are panel turns of \
+             synthetic lengths (prompts.max_turns), which cannot hold a file's turns"
+        }
+        "random_pool" => "it samples prompts from a directory of files, which no harness panel reads",
+        _ => "AIPerf's other loaders read formats no harness panel reads",
+    }
 }
 
 /// `--goodput "tag:value ..."` as (AIPerf tag, threshold), each tag AIPerf's.

@@ -42,7 +42,7 @@ const SERVICE: &str = "AIPerf's multi-process services (workers, record processo
 const MULTI_RUN: &str = "AIPerf's repeated trials, parameter sweeps and SLA searches: not built for this front door; a plan file with blocks and sweep cells (`harness run`) repeats and sweeps";
 const READY: &str = "AIPerf's readiness probe: the harness waits for the server's health path (`harness bench --startup-timeout-s`) in its own runs; give a running server";
 const API_KEY: &str = "a key on the command line lands in shell history and the study's record: put it in an environment variable and pass --api-key-env VAR";
-const SCHEDULE: &str = "timestamped replay of an input file: not built for this front door; a plan's `trace` cell replays Mooncake arrival files (docs/plan.md)";
+const SCHEDULE: &str = "switching or windowing the timestamped replay: not built; a --custom-dataset-type mooncake_trace file with timestamps is always replayed at them from its first row (AIPerf's default, auto fixed schedule with auto offset)";
 const SAMPLING: &str =
     "the requests use the panel's entries in order, round robin (AIPerf's `sequential`); other sampling is not built";
 const ACCURACY: &str = "accuracy benchmarks: `harness qualify` and a plan's [qualification] measure quality";

@@ -115,10 +115,10 @@ fn aiperf_flags_not_built_are_refused_with_their_reason() {
     assert!(e.contains("--endpoint-type chat with synthetic prompts: refused: no tokenizer resolves"), "{e}");
     assert!(error(&["--endpoint-type", "embeddings"]).contains("refused"));
     assert!(error(&["--endpoint-type", "completions", "--goodput", "bogus:1"]).contains("not an AIPerf metric tag"));
-    assert!(
-        error(&["--input-file", "x.jsonl", "--custom-dataset-type", "mooncake_trace"])
-            .contains("--custom-dataset-type mooncake_trace: refused")
-    );
+    let e = error(&["--input-file", "x.jsonl", "--custom-dataset-type", "multi_turn"]);
+    assert!(e.contains("--custom-dataset-type multi_turn: refused") && e.contains("prompts.max_turns"), "{e}");
+    let e = error(&["--input-file", "x", "--custom-dataset-type", "random_pool"]);
+    assert!(e.contains("random_pool: refused") && e.contains("directory"), "{e}");
     assert!(error(&["--endpoint-type", "completions", "--extra-inputs", "max_tokens:5"]).contains("give --osl"));
 }
 
@@ -155,6 +155,55 @@ fn a_single_turn_file_is_a_requests_panel_on_chat() {
     assert!(p.text.contains("source = \"requests\"") && p.text.contains("endpoint = \"chat\""), "{}", p.text);
     assert!(p.text.contains("max_output_tokens = 9"), "{}", p.text);
     assert_eq!(loads(&p)[0].1, 2);
+}
+
+/// A Mooncake trace (AIPerf's fixed schedule: its rows at their timestamps, the
+/// count its rows) is one trace cell replaying the file with each row's lengths,
+/// from a fixed-length panel of the rows' input lengths; --request-count takes
+/// the first rows, --concurrency caps in flight.
+#[test]
+fn a_mooncake_trace_is_one_trace_cell_of_the_rows_lengths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("m.jsonl");
+    let rows = "{\"timestamp\": 1000, \"input_length\": 12, \"output_length\": 3, \"hash_ids\": [1]}\n\
+                {\"timestamp\": 1250, \"input_length\": 20, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
+                {\"timestamp\": 1600, \"input_length\": 12, \"output_length\": 4}\n";
+    std::fs::write(&f, rows).unwrap();
+    let file = f.to_str().unwrap();
+    let base = ["--endpoint-type", "completions", "--input-file", file, "--custom-dataset-type", "mooncake_trace"];
+    let t = translated(&base).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!t.shape.closed_loop && t.shape.requested_osl);
+    assert!(t.artifact_dir.ends_with("m-openai-completions-fixed_schedule"), "{:?}", t.artifact_dir);
+    let p = prepared(&base);
+    let text = &p.text;
+    assert!(text.contains("source = \"random\"\nlengths = [12, 20]\ndocuments = 2\n"), "{text}");
+    assert!(text.contains("output = \"natural\"\noutput_tokens = 5\n"), "{text}");
+    assert!(text.contains("trace_lengths = true") && text.contains(&format!("trace = {file:?}")), "{text}");
+    let cell = |p: &BenchPlan| p.frozen.plan.cells[0].clone();
+    assert_eq!(p.frozen.plan.cells.len(), 1);
+    assert_eq!(cell(&p).load, Load::Trace { path: file.into(), time_scale: 1.0, lengths: true });
+    assert_eq!((loads(&p)[0].1, cell(&p).max_concurrency), (3, None));
+    let p = prepared(&[&base[..], &["--request-count", "2", "--concurrency", "4"]].concat());
+    assert_eq!((loads(&p)[0].1, cell(&p).max_concurrency), (2, Some(4)));
+    let p = prepared(&[&base[..], &["--extra-inputs", "ignore_eos:true"]].concat());
+    assert!(p.text.contains("output = \"forced\""), "{}", p.text);
+
+    let e = error(&[&base[..], &["--request-count", "4"]].concat());
+    assert!(e.contains("--request-count 4:") && e.contains("has 3 rows"), "{e}");
+    let e = error(&[&base[..], &["--request-rate", "2"]].concat());
+    assert!(e.contains("--request-rate with --custom-dataset-type mooncake_trace: refused"), "{e}");
+    let e = error(&base[2..]);
+    assert!(e.contains("--endpoint-type chat: refused") && e.contains("--endpoint-type completions"), "{e}");
+    for (row, why) in [
+        ("{\"timestamp\": 1, \"text_input\": \"hi\", \"output_length\": 2}", "`text_input` refused"),
+        ("{\"session_id\": \"a\", \"input_length\": 3, \"output_length\": 2}", "`session_id` refused"),
+        ("{\"input_length\": 3, \"output_length\": 2}", "no `timestamp`: refused"),
+        ("{\"timestamp\": 5, \"input_length\": 3}", "missing field \"output_length\""),
+    ] {
+        std::fs::write(&f, format!("{row}\n")).unwrap();
+        let e = error(&base);
+        assert!(e.contains(why) && e.contains("line 1"), "{row}: {e}");
+    }
 }
 
 /// Every name of every `aiperf profile` flag (AIPerf 0.13.0's `--help`, in
