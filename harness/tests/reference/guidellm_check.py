@@ -23,48 +23,16 @@ guidellm is imported; everything the check uses is guidellm's real code.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import json
 import math
 import sys
-import types
 import warnings
+
+import standins  # this folder (the script's own, first on sys.path)
 
 HEAVY = ("torch", "transformers", "datasets", "pandas", "faker")
 
-
-class _StandIn(types.ModuleType):
-    """A module whose attributes are empty classes (capitalised names) or modules."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if name.lstrip("_")[:1].isupper():
-            value = type(name, (), {"__class_getitem__": classmethod(lambda c, k: c)})
-        else:
-            value = _StandIn(f"{self.__name__}.{name}")
-            value.__path__ = []
-        setattr(self, name, value)
-        return value
-
-
-class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in HEAVY:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = _StandIn(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-sys.meta_path.insert(0, _StandInFinder())
+standins.install(HEAVY)
 warnings.filterwarnings("ignore")
 
 from types import SimpleNamespace  # noqa: E402

@@ -25,50 +25,18 @@ synthetic modules import at import time and this path never calls. `datasets`,
 from __future__ import annotations
 
 import atexit
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import shutil
 import sys
 import tempfile
-import types
 import warnings
+
+import standins  # this folder (the script's own, first on sys.path)
 
 HEAVY = ("torch", "faker")
 
-
-class _StandIn(types.ModuleType):
-    """A module whose attributes are empty classes (capitalised names) or modules."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if name.lstrip("_")[:1].isupper():
-            value = type(name, (), {"__class_getitem__": classmethod(lambda c, k: c)})
-        else:
-            value = _StandIn(f"{self.__name__}.{name}")
-            value.__path__ = []
-        setattr(self, name, value)
-        return value
-
-
-class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in HEAVY:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = _StandIn(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-sys.meta_path.insert(0, _StandInFinder())
+standins.install(HEAVY)
 warnings.filterwarnings("ignore")
 # Local files only, and no cache left behind in the user's home.
 os.environ["HF_HUB_OFFLINE"] = "1"
