@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 
 use super::pyfmt;
 
-/// guidellm's modalities and their metrics (`MODALITY_METRICS`).
-const MODALITIES: &[(&str, &[(&str, &str)])] = &[
+/// guidellm's modalities and their metrics (`MODALITY_METRICS`; its CSV and HTML
+/// writers both walk them).
+pub(super) const MODALITIES: &[(&str, &[(&str, &str)])] = &[
     ("text", &[("tokens", "Tokens"), ("words", "Words"), ("characters", "Characters")]),
     ("image", &[("tokens", "Tokens"), ("images", "Images"), ("pixels", "Pixels"), ("bytes", "Bytes")]),
     ("video", &[("tokens", "Tokens"), ("frames", "Frames"), ("seconds", "Seconds"), ("bytes", "Bytes")]),

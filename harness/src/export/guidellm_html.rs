@@ -16,17 +16,11 @@ use serde_json::Value;
 
 use super::pyfmt::{self, Dumps, Py};
 
+use super::guidellm_csv::MODALITIES;
+
 const TEMPLATE: &str = include_str!("../../assets/guidellm-html/template.html");
 const CSS: &str = include_str!("../../assets/guidellm-html/report.css");
 const JS: &str = include_str!("../../assets/guidellm-html/report.js");
-
-const MODALITIES: &[(&str, &[(&str, &str)])] = &[
-    ("text", &[("tokens", "Tokens"), ("words", "Words"), ("characters", "Characters")]),
-    ("image", &[("tokens", "Tokens"), ("images", "Images"), ("pixels", "Pixels"), ("bytes", "Bytes")]),
-    ("video", &[("tokens", "Tokens"), ("frames", "Frames"), ("seconds", "Seconds"), ("bytes", "Bytes")]),
-    ("audio", &[("tokens", "Tokens"), ("samples", "Samples"), ("seconds", "Seconds"), ("bytes", "Bytes")]),
-    ("tool_call", &[("tokens", "Tokens"), ("mixed_tokens", "Mixed Tokens"), ("count", "Count")]),
-];
 
 fn num(v: &Value) -> Option<f64> {
     v.as_f64()

@@ -10,17 +10,7 @@ use super::data_file::{FileKind, Row, read, to_requests_jsonl};
 use super::*;
 use crate::commands::bench::prepare;
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: BenchmarkArgs,
-}
-
-#[derive(Parser)]
-struct Defaults {
-    #[command(flatten)]
-    bench: BenchArgs,
-}
+use super::tests::{Cli, Defaults};
 
 fn file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);

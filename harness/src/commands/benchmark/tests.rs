@@ -10,15 +10,15 @@ use crate::commands::bench::{BenchPlan, prepare, prepare_sweep, resolved};
 use crate::plan::Load;
 
 #[derive(Parser)]
-struct Cli {
+pub(super) struct Cli {
     #[command(flatten)]
-    args: BenchmarkArgs,
+    pub(super) args: BenchmarkArgs,
 }
 
 #[derive(Parser)]
-struct Defaults {
+pub(super) struct Defaults {
     #[command(flatten)]
-    bench: BenchArgs,
+    pub(super) bench: BenchArgs,
 }
 
 const BACKEND: &str = "kind=openai_http,target=http://127.0.0.1:9/v1,model=m";
